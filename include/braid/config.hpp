@@ -1,0 +1,117 @@
+// Study configuration: the model, the cluster, the parallel layout and the training settings that
+// one simulation is about, loaded from YAML (configs/models, configs/clusters, configs/studies)
+// and overridden from the command line. Plain data, validated on load: every struct here is
+// consistent once a loader has returned it. It knows nothing of costs or schedules.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace braid {
+
+enum class MlpActivation { SwiGLU, GeLU };
+enum class PositionEmbedding { Rotary, Learned };
+enum class Recompute { None, Selective, Full };
+
+// The ViT encoder of a multimodal model (Qwen2-VL style).
+struct VisionConfig {
+  int depth = 0;              // transformer layers
+  int hidden = 0;             // embed_dim
+  int heads = 0;
+  double mlp_ratio = 4.0;     // fc1 width = mlp_ratio * hidden, GELU, not gated
+  int patch = 14;             // spatial patch size (pixels)
+  int temporal_patch = 2;
+  int in_channels = 3;
+  int spatial_merge = 2;      // merge x merge patches become one LM token
+  int tokens_per_sample = 0;  // LM tokens the image contributes per sample (after merging)
+};
+
+struct ModelConfig {
+  std::string name;
+  std::string file;  // where it was loaded from
+  int layers = 0;
+  int hidden = 0;
+  int heads = 0;
+  int kv_heads = 0;
+  int head_dim = 0;
+  int ffn = 0;  // intermediate size (per gate for SwiGLU)
+  int vocab = 0;
+  bool tied_embeddings = false;
+  bool qkv_bias = false;
+  MlpActivation activation = MlpActivation::SwiGLU;
+  PositionEmbedding position = PositionEmbedding::Rotary;
+  int max_positions = 0;  // learned position embeddings only
+  std::optional<VisionConfig> vision;
+};
+
+// A link class of the cluster (NVLink inside a node, InfiniBand between nodes, PCIe to the host).
+struct LinkConfig {
+  std::string name;  // link class name; the profile's collective model is keyed by it
+};
+
+struct ClusterConfig {
+  std::string name;
+  std::string file;
+  int nodes = 0;
+  int gpus_per_node = 0;
+  std::string profile;  // profile name (profiles/<name>.yaml) or path
+  LinkConfig intra_node;
+  LinkConfig inter_node;
+  LinkConfig host;
+  int gpus() const { return nodes * gpus_per_node; }
+};
+
+struct ParallelConfig {
+  int tp = 1;
+  int pp = 1;
+  int vpp = 2;  // chunks per rank for loop-placement schedules (1f1b-i)
+  bool sequence_parallel = false;
+  int dp = 1;   // derived: gpus / (tp * pp)
+};
+
+struct TrainingConfig {
+  int seq = 0;               // tokens per sample
+  int micro_batch_size = 1;  // samples per microbatch
+  int microbatches = 0;      // microbatches per iteration (per data-parallel replica)
+  int dtype_bytes = 2;       // bf16
+  double optimizer_bytes_per_param = 12;  // Adam: fp32 master + two moments
+  double grad_bytes_per_param = 4;        // fp32 main grads (Megatron)
+  double weight_bytes_per_param = 2;      // bf16 weights
+  bool distributed_optimizer = false;     // optimizer state divided by dp
+  Recompute recompute = Recompute::None;
+};
+
+struct Study {
+  std::string name;
+  std::string file;
+  ModelConfig model;
+  ClusterConfig cluster;
+  ParallelConfig parallel;
+  TrainingConfig training;
+  std::vector<std::string> schedules;  // default schedule list for `compare`
+};
+
+// Command-line overrides; an unset field keeps the study's value.
+struct StudyOverrides {
+  std::optional<std::string> model, cluster;
+  std::optional<int> tp, pp, vpp, seq, mbs, microbatches, nodes;
+  std::optional<bool> sequence_parallel;
+  std::optional<Recompute> recompute;
+};
+
+// Where named configs live: $BRAID_HOME if set, else the source tree braid was built from.
+std::filesystem::path data_root();
+// Resolves a config name ("qwen2-7b") or a path to a YAML file under data_root()/configs/<kind>.
+std::filesystem::path resolve_config(const std::string& kind, const std::string& name_or_path);
+
+ModelConfig load_model(const std::filesystem::path& file);
+ClusterConfig load_cluster(const std::filesystem::path& file);
+// Loads a study and applies overrides, then validates the whole (divisibility, sizes). Throws
+// InputError naming the file and field.
+Study load_study(const std::filesystem::path& file, const StudyOverrides& overrides = {});
+// Re-validates a study after it was edited in code (the explorer's cross product).
+void validate_study(Study& study);
+
+}  // namespace braid

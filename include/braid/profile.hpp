@@ -1,0 +1,72 @@
+// Profile: what one GPU type and its links can do — peak FLOP/s, achieved efficiencies, memory
+// bandwidth, a collective model per link class, copy bandwidths, compute/communication contention
+// and fixed framework memory. Loaded from profiles/<gpu>.yaml; either spec-derived (every number
+// names its public source in the file) or measured by braid-profile. It is data, not a cost model:
+// cost_model.hpp turns it into unit times.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace braid {
+
+enum class Source { SpecDerived, Measured };
+
+// One measured point of a collective or copy: group size, payload bytes per rank, seconds.
+struct MeasuredComm {
+  int ranks = 0;
+  double bytes = 0;
+  double time_s = 0;
+};
+
+// Collective cost on one link class: time = latency + algorithm factor * bytes / bus bandwidth,
+// unless a measured table for the collective is present (it takes precedence).
+struct LinkProfile {
+  std::string name;
+  double latency_s = 0;
+  double bus_bandwidth_Bps = 0;  // nccl-tests busbw plateau, bytes/s
+  double p2p_bandwidth_Bps = 0;  // point-to-point, one direction, bytes/s
+  std::map<std::string, std::vector<MeasuredComm>> measured;  // "all_reduce", "all_gather", ...
+};
+
+// Achieved GEMM efficiency as a function of size: eff = max_eff * flops / (flops + half_flops),
+// a saturation curve fitted to published measurements (small GEMMs run far below peak).
+struct GemmEfficiency {
+  double max_efficiency = 0.8;
+  double half_flops = 0;  // FLOPs of a GEMM that reaches half of max_efficiency
+};
+
+// Contention: while a collective (or P2P) and compute run together on one GPU, each runs this
+// many times slower than alone.
+struct Contention {
+  double compute_slowdown = 1.0;
+  double comm_slowdown = 1.0;
+};
+
+struct Profile {
+  std::string name;
+  std::string file;
+  Source source = Source::SpecDerived;
+  std::string gpu;                // marketing name
+  double peak_flops = 0;          // dense bf16, FLOP/s
+  double hbm_bytes = 0;           // device memory, bytes
+  double hbm_bandwidth_Bps = 0;   // bytes/s
+  GemmEfficiency gemm;
+  double attention_fwd_efficiency = 0;  // fraction of peak for fused attention forward
+  double attention_bwd_efficiency = 0;
+  double memory_bound_efficiency = 0.85;  // fraction of HBM bandwidth elementwise kernels reach
+  std::map<std::string, LinkProfile> links;  // keyed by link class name (nvlink, ib, pcie, ...)
+  double host_d2h_Bps = 0;                   // pinned copies over the host link, per direction
+  double host_h2d_Bps = 0;
+  Contention contention;
+  double fixed_overhead_bytes = 0;  // CUDA context, NCCL buffers, allocator slack
+
+  const LinkProfile& link(const std::string& name) const;  // throws InputError if missing
+};
+
+// Resolves a name ("a800") or path under data_root()/profiles and loads it.
+Profile load_profile(const std::filesystem::path& file);
+
+}  // namespace braid

@@ -1,0 +1,88 @@
+// Schedule: per pipeline rank, the ordered list of instructions it executes in one iteration
+// (DESIGN §3 and §8) — F, B, W of one (chunk, microbatch), the braided pairs FB, FW, FF, and
+// OFFLOAD / RELOAD of saved activations. Generators produce schedules from (p, v, m, options) and
+// know nothing of costs; the validator proves a schedule complete and deadlock-free. A Schedule is
+// a value: the DAG lowering reads it, nothing writes back into it.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace braid {
+
+enum class OpCode : std::uint8_t { F, B, W, FB, FW, FF, Offload, Reload };
+const char* name(OpCode op);
+
+// One pass of one (chunk, microbatch): its forward, its input-gradient backward (with or without
+// the weight gradient) or its deferred weight gradient.
+struct Pass {
+  int chunk = 0;
+  int mb = 0;
+  bool defer_w = false;  // B only: the weight gradient runs later, at a W instruction
+  bool operator==(const Pass&) const = default;
+};
+
+// F, B, W, Offload, Reload use `a`; FB: a = F, b = B; FW: a = F, b = W; FF: a and b are both F.
+struct Instruction {
+  OpCode op = OpCode::F;
+  Pass a;
+  Pass b;
+  bool operator==(const Instruction&) const = default;
+};
+
+// How virtual stages map to (rank, chunk).
+enum class Placement : std::uint8_t {
+  Loop,  // virtual stage k = c * p + r (GPipe, 1F1B, 1F1B-I, ZB-H1)
+  V,     // chunk 0 of rank r is stage r, chunk 1 is stage 2p-1-r (ZB-V, STP, DualPipeV)
+};
+
+struct RankProgram {
+  int rank = 0;
+  std::vector<Instruction> instructions;
+};
+
+struct Schedule {
+  std::string name;
+  int pp = 1;
+  int vpp = 1;  // chunks per rank
+  int microbatches = 1;
+  Placement placement = Placement::Loop;
+  std::vector<RankProgram> ranks;
+
+  int virtual_stages() const { return pp * vpp; }
+  int virtual_stage(int rank, int chunk) const;
+  int rank_of(int virtual_stage) const;
+  int chunk_of(int virtual_stage) const;
+};
+
+struct ScheduleOptions {
+  int pp = 1;
+  int vpp = 2;               // chunks per rank, loop placement only
+  int microbatches = 1;
+  int group_size = 0;        // 1f1b-i: Megatron's microbatch group size N; 0 = p
+  double offload_fraction = 1.0;  // stp-offload: share of chunk-0 microbatches offloaded
+};
+
+// Names accepted by make_schedule, in the order `compare` lists them.
+const std::vector<std::string>& schedule_names();
+// Builds a schedule; throws InputError ("--schedule", "--microbatches", ...) on bad sizes.
+Schedule make_schedule(std::string_view name, const ScheduleOptions& options);
+
+// The result of validation: empty `error` means valid.
+struct ValidationResult {
+  std::string error;                 // names rank, position and instruction
+  std::vector<int> peak_in_flight;   // per rank, in chunk-microbatches (F done, B not yet done)
+  bool ok() const { return error.empty(); }
+};
+ValidationResult validate(const Schedule& schedule);
+
+// PyTorch `torch.distributed.pipelining` compute-only CSV (one row per rank, global stage indices).
+void write_pytorch_csv(const Schedule& schedule, std::ostream& out);
+// Reads such a CSV; placement and chunks per rank are inferred. Throws InputError naming the file,
+// the row and column, and the text, or the PyTorch validation rule that fails.
+Schedule read_pytorch_csv(std::istream& in, const std::string& file, int microbatches = 0);
+
+}  // namespace braid

@@ -1,0 +1,12 @@
+// The subcommands of the `braid` driver. Each lives in its own file (cmd_<name>.cpp) and registers
+// itself on the app; main() only parses and reports errors. Commands are thin: they parse options,
+// call the library and print.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace braid::cli {
+
+// One line per command, added with the command file (cmd_<name>.cpp).
+
+}  // namespace braid::cli

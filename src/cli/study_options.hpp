@@ -1,0 +1,25 @@
+// The study options every simulation command shares: --study and the field overrides
+// (--model, --cluster, --tp, --pp, --vpp, --seq, --mbs, --microbatches, --sp, --recompute,
+// --nodes, --profile). Parsed into StudyArgs, then resolved into a validated Study + Profile.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "braid/config.hpp"
+#include "braid/profile.hpp"
+
+namespace braid::cli {
+
+struct StudyArgs {
+  std::string study = "configs/studies/default.yaml";  // path or name under configs/studies
+  std::string profile;                                 // overrides the cluster's profile
+  StudyOverrides overrides;
+};
+
+void add_study_options(CLI::App& cmd, StudyArgs& args);
+Study resolve_study(const StudyArgs& args);
+Profile resolve_profile(const StudyArgs& args, const Study& study);
+
+}  // namespace braid::cli

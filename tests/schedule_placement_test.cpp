@@ -1,0 +1,26 @@
+#include <catch2/catch.hpp>
+
+#include "braid/schedule.hpp"
+
+using namespace braid;
+
+TEST_CASE("V placement puts stage r and 2p-1-r on rank r", "[schedule][placement]") {
+  Schedule s;
+  s.pp = 4;
+  s.vpp = 2;
+  s.placement = Placement::V;
+  CHECK(s.virtual_stage(0, 0) == 0);
+  CHECK(s.virtual_stage(0, 1) == 7);
+  CHECK(s.virtual_stage(3, 1) == 4);
+  for (int k = 0; k < 8; ++k) CHECK(s.virtual_stage(s.rank_of(k), s.chunk_of(k)) == k);
+}
+
+TEST_CASE("loop placement puts stage c*p+r on rank r", "[schedule][placement]") {
+  Schedule s;
+  s.pp = 4;
+  s.vpp = 3;
+  s.placement = Placement::Loop;
+  CHECK(s.virtual_stage(1, 2) == 9);
+  CHECK(s.rank_of(9) == 1);
+  CHECK(s.chunk_of(9) == 2);
+}
