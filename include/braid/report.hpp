@@ -43,6 +43,7 @@ struct CriticalPathSummary {
 struct Report {
   std::string study;     // study name, or "uniform"
   std::string schedule;  // schedule name
+  bool uniform = false;  // uniform (theory) unit costs: times are symbolic, no memory/FLOP data
   int pp = 1, vpp = 1, tp = 1, microbatches = 1, gpus = 1;
   int ops = 0;
   double iteration_time_s = 0;

@@ -195,6 +195,7 @@ Report make_report(const std::string& study, const Schedule& schedule, const Cos
   Report rep;
   rep.study = study;
   rep.schedule = schedule.name;
+  rep.uniform = cost.uniform;
   rep.pp = schedule.pp;
   rep.vpp = schedule.vpp;
   rep.tp = cost.tp;
