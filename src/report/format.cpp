@@ -154,10 +154,11 @@ std::string reports_csv(const std::vector<Report>& reports) {
 
 std::string ranks_csv(const Report& report) {
   std::string out =
-      "schedule,rank,busy_s,tp_exposed_s,pp_idle_s,offload_stall_s,static_gib,"
+      "schedule,rank,iteration_time_s,busy_s,tp_exposed_s,pp_idle_s,offload_stall_s,static_gib,"
       "activation_peak_gib,activation_peak_ma,peak_memory_gib,oom,over_gib\n";
   for (const RankReport& r : report.ranks)
-    out += report.schedule + "," + std::to_string(r.rank) + "," + csv_number(r.busy_s) + "," +
+    out += report.schedule + "," + std::to_string(r.rank) + "," +
+           csv_number(report.iteration_time_s) + "," + csv_number(r.busy_s) + "," +
            csv_number(r.tp_exposed_s) + "," + csv_number(r.pp_idle_s) + "," +
            csv_number(r.offload_stall_s) + "," + csv_number(r.static_bytes / kGiB) + "," +
            csv_number(r.activation_peak_bytes / kGiB) + "," + csv_number(r.activation_peak_ma) +
