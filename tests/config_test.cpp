@@ -279,3 +279,29 @@ TEST_CASE("a800 profile numbers are the spec-derived ones", "[config][profile]")
   Profile h20 = load_profile("h20");
   CHECK(h20.peak_flops == Approx(148e12));  // capped, not SMs x clock
 }
+
+TEST_CASE("measured collective rows load sorted and take precedence over the link model",
+          "[config][profile]") {
+  std::ifstream in(kRoot / "profiles/a800.yaml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string anchor = "    p2p_bandwidth_gbps: 160";
+  size_t at = text.find(anchor);
+  REQUIRE(at != std::string::npos);
+  at = text.find('\n', at) + 1;
+  text.insert(at,
+              "    measured:\n"
+              "      all_reduce:\n"
+              "        - {ranks: 8, bytes: 104857600, time_us: 1300}\n"
+              "        - {ranks: 8, bytes: 1048576, time_us: 45}\n");
+  Profile p = load_profile(scratch("measured.yaml", text));
+  const auto& rows = p.link("nvlink").measured.at("all_reduce");
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].bytes == 1048576);
+  CHECK(collective_time_s(p.link("nvlink"), CollectiveKind::AllReduce, 8, 1048576) ==
+        Approx(45e-6));
+
+  std::string bad = text;
+  bad.replace(bad.find("time_us: 45"), 11, "time_ms: 45");
+  InputError e = input_error([&] { load_profile(scratch("measured.yaml", bad)); });
+  CHECK(e.field == "links.nvlink.measured.all_reduce[1].time_us");
+}

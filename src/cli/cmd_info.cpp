@@ -164,16 +164,21 @@ void print_table(const Study& s, const Profile& prof, const CostModel& cm,
       "attention halved, no recompute)\n",
       cm.model_flops, cm.model_flops / cm.tokens_per_iteration / 1e9);
   std::printf("\nchunks (per GPU of the TP group):\n");
-  std::printf("%5s %7s %-22s %12s %10s %10s %12s\n", "stage", "layers", "non-layer units",
+  std::printf("%5s %7s %-40s %12s %10s %10s %12s\n", "stage", "layers", "non-layer units",
               "params_M", "static_gib", "M_a_gib", "output_mib");
   for (const auto& c : cm.chunks) {
+    // Non-layer units in order; the ViT's layers are summarised as ViTx<depth>.
     std::string extra;
+    auto add = [&extra](const std::string& label) { extra += (extra.empty() ? "" : "+") + label; };
     for (const auto& u : c.prologue) {
-      if (u.layer < 0) extra += std::string(extra.empty() ? "" : "+") + name(u.kind);
+      if (u.layer < 0) {
+        add(name(u.kind));
+      } else if (u.layer == 0 && u.kind == UnitKind::PreAttn) {
+        add("ViTx" + std::to_string(m.vision ? m.vision->depth : 0));
+      }
     }
-    if (m.vision && c.virtual_stage == 0) extra += "+ViTx" + std::to_string(m.vision->depth);
-    for (const auto& u : c.epilogue) extra += std::string(extra.empty() ? "" : "+") + name(u.kind);
-    std::printf("%5d %7zu %-22s %12.2f %10.3f %10.3f %12.2f\n", c.virtual_stage, c.layers.size(),
+    for (const auto& u : c.epilogue) add(name(u.kind));
+    std::printf("%5d %7zu %-40s %12.2f %10.3f %10.3f %12.2f\n", c.virtual_stage, c.layers.size(),
                 extra.empty() ? "-" : extra.c_str(), c.params / 1e6, c.static_bytes / kGiB,
                 c.activation_bytes / kGiB, c.output_bytes / kMiB);
   }

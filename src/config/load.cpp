@@ -163,6 +163,17 @@ void validate(Study& s, const StudyOverrides* ov) {
                          std::to_string(t.seq * t.micro_batch_size) + ") must be divisible by tp " +
                          std::to_string(p.tp));
   }
+  if (m.vision && p.sequence_parallel) {
+    const long long patches = static_cast<long long>(m.vision->tokens_per_sample) *
+                              m.vision->spatial_merge * m.vision->spatial_merge *
+                              t.micro_batch_size;
+    if (patches % p.tp != 0) {
+      throw InputError(tp_where, "parallel.tp",
+                       "with sequence parallelism the " + std::to_string(patches) +
+                           " ViT patches per microbatch must be divisible by tp " +
+                           std::to_string(p.tp));
+    }
+  }
   if (m.vision && m.vision->tokens_per_sample > t.seq) {
     throw InputError(origin.where(o.seq.has_value(), "--seq"), "training.seq",
                      "seq " + std::to_string(t.seq) + " is shorter than the " +
