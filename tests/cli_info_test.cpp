@@ -130,7 +130,7 @@ TEST_CASE("bad input to braid info: exit code 2 and one line on stderr", "[cli][
                  Case{"info --pp 3", "does not divide the 16 GPUs"},
                  Case{"info --pp 8 --tp 1", "fewer than the 16 virtual stages"},
                  Case{"info --sp maybe", "--sp"}, Case{"info --tp x", "--tp"},
-                 Case{"info --recompute full", "training.recompute"}}) {
+                 Case{"info --recompute full", "training.recompute: full recomputation"}}) {
     Run r = braid(c.args);
     INFO(c.args << " -> " << r.err);
     CHECK(r.exit_code == 2);

@@ -312,12 +312,28 @@ TEST_CASE("uneven and explicit layer splits; impossible splits are errors", "[co
   CHECK_THROWS_AS(build_cost_model(s, p, 4, LayerSplit{{2, 3, 3, 4}}), InputError);
 }
 
-TEST_CASE("recomputation is rejected until it is modelled", "[cost][errors]") {
+TEST_CASE("selective recomputation reruns the attention forward; full is rejected for now",
+          "[cost][recompute]") {
+  Profile p = load_profile("a800");
+  Study plain = load_study(resolve_config("studies", "default"));
   StudyOverrides o;
+  o.recompute = Recompute::Selective;
+  Study selective = load_study(resolve_config("studies", "default"), o);
+  CostModel a = build_cost_model(plain, p, 4), b = build_cost_model(selective, p, 4);
+  const PhaseCost& before = a.chunks[1].layers[0][1][Phase::B];
+  const PhaseCost& after = b.chunks[1].layers[0][1][Phase::B];
+  const double core = 2.0 * 6144 * 6144 * 8192 / 8;  // causal attention forward, one GPU
+  CHECK(after.time_s - before.time_s == Approx(core / (p.peak_flops * p.attention_fwd_efficiency)));
+  CHECK(after.hw_flops - before.hw_flops == Approx(core));
+  CHECK(after.flops == before.flops);                                   // model FLOPs unchanged
+  CHECK(b.chunks[1].activation_bytes == a.chunks[1].activation_bytes);  // FlashAttention: no s^2
+  CHECK(b.model_flops == a.model_flops);
+  CHECK(b.hardware_flops > a.hardware_flops);
+
   o.recompute = Recompute::Full;
-  Study s = load_study(resolve_config("studies", "default"), o);
+  Study full = load_study(resolve_config("studies", "default"), o);
   try {
-    build_cost_model(s, load_profile("a800"), 4);
+    build_cost_model(full, p, 4);
     FAIL("expected InputError");
   } catch (const InputError& e) {
     CHECK(e.field == "training.recompute");

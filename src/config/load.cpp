@@ -50,9 +50,8 @@ ModelConfig read_model(YamlMap& m, const fs::path& file) {
   model.position = m.choice_or("position", {"rotary", "learned"}, 0) == 0
                        ? PositionEmbedding::Rotary
                        : PositionEmbedding::Learned;
-  if (model.position == PositionEmbedding::Learned) {
-    model.max_positions = m.positive_int("max_positions");
-  } else if (m.has("max_positions")) {
+  // Required for learned position embeddings, optional (and unused) for rotary ones.
+  if (model.position == PositionEmbedding::Learned || m.has("max_positions")) {
     model.max_positions = m.positive_int("max_positions");
   }
   if (auto v = m.map_if_present("vision")) {

@@ -31,8 +31,8 @@ YAML::Node load_yaml_file(const std::filesystem::path& file) {
   }
 }
 
-YamlMap::YamlMap(YAML::Node node, std::string file, std::string prefix)
-    : node_(std::move(node)), file_(std::move(file)), prefix_(std::move(prefix)) {
+YamlMap::YamlMap(const YAML::Node& node, std::string file, std::string prefix)
+    : node_(node), file_(std::move(file)), prefix_(std::move(prefix)) {
   if (!node_.IsMap()) {
     throw InputError(file_, prefix_.empty() ? "(top level)" : prefix_,
                      "expected a mapping of key: value");

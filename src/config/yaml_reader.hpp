@@ -21,7 +21,7 @@ class YamlMap {
  public:
   // Throws InputError if `node` is not a mapping. `prefix` is the dotted path of `node` ("" =
   // root).
-  YamlMap(YAML::Node node, std::string file, std::string prefix);
+  YamlMap(const YAML::Node& node, std::string file, std::string prefix);
 
   bool has(const std::string& key);
   std::string string(const std::string& key);

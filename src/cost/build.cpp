@@ -1,5 +1,6 @@
 // build_cost_model: a Study on a Profile -> per virtual stage, per unit and phase costs
 // (cost_model.hpp). Formulas: docs/cost-model.md.
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -66,10 +67,10 @@ CostModel build_cost_model(const Study& study, const Profile& profile, int virtu
   const ModelConfig& m = study.model;
   const ParallelConfig& par = study.parallel;
   const TrainingConfig& tr = study.training;
-  if (tr.recompute != Recompute::None) {
+  if (tr.recompute == Recompute::Full) {
     throw InputError(study.file, "training.recompute",
-                     "only 'none' is modelled so far (selective and full recomputation come "
-                     "later); allowed: none");
+                     "full recomputation is not modelled yet (its backward reruns the forward "
+                     "with its collectives); allowed: none, selective");
   }
   const std::vector<int> split_layers = layers_per_stage(study, virtual_stages, split);
 
@@ -79,6 +80,7 @@ CostModel build_cost_model(const Study& study, const Profile& profile, int virtu
   tp.sp = par.sequence_parallel;
   tp.dtype_bytes = tr.dtype_bytes;
   tp.source = profile.source;
+  tp.recompute_attention = tr.recompute == Recompute::Selective;
   const bool tp_spans_nodes = par.tp > study.cluster.gpus_per_node;
   tp.link =
       &profile.link(tp_spans_nodes ? study.cluster.inter_node.name : study.cluster.intra_node.name);
@@ -88,10 +90,7 @@ CostModel build_cost_model(const Study& study, const Profile& profile, int virtu
   const double t = par.tp;
   // Megatron pads the vocabulary to a multiple of 128 x tp (make-vocab-size-divisible-by 128).
   const double vocab_multiple = 128.0 * par.tp;
-  const double padded_vocab =
-      static_cast<double>((m.vocab + static_cast<long long>(vocab_multiple) - 1) /
-                          static_cast<long long>(vocab_multiple)) *
-      vocab_multiple;
+  const double padded_vocab = std::ceil(m.vocab / vocab_multiple) * vocab_multiple;
   const double vocab_per_gpu = padded_vocab / t;
 
   const detail::LayerShape lm = detail::lm_layer_shape(m, samples, tr.seq);

@@ -119,9 +119,16 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
         roof.attention_fwd_s(core) + roof.gemm_s(proj) + roof.memory_s(3 * Ts * h * e);
     set_flops(u[Phase::F], core + proj);
     u[Phase::F].alloc_bytes = qkv + out;
-    u[Phase::B].time_s = roof.gemm_s(proj) + roof.attention_bwd_s(2.5 * core);
-    u[Phase::B].flops = 2 * core + proj;       // model FLOPs: backward = 2 x forward
-    u[Phase::B].hw_flops = 2.5 * core + proj;  // FlashAttention recomputes QK^T in the backward
+    // Selective recomputation reruns the attention forward before its backward. With
+    // FlashAttention it saves no memory (the s^2 scores are never stored; Q, K, V and the output
+    // stay saved as GEMM inputs), so it only costs time.
+    const double recompute = tp.recompute_attention ? core : 0;
+    u[Phase::B].time_s =
+        roof.gemm_s(proj) + roof.attention_fwd_s(recompute) + roof.attention_bwd_s(2.5 * core);
+    u[Phase::B].flops = 2 * core + proj;  // model FLOPs: backward = 2 x forward
+    // Hardware FLOPs: FlashAttention's backward recomputes QK^T (2.5 x the forward), plus the
+    // selective recomputation's forward.
+    u[Phase::B].hw_flops = 2.5 * core + recompute + proj;
     u[Phase::B].alloc_bytes = grad_out;
     u[Phase::B].free_bytes = qkv;
     u[Phase::W].time_s = roof.gemm_s(proj);

@@ -32,6 +32,8 @@ struct TpSetup {
   bool sp = false;  // sequence parallelism
   double dtype_bytes = 2;
   const LinkProfile* link = nullptr;  // the link class the TP group spans
+  // Selective recomputation (Megatron: core attention): B runs the attention forward again.
+  bool recompute_attention = false;
   Source source = Source::SpecDerived;
 };
 
