@@ -139,7 +139,7 @@ TEST_CASE("a hand-written V CSV imports with V placement and its overlapped pair
   CHECK(format_program(s.ranks[1]) == "F0.0 F0.1 F1.0 F1.1&B1.0 B1.1 B0.0 B0.1");
 }
 
-TEST_CASE("--microbatches must match the CSV's forwards per stage", "[schedule][csv]") {
+TEST_CASE("a given microbatch count must match the CSV's forwards per stage", "[schedule][csv]") {
   CHECK_NOTHROW(read_file("pytorch_v_2rank_2mb.csv", 2));
   CHECK_THROWS_WITH(read_file("pytorch_v_2rank_2mb.csv", 3),
                     Catch::Contains("Got 2 F microbatches for stage 0, expected 3"));
