@@ -186,3 +186,29 @@ TEST_CASE("imports beyond PyTorch's rules: deadlocks and placements braid cannot
   CHECK_THAT(import_error("placement_neither_loop_nor_v.csv"),
              Catch::Contains("neither the loop placement"));
 }
+
+TEST_CASE(
+    "PyTorch's own DualPipeV artifact imports as braid's dualpipe-v and exports byte for byte",
+    "[schedule][csv]") {
+  ScheduleOptions o;
+  o.pp = 4;
+  o.microbatches = 10;
+  Schedule ours = make_schedule("dualpipe-v", o);
+  Schedule theirs = read_file("pytorch_dualpipev_4rank_10mb.csv");
+  check_same(ours, theirs);
+  std::stringstream exported;
+  write_pytorch_csv(ours, exported);
+  std::ifstream file(data("pytorch_dualpipev_4rank_10mb.csv"));
+  std::stringstream original;
+  original << file.rdbuf();
+  CHECK(exported.str() == original.str());
+}
+
+TEST_CASE("a CSV in PyTorch's old letters (B = input gradient) breaks today's rules",
+          "[schedule][csv]") {
+  // Empty cells are idle steps; the first W follows a B, not an I.
+  CHECK_THAT(import_error("pytorch_zb1p_2rank_old_letters.csv"),
+             Catch::Contains("row 1 (rank 0), column 7") &&
+                 Catch::Contains("Running Backward Weight for stage 2, microbatch 0 without first "
+                                 "running Backward Input"));
+}

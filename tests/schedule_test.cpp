@@ -392,3 +392,37 @@ TEST_CASE("braid export writes a CSV that braid schedule --schedule-csv reads ba
   std::ifstream left(file);
   CHECK_FALSE(left.good());  // no partial output on bad input
 }
+
+TEST_CASE("small and unusual sizes stay valid", "[schedule][validator]") {
+  for (const std::string& name : schedule_names()) {
+    ScheduleOptions o;
+    o.pp = 1;
+    o.microbatches = 4;
+    INFO(name << " p=1");
+    CHECK(validate(make_schedule(name, o)).ok());
+  }
+  for (const char* name : {"gpipe", "1f1b", "zb-h1", "zb-v"})
+    for (int p = 1; p <= 6; ++p)
+      for (int m = 1; m <= 2 * p; ++m) {
+        INFO(name << " p=" << p << " m=" << m);
+        Schedule s = make(name, p, m);
+        CHECK(s.microbatches == m);
+        CHECK(validate(s).ok());
+      }
+  for (int v = 2; v <= 4; ++v)
+    for (int p = 2; p <= 6; ++p)
+      for (int m : {p, 2 * p, 3 * p}) {
+        INFO("1f1b-i v=" << v << " p=" << p << " m=" << m);
+        CHECK(validate(make("1f1b-i", p, m, v)).ok());
+      }
+  for (int p = 2; p <= 6; ++p)
+    for (int m = 2 * p; m <= 4 * p; ++m)
+      for (double x : {0.0, 0.25, 1.0}) {
+        ScheduleOptions o;
+        o.pp = p;
+        o.microbatches = m;
+        o.offload_fraction = x;
+        INFO("stp-offload p=" << p << " m=" << m << " x=" << x);
+        CHECK(validate(make_schedule("stp-offload", o)).ok());
+      }
+}
