@@ -212,3 +212,8 @@ TEST_CASE("a CSV in PyTorch's old letters (B = input gradient) breaks today's ru
                  Catch::Contains("Running Backward Weight for stage 2, microbatch 0 without first "
                                  "running Backward Input"));
 }
+
+TEST_CASE("a blank line is a rank without actions", "[schedule][csv]") {
+  CHECK_THAT(import_error("malformed_blank_row.csv"),
+             Catch::Contains("row 2 (rank 1): has no actions"));
+}

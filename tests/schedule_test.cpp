@@ -359,6 +359,11 @@ TEST_CASE("braid schedule rejects bad input with one line and exit code 2", "[sc
   CHECK_THAT(vpp.output, Catch::StartsWith("braid: --vpp: 3: 1f1b always has 1 chunk per rank"));
   Run group = run("schedule --schedule stp --pp 4 --microbatches 8 --group-size 4");
   CHECK(group.status == 2);
+  Run fraction =
+      run("schedule --schedule stp-offload --pp 4 --microbatches 8 --offload-fraction 2");
+  CHECK(fraction.status == 2);
+  CHECK_THAT(fraction.output, Catch::Contains("--offload-fraction: 2") &&
+                                  Catch::Contains("must be between 0 and 1"));
   Run pp = run("schedule --schedule gpipe --pp 0 --microbatches 8");
   CHECK(pp.status == 2);
   CHECK(pp.output == "braid: --pp: 0: pipeline size must be >= 1\n");

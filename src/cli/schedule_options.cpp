@@ -1,6 +1,7 @@
 #include "schedule_options.hpp"
 
 #include <fstream>
+#include <sstream>
 #include <string>
 
 #include "braid/error.hpp"
@@ -8,6 +9,13 @@
 namespace braid::cli {
 
 namespace {
+
+// Shortest form of a user-given number (2, 0.25), as it was typed.
+std::string number_text(double x) {
+  std::ostringstream out;
+  out << x;
+  return out.str();
+}
 
 std::string known() {
   std::string out;
@@ -73,7 +81,7 @@ Schedule resolve_schedule(const ScheduleArgs& args) {
     throw InputError("--group-size", std::to_string(options.group_size),
                      "applies to 1f1b-i only (Megatron's microbatch group size)");
   if (given(args.offload_fraction) && args.name != "stp-offload")
-    throw InputError("--offload-fraction", std::to_string(options.offload_fraction),
+    throw InputError("--offload-fraction", number_text(options.offload_fraction),
                      "applies to stp-offload only");
   return make_schedule(args.name, options);
 }

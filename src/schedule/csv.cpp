@@ -207,6 +207,14 @@ Schedule read_pytorch_csv(std::istream& in, const std::string& file, int microba
   }
   const int p = static_cast<int>(rows.size());
   if (p == 0) throw InputError(file, "file", "is empty; expected one row of actions per rank");
+  for (int r = 0; r < p; ++r) {
+    bool any = false;
+    for (const Cell& cell : rows[r]) any = any || !cell.actions.empty();
+    if (!any)
+      throw InputError(file, "row " + std::to_string(r + 1) + " (rank " + std::to_string(r) + ")",
+                       "has no actions; every row is a rank and needs its stages' actions (a "
+                       "blank line counts as a row)");
+  }
 
   // PyTorch _validate_schedule, rank by rank, step by step.
   int stages = 0;

@@ -6,6 +6,7 @@
 // the warm-up). A microbatch whose backward comes less than two instructions after its forward
 // is not offloaded (there would be nothing to hide the copies under).
 #include <cmath>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,13 @@
 namespace braid::detail {
 
 namespace {
+
+// Shortest form of a user-given number (2, 0.25), as it was typed.
+std::string number_text(double x) {
+  std::ostringstream out;
+  out << x;
+  return out.str();
+}
 
 bool has_pass(const Instruction& in, OpCode op, int chunk, int mb) {
   auto match = [&](const Pass& p) { return p.chunk == chunk && p.mb == mb; };
@@ -36,7 +44,7 @@ bool has_pass(const Instruction& in, OpCode op, int chunk, int mb) {
 Schedule make_stp_offload(const ScheduleOptions& options) {
   const double x = options.offload_fraction;
   if (!(x >= 0.0 && x <= 1.0))
-    throw InputError("--offload-fraction", std::to_string(x), "must be between 0 and 1");
+    throw InputError("--offload-fraction", number_text(x), "must be between 0 and 1");
   check_min_microbatches("stp-offload", options, 2 * options.pp,
                          "2p with p = " + std::to_string(options.pp));
   Schedule s = make_stp(options);

@@ -129,6 +129,10 @@ ValidationResult validate(const Schedule& s) {
                    std::to_string(v) + ", microbatches " + std::to_string(m) + ")";
     return result;
   }
+  if (s.placement == Placement::V && v != 2) {
+    result.error = "the V placement has exactly 2 chunks per rank, not " + std::to_string(v);
+    return result;
+  }
   if (static_cast<int>(s.ranks.size()) != p) {
     result.error = "schedule has " + std::to_string(s.ranks.size()) + " rank programs, expected " +
                    std::to_string(p);
