@@ -10,7 +10,8 @@
 // Steps 1-4 need 3p-1-r chunk-0 forwards, so the order exists only for m >= 3p-1. For
 // 2p <= m < 3p-1 braid builds it for 3p-1 microbatches, removes the extra ones (which keeps it
 // valid and V-shaped; their partners run alone) and then re-braids: every adjacent lone F and lone
-// B (or lone W) on a rank is fused into FB (FW) when the result still validates.
+// B (or lone W) on a rank is fused into FB (FW) unless the fused block would wait on itself
+// through another rank (a reachability check on the wait graph).
 #include <algorithm>
 #include <stdexcept>
 #include <string>
