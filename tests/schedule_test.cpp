@@ -5,6 +5,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -430,4 +431,97 @@ TEST_CASE("small and unusual sizes stay valid", "[schedule][validator]") {
         INFO("stp-offload p=" << p << " m=" << m << " x=" << x);
         CHECK(validate(make_schedule("stp-offload", o)).ok());
       }
+}
+
+namespace {
+
+// Unit-time list schedule, to check the generators' orders against the closed forms: F, B (input
+// gradient) and W cost 1 per chunk, a full backward 2, a braided block the sum of its halves,
+// communication nothing; each rank runs its instructions in order, each as soon as the passes it
+// waits for (the validator's dependencies) have finished. Returns the makespan.
+long unit_makespan(const Schedule& s) {
+  const int p = s.pp, stages = s.virtual_stages(), m = s.microbatches;
+  std::vector<long> f_end(static_cast<size_t>(stages) * m, -1), b_end(f_end);
+  std::vector<size_t> next(p, 0);
+  std::vector<long> clock(p, 0);
+  auto backward_cost = [](const Pass& q) { return q.defer_w ? 1L : 2L; };
+  auto cost = [&](const Instruction& in) -> long {
+    switch (in.op) {
+      case OpCode::B:
+        return backward_cost(in.a);
+      case OpCode::FB:
+        return 1 + backward_cost(in.b);
+      case OpCode::FW:
+      case OpCode::FF:
+        return 2;
+      case OpCode::Offload:
+      case OpCode::Reload:
+        return 0;
+      default:
+        return 1;
+    }
+  };
+  for (bool progress = true; progress;) {
+    progress = false;
+    for (int r = 0; r < p; ++r)
+      while (next[r] < s.ranks[r].instructions.size()) {
+        const Instruction& in = s.ranks[r].instructions[next[r]];
+        const bool has_f =
+            in.op == OpCode::F || in.op == OpCode::FB || in.op == OpCode::FW || in.op == OpCode::FF;
+        long start = clock[r];
+        bool ready = true;
+        auto wait = [&](long end) {
+          if (end < 0) ready = false;
+          start = std::max(start, end);
+        };
+        auto stage = [&](const Pass& q) { return s.virtual_stage(r, q.chunk); };
+        auto at = [&](int st, int mb) { return static_cast<size_t>(st) * m + mb; };
+        auto wait_f = [&](const Pass& q) {
+          if (stage(q) > 0) wait(f_end[at(stage(q) - 1, q.mb)]);
+        };
+        auto wait_b = [&](const Pass& q) {
+          wait(stage(q) == stages - 1 ? f_end[at(stage(q), q.mb)] : b_end[at(stage(q) + 1, q.mb)]);
+        };
+        if (has_f) wait_f(in.a);
+        if (in.op == OpCode::FF) wait_f(in.b);
+        if (in.op == OpCode::B) wait_b(in.a);
+        if (in.op == OpCode::FB) wait_b(in.b);
+        if (!ready) break;
+        const long end = start + cost(in);
+        clock[r] = end;
+        ++next[r];
+        progress = true;
+        if (has_f) f_end[at(stage(in.a), in.a.mb)] = end;
+        if (in.op == OpCode::FF) f_end[at(stage(in.b), in.b.mb)] = end;
+        if (in.op == OpCode::B) b_end[at(stage(in.a), in.a.mb)] = end;
+        if (in.op == OpCode::FB) b_end[at(stage(in.b), in.b.mb)] = end;
+      }
+  }
+  for (int r = 0; r < p; ++r) REQUIRE(next[r] == s.ranks[r].instructions.size());
+  return *std::max_element(clock.begin(), clock.end());
+}
+
+}  // namespace
+
+// DESIGN §6 and the peers' closed forms with F = B = W = 1 per chunk and no communication: the
+// pipeline bubble is the makespan less each rank's work (3 units per chunk-microbatch).
+TEST_CASE("unit-time bubbles match the closed forms", "[schedule][theory]") {
+  for (int p = 2; p <= 8; ++p)
+    for (int m : {3 * p, 4 * p, 8 * p}) {
+      INFO("p=" << p << " m=" << m);
+      auto bubble = [&](const char* name) {
+        Schedule s = make(name, p, m);
+        return unit_makespan(s) - 3L * s.vpp * m;
+      };
+      CHECK(bubble("gpipe") == 3 * (p - 1));   // (p-1)(F+B+W)
+      CHECK(bubble("1f1b") == 3 * (p - 1));    // (p-1)(F+B+W)
+      CHECK(bubble("1f1b-i") == 3 * (p - 1));  // Table 1: (p-1)(T_F+T_B+T_W)
+      CHECK(bubble("zb-h1") == p - 1);         // (p-1)(F+B-W)
+      CHECK(bubble("stp") == p - 1);           // Table 1: (p-1)(T_F+T_B-T_W)
+      // DualPipeV README, p ranks: (p-1)(F&B + B - 3W) with B the full backward (2) and F&B = 3.
+      CHECK(bubble("dualpipe-v") == 2 * (p - 1));
+      // ZB-V: zero bubble after the unavoidable start-up of p-1 forwards (Table 1's
+      // (p-1)(T_F+T_B-2T_W) = 0 leaves that start-up out).
+      CHECK(bubble("zb-v") == p - 1);
+    }
 }
