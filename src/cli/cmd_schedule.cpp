@@ -27,7 +27,8 @@ void register_schedule(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "schedule", "print a pipeline schedule: per-rank instructions and peak activations");
   add_schedule_options(*cmd, *args);
-  cmd->add_flag("--json", *json, "print DESIGN §8's JSON instead of the text grid");
+  cmd->add_flag("--json", *json,
+                "print the per-rank instructions as JSON (schema in docs/schedules.md)");
   cmd->callback([args, json] {
     Schedule s = resolve_schedule(*args);
     ValidationResult check = validate(s);

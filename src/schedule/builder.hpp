@@ -4,6 +4,7 @@
 // Internal to src/schedule/; it knows nothing of costs and checks nothing (validate() does).
 #pragma once
 
+#include <cassert>
 #include <deque>
 #include <string>
 #include <vector>
@@ -27,6 +28,7 @@ class RankBuilder {
   }
   // The oldest deferred weight gradient (the caller knows one is pending).
   Pass take_w() {
+    assert(!deferred_.empty() && "generator asked for a W with none deferred");
     Pass p = deferred_.front();
     deferred_.pop_front();
     return p;
