@@ -324,6 +324,7 @@ class Lowerer {
     op.duration_s = cost_.p2p_time_s(rank_, peer, bytes);
     const int id = new_op(op);
     edge(pass.cursor, id);
+    edge(send_after_, id);
     (pass.phase == Phase::F ? send_f_ : send_b_)[idx_of(pass)] = id;
     if (dag_.p2p_blocking) pending_sync_[rank_].push_back(id);
     return id;
@@ -413,6 +414,10 @@ class Lowerer {
         lower_reload(in.a);
         break;
     }
+    // Sends leave at the end of the instruction (Megatron sends after forward_step /
+    // backward_step returns): after the instruction's last compute op as well as their data.
+    send_after_ = last_on_stream_[static_cast<std::size_t>(rank_) * kStreamsPerRank +
+                                  static_cast<int>(StreamKind::Compute)];
     flush_sends(sends);
   }
 
@@ -649,6 +654,7 @@ class Lowerer {
   std::vector<int> last_compute_;                   // per rank: the last compute op emitted
   std::vector<std::vector<const UnitCost*>> flow_;  // per stage: units in forward order
   std::vector<PassState> sends_;
+  int send_after_ = kNone;  // last compute op of the instruction whose sends are being emitted
   std::vector<std::pair<std::int32_t, std::int32_t>> edges_;
 };
 
