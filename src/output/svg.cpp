@@ -174,6 +174,7 @@ struct Box {
   BlockSide side;
   Phase phase;
   int chunk;
+  int mb;
 };
 
 class SvgWriter {
@@ -228,7 +229,7 @@ class SvgWriter {
   }
 
   // Unit level is readable when the median run of one instruction side and phase is at least
-  // 3 px wide.
+  // 6 px wide (narrower runs read as noise).
   bool unit_runs_visible() const {
     std::vector<double> widths;
     for (int r = 0; r < dag_.pp; ++r) {
@@ -255,7 +256,7 @@ class SvgWriter {
     }
     if (widths.empty()) return true;
     std::nth_element(widths.begin(), widths.begin() + widths.size() / 2, widths.end());
-    return widths[widths.size() / 2] >= 3.0;
+    return widths[widths.size() / 2] >= 6.0;
   }
 
   void style() {
@@ -320,7 +321,9 @@ class SvgWriter {
            (report_.oom ? " (OOM)" : "");
     s += "  \xc2\xb7  " + std::string(unit_level_ ? "unit-level boxes" : "one box per instruction");
     text(kLeft, 42, "s", s);
+    out_ += "<g id=\"legend\">\n";
     legend(56);
+    out_ += "</g>\n";
   }
 
   // One row of swatches: phases x (first, last chunk), a braided example, TP, exposed, memory.
@@ -377,6 +380,7 @@ class SvgWriter {
     const AxisUnit u = axis_unit(report_, total_);
     const double span = total_ * u.per_s;
     const double y = plot_bottom + 6;
+    out_ += "<g id=\"axis\">\n";
     out_ += "<line x1=\"" + num(kLeft) + "\" y1=\"" + num(y) + "\" x2=\"" + num(kLeft + plot_w_) +
             "\" y2=\"" + num(y) + "\" class=\"axis\"/>\n";
     const int decimals = std::max(0, -static_cast<int>(std::floor(std::log10(step_) + 1e-9)));
@@ -389,6 +393,7 @@ class SvgWriter {
     const std::string label =
         report_.uniform ? "time (symbolic units)" : std::string("time (") + u.label + ")";
     text(kLeft + plot_w_, y + 32, "l", label, "end");
+    out_ += "</g>\n";
   }
 
   void rank(int r) {
@@ -420,18 +425,16 @@ class SvgWriter {
   void compute_lane(int r, double y0) {
     const int cs = dag_.stream_id(r, StreamKind::Compute);
     std::vector<Box> boxes;
-    std::vector<Box> labels;  // per instruction side: its whole pixel span (mb in label_mb)
-    std::vector<int> label_mb;
     const double merge_px = unit_level_ ? 0.5 : 1.0;
+    double prev_end = 0;
     for (int k = dag_.stream_begin[cs]; k < dag_.stream_begin[cs + 1]; ++k) {
       const int i = dag_.stream_ops[k];
       const DagOp& op = dag_.ops[i];
       const double b = px(t_.start_s[i]), e = px(t_.end_s[i]);
-      const Phase side_ph = side_phase(op.instruction_op, op.side);
-      const Phase phase = unit_level_ ? op.phase : side_ph;
-      // Extend the latest box of the same instruction side (and phase at unit level) when no
-      // visible gap separates them. At instruction level the other side's ops in between do not
-      // break a box: the two halves of a braided block are drawn independently.
+      const Phase phase = unit_level_ ? op.phase : side_phase(op.instruction_op, op.side);
+      // Extend the latest box of the same instruction side (and phase at unit level) when the
+      // compute stream did not visibly idle before this op. At instruction level the other
+      // side's ops in between do not break a box: the halves of a braided block run on.
       Box* open = nullptr;
       for (auto it = boxes.rbegin(); it != boxes.rend() && it->instruction == op.instruction;
            ++it) {
@@ -441,31 +444,26 @@ class SvgWriter {
         }
         if (unit_level_) break;
       }
-      if (open && open->phase == phase && b - open->x1 < merge_px) {
+      if (open && open->phase == phase && b - prev_end < merge_px) {
         open->x1 = std::max(open->x1, e);
       } else {
-        boxes.push_back({b, e, op.instruction, op.side, phase, op.chunk});
+        boxes.push_back({b, e, op.instruction, op.side, phase, op.chunk, op.mb});
       }
-      Box* label = nullptr;
-      for (auto it = labels.rbegin(); it != labels.rend() && it->instruction == op.instruction;
-           ++it)
-        if (it->side == op.side) {
-          label = &*it;
-          break;
-        }
-      if (label) {
-        label->x1 = std::max(label->x1, e);
-      } else {
-        labels.push_back({b, e, op.instruction, op.side, side_ph, op.chunk});
-        label_mb.push_back(op.mb);
-      }
+      prev_end = e;
     }
     for (std::size_t j = 0; j < boxes.size(); ++j) {
       const Box& bx = boxes[j];
       double x0 = bx.x0, w = std::max(bx.x1 - bx.x0, 0.4);
-      // A hairline gap at the start of each instruction separates neighbours of one colour.
-      const bool starts = j == 0 || boxes[j - 1].instruction != bx.instruction;
-      if (starts && w > 3) {
+      // A hairline gap where an instruction follows one of the same colour and side.
+      const Box* before = nullptr;
+      for (std::size_t q = j; q-- > 0;)
+        if (boxes[q].side == bx.side || bx.side == BlockSide::Plain ||
+            boxes[q].side == BlockSide::Plain) {
+          before = &boxes[q];
+          break;
+        }
+      if (before && before->instruction != bx.instruction && before->phase == bx.phase &&
+          before->chunk == bx.chunk && bx.x0 - before->x1 < 0.5 && w > 2) {
         x0 += 0.5;
         w -= 0.5;
       }
@@ -477,14 +475,26 @@ class SvgWriter {
       }
       rect(x0, y, w, h, box_class(bx.phase, bx.chunk));
     }
-    for (std::size_t j = 0; j < labels.size(); ++j) label(labels[j], label_mb[j], y0);
+    // Labels: the microbatch of each instruction side, in its widest box.
+    for (std::size_t j = 0; j < boxes.size();) {
+      std::size_t end = j;
+      while (end < boxes.size() && boxes[end].instruction == boxes[j].instruction) ++end;
+      for (BlockSide side : {BlockSide::Plain, BlockSide::A, BlockSide::B}) {
+        const Box* best = nullptr;
+        for (std::size_t q = j; q < end; ++q)
+          if (boxes[q].side == side && (!best || boxes[q].x1 - boxes[q].x0 > best->x1 - best->x0))
+            best = &boxes[q];
+        if (best) label(*best, y0);
+      }
+      j = end;
+    }
   }
 
-  // The microbatch number of an instruction side, centred on its span, if it fits.
-  void label(const Box& l, int mb, double y0) {
+  // The microbatch number of a box, centred, if it fits.
+  void label(const Box& l, double y0) {
     const bool half = l.side != BlockSide::Plain;
     const double font = half ? 9 : 11;
-    const std::string s = std::to_string(mb);
+    const std::string s = std::to_string(l.mb);
     const double need = 0.6 * font * static_cast<double>(s.size()) + 3;
     if (l.x1 - l.x0 < need) return;
     const double cy = !half                    ? y0 + kComputeH / 2
