@@ -67,6 +67,7 @@ class Lowerer {
     w_done_.assign(passes, 0);
     last_on_stream_.assign(static_cast<std::size_t>(schedule.pp) * kStreamsPerRank, kNone);
     pending_sync_.resize(schedule.pp);
+    last_compute_.assign(schedule.pp, kNone);
     std::size_t estimate = 0;
     for (const ChunkCost& c : cost.chunks)
       estimate += (c.layers.size() * 16 + (c.prologue.size() + c.epilogue.size()) * 4 + 4) * m_;
@@ -136,6 +137,7 @@ class Lowerer {
       // issued before it on its rank.
       for (int dep : pending_sync_[rank_]) edges_.emplace_back(dep, id);
       pending_sync_[rank_].clear();
+      last_compute_[rank_] = id;
     }
     dag_.ops.push_back(op);
     return id;
@@ -521,6 +523,10 @@ class Lowerer {
     op.duration_s = cost_.h2d_time_s(bytes);
     const int id = new_op(op);
     edge(offload_[idx], id);
+    // The copy is issued where the RELOAD instruction stands: not before the compute stream has
+    // finished what precedes it (else every reload would start as soon as its offload ended and
+    // offloading would save nothing), so it hides under the instructions that follow.
+    edge(last_compute_[rank_], id);
     reload_[idx] = id;
   }
 
@@ -609,6 +615,7 @@ class Lowerer {
   std::vector<char> deferred_, w_done_;
   std::vector<int> last_on_stream_;
   std::vector<std::vector<int>> pending_sync_;  // per rank
+  std::vector<int> last_compute_;               // per rank: the last compute op emitted
   std::vector<PassState> sends_;
   std::vector<std::pair<std::int32_t, std::int32_t>> edges_;
 };

@@ -154,10 +154,11 @@ std::string reports_csv(const std::vector<Report>& reports) {
 
 std::string ranks_csv(const Report& report) {
   std::string out =
-      "schedule,rank,busy_s,tp_exposed_s,pp_idle_s,offload_stall_s,static_gib,"
+      "schedule,rank,iteration_time_s,busy_s,tp_exposed_s,pp_idle_s,offload_stall_s,static_gib,"
       "activation_peak_gib,activation_peak_ma,peak_memory_gib,oom,over_gib\n";
   for (const RankReport& r : report.ranks)
-    out += report.schedule + "," + std::to_string(r.rank) + "," + csv_number(r.busy_s) + "," +
+    out += report.schedule + "," + std::to_string(r.rank) + "," +
+           csv_number(report.iteration_time_s) + "," + csv_number(r.busy_s) + "," +
            csv_number(r.tp_exposed_s) + "," + csv_number(r.pp_idle_s) + "," +
            csv_number(r.offload_stall_s) + "," + csv_number(r.static_bytes / kGiB) + "," +
            csv_number(r.activation_peak_bytes / kGiB) + "," + csv_number(r.activation_peak_ma) +
@@ -216,7 +217,7 @@ std::string simulate_table(const Report& r) {
   out += "\ncritical path    " + std::to_string(cp.ops) + " ops: compute " +
          percent(cp.compute_s / total) + ", TP collectives " + percent(cp.collective_s / total) +
          ", P2P " + percent(cp.p2p_s / total) + ", copies " + percent(cp.copy_s / total) + "\n";
-  out += "                 " + cp.text + "\n";
+  out += "ranks visited    " + cp.text + (uniform(r) ? "" : "  (seconds per visit)") + "\n";
   return out;
 }
 
@@ -243,7 +244,8 @@ std::string compare_table(const std::vector<Report>& reports, const std::string&
                     "\n\n";
   std::vector<std::vector<std::string>> rows;
   rows.push_back({"schedule", "iteration", base ? "speed-up vs " + baseline : "speed-up",
-                  "TP bubble", "PP bubble", "MFU", "tokens/s", "act peak Ma", "peak GiB", ""});
+                  "TP bubble", "PP bubble", "offload stall", "MFU", "tokens/s", "act peak Ma",
+                  "peak GiB", ""});
   for (std::size_t i = 0; i < reports.size(); ++i) {
     const Report& r = reports[i];
     double peak_ma = 0;
@@ -254,8 +256,9 @@ std::string compare_table(const std::vector<Report>& reports, const std::string&
     rows.push_back({r.schedule, uni ? fmt("%.6g", r.iteration_time_s) : seconds(r.iteration_time_s),
                     fmt("%.3fx", r.iteration_time_s > 0 ? ref / r.iteration_time_s : 0),
                     percent(r.tp_bubble_rate), percent(r.pp_bubble_rate),
-                    uni ? "-" : percent(r.mfu), uni ? "-" : fmt("%.0f", r.tokens_per_s),
-                    fmt("%.2f", peak_ma), uni ? "-" : fmt("%.2f", r.max_peak_memory_gib), mark});
+                    percent(r.offload_stall_rate), uni ? "-" : percent(r.mfu),
+                    uni ? "-" : fmt("%.0f", r.tokens_per_s), fmt("%.2f", peak_ma),
+                    uni ? "-" : fmt("%.2f", r.max_peak_memory_gib), mark});
   }
   out += table(rows);
   return out;

@@ -33,6 +33,17 @@ bool is_comm(StreamKind s) {
   return s == StreamKind::Tp || s == StreamKind::P2pNext || s == StreamKind::P2pPrev;
 }
 
+// What the inner loop reads of an op, packed in 16 bytes (DagOp is several cache lines' worth
+// of fields per 8 ops; this keeps the hot path in cache).
+struct HotOp {
+  double duration_s;
+  std::int32_t rank;
+  std::uint8_t role;    // 0 compute, 1..3 comm slot (tp, p2p next, p2p prev) + 1, 4 copy
+  std::uint8_t memory;  // 1: allocates or frees
+  std::uint16_t pad;
+};
+constexpr std::uint8_t kCompute = 0, kCopy = 4;
+
 class Engine {
  public:
   Engine(const Dag& dag, const SimOptions& options, Timeline& out)
@@ -59,6 +70,18 @@ class Engine {
       running_compute_.assign(ranks_, -1);
       running_comm_.assign(static_cast<std::size_t>(ranks_) * 3, -1);
       comm_count_.assign(ranks_, 0);
+    }
+    hot_.resize(n);
+    for (int i = 0; i < n; ++i) {
+      const DagOp& op = dag.ops[i];
+      HotOp& h = hot_[i];
+      h.duration_s = op.duration_s;
+      h.rank = op.rank;
+      h.role = op.stream == StreamKind::Compute ? kCompute
+               : is_comm(op.stream)             ? static_cast<std::uint8_t>(op.stream)
+                                                : kCopy;
+      h.memory = op.alloc_bytes != 0 || op.free_bytes != 0;
+      h.pad = 0;
     }
     memory_.assign(ranks_, 0.0);
     last_sample_.assign(ranks_, -1);
@@ -117,11 +140,11 @@ class Engine {
   }
 
   void start(int i) {
-    const DagOp& op = dag_.ops[i];
+    const HotOp& op = hot_[i];
+    const int r = op.rank;
     out_.start_s[i] = now_;
-    if (op.alloc_bytes != 0) {
-      const int r = op.rank;
-      memory_[r] += op.alloc_bytes;
+    if (op.memory && dag_.ops[i].alloc_bytes != 0) {
+      memory_[r] += dag_.ops[i].alloc_bytes;
       if (memory_[r] > out_.peak_activation_bytes[r]) {
         out_.peak_activation_bytes[r] = memory_[r];
         out_.peak_activation_time_s[r] = now_;
@@ -136,16 +159,15 @@ class Engine {
       push(now_ + op.duration_s, i, 0);
       return;
     }
-    const int r = op.rank;
     double slowdown = 1.0;
-    if (op.stream == StreamKind::Compute) {
+    if (op.role == kCompute) {
       running_compute_[r] = i;
       if (comm_count_[r] > 0) {
         slowdown = compute_slowdown_;
         retime_comm(r, comm_slowdown_);
       }
-    } else if (is_comm(op.stream)) {
-      running_comm_[comm_slot(op)] = i;
+    } else if (op.role != kCopy) {
+      running_comm_[static_cast<std::size_t>(r) * 3 + op.role - 1] = i;
       if (running_compute_[r] >= 0) {
         slowdown = comm_slowdown_;
         if (comm_count_[r] == 0) retime(running_compute_[r], compute_slowdown_);
@@ -159,33 +181,30 @@ class Engine {
   }
 
   void finish(int i) {
-    const DagOp& op = dag_.ops[i];
+    const HotOp& op = hot_[i];
+    const int r = op.rank;
     out_.end_s[i] = now_;
     ++finished_;
-    if (op.free_bytes != 0) {
-      memory_[op.rank] -= op.free_bytes;
-      sample(op.rank);
+    if (op.memory && dag_.ops[i].free_bytes != 0) {
+      memory_[r] -= dag_.ops[i].free_bytes;
+      sample(r);
     }
     if (contention_ && op.duration_s > 0) {
-      const int r = op.rank;
-      if (op.stream == StreamKind::Compute) {
+      if (op.role == kCompute) {
         running_compute_[r] = -1;
         if (comm_count_[r] > 0) retime_comm(r, 1.0);
-      } else if (is_comm(op.stream)) {
-        running_comm_[comm_slot(op)] = -1;
+      } else if (op.role != kCopy) {
+        running_comm_[static_cast<std::size_t>(r) * 3 + op.role - 1] = -1;
         if (--comm_count_[r] == 0 && running_compute_[r] >= 0) retime(running_compute_[r], 1.0);
       }
     }
-    for (int j = dag_.succ_begin[i]; j < dag_.succ_begin[i + 1]; ++j) {
-      const int s = dag_.succs[j];
+    const std::int32_t* succ = dag_.succs.data();
+    for (int j = dag_.succ_begin[i], e = dag_.succ_begin[i + 1]; j < e; ++j) {
+      const int s = succ[j];
       if (--pending_[s] == 0) ready_.push_back(s);
     }
     const int next = dag_.stream_next[i];
     if (next >= 0 && --pending_[next] == 0) ready_.push_back(next);
-  }
-
-  std::size_t comm_slot(const DagOp& op) const {
-    return static_cast<std::size_t>(op.rank) * 3 + (static_cast<int>(op.stream) - 1);
   }
 
   void retime_comm(int rank, double slowdown) {
@@ -225,6 +244,7 @@ class Engine {
   int ranks_ = 0;
   int finished_ = 0;
   double now_ = 0;
+  std::vector<HotOp> hot_;
   std::vector<std::int32_t> pending_;
   std::vector<double> remaining_, slowdown_, since_;
   std::vector<std::uint32_t> version_;
