@@ -602,10 +602,10 @@ class SvgWriter {
     const double x = kLeft + plot_w_ + 6;
     const double ma = report_.ma_bytes;
     if (report_.uniform) {
-      text(x, y + 12, "pk", "peak " + (ma > 0 ? num(peak / ma, 2) + " M_a" : num(peak, 2)));
+      text(x, y + 12, "pk", "act. peak " + (ma > 0 ? num(peak / ma, 2) + " M_a" : num(peak, 2)));
     } else {
-      text(x, y + 8, "pk", "peak " + fixed(peak / kGiB, 2) + " GiB");
-      if (ma > 0) text(x, y + 18, "pk", fixed(peak / ma, 2) + " M_a");
+      text(x, y + 8, "pk", "act. peak " + fixed(peak / kGiB, 2) + " GiB");
+      if (ma > 0) text(x, y + 18, "pk", "= " + fixed(peak / ma, 2) + " M_a");
     }
   }
 
