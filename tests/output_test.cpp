@@ -111,7 +111,8 @@ TEST_CASE("trace: one process per rank, one thread per used stream, one event pe
     }
     if (ph == "C") ++counters;
   }
-  CHECK(processes == std::map<int, std::string>{{0, "rank 0"}, {1, "rank 1"}});
+  // pid = rank + 1 (Perfetto reserves pid 0 for the kernel's swapper).
+  CHECK(processes == std::map<int, std::string>{{1, "rank 0"}, {2, "rank 1"}});
   // Every stream with ops is named, and no empty stream is.
   CHECK(named_threads == used_threads);
   CHECK(complete == r.dag.size());
@@ -133,8 +134,8 @@ TEST_CASE("trace: op names, times and args", "[output][trace]") {
   const json& first = ops.front();
   CHECK(first["name"] == "F0.0 PreAttn L0");
   CHECK(first["cat"] == "compute");
-  CHECK(first["pid"] == 0);
-  CHECK(first["tid"] == 0);
+  CHECK(first["pid"] == 1);
+  CHECK(first["tid"] == 10);  // (rank + 1) * 10 + stream
   CHECK(first["ts"] == 0.0);
   CHECK(first["dur"] == 1.0);
   CHECK(first["args"] == json::parse(R"({"microbatch":0,"chunk":0,"virtual_stage":0,"layer":0,
@@ -162,7 +163,7 @@ TEST_CASE("trace: op names, times and args", "[output][trace]") {
     if (e["cat"] == "collective") {
       collective = true;
       CHECK(e["args"]["collective"] == "all_reduce");
-      CHECK(e["tid"] == 1);
+      CHECK(e["tid"] == 11);
     }
   CHECK(collective);
 }

@@ -64,6 +64,13 @@ struct Clock {
   static double us(std::int64_t ns) { return static_cast<double>(ns) / 1000.0; }
 };
 
+// Process and thread ids. Perfetto treats pid 0 and tid 0 as the kernel's swapper, so ranks are
+// pid r + 1; thread ids are unique over the whole trace, (r + 1) * 10 + stream: rank 0's compute
+// stream is tid 10, its tp stream 11, rank 1's compute stream 20.
+int pid(int rank) { return rank + 1; }
+int tid(int rank, int stream) { return (rank + 1) * 10 + stream; }
+static_assert(kStreamsPerRank <= 10, "thread ids assume at most 10 streams per rank");
+
 void add_line(std::string& out, const json& event, bool& first) {
   if (!first) out += ",\n";
   first = false;
@@ -104,13 +111,13 @@ std::string chrome_trace_json(const Dag& dag, const Timeline& timeline, const Re
     add_line(out,
              json{{"name", "process_name"},
                   {"ph", "M"},
-                  {"pid", r},
+                  {"pid", pid(r)},
                   {"args", json{{"name", "rank " + std::to_string(r)}}}},
              first);
     add_line(out,
              json{{"name", "process_sort_index"},
                   {"ph", "M"},
-                  {"pid", r},
+                  {"pid", pid(r)},
                   {"args", json{{"sort_index", r}}}},
              first);
     for (int s = 0; s < kStreamsPerRank; ++s) {
@@ -119,15 +126,15 @@ std::string chrome_trace_json(const Dag& dag, const Timeline& timeline, const Re
       add_line(out,
                json{{"name", "thread_name"},
                     {"ph", "M"},
-                    {"pid", r},
-                    {"tid", s},
+                    {"pid", pid(r)},
+                    {"tid", tid(r, s)},
                     {"args", json{{"name", thread_name(static_cast<StreamKind>(s))}}}},
                first);
       add_line(out,
                json{{"name", "thread_sort_index"},
                     {"ph", "M"},
-                    {"pid", r},
-                    {"tid", s},
+                    {"pid", pid(r)},
+                    {"tid", tid(r, s)},
                     {"args", json{{"sort_index", s}}}},
                first);
     }
@@ -146,8 +153,8 @@ std::string chrome_trace_json(const Dag& dag, const Timeline& timeline, const Re
                  json{{"name", op_name(dag, i)},
                       {"cat", name(op.kind)},
                       {"ph", "X"},
-                      {"pid", r},
-                      {"tid", s},
+                      {"pid", pid(r)},
+                      {"tid", tid(r, s)},
                       {"ts", Clock::us(b)},
                       {"dur", Clock::us(e - b)},
                       {"args", op_args(op)}},
@@ -168,7 +175,7 @@ std::string chrome_trace_json(const Dag& dag, const Timeline& timeline, const Re
       add_line(out,
                json{{"name", "activation memory"},
                     {"ph", "C"},
-                    {"pid", r},
+                    {"pid", pid(r)},
                     {"ts", Clock::us(clock.ns(m.time_s))},
                     {"args", json{{series, v}}}},
                first);
