@@ -238,6 +238,28 @@ TEST_CASE("svg: exposed TP time is drawn, and only when compute idles", "[output
   CHECK(count(timeline_svg(q.dag, q.timeline, q.report), "class=\"ex\"") == 1);  // legend only
 }
 
+TEST_CASE("svg: the exposed TP drawn on each rank adds up to the report's tp_exposed",
+          "[output][svg]") {
+  // 1F1B, p = 2, m = 2, unit costs: tp_exposed is 4 on each rank (report_test.cpp). At 1600 px
+  // the plot is 1600 - 58 - 104 = 1438 px wide for the whole iteration.
+  const Run r = run(one_f_one_b_p2_m2(), uniform_cost_model(unit_costs(), 2));
+  const double units_per_px = r.report.iteration_time_s / 1438.0;
+  const std::string svg = timeline_svg(r.dag, r.timeline, r.report);
+  static const std::regex ex("width=\"([0-9.]+)\" height=\"[0-9.]+\" class=\"ex\"");
+  for (int rank = 0; rank < 2; ++rank) {
+    INFO("rank " << rank);
+    const std::size_t b = svg.find("<g id=\"rank" + std::to_string(rank) + "\">");
+    const std::size_t e = svg.find("</g>", b);
+    const std::string lane = svg.substr(b, e - b);
+    double px = 0;
+    for (auto it = std::sregex_iterator(lane.begin(), lane.end(), ex); it != std::sregex_iterator();
+         ++it)
+      px += std::stod((*it)[1]);
+    CHECK(px * units_per_px == Approx(r.report.ranks[rank].tp_exposed_s).margin(0.01));
+    CHECK(r.report.ranks[rank].tp_exposed_s == 4.0);
+  }
+}
+
 TEST_CASE("svg: no sparkline without recorded memory", "[output][svg]") {
   const Run r = run(one_f_one_b_p2_m2(), uniform_cost_model(unit_costs(), 2), false);
   const std::string svg = timeline_svg(r.dag, r.timeline, r.report);
