@@ -326,7 +326,8 @@ class SvgWriter {
     out_ += "</g>\n";
   }
 
-  // One row of swatches: phases x (first, last chunk), a braided example, TP, exposed, memory.
+  // Two rows of swatches: phases x (first, last chunk) and a braided example; then the thin
+  // lanes (TP forward / backward, exposed, copies when any) and memory.
   void legend(double y) {
     double x = kLeft;
     const double sw = 16, sh = 12;
