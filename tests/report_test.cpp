@@ -46,14 +46,14 @@ void check_rank(const RankReport& r, double busy, double tp, double pp, double o
 // Unit costs (hand_schedules.hpp): forward unit 1, B unit 2, W unit 2, each All-Reduce 1, M_a 4.
 TEST_CASE("1F1B, 2 ranks, 2 microbatches: exact breakdown and peak memory", "[report]") {
   const Report r = run(one_f_one_b_p2_m2(), uniform_cost_model(unit_costs(), 2));
-  CHECK(r.iteration_time_s == 65.0);
-  // Rank 0: each F exposes its two All-Reduces (2 x 1); idle [11,27] is 1 TP (F0.1's last
-  // All-Reduce) + 15 waiting for rank 1's gradient, [43,49] is 6 more.
-  check_rank(r.ranks[0], 40, 4, 21);
-  // Rank 1: start-up [0,6] and drain [50,65] are PP; four exposed All-Reduces.
-  check_rank(r.ranks[1], 40, 4, 21);
-  CHECK(r.tp_bubble_rate == Approx(8.0 / 130.0));
-  CHECK(r.pp_bubble_rate == Approx(42.0 / 130.0));
+  CHECK(r.iteration_time_s == 66.0);
+  // Rank 0: each F exposes its two All-Reduces (2 x 1); idle [11,28] is 1 TP (F0.1's last
+  // All-Reduce) + 16 waiting for rank 1's gradient (sent when its B ends), [44,50] is 6 more.
+  check_rank(r.ranks[0], 40, 4, 22);
+  // Rank 1: start-up [0,6] and drain [50,66] are PP; four exposed All-Reduces.
+  check_rank(r.ranks[1], 40, 4, 22);
+  CHECK(r.tp_bubble_rate == Approx(8.0 / 132.0));
+  CHECK(r.pp_bubble_rate == Approx(44.0 / 132.0));
   CHECK(r.ranks[0].activation_peak_ma == 2.0);
   CHECK(r.ranks[1].activation_peak_ma == 1.0);
   check_sum_identity(r);
@@ -61,11 +61,11 @@ TEST_CASE("1F1B, 2 ranks, 2 microbatches: exact breakdown and peak memory", "[re
 
 TEST_CASE("1F1B-I, 2 ranks, 2 microbatches: TP bubble 2m T_AR, peak (3p-2) M_a", "[report]") {
   const Report r = run(interleaved_p2_m2(), uniform_cost_model(unit_costs(), 4));
-  CHECK(r.iteration_time_s == 109.0);
+  CHECK(r.iteration_time_s == 110.0);
   // 2m T_AR = 2 * 2 * 2 = 8 on every rank: the four forwards each expose both All-Reduces, the
   // full backwards hide theirs under W.
-  check_rank(r.ranks[0], 80, 8, 21);
-  check_rank(r.ranks[1], 80, 8, 21);
+  check_rank(r.ranks[0], 80, 8, 22);
+  check_rank(r.ranks[1], 80, 8, 22);
   CHECK(r.ranks[0].activation_peak_ma == 4.0);  // 3p - 2
   CHECK(r.ranks[1].activation_peak_ma == 3.0);
   check_sum_identity(r);
@@ -139,7 +139,7 @@ TEST_CASE("the sum identity holds under contention", "[report]") {
   const Report r = run(interleaved_p2_m2(), cost);
   check_sum_identity(r);
   const Report free = run(interleaved_p2_m2(), cost, SimOptions{false, false});
-  CHECK(free.iteration_time_s == 109.0);
+  CHECK(free.iteration_time_s == 110.0);
   CHECK(r.iteration_time_s > free.iteration_time_s);
 }
 
@@ -162,7 +162,7 @@ TEST_CASE("OOM is flagged with the rank and the amount over", "[report]") {
 TEST_CASE("the critical path covers the iteration", "[report]") {
   const Report r = run(one_f_one_b_p2_m2(), uniform_cost_model(unit_costs(), 2));
   const CriticalPathSummary& cp = r.critical_path;
-  CHECK(cp.compute_s + cp.collective_s + cp.p2p_s + cp.copy_s == 65.0);
+  CHECK(cp.compute_s + cp.collective_s + cp.p2p_s + cp.copy_s == 66.0);
   CHECK(cp.wait_s == 0.0);
   CHECK(cp.rank_sequence.front() == 0);
   CHECK(cp.rank_sequence.back() == 0);
@@ -172,7 +172,7 @@ TEST_CASE("the critical path covers the iteration", "[report]") {
 TEST_CASE("reports render as JSON with units in the names, CSV and tables", "[report]") {
   const Report r = run(interleaved_p2_m2(), uniform_cost_model(unit_costs(), 4));
   const nlohmann::json j = nlohmann::json::parse(report_json(r));
-  CHECK(j["iteration_time_s"] == 109.0);
+  CHECK(j["iteration_time_s"] == 110.0);
   CHECK(j["ranks"].size() == 2);
   CHECK(j["ranks"][0]["tp_exposed_s"] == 8.0);
   CHECK(j["ranks"][0]["activation_peak_ma"] == 4.0);
@@ -185,7 +185,7 @@ TEST_CASE("reports render as JSON with units in the names, CSV and tables", "[re
   const std::string rcsv = ranks_csv(r);
   CHECK(std::count(rcsv.begin(), rcsv.end(), '\n') == 3);
   const std::string table = simulate_table(r);
-  CHECK(table.find("iteration time   109") != std::string::npos);
+  CHECK(table.find("iteration time   110") != std::string::npos);
   Report slow = run(one_f_one_b_p2_m2(), uniform_cost_model(unit_costs(), 2));
   slow.schedule = "1f1b";
   const std::string cmp = compare_table({r, slow});

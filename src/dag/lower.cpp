@@ -291,6 +291,7 @@ class Lowerer {
     op.duration_s = cost_.p2p_time_s(rank_, peer, bytes);
     const int id = new_op(op);
     edge(pass.cursor, id);
+    edge(send_after_, id);
     (pass.phase == Phase::F ? send_f_ : send_b_)[idx_of(pass)] = id;
     if (dag_.p2p_blocking) pending_sync_[rank_].push_back(id);
     return id;
@@ -380,6 +381,10 @@ class Lowerer {
         lower_reload(in.a);
         break;
     }
+    // Sends leave at the end of the instruction (Megatron sends after forward_step /
+    // backward_step returns): after the instruction's last compute op as well as their data.
+    send_after_ = last_on_stream_[static_cast<std::size_t>(rank_) * kStreamsPerRank +
+                                  static_cast<int>(StreamKind::Compute)];
     flush_sends(sends);
   }
 
@@ -610,6 +615,7 @@ class Lowerer {
   std::vector<int> last_on_stream_;
   std::vector<std::vector<int>> pending_sync_;  // per rank
   std::vector<PassState> sends_;
+  int send_after_ = kNone;  // last compute op of the instruction whose sends are being emitted
   std::vector<std::pair<std::int32_t, std::int32_t>> edges_;
 };
 
