@@ -77,10 +77,11 @@ TEST_CASE("theory: STP's TP bubble is (2p+1) T_AR on rank 0, the same for every 
         // Rank 0 meets the bound exactly: the 2p+1 plain forwards of its warm-up (2p of chunk
         // 0, one of chunk 1) each expose T_AR; every other collective runs under a partner.
         CHECK(s.simulated.tp_bubble_s == (2 * p + 1) * c.tar);
-        // The worst rank is p-1: 5p/2 T_AR for even p (measured; its 2p plain forwards of step
-        // 2 expose 2p T_AR, and each of the p/2 FF pairs of step 3 one more, consumed at once
-        // by the next instruction across the V's turn). Independent of m too, but above
-        // Table 1's (2p+1) for p >= 4: Table 1 speaks of rank 0.
+        // The worst rank is p-1: 5p/2 T_AR for even p. Its 2p plain forwards (step 2 of the
+        // order) expose 2p T_AR, and in the drain each of its p plain B0 waits T_AR/2 for the
+        // gradient that the F1&B1 block just before it produced with its trailing All-Reduce
+        // (the V's turn: stage p feeds stage p-1 on the same rank). Independent of m too, but
+        // above Table 1's (2p+1) for p >= 4: Table 1 speaks of rank 0.
         CHECK(s.simulated.worst_tp_rank == (p == 2 ? 0 : p - 1));
         CHECK(s.simulated.worst_tp_bubble_s == 2.5 * p * c.tar);
         ms.push_back(k * p);
