@@ -10,7 +10,10 @@
 
 #include <catch2/catch.hpp>
 
+#include "braid/dag.hpp"
 #include "braid/error.hpp"
+#include "braid/report.hpp"
+#include "braid/simulator.hpp"
 #include "braid/theory.hpp"
 
 using namespace braid;
@@ -267,4 +270,26 @@ TEST_CASE("theory: parsing of --unit-costs and --scan", "[theory]") {
   CHECK_THROWS_AS(parse_scan("m=8-16"), InputError);
   CHECK(least_squares_slope({1, 2, 3}, {2, 4, 6}) == 2.0);
   CHECK(least_squares_slope({1, 2, 3}, {0.1, 0.1, 0.1}) == 0.0);
+}
+
+TEST_CASE("theory: the numbers are the report's, from the same lowering and engine", "[theory]") {
+  // What `braid simulate --unit-costs` prints: make_report over lower() + simulate().
+  ScheduleOptions o;
+  o.pp = 4;
+  o.microbatches = 16;
+  for (const char* name : {"1f1b-i", "zb-v", "stp"}) {
+    INFO(name);
+    const Schedule s = make_schedule(name, o);
+    const CostModel cost = uniform_cost_model(kSkewed, s.virtual_stages());
+    const Dag dag = lower(s, cost);
+    const Report rep = make_report("uniform", s, cost, dag, simulate(dag));
+    const TheoryRow row = run_theory(name, o, kSkewed);
+    CHECK(row.simulated.iteration_time_s == rep.iteration_time_s);
+    for (int r = 0; r < 4; ++r) {
+      CHECK(row.simulated.ranks[r].tp_exposed_s == rep.ranks[r].tp_exposed_s);
+      CHECK(row.simulated.ranks[r].busy_s == rep.ranks[r].busy_s);
+      CHECK(row.simulated.ranks[r].activation_peak_ma == rep.ranks[r].activation_peak_ma);
+    }
+    CHECK(row.simulated.pp_bubble_s == rep.ranks[0].pp_idle_s);
+  }
 }
