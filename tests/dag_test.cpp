@@ -92,12 +92,8 @@ TEST_CASE("an FB block interleaves the units exactly as DESIGN section 2 draws t
 }
 
 TEST_CASE("FW and FF blocks pair the units of both sides per layer", "[dag]") {
-  const Schedule s =
-      make("fw", 1, 1, 2, Placement::Loop,
-           {{FF({0, 0, false}, {0, 1, false}), B(0, 0, true), FW({0, 0, false}, {0, 0, false})}});
-  // FW's F side must be a new forward: use m = 3 so the FW forwards microbatch 2.
-  Schedule s3 = s;
-  s3.microbatches = 3;
+  // FW's F side must be a new forward: m = 3, the FW forwards microbatch 2.
+  Schedule s3 = make("fw", 1, 1, 3, Placement::Loop, {{}});
   s3.ranks[0].instructions = {FF({0, 0, false}, {0, 1, false}), B(0, 0, true),
                               FW({0, 2, false}, {0, 0, false}), B(0, 1), B(0, 2)};
   const Dag dag = lower(s3, uniform_cost_model(unit_costs(), 1));
