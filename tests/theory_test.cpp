@@ -154,6 +154,11 @@ TEST_CASE("theory: PP bubble of the classic and Table 1 forms", "[theory]") {
       // tested below).
       const TheoryRow one = run("1f1b", k.p, k.m, c);
       CHECK(one.simulated.pp_bubble_s == one.forms.pp_bubble.value + p1 * ar);
+      // GPipe: the same form and the same chain (all forwards, then all backwards).
+      const TheoryRow g = run("gpipe", k.p, k.m, c);
+      CHECK(g.simulated.pp_bubble_s == g.forms.pp_bubble.value + p1 * ar);
+      CHECK(g.simulated.tp_bubble_s == k.m * ar);
+      CHECK(g.simulated.peak_activation_ma == k.m);
       // ZB-H1: the classic (p-1)(F+B-W) plus both synchronous All-Reduces (forward and split
       // input gradient) on each stage's latency, as long as a drain W fits in the gap it fills
       // (T_W <= T_F + T_AR, true in both settings); beyond, the W cannot shrink the bubble
@@ -191,7 +196,7 @@ TEST_CASE("theory: without collectives the classic forms are exact", "[theory]")
   for (const Case& k : cases()) {
     INFO("p " << k.p << " m " << k.m);
     for (const UniformCosts& c : {short_w, long_w}) {
-      for (const char* name : {"1f1b", "1f1b-i"}) {
+      for (const char* name : {"gpipe", "1f1b", "1f1b-i"}) {
         INFO(name << " T_F " << c.tf);
         const TheoryRow r = run(name, k.p, k.m, c);
         CHECK(r.simulated.pp_bubble_s == r.forms.pp_bubble.value);
