@@ -13,5 +13,6 @@ void register_schedule(CLI::App& app);
 void register_export(CLI::App& app);
 void register_simulate(CLI::App& app);
 void register_compare(CLI::App& app);
+void register_theory(CLI::App& app);
 
 }  // namespace braid::cli
