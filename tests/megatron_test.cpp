@@ -18,7 +18,7 @@ using namespace braid;
 
 namespace {
 
-const char* const kStudies[] = {"megatron-22b", "gpt3-175b", "turing-530b", "megatron-1t"};
+const char* const kModels[] = {"megatron-22b", "gpt3-175b", "turing-530b", "megatron-1t"};
 
 std::string study_path(const std::string& model, const std::string& variant) {
   return "configs/studies/megatron/" + model + "-" + variant + ".yaml";
@@ -243,7 +243,7 @@ TEST_CASE("FLOPs per iteration follow Narayanan et al.'s formulas for GPT models
   // unfused attention computes the whole s x s, and the logits are never recomputed. Model FLOPs:
   // braid halves causal attention (as current Megatron does): 72 B s l h^2 (1 + s/12h + V/12lh).
   Profile p = load_profile("a100");
-  for (const char* model : kStudies) {
+  for (const char* model : kModels) {
     INFO(model);
     Study st = megatron_study(model, "full");
     CostModel cm = build_cost_model(st, p, st.parallel.pp * st.parallel.vpp);
@@ -315,8 +315,7 @@ TEST_CASE("the eight Megatron studies load with TP 8 and data parallel 1", "[meg
       CHECK(s.parallel.sequence_parallel == !full);
       CHECK(s.training.recompute == (full ? Recompute::Full : Recompute::Selective));
       CostModel cm = build_cost_model(s, load_profile(s.cluster.profile), c.pp * c.vpp);
-      // Static + activation memory of the busiest stage fits an 80 GB A100 under both variants
-      // is what the published runs show; here only that the model is consistent and positive.
+      // Recomputation makes the hardware FLOPs exceed the model FLOPs in both variants.
       CHECK(cm.model_flops > 0);
       CHECK(cm.hardware_flops > cm.model_flops);
     }

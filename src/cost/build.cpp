@@ -115,7 +115,11 @@ CostModel build_cost_model(const Study& study, const Profile& profile, int virtu
         const detail::LayerShape vs = detail::vision_layer_shape(vis, samples);
         chunk.prologue.push_back(detail::vision_patch_cost(
             vs.tokens, detail::vision_patch_inputs(vis), vis.hidden, tp, roof));
-        const LayerCost vision_layer = detail::layer_cost(vs, tp, roof, 0, true);
+        // Full recomputation applies to the LM's layers (the ViT units are flattened into the
+        // prologue, which has no per-layer rerun).
+        detail::TpSetup vision_tp = tp;
+        vision_tp.recompute_full = false;
+        const LayerCost vision_layer = detail::layer_cost(vs, vision_tp, roof, 0, true);
         for (int l = 0; l < vis.depth; ++l) {
           for (UnitCost u : vision_layer) {
             u.layer = l;
