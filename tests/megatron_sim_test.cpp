@@ -248,3 +248,15 @@ TEST_CASE("braid compare runs each of the eight Megatron studies in a few second
     }
   }
 }
+
+TEST_CASE("--nodes changes the cluster a Megatron study runs on", "[megatron][cli]") {
+  const Run r = run_braid("info --study " + study_path("gpt3-175b", "full") + " --nodes 16 --json");
+  REQUIRE(r.exit_code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK(j.at("gpus") == 128);
+  CHECK(j.at("dp") == 2);
+  CHECK(j.at("recompute") == "full");
+  const Run bad = run_braid("info --study " + study_path("gpt3-175b", "full") + " --nodes 3");
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("does not divide the 24 GPUs"));
+}
