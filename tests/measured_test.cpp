@@ -1,0 +1,277 @@
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include "braid/error.hpp"
+#include "braid/measured.hpp"
+
+using namespace braid;
+
+namespace {
+
+// The true parameters of the synthetic measured profile in tests/data/measured_synthetic.yaml.
+// Sources of the magnitudes (not of exactness): H200 peak 989 TFLOP/s, ~80 % large-GEMM
+// efficiency, NVLink busbw ~360-480 GB/s, PCIe Gen5 copies ~40-55 GB/s
+// (shared/reference/hardware-and-models.md §A, §B).
+struct Truth {
+  double peak = 989e12;
+  double gemm_max_eff = 0.78;
+  double gemm_half_flops = 2e11;
+  double attn_fwd_eff = 0.55;
+  double attn_bwd_eff = 0.42;
+  double hbm = 4.0e12;
+  double mem_eff = 0.82;
+  double nv_latency = 12e-6, nv_busbw = 360e9;
+  double p2p_latency = 8e-6, p2p_bw = 300e9;
+  double d2h_latency = 10e-6, d2h_bw = 52e9;
+  double h2d_latency = 10e-6, h2d_bw = 40e9;
+};
+
+// Deterministic +-0.5 % "measurement noise" so the fit has something to average out.
+double noise(int i) { return 1.0 + 0.005 * ((i % 3) - 1); }
+
+// Regenerate the golden file with: BRAID_REGENERATE_GOLDEN=1 build/braid_tests "[measured]"
+MeasuredTables make_synthetic() {
+  const Truth tr;
+  MeasuredTables t;
+  t.meta.gpu = "synthetic (tests/measured_test.cpp make_synthetic)";
+  t.meta.gpus = 8;
+  t.meta.date = "2026-11-29T00:00:00Z";
+  t.meta.host = "none";
+  t.meta.command = "BRAID_REGENERATE_GOLDEN=1 build/braid_tests \"[measured]\"";
+  t.meta.attention_impl = "synthetic";
+  t.peak_flops = tr.peak;
+  t.hbm_bandwidth_Bps = tr.hbm;
+  t.fixed_overhead_bytes = 3.0 * (1 << 30);
+  int i = 0;
+  // Qwen2-7B shapes at TP 1 and TP 4, seq 4096 x mbs 1 and 2 (forward, input and weight grad).
+  struct W {
+    const char* label;
+    std::int64_t in, out;
+  };
+  for (int tp : {1, 4}) {
+    const W ws[] = {{"qkv", 3584, 4608 / tp},
+                    {"out_proj", 3584 / tp, 3584},
+                    {"fc1", 3584, 2 * 18944 / tp},
+                    {"fc2", 18944 / tp, 3584}};
+    for (std::int64_t tokens : {4096, 8192}) {
+      for (const W& w : ws) {
+        for (int ph = 0; ph < 3; ++ph) {
+          GemmPoint g;
+          if (ph == 0) g.m = tokens, g.n = w.out, g.k = w.in;
+          if (ph == 1) g.m = tokens, g.n = w.in, g.k = w.out;
+          if (ph == 2) g.m = w.in, g.n = w.out, g.k = tokens;
+          g.label = std::string(w.label) + "." + "FBW"[ph];
+          const double f = g.flops();
+          const double eff = tr.gemm_max_eff * f / (f + tr.gemm_half_flops);
+          g.time_s = f / (tr.peak * eff) * noise(i++);
+          t.gemm.push_back(g);
+        }
+      }
+    }
+  }
+  // Small GEMMs so the saturation knee is visible.
+  for (std::int64_t s : {256, 512, 1024}) {
+    GemmPoint g{s, s, s, 0, "square"};
+    const double f = g.flops();
+    g.time_s = f / (tr.peak * tr.gemm_max_eff * f / (f + tr.gemm_half_flops)) * noise(i++);
+    t.gemm.push_back(g);
+  }
+  for (int seq : {1024, 2048, 4096, 8192}) {
+    for (bool causal : {true, false}) {
+      AttentionPoint a{1, seq, 28, 4, 128, causal, 0, 0};
+      a.fwd_s = attention_fwd_flops(a) / (tr.peak * tr.attn_fwd_eff) * noise(i++);
+      a.bwd_s = attention_bwd_flops(a) / (tr.peak * tr.attn_bwd_eff) * noise(i++);
+      t.attention.push_back(a);
+    }
+  }
+  for (ElementwiseKernel k :
+       {ElementwiseKernel::RmsNorm, ElementwiseKernel::Rope, ElementwiseKernel::SwiGLU}) {
+    for (double b : {64e6, 256e6, 1024e6})
+      t.elementwise.push_back({k, b, b / (tr.hbm * tr.mem_eff) * noise(i++)});
+  }
+  for (CommOp op : {CommOp::AllReduce, CommOp::AllGather, CommOp::ReduceScatter}) {
+    for (int ranks : {2, 4, 8}) {
+      for (double b = 1024; b <= (1 << 30); b *= 16) {
+        const double time = tr.nv_latency + bus_factor(op, ranks) * b / tr.nv_busbw;
+        t.comm["nvlink"][op].push_back({ranks, b, time * noise(i++)});
+      }
+    }
+  }
+  for (double b = 1024; b <= (1 << 30); b *= 16) {
+    t.comm["nvlink"][CommOp::P2P].push_back({2, b, (tr.p2p_latency + b / tr.p2p_bw) * noise(i++)});
+    t.d2h.push_back({b, (tr.d2h_latency + b / tr.d2h_bw) * noise(i++)});
+    t.h2d.push_back({b, (tr.h2d_latency + b / tr.h2d_bw) * noise(i++)});
+  }
+  MeasuredContention c;
+  c.partner = "all_reduce";
+  c.compute_alone_s = 1e-3, c.compute_together_s = 1.08e-3;
+  c.comm_alone_s = 2e-3, c.comm_together_s = 2.3e-3;
+  t.contention = c;
+  return t;
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+const std::string kSynthetic =
+    std::string(BRAID_SOURCE_DIR) + "/tests/data/measured_synthetic.yaml";
+
+}  // namespace
+
+TEST_CASE("the synthetic measured profile in tests/data is what make_synthetic emits",
+          "[measured]") {
+  const std::string text = emit_measured(make_synthetic());
+  if (std::getenv("BRAID_REGENERATE_GOLDEN")) std::ofstream(kSynthetic) << text;
+  CHECK(read_text(kSynthetic) == text);
+}
+
+TEST_CASE("measured tables survive a save/load round trip byte for byte", "[measured]") {
+  const MeasuredTables t = make_synthetic();
+  const std::string text = emit_measured(t);
+  const MeasuredTables back = parse_measured(text, "round-trip");
+  CHECK(emit_measured(back) == text);
+  REQUIRE(back.gemm.size() == t.gemm.size());
+  CHECK(back.gemm[5].m == t.gemm[5].m);
+  CHECK(back.gemm[5].label == t.gemm[5].label);
+  CHECK(back.gemm[5].time_s == Approx(t.gemm[5].time_s).epsilon(1e-8));
+  REQUIRE(back.attention.size() == t.attention.size());
+  CHECK(back.attention[1].causal == false);
+  CHECK(back.comm.at("nvlink").at(CommOp::ReduceScatter).size() ==
+        t.comm.at("nvlink").at(CommOp::ReduceScatter).size());
+  CHECK(back.d2h.size() == t.d2h.size());
+  REQUIRE(back.contention);
+  CHECK(back.contention->factors().compute_slowdown == Approx(1.08));
+  CHECK(back.contention->factors().comm_slowdown == Approx(1.15));
+  CHECK(back.meta.command == t.meta.command);
+}
+
+TEST_CASE("bad measured tables name the field", "[measured]") {
+  CHECK_THROWS_WITH(parse_measured("gemm:\n  - {m: 1, n: 2, time_s: 1}\n", "p.yaml"),
+                    Catch::Contains("measured.gemm[0].k") && Catch::Contains("missing"));
+  CHECK_THROWS_WITH(parse_measured("elementwise:\n  - {kernel: gelu, bytes: 1, time_s: 1}\n", "p"),
+                    Catch::Contains("allowed: rmsnorm, rope, swiglu"));
+  CHECK_THROWS_WITH(parse_measured("comm: {nvlink: {all_to_all: []}}\n", "p"),
+                    Catch::Contains("measured.comm.nvlink.all_to_all"));
+  CHECK_THROWS_WITH(parse_measured("copies: {d2h: [{bytes: 1, time_s: -1}]}\n", "p"),
+                    Catch::Contains("must be > 0"));
+  CHECK_THROWS_AS(parse_measured("gemm: [oops", "p"), InputError);
+}
+
+TEST_CASE("log-log interpolation is exact at points and log-linear between", "[measured]") {
+  const std::vector<std::pair<double, double>> xy = {{1e3, 1e-5}, {1e6, 1e-4}, {1e9, 1e-2}};
+  CHECK(interpolate_loglog(xy, 1e6).time_s == 1e-4);
+  CHECK(interpolate_loglog(xy, 1e6).kind == LookupKind::Exact);
+  // Halfway in log x between 1e3 and 1e6 is the geometric mean of the times.
+  const Lookup mid = interpolate_loglog(xy, std::sqrt(1e3 * 1e6));
+  CHECK(mid.kind == LookupKind::Interpolated);
+  CHECK(mid.time_s == Approx(std::sqrt(1e-5 * 1e-4)));
+  // Monotone between points.
+  double prev = 0;
+  for (double x = 1e3; x <= 1e9; x *= 1.5) {
+    const double y = interpolate_loglog(xy, x).time_s;
+    CHECK(y >= prev);
+    prev = y;
+  }
+  // Below the smallest point: the latency floor; above the largest: the last rate holds.
+  CHECK(interpolate_loglog(xy, 10).time_s == 1e-5);
+  CHECK(interpolate_loglog(xy, 4e9).time_s == Approx(4e-2));
+  CHECK(interpolate_loglog(xy, 4e9).kind == LookupKind::Extrapolated);
+}
+
+TEST_CASE("GEMM lookups: exact, interpolated over tokens, scaled from the nearest shape",
+          "[measured]") {
+  MeasuredTables t;
+  t.gemm = {{4096, 4608, 3584, 1e-4, "qkv.F"},
+            {8192, 4608, 3584, 2.2e-4, "qkv.F"},
+            {3584, 4608, 4096, 1.1e-4, "qkv.W"}};
+  auto e = gemm_time(t, 4096, 4608, 3584);
+  REQUIRE(e);
+  CHECK(e->kind == LookupKind::Exact);
+  CHECK(e->time_s == 1e-4);
+  // m between the two measured token counts: log-linear over FLOPs.
+  auto i = gemm_time(t, 5793, 4608, 3584);  // ~ sqrt(4096 * 8192)
+  REQUIRE(i);
+  CHECK(i->kind == LookupKind::Interpolated);
+  CHECK(i->time_s == Approx(std::sqrt(1e-4 * 2.2e-4)).epsilon(1e-3));
+  // An unmeasured shape takes the nearest shape's FLOP/s: twice the FLOPs, twice the time.
+  auto s = gemm_time(t, 3584, 9216, 4096);
+  REQUIRE(s);
+  CHECK(s->kind == LookupKind::Scaled);
+  CHECK(s->time_s == Approx(2.2e-4));
+  CHECK_FALSE(gemm_time(MeasuredTables{}, 1, 1, 1));
+}
+
+TEST_CASE("attention and collective lookups", "[measured]") {
+  const MeasuredTables t = make_synthetic();
+  AttentionPoint a{1, 4096, 28, 4, 128, true, 0, 0};
+  auto f = attention_time(t, a, false);
+  REQUIRE(f);
+  CHECK(f->kind == LookupKind::Exact);
+  // Sequence 2x between 2048 and 4096 measured points is interpolated and lies between them.
+  a.seq = 3000;
+  auto b = attention_time(t, a, true);
+  REQUIRE(b);
+  CHECK(b->kind == LookupKind::Interpolated);
+  // Other heads count: the nearest same-mask shape (log FLOPs, heads, head_dim) at its FLOP/s.
+  // 7 heads at seq 4096 has the FLOPs of 28 heads at seq 2048, so that point is nearest and the
+  // time is its time.
+  AttentionPoint other{1, 4096, 7, 1, 128, true, 0, 0};
+  auto sc = attention_time(t, other, false);
+  REQUIRE(sc);
+  CHECK(sc->kind == LookupKind::Scaled);
+  AttentionPoint s2048{1, 2048, 28, 4, 128, true, 0, 0};
+  CHECK(sc->time_s == Approx(attention_time(t, s2048, false)->time_s).epsilon(1e-12));
+
+  auto ar = comm_time(t, "nvlink", CommOp::AllReduce, 8, 1024);
+  REQUIRE(ar);
+  CHECK(ar->kind == LookupKind::Exact);
+  // 6 ranks were not measured: 4 and 8 are equally near, the larger is used, scaled by the
+  // bus factor (2*5/6) / (2*7/8).
+  auto ar6 = comm_time(t, "nvlink", CommOp::AllReduce, 6, 1024);
+  REQUIRE(ar6);
+  CHECK(ar6->kind == LookupKind::Scaled);
+  CHECK(ar6->time_s == Approx(ar->time_s * (10.0 / 6) / (14.0 / 8)));
+  CHECK_FALSE(comm_time(t, "ib", CommOp::AllReduce, 8, 1024));
+  CHECK(copy_time(t.d2h, 1024)->kind == LookupKind::Exact);
+}
+
+TEST_CASE("fit_profile recovers the synthetic profile's true parameters within 2 %",
+          "[measured][fit]") {
+  const Truth tr;
+  const MeasuredTables t = parse_measured(read_text(kSynthetic), kSynthetic);
+  const ProfileFit fit = fit_profile(t);
+  CHECK(fit.gemm.max_efficiency == Approx(tr.gemm_max_eff).epsilon(0.02));
+  CHECK(fit.gemm.half_flops == Approx(tr.gemm_half_flops).epsilon(0.02));
+  CHECK(fit.attention_fwd_efficiency == Approx(tr.attn_fwd_eff).epsilon(0.02));
+  CHECK(fit.attention_bwd_efficiency == Approx(tr.attn_bwd_eff).epsilon(0.02));
+  CHECK(fit.memory_bound_efficiency == Approx(tr.mem_eff).epsilon(0.02));
+  const LinkFit& nv = fit.links.at("nvlink");
+  CHECK(nv.latency_s == Approx(tr.nv_latency).epsilon(0.02));
+  CHECK(nv.bus_bandwidth_Bps == Approx(tr.nv_busbw).epsilon(0.02));
+  CHECK(nv.p2p_latency_s == Approx(tr.p2p_latency).epsilon(0.02));
+  CHECK(nv.p2p_bandwidth_Bps == Approx(tr.p2p_bw).epsilon(0.02));
+  CHECK(fit.host_d2h_Bps == Approx(tr.d2h_bw).epsilon(0.02));
+  CHECK(fit.host_h2d_Bps == Approx(tr.h2d_bw).epsilon(0.02));
+  CHECK(fit.d2h_latency_s == Approx(tr.d2h_latency).epsilon(0.02));
+  // Every point is within the noise (0.5 %) plus a little of the fitted model.
+  const auto summary = summarize_fit(fit);
+  CHECK(summary.at("gemm:qkv.F").points == 4);
+  for (const auto& [unit, s] : summary) {
+    INFO(unit);
+    CHECK(s.max_abs_error < 0.012);
+  }
+}
+
+TEST_CASE("fit_profile without a peak is an input error", "[measured][fit]") {
+  MeasuredTables t;
+  t.gemm = {{128, 128, 128, 1e-5, "x"}};
+  CHECK_THROWS_WITH(fit_profile(t), Catch::Contains("peak_flops"));
+}
