@@ -7,6 +7,7 @@
 
 #include "braid/error.hpp"
 #include "braid/measured.hpp"
+#include "braid/profile_plan.hpp"
 
 using namespace braid;
 
@@ -274,4 +275,102 @@ TEST_CASE("fit_profile without a peak is an input error", "[measured][fit]") {
   MeasuredTables t;
   t.gemm = {{128, 128, 128, 1e-5, "x"}};
   CHECK_THROWS_WITH(fit_profile(t), Catch::Contains("peak_flops"));
+}
+
+namespace {
+
+ModelConfig qwen2_7b() {
+  // Qwen2-7B (shared/reference/hardware-and-models.md §C.1).
+  ModelConfig m;
+  m.name = "qwen2-7b";
+  m.layers = 28, m.hidden = 3584, m.heads = 28, m.kv_heads = 4, m.head_dim = 128;
+  m.ffn = 18944, m.vocab = 152064;
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("linear layers give forward, input-gradient and weight-gradient GEMMs",
+          "[measured][plan]") {
+  const auto g = linear_gemms(4096, 3584, 4608, "qkv");
+  CHECK((g[0].m == 4096 && g[0].n == 4608 && g[0].k == 3584 && g[0].label == "qkv.F"));
+  CHECK((g[1].m == 4096 && g[1].n == 3584 && g[1].k == 4608 && g[1].label == "qkv.B"));
+  CHECK((g[2].m == 4608 && g[2].n == 3584 && g[2].k == 4096 && g[2].label == "qkv.W"));
+  // The three have the same FLOPs.
+  CHECK(2.0 * g[0].m * g[0].n * g[0].k == 2.0 * g[2].m * g[2].n * g[2].k);
+}
+
+TEST_CASE("the plan for Qwen2-7B covers every unit GEMM per TP size", "[measured][plan]") {
+  PlanOptions o;
+  o.tp = {1, 4};
+  o.seq = {4096};
+  const ProfilePlan p = make_plan(qwen2_7b(), o);
+  auto has = [&](std::int64_t m, std::int64_t n, std::int64_t k) {
+    for (const GemmShape& g : p.gemm)
+      if (g.m == m && g.n == n && g.k == k) return true;
+    return false;
+  };
+  // TP 4: QKV out = (7 + 2*1) * 128 = 1152; out-proj in = 7 * 128 = 896; FC1 = 2 * 4736;
+  // FC2 in = 4736; LM head = 152064 / 4 = 38016.
+  CHECK(has(4096, 1152, 3584));
+  CHECK(has(4096, 3584, 1152));
+  CHECK(has(1152, 3584, 4096));
+  CHECK(has(4096, 3584, 896));
+  CHECK(has(4096, 9472, 3584));
+  CHECK(has(3584, 4736, 4096));  // FC2 weight gradient: (out, in, tokens)
+  CHECK(has(4096, 38016, 3584));
+  // TP 1: 28 + 2*4 heads of 128 = 4608.
+  CHECK(has(4096, 4608, 3584));
+  // 5 linears x 3 phases x 2 TP sizes, minus TP 1's out-proj F and B (both 4096x3584x3584).
+  CHECK(p.gemm.size() == 29);
+  REQUIRE(p.attention.size() == 2);
+  CHECK(p.attention[1].heads == 7);
+  CHECK(p.attention[1].kv_heads == 1);
+  CHECK(p.attention[1].causal);
+  CHECK(p.elementwise.size() == 5);  // RMSNorm once (same shape), RoPE and SwiGLU per TP
+  CHECK(p.comm_bytes.front() == 1024);
+  CHECK(p.comm_bytes.back() == 1024.0 * 1024 * 1024);
+  CHECK(p.comm_bytes.size() == 21);
+  o.quick = true;
+  CHECK(make_plan(qwen2_7b(), o).comm_bytes.size() == 6);
+}
+
+TEST_CASE("the plan rejects a TP size that does not divide the heads", "[measured][plan]") {
+  PlanOptions o;
+  o.tp = {3};
+  CHECK_THROWS_WITH(make_plan(qwen2_7b(), o),
+                    Catch::Contains("--tp") && Catch::Contains("28 attention heads"));
+}
+
+TEST_CASE("known peaks come from the reference table", "[measured]") {
+  CHECK(known_peak_flops("NVIDIA H200") == 989e12);
+  CHECK(known_peak_flops("NVIDIA H20") == 148e12);
+  CHECK(known_peak_flops("NVIDIA A800-SXM4-80GB") == 312e12);
+  CHECK_FALSE(known_peak_flops("NVIDIA GeForce RTX 4090"));
+}
+
+TEST_CASE("a measured profile file keeps the spec schema and embeds the tables", "[measured]") {
+  const MeasuredTables t = parse_measured(read_text(kSynthetic), kSynthetic);
+  const ProfileFit fit = fit_profile(t);
+  const std::string base =
+      "name: h200\ngpu: x\nsource: spec-derived\npeak_tflops: 989\n"
+      "links:\n  ib:\n    latency_us: 46\n    bus_bandwidth_gbps: 350\n"
+      "contention: {compute_slowdown: 1.0, comm_slowdown: 1.0}\nfixed_overhead_gib: 2.0\n";
+  const std::string text = measured_profile_yaml("h200-measured", t, fit, base, "h200");
+  CHECK(text.find("source: measured") != std::string::npos);
+  CHECK(text.find("name: h200-measured") != std::string::npos);
+  CHECK(text.find("max_efficiency: 0.78") != std::string::npos);
+  CHECK(text.find("bus_bandwidth_gbps: 360") != std::string::npos);  // nvlink, fitted
+  CHECK(text.find("bus_bandwidth_gbps: 350") != std::string::npos);  // ib, kept from the base
+  CHECK(text.find("compute_slowdown: 1.080") != std::string::npos);
+  CHECK(text.find("fixed_overhead_gib: 3.00") != std::string::npos);
+  // The measured section parses back into the same tables.
+  const std::size_t at = text.find("\nmeasured:\n");
+  REQUIRE(at != std::string::npos);
+  std::string body;
+  std::istringstream lines(text.substr(at + 11));
+  for (std::string line; std::getline(lines, line);) body += line.substr(2) + "\n";
+  CHECK(emit_measured(parse_measured(body, "profile")) == emit_measured(t));
+  // Deterministic.
+  CHECK(measured_profile_yaml("h200-measured", t, fit, base, "h200") == text);
 }

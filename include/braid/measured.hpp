@@ -92,6 +92,7 @@ struct MeasuredContention {
 struct MeasuredTables {
   MeasuredMeta meta;
   double peak_flops = 0;            // the dense bf16 peak the efficiencies are relative to
+  double hbm_bytes = 0;             // device memory
   double hbm_bandwidth_Bps = 0;     // measured device-to-device copy bandwidth (read + write)
   double fixed_overhead_bytes = 0;  // device memory taken by context, libraries and NCCL
   std::vector<GemmPoint> gemm;
@@ -189,5 +190,20 @@ struct FitSummary {
   double max_abs_error = 0;
 };
 std::map<std::string, FitSummary> summarize_fit(const ProfileFit& fit);
+
+// --- the profile file braid-profile writes ---------------------------------------------------
+
+// The dense bf16 peak of a GPU named as the driver reports it ("NVIDIA H200", "NVIDIA
+// A800-SXM4-80GB"), from shared/reference/hardware-and-models.md §A.1; nullopt for a GPU not in
+// that table.
+std::optional<double> known_peak_flops(const std::string& gpu_name);
+
+// A whole profile in the schema of the spec-derived profiles (profiles/h200.yaml): `source:
+// measured`, the spec-model fields set from `fit` where the tables measured them, the other fields
+// kept from `base_yaml` (a spec-derived profile's text, or empty), and the tables under
+// `measured:`. Deterministic text.
+std::string measured_profile_yaml(const std::string& name, const MeasuredTables& t,
+                                  const ProfileFit& fit, const std::string& base_yaml,
+                                  const std::string& base_name);
 
 }  // namespace braid

@@ -74,6 +74,7 @@ std::string emit_measured(const MeasuredTables& t) {
   e << YAML::Key << "quick" << YAML::Value << t.meta.quick;
   e << YAML::EndMap;
   e << YAML::Key << "peak_flops" << YAML::Value << num(t.peak_flops);
+  e << YAML::Key << "hbm_bytes" << YAML::Value << num(t.hbm_bytes);
   e << YAML::Key << "hbm_bandwidth_Bps" << YAML::Value << num(t.hbm_bandwidth_Bps);
   e << YAML::Key << "fixed_overhead_bytes" << YAML::Value << num(t.fixed_overhead_bytes);
 
@@ -176,6 +177,7 @@ MeasuredTables parse_measured(const std::string& yaml_text, const std::string& w
     t.meta.quick = field_or<bool>(meta, "quick", false, where, p);
   }
   t.peak_flops = field_or<double>(root, "peak_flops", 0, where, m);
+  t.hbm_bytes = field_or<double>(root, "hbm_bytes", 0, where, m);
   t.hbm_bandwidth_Bps = field_or<double>(root, "hbm_bandwidth_Bps", 0, where, m);
   t.fixed_overhead_bytes = field_or<double>(root, "fixed_overhead_bytes", 0, where, m);
 
