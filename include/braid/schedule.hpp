@@ -60,9 +60,9 @@ struct Schedule {
 
 struct ScheduleOptions {
   int pp = 1;
-  int vpp = 2;  // chunks per rank, loop placement only
+  int vpp = 2;               // chunks per rank, loop placement only
   int microbatches = 1;
-  int group_size = 0;             // 1f1b-i: Megatron's microbatch group size N; 0 = p
+  int group_size = 0;        // 1f1b-i: Megatron's microbatch group size N; 0 = p
   double offload_fraction = 1.0;  // stp-offload: share of chunk-0 microbatches offloaded
 };
 
@@ -73,8 +73,8 @@ Schedule make_schedule(std::string_view name, const ScheduleOptions& options);
 
 // The result of validation: empty `error` means valid.
 struct ValidationResult {
-  std::string error;                // names rank, position and instruction
-  std::vector<int> peak_in_flight;  // per rank, in chunk-microbatches (F done, B not yet done)
+  std::string error;                 // names rank, position and instruction
+  std::vector<int> peak_in_flight;   // per rank, in chunk-microbatches (F done, B not yet done)
   bool ok() const { return error.empty(); }
 };
 ValidationResult validate(const Schedule& schedule);
