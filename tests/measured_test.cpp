@@ -1,5 +1,6 @@
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -373,4 +374,23 @@ TEST_CASE("a measured profile file keeps the spec schema and embeds the tables",
   CHECK(emit_measured(parse_measured(body, "profile")) == emit_measured(t));
   // Deterministic.
   CHECK(measured_profile_yaml("h200-measured", t, fit, base, "h200") == text);
+}
+
+TEST_CASE("braid-profile is built when nvcc is present and refuses bad input before the GPU",
+          "[measured][profiler]") {
+#ifdef BRAID_PROFILE_EXE
+  const std::string exe = BRAID_PROFILE_EXE;
+  REQUIRE(std::ifstream(exe).good());
+  CHECK(std::system((exe + " --help > /dev/null").c_str()) == 0);
+  const std::string bad = exe + " --model " + BRAID_SOURCE_DIR +
+                          "/tests/data/profile-model-qwen2-7b.yaml --tp 3 --out /tmp/unused.yaml"
+                          " 2> /dev/null";
+  const int rc = std::system(bad.c_str());
+  CHECK(WIFEXITED(rc));
+  CHECK(WEXITSTATUS(rc) == 2);
+#else
+  // Configured without CUDA (BRAID_CUDA=OFF or no nvcc): then nvcc must indeed be absent, or
+  // the option was turned off on purpose.
+  WARN("braid-profile not built in this configuration");
+#endif
 }
