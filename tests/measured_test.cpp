@@ -47,6 +47,7 @@ MeasuredTables make_synthetic() {
   t.meta.attention_impl = "synthetic";
   t.peak_flops = tr.peak;
   t.hbm_bandwidth_Bps = tr.hbm;
+  t.hbm_bytes = 141e9;
   t.fixed_overhead_bytes = 3.0 * (1 << 30);
   int i = 0;
   // Qwen2-7B shapes at TP 1 and TP 4, seq 4096 x mbs 1 and 2 (forward, input and weight grad).
@@ -128,11 +129,29 @@ const std::string kSynthetic =
 
 }  // namespace
 
+// A whole measured profile (spec schema + tables) built from the synthetic tables; the spec base
+// is a minimal H200-like profile so the file does not depend on profiles/.
+const std::string kSyntheticProfile =
+    std::string(BRAID_SOURCE_DIR) + "/tests/data/profile-synthetic-measured.yaml";
+const std::string kSyntheticBase =
+    "name: synthetic\ngpu: synthetic\nsource: spec-derived\npeak_tflops: 989\n"
+    "links:\n  ib:\n    latency_us: 46\n    bus_bandwidth_gbps: 350\n    p2p_bandwidth_gbps: 50\n";
+
 TEST_CASE("the synthetic measured profile in tests/data is what make_synthetic emits",
           "[measured]") {
-  const std::string text = emit_measured(make_synthetic());
-  if (std::getenv("BRAID_REGENERATE_GOLDEN")) std::ofstream(kSynthetic) << text;
+  const MeasuredTables t = make_synthetic();
+  const std::string text = emit_measured(t);
+  const std::string profile =
+      measured_profile_yaml("synthetic-measured", t, fit_profile(t), kSyntheticBase, "synthetic");
+  if (std::getenv("BRAID_REGENERATE_GOLDEN")) {
+    std::ofstream(kSynthetic) << text;
+    std::ofstream(kSyntheticProfile) << profile;
+  }
   CHECK(read_text(kSynthetic) == text);
+  CHECK(read_text(kSyntheticProfile) == profile);
+  const auto section = load_measured_section(kSyntheticProfile);
+  REQUIRE(section);
+  CHECK(emit_measured(*section) == text);
 }
 
 TEST_CASE("measured tables survive a save/load round trip byte for byte", "[measured]") {
@@ -393,4 +412,26 @@ TEST_CASE("braid-profile is built when nvcc is present and refuses bad input bef
   // the option was turned off on purpose.
   WARN("braid-profile not built in this configuration");
 #endif
+}
+
+TEST_CASE("braid calibrate prints the fit and its errors per unit and size", "[measured][cli]") {
+  const std::string out = "/tmp/braid-calibrate-test.json";
+  const std::string cmd =
+      std::string(BRAID_EXE) + " calibrate --profile " + kSyntheticProfile + " --json > " + out;
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  const std::string json = read_text(out);
+  CHECK(json.find("\"max_efficiency\": 0.78") != std::string::npos);
+  CHECK(json.find("\"gemm:qkv.F\"") != std::string::npos);
+  CHECK(json.find("\"nvlink:all_reduce:8\"") != std::string::npos);
+  const std::string text_cmd =
+      std::string(BRAID_EXE) + " calibrate --profile " + kSyntheticProfile + " > " + out;
+  REQUIRE(std::system(text_cmd.c_str()) == 0);
+  const std::string text = read_text(out);
+  CHECK(text.find("fit error per unit") != std::string::npos);
+  CHECK(text.find("fit error per size") != std::string::npos);
+  // A profile without measured tables is refused with exit 2.
+  const std::string bad = std::string(BRAID_EXE) + " calibrate --profile " + BRAID_SOURCE_DIR +
+                          "/tests/data/profile-model-qwen2-7b.yaml 2> /dev/null";
+  const int rc = std::system(bad.c_str());
+  CHECK(WEXITSTATUS(rc) == 2);
 }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -113,6 +114,10 @@ std::string emit_measured(const MeasuredTables& t);
 // Parses what emit_measured writes (the mapping itself, not the whole profile). Throws InputError
 // naming `where` and the field.
 MeasuredTables parse_measured(const std::string& yaml_text, const std::string& where);
+
+// The `measured:` section of a profile file, or nullopt when it has none. When the section has
+// no peak_flops, the profile's `peak_tflops` is used. Throws InputError on malformed YAML.
+std::optional<MeasuredTables> load_measured_section(const std::filesystem::path& profile_file);
 
 // --- lookups ---------------------------------------------------------------------------------
 

@@ -8,5 +8,6 @@
 namespace braid::cli {
 
 // One line per command, added with the command file (cmd_<name>.cpp).
+void register_calibrate(CLI::App& app);
 
 }  // namespace braid::cli

@@ -289,4 +289,23 @@ MeasuredTables parse_measured(const std::string& yaml_text, const std::string& w
   return t;
 }
 
+std::optional<MeasuredTables> load_measured_section(const std::filesystem::path& profile_file) {
+  const std::string where = profile_file.string();
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(where);
+  } catch (const YAML::BadFile&) {
+    throw InputError(where, "profile", "cannot read the file");
+  } catch (const YAML::Exception& ex) {
+    throw InputError(where, "profile", std::string("malformed YAML: ") + ex.what());
+  }
+  if (!root.IsMap()) throw InputError(where, "profile", "not a mapping");
+  const YAML::Node m = root["measured"];
+  if (!m) return std::nullopt;
+  MeasuredTables t = parse_measured(YAML::Dump(m), where);
+  if (!(t.peak_flops > 0) && root["peak_tflops"])
+    t.peak_flops = field<double>(root, "peak_tflops", where, "profile") * 1e12;
+  return t;
+}
+
 }  // namespace braid
