@@ -5,6 +5,7 @@
 // or NCCL to measure; exit 1 when a kernel fails its correctness check (naming it) or a CUDA call
 // fails.
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -59,6 +60,23 @@ std::string cudnn_version_string() {
   const std::size_t v = cudnnGetVersion();  // major*10000 + minor*100 + patch (cuDNN 9)
   return std::to_string(v / 10000) + "." + std::to_string((v / 100) % 100) + "." +
          std::to_string(v % 100);
+}
+
+fs::path data_dir() {
+  const char* home = std::getenv("BRAID_HOME");
+  return fs::path(home ? home : BRAID_SOURCE_DIR);
+}
+
+// profiles/<key>.yaml of the spec-derived profile for a GPU name, or "" (longest keys first:
+// "h20" is a prefix of "h200").
+std::string spec_profile_for(const std::string& gpu) {
+  std::string lower;
+  for (char c : gpu) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* key : {"h200", "h100", "h800", "a100", "a800", "h20"})
+    if (lower.find(key) != std::string::npos &&
+        fs::exists(data_dir() / "profiles" / (std::string(key) + ".yaml")))
+      return key;
+  return "";
 }
 
 void say(const std::string& s) { std::cerr << "braid-profile: " << s << "\n"; }
@@ -208,8 +226,7 @@ MeasuredTables measure(const Args& args, const ModelConfig& model, const std::st
 ModelConfig read_model(const std::string& name_or_path) {
   fs::path p(name_or_path);
   if (!fs::exists(p)) {
-    const char* home = std::getenv("BRAID_HOME");
-    p = fs::path(home ? home : BRAID_SOURCE_DIR) / "configs" / "models" / (name_or_path + ".yaml");
+    p = data_dir() / "configs" / "models" / (name_or_path + ".yaml");
   }
   if (!fs::exists(p))
     throw InputError("--model", name_or_path, "no such model file or name under configs/models");
@@ -265,7 +282,8 @@ int main(int argc, char** argv) {
       ->required();
   app.add_option("--name", args.name, "profile name (default: the --out file's stem)");
   app.add_option("--spec", args.spec,
-                 "spec-derived profile (name or path) whose unmeasured fields are kept");
+                 "spec-derived profile (name or path) whose unmeasured fields are kept "
+                 "(default: profiles/<gpu>.yaml when braid has one for this GPU)");
   app.add_option("--link", args.link, "link class of the GPUs' interconnect")
       ->capture_default_str();
   app.add_option("--peak-tflops", args.peak_tflops,
@@ -286,17 +304,22 @@ int main(int argc, char** argv) {
     PlanOptions po;
     po.tp = args.tp, po.seq = args.seq, po.mbs = args.mbs, po.quick = args.quick;
     make_plan(model, po);  // validate the sizes before touching the GPU
+    if (!args.spec.empty() && !fs::exists(args.spec) &&
+        !fs::exists(data_dir() / "profiles" / (args.spec + ".yaml")))
+      throw InputError("--spec", args.spec, "no such profile file or name under profiles/");
+    const MeasuredTables t = measure(args, model, command);
+    // The spec-derived profile of this GPU keeps what the run did not measure (links on a
+    // one-GPU machine, inter-node links, ...): --spec, else profiles/<gpu>.yaml when braid has one.
+    std::string spec = args.spec;
+    if (spec.empty()) spec = spec_profile_for(t.meta.gpu);
     std::string base, base_name;
-    if (!args.spec.empty()) {
-      fs::path sp(args.spec);
-      if (!fs::exists(sp))
-        sp = fs::path(std::getenv("BRAID_HOME") ? std::getenv("BRAID_HOME") : BRAID_SOURCE_DIR) /
-             "profiles" / (args.spec + ".yaml");
-      if (!fs::exists(sp)) throw InputError("--spec", args.spec, "no such profile");
+    if (!spec.empty()) {
+      fs::path sp(spec);
+      if (!fs::exists(sp)) sp = data_dir() / "profiles" / (spec + ".yaml");
+      if (!fs::exists(sp)) throw InputError("--spec", spec, "no such profile");
       base = read_text(sp);
       base_name = sp.filename().string();
     }
-    const MeasuredTables t = measure(args, model, command);
     const ProfileFit fit = fit_profile(t);
     const std::string name = args.name.empty() ? fs::path(args.out).stem().string() : args.name;
     cli::write_file("--out", args.out, measured_profile_yaml(name, t, fit, base, base_name));
