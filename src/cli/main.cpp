@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
       "training"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "braid 0.1.0");
+  braid::cli::register_info(app);
   braid::cli::register_calibrate(app);
 
   try {
