@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "braid/config.hpp"
+#include "braid/cost_model.hpp"
 #include "braid/error.hpp"
 #include "braid/measured.hpp"
 #include "braid/profile_plan.hpp"
@@ -62,12 +64,8 @@ MeasuredTables make_synthetic() {
                     {"fc2", 18944 / tp, 3584}};
     for (std::int64_t tokens : {4096, 8192}) {
       for (const W& w : ws) {
-        for (int ph = 0; ph < 3; ++ph) {
-          GemmPoint g;
-          if (ph == 0) g.m = tokens, g.n = w.out, g.k = w.in;
-          if (ph == 1) g.m = tokens, g.n = w.in, g.k = w.out;
-          if (ph == 2) g.m = w.in, g.n = w.out, g.k = tokens;
-          g.label = std::string(w.label) + "." + "FBW"[ph];
+        for (GemmShape shape : linear_gemms(tokens, w.in, w.out, w.label)) {
+          GemmPoint g{shape.m, shape.n, shape.k, 0, shape.label};
           const double f = g.flops();
           const double eff = tr.gemm_max_eff * f / (f + tr.gemm_half_flops);
           g.time_s = f / (tr.peak * eff) * noise(i++);
@@ -205,6 +203,8 @@ TEST_CASE("log-log interpolation is exact at points and log-linear between", "[m
   CHECK(interpolate_loglog(xy, 10).time_s == 1e-5);
   CHECK(interpolate_loglog(xy, 4e9).time_s == Approx(4e-2));
   CHECK(interpolate_loglog(xy, 4e9).kind == LookupKind::Extrapolated);
+  // For compute tables (floor_below = false) a smaller size keeps the smallest point's rate.
+  CHECK(interpolate_loglog(xy, 100, false).time_s == Approx(1e-6));
 }
 
 TEST_CASE("GEMM lookups: exact, interpolated over tokens, scaled from the nearest shape",
@@ -401,9 +401,7 @@ TEST_CASE("braid-profile is built when nvcc is present and refuses bad input bef
   const std::string exe = BRAID_PROFILE_EXE;
   REQUIRE(std::ifstream(exe).good());
   CHECK(std::system((exe + " --help > /dev/null").c_str()) == 0);
-  const std::string bad = exe + " --model " + BRAID_SOURCE_DIR +
-                          "/tests/data/profile-model-qwen2-7b.yaml --tp 3 --out /tmp/unused.yaml"
-                          " 2> /dev/null";
+  const std::string bad = exe + " --model qwen2-7b --tp 3 --out /tmp/unused.yaml 2> /dev/null";
   const int rc = std::system(bad.c_str());
   CHECK(WIFEXITED(rc));
   CHECK(WEXITSTATUS(rc) == 2);
@@ -430,8 +428,105 @@ TEST_CASE("braid calibrate prints the fit and its errors per unit and size", "[m
   CHECK(text.find("fit error per unit") != std::string::npos);
   CHECK(text.find("fit error per size") != std::string::npos);
   // A profile without measured tables is refused with exit 2.
-  const std::string bad = std::string(BRAID_EXE) + " calibrate --profile " + BRAID_SOURCE_DIR +
-                          "/tests/data/profile-model-qwen2-7b.yaml 2> /dev/null";
+  const std::string bad = std::string(BRAID_EXE) + " calibrate --profile h200 2> /dev/null";
   const int rc = std::system(bad.c_str());
   CHECK(WEXITSTATUS(rc) == 2);
+}
+
+namespace {
+
+Study qwen2_7b_study(int tp, int seq) {
+  StudyOverrides o;
+  o.model = "qwen2-7b";
+  o.cluster = "h200x8";
+  o.tp = tp;
+  o.pp = 2;
+  o.vpp = 1;
+  o.seq = seq;
+  o.mbs = 1;
+  o.sequence_parallel = false;
+  return load_study(resolve_config("studies", "default"), o);
+}
+
+}  // namespace
+
+TEST_CASE("a measured profile loads its tables into the Profile", "[measured][cost]") {
+  const Profile p = load_profile(kSyntheticProfile);
+  CHECK(p.source == Source::Measured);
+  REQUIRE(p.measured);
+  CHECK(p.measured->gemm.size() == make_synthetic().gemm.size());
+  // Its collective tables become the link's measured rows (sorted by ranks, bytes).
+  const auto& rows = p.link("nvlink").measured.at("all_reduce");
+  CHECK(rows.front().ranks == 2);
+  CHECK(rows.back().ranks == 8);
+  CHECK(rows.back().bytes == 1024.0 * 1024 * 1024);
+  // A spec-derived profile has none.
+  CHECK_FALSE(load_profile("h200").measured);
+}
+
+TEST_CASE("measured tables take precedence over the spec model and are tagged measured",
+          "[measured][cost]") {
+  const Profile measured = load_profile(kSyntheticProfile);
+  const Profile spec = load_profile("h200");
+  const MeasuredTables& t = *measured.measured;
+  const Study study = qwen2_7b_study(1, 4096);
+  const CostModel cm = build_cost_model(study, measured, 2);
+  const LayerCost& layer = cm.chunks[0].layers[0];
+
+  // PreAttn W is the QKV weight-gradient GEMM alone: exactly the measured table's time.
+  const auto qkv_w = gemm_time(t, 4608, 3584, 4096);
+  REQUIRE(qkv_w);
+  CHECK(qkv_w->kind == LookupKind::Exact);
+  CHECK(layer[0][Phase::W].time_s == qkv_w->time_s);
+  CHECK(layer[0][Phase::W].source == Source::Measured);
+  // PreAttn F: the measured RMSNorm, QKV GEMM and RoPE.
+  const double T = 4096, h = 3584;
+  const double expected_f = elementwise_time(t, ElementwiseKernel::RmsNorm, 2 * T * h * 2)->time_s +
+                            gemm_time(t, 4096, 4608, 3584)->time_s +
+                            elementwise_time(t, ElementwiseKernel::Rope, 2 * T * 4096 * 2)->time_s;
+  CHECK(layer[0][Phase::F].time_s == Approx(expected_f).epsilon(1e-12));
+  CHECK(layer[0][Phase::F].source == Source::Measured);
+  // Attn B: out-projection input gradient + the measured attention backward.
+  const AttentionPoint shape{1, 4096, 28, 4, 128, true, 0, 0};
+  const double expected_attn_b =
+      gemm_time(t, 4096, 3584, 3584)->time_s + attention_time(t, shape, true)->time_s;
+  CHECK(layer[1][Phase::B].time_s == Approx(expected_attn_b).epsilon(1e-12));
+  CHECK(layer[1][Phase::B].source == Source::Measured);
+
+  // The spec-derived profile gives the roofline numbers, tagged spec-derived.
+  const CostModel cs = build_cost_model(study, spec, 2);
+  const PhaseCost& spec_w = cs.chunks[0].layers[0][0][Phase::W];
+  CHECK(spec_w.source == Source::SpecDerived);
+  const double flops = 2 * T * h * 4608;
+  const double eff = spec.gemm.max_efficiency * flops / (flops + spec.gemm.half_flops);
+  CHECK(spec_w.time_s == Approx(flops / (spec.peak_flops * eff)));
+  CHECK(spec_w.time_s != Approx(layer[0][Phase::W].time_s));
+}
+
+TEST_CASE("shapes and group sizes that were not measured scale from the nearest measured ones",
+          "[measured][cost]") {
+  const Profile measured = load_profile(kSyntheticProfile);
+  const MeasuredTables& t = *measured.measured;
+  // Sequence 6144 lies between the measured 4096 and 8192 tokens: interpolated, still measured.
+  const CostModel cm = build_cost_model(qwen2_7b_study(4, 6144), measured, 2);
+  const LayerCost& layer = cm.chunks[0].layers[0];
+  const auto w = gemm_time(t, 1152, 3584, 6144);
+  REQUIRE(w);
+  CHECK(w->kind == LookupKind::Interpolated);
+  CHECK(layer[0][Phase::W].time_s == w->time_s);
+  CHECK(layer[0][Phase::W].source == Source::Measured);
+  const double lo = gemm_time(t, 1152, 3584, 4096)->time_s;
+  const double hi = gemm_time(t, 1152, 3584, 8192)->time_s;
+  CHECK(w->time_s > lo);
+  CHECK(w->time_s < hi);
+  // TP 4's All-Reduce of the PreAttn input gradient answers from the nvlink table (4 ranks),
+  // interpolated log-log in bytes.
+  const Collective& ar = layer[0][Phase::B].collective;
+  CHECK(ar.kind == CollectiveKind::AllReduce);
+  CHECK(ar.source == Source::Measured);
+  CHECK(ar.time_s == Approx(comm_time(t, "nvlink", CommOp::AllReduce, 4, ar.bytes)->time_s));
+  // The LM head of a 152k vocabulary was never measured: nearest shape at its FLOP/s, tagged
+  // measured; the embedding (no table) stays spec-derived.
+  CHECK(cm.chunks[1].epilogue.back()[Phase::W].source == Source::Measured);
+  CHECK(cm.chunks[0].prologue.front()[Phase::F].source == Source::SpecDerived);
 }

@@ -131,9 +131,11 @@ struct Lookup {
 
 // Piecewise log-log interpolation of time over x (bytes, or FLOPs) through points sorted by x:
 // exact at the points, log-linear between them. Above the largest x the time grows in proportion
-// to x (the last achieved rate holds); below the smallest it stays at the smallest point's time
-// (a latency floor).
-Lookup interpolate_loglog(const std::vector<std::pair<double, double>>& xy, double x);
+// to x (the last achieved rate holds). Below the smallest x: with `floor_below` the smallest
+// point's time (a latency floor: collectives, copies, memory-bound kernels), else the time
+// shrinks in proportion (the smallest point's achieved rate: GEMMs and attention).
+Lookup interpolate_loglog(const std::vector<std::pair<double, double>>& xy, double x,
+                          bool floor_below = true);
 
 // GEMM: an exact (m, n, k) match; else the points sharing two of the three dimensions,
 // interpolated in log space over FLOPs; else the nearest shape (Euclidean over log m, log n,

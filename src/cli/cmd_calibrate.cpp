@@ -10,6 +10,7 @@
 
 #include "braid/error.hpp"
 #include "braid/measured.hpp"
+#include "braid/profile.hpp"
 #include "commands.hpp"
 
 namespace braid::cli {
@@ -17,17 +18,6 @@ namespace braid::cli {
 namespace {
 
 namespace fs = std::filesystem;
-
-fs::path profile_path(const std::string& name_or_path) {
-  fs::path p(name_or_path);
-  if (fs::exists(p)) return p;
-  for (const char* root : {static_cast<const char*>(std::getenv("BRAID_HOME")), "."}) {
-    if (!root) continue;
-    const fs::path q = fs::path(root) / "profiles" / (name_or_path + ".yaml");
-    if (fs::exists(q)) return q;
-  }
-  throw InputError("--profile", name_or_path, "no such profile file or name under profiles/");
-}
 
 void print_text(const std::string& file, const MeasuredTables& t, const ProfileFit& fit) {
   std::printf("profile %s: measured %s on %s, %d x %s (peak %.0f TFLOP/s)\n", file.c_str(),
@@ -125,16 +115,16 @@ void register_calibrate(CLI::App& app) {
       ->required();
   cmd->add_flag("--json", opts->json, "print JSON instead of tables");
   cmd->callback([opts] {
-    const fs::path file = profile_path(opts->profile);
-    const auto tables = load_measured_section(file);
-    if (!tables || tables->empty())
-      throw InputError(file.string(), "measured",
+    const Profile profile = load_profile(opts->profile);
+    if (!profile.measured || profile.measured->empty())
+      throw InputError(profile.file, "measured",
                        "the profile has no measured tables; produce one with braid-profile");
-    const ProfileFit fit = fit_profile(*tables);
+    const MeasuredTables& tables = *profile.measured;
+    const ProfileFit fit = fit_profile(tables);
     if (opts->json)
-      std::cout << to_json(file.string(), *tables, fit).dump(2) << "\n";
+      std::cout << to_json(profile.file, tables, fit).dump(2) << "\n";
     else
-      print_text(file.string(), *tables, fit);
+      print_text(profile.file, tables, fit);
   });
 }
 

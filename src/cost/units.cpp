@@ -11,6 +11,16 @@ namespace braid::detail {
 
 namespace {
 
+// Measured when the link has measured rows for this collective and group size (collective_time_s
+// then answers from them).
+Source collective_source(const TpSetup& tp, CollectiveKind kind) {
+  const auto rows = tp.link->measured.find(name(kind));
+  if (rows == tp.link->measured.end()) return Source::SpecDerived;
+  for (const MeasuredComm& m : rows->second)
+    if (m.ranks == tp.tp) return Source::Measured;
+  return Source::SpecDerived;
+}
+
 Collective collective(const TpSetup& tp, CollectiveKind kind, CollectivePosition position,
                       double bytes) {
   Collective c;
@@ -19,7 +29,7 @@ Collective collective(const TpSetup& tp, CollectiveKind kind, CollectivePosition
   c.position = position;
   c.bytes = bytes;
   c.time_s = collective_time_s(*tp.link, kind, tp.tp, bytes);
-  c.source = tp.source;
+  c.source = collective_source(tp, kind);
   return c;
 }
 
@@ -79,6 +89,12 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
   const double f = s.ffn;
   const double fc1_width = s.gated ? 2 * f : f;
   const double hidden_bytes = T * h * e;  // one full activation: the TP collective payload
+  // The measured RMSNorm kernel stands for the LM's norms (the ViT's LayerNorm is not measured);
+  // backward norms use it at their byte count.
+  auto norm_s = [&](double bytes) {
+    return s.norm_params == 1 ? roof.kernel_s(ElementwiseKernel::RmsNorm, bytes)
+                              : roof.memory_s(bytes);
+  };
 
   LayerCost c{make_unit(UnitKind::PreAttn, layer, vision, tp.source),
               make_unit(UnitKind::Attn, layer, vision, tp.source),
@@ -92,16 +108,21 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
     const double norm_in = Ts * h * e, gemm_in = Ts * h * e;
     const double grad_out = T * (q + 2 * k) / t * e;
     const double rope_bytes = 2 * T * (q + k) / t * e;  // read + write q, k
-    u[Phase::F].time_s =
-        roof.memory_s(2 * Ts * h * e) + roof.gemm_s(gemm) + roof.memory_s(rope_bytes);
+    const double qkv_width = (q + 2 * k) / t;
+    timed(u[Phase::F], roof, [&] {
+      return norm_s(2 * Ts * h * e) + roof.linear_s(T, h, qkv_width, Phase::F) +
+             roof.kernel_s(ElementwiseKernel::Rope, rope_bytes);
+    });
     set_flops(u[Phase::F], gemm);
     u[Phase::F].alloc_bytes = norm_in + gemm_in;
-    u[Phase::B].time_s =
-        roof.memory_s(rope_bytes) + roof.gemm_s(gemm) + roof.memory_s(3 * Ts * h * e);
+    timed(u[Phase::B], roof, [&] {
+      return roof.kernel_s(ElementwiseKernel::Rope, rope_bytes) +
+             roof.linear_s(T, h, qkv_width, Phase::B) + norm_s(3 * Ts * h * e);
+    });
     set_flops(u[Phase::B], gemm);
     u[Phase::B].alloc_bytes = grad_out;
     u[Phase::B].free_bytes = norm_in;
-    u[Phase::W].time_s = roof.gemm_s(gemm);
+    timed(u[Phase::W], roof, [&] { return roof.linear_s(T, h, qkv_width, Phase::W); });
     set_flops(u[Phase::W], gemm);
     u[Phase::W].free_bytes = gemm_in + grad_out;
     column_collectives(u, tp, hidden_bytes);
@@ -115,23 +136,32 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
     const double proj = 2 * T * q * h / t;
     const double qkv = T * (q + 2 * k) / t * e, out = T * q / t * e;
     const double grad_out = T * h * e;  // the output gradient arrives whole (gathered under SP)
-    u[Phase::F].time_s =
-        roof.attention_fwd_s(core) + roof.gemm_s(proj) + roof.memory_s(3 * Ts * h * e);
+    const double samples = T / s.seq;
+    auto attention = [&](bool backward, double flops) {
+      return roof.attention_s(samples, s.seq, s.heads / t, s.kv_heads / t, s.head_dim, s.causal,
+                              backward, flops);
+    };
+    timed(u[Phase::F], roof, [&] {
+      return attention(false, core) + roof.linear_s(T, q / t, h, Phase::F) +
+             roof.memory_s(3 * Ts * h * e);
+    });
     set_flops(u[Phase::F], core + proj);
     u[Phase::F].alloc_bytes = qkv + out;
     // Selective recomputation reruns the attention forward before its backward. With
     // FlashAttention it saves no memory (the s^2 scores are never stored; Q, K, V and the output
     // stay saved as GEMM inputs), so it only costs time.
     const double recompute = tp.recompute_attention ? core : 0;
-    u[Phase::B].time_s =
-        roof.gemm_s(proj) + roof.attention_fwd_s(recompute) + roof.attention_bwd_s(2.5 * core);
+    timed(u[Phase::B], roof, [&] {
+      return roof.linear_s(T, q / t, h, Phase::B) +
+             (recompute > 0 ? attention(false, recompute) : 0) + attention(true, 2.5 * core);
+    });
     u[Phase::B].flops = 2 * core + proj;  // model FLOPs: backward = 2 x forward
     // Hardware FLOPs: FlashAttention's backward recomputes QK^T (2.5 x the forward), plus the
     // selective recomputation's forward.
     u[Phase::B].hw_flops = 2.5 * core + recompute + proj;
     u[Phase::B].alloc_bytes = grad_out;
     u[Phase::B].free_bytes = qkv;
-    u[Phase::W].time_s = roof.gemm_s(proj);
+    timed(u[Phase::W], roof, [&] { return roof.linear_s(T, q / t, h, Phase::W); });
     set_flops(u[Phase::W], proj);
     u[Phase::W].free_bytes = out + grad_out;
     row_collectives(u, tp, hidden_bytes);
@@ -143,14 +173,18 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
     const double gemm = 2 * T * h * fc1_width / t;
     const double norm_in = Ts * h * e, gemm_in = Ts * h * e;
     const double grad_out = T * fc1_width / t * e;
-    u[Phase::F].time_s = roof.memory_s(2 * Ts * h * e) + roof.gemm_s(gemm);
+    timed(u[Phase::F], roof, [&] {
+      return norm_s(2 * Ts * h * e) + roof.linear_s(T, h, fc1_width / t, Phase::F);
+    });
     set_flops(u[Phase::F], gemm);
     u[Phase::F].alloc_bytes = norm_in + gemm_in;
-    u[Phase::B].time_s = roof.gemm_s(gemm) + roof.memory_s(3 * Ts * h * e);
+    timed(u[Phase::B], roof, [&] {
+      return roof.linear_s(T, h, fc1_width / t, Phase::B) + norm_s(3 * Ts * h * e);
+    });
     set_flops(u[Phase::B], gemm);
     u[Phase::B].alloc_bytes = grad_out;
     u[Phase::B].free_bytes = norm_in;
-    u[Phase::W].time_s = roof.gemm_s(gemm);
+    timed(u[Phase::W], roof, [&] { return roof.linear_s(T, h, fc1_width / t, Phase::W); });
     set_flops(u[Phase::W], gemm);
     u[Phase::W].free_bytes = gemm_in + grad_out;
     column_collectives(u, tp, hidden_bytes);
@@ -166,15 +200,23 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
     // gradients.
     const double act_fwd_bytes = act_in + fc2_in;
     const double act_bwd_bytes = fc2_in + 2 * act_in;
-    u[Phase::F].time_s =
-        roof.memory_s(act_fwd_bytes) + roof.gemm_s(gemm) + roof.memory_s(3 * Ts * h * e);
+    // The measured SwiGLU kernel stands for the gated activation (GELU is not measured).
+    auto act_s = [&](double bytes) {
+      return s.gated ? roof.kernel_s(ElementwiseKernel::SwiGLU, bytes) : roof.memory_s(bytes);
+    };
+    timed(u[Phase::F], roof, [&] {
+      return act_s(act_fwd_bytes) + roof.linear_s(T, f / t, h, Phase::F) +
+             roof.memory_s(3 * Ts * h * e);
+    });
     set_flops(u[Phase::F], gemm);
     u[Phase::F].alloc_bytes = act_in + fc2_in;
-    u[Phase::B].time_s = roof.gemm_s(gemm) + roof.memory_s(act_bwd_bytes);
+    timed(u[Phase::B], roof, [&] {
+      return roof.linear_s(T, f / t, h, Phase::B) + act_s(act_bwd_bytes);
+    });
     set_flops(u[Phase::B], gemm);
     u[Phase::B].alloc_bytes = grad_out;
     u[Phase::B].free_bytes = act_in;
-    u[Phase::W].time_s = roof.gemm_s(gemm);
+    timed(u[Phase::W], roof, [&] { return roof.linear_s(T, f / t, h, Phase::W); });
     set_flops(u[Phase::W], gemm);
     u[Phase::W].free_bytes = fc2_in + grad_out;
     row_collectives(u, tp, hidden_bytes);
@@ -226,16 +268,20 @@ UnitCost head_cost(double tokens, double hidden, double vocab_per_gpu, const TpS
   const double grad_logits = T * Vt * e;
   // Cross-entropy: read bf16 logits, write and re-read fp32 exp (10 B per logit); backward reads
   // the fp32 softmax and writes the bf16 gradient (6 B per logit).
-  u[Phase::F].time_s =
-      roof.memory_s(2 * Ts * h * e) + roof.gemm_s(gemm) + roof.memory_s(10 * T * Vt);
+  timed(u[Phase::F], roof, [&] {
+    return roof.kernel_s(ElementwiseKernel::RmsNorm, 2 * Ts * h * e) +
+           roof.linear_s(T, h, Vt, Phase::F) + roof.memory_s(10 * T * Vt);
+  });
   set_flops(u[Phase::F], gemm);
   u[Phase::F].alloc_bytes = norm_in + lm_in + logits_fp32;
-  u[Phase::B].time_s =
-      roof.memory_s(6 * T * Vt) + roof.gemm_s(gemm) + roof.memory_s(3 * Ts * h * e);
+  timed(u[Phase::B], roof, [&] {
+    return roof.memory_s(6 * T * Vt) + roof.linear_s(T, h, Vt, Phase::B) +
+           roof.kernel_s(ElementwiseKernel::RmsNorm, 3 * Ts * h * e);
+  });
   set_flops(u[Phase::B], gemm);
   u[Phase::B].alloc_bytes = grad_logits;
   u[Phase::B].free_bytes = norm_in + logits_fp32;
-  u[Phase::W].time_s = roof.gemm_s(gemm);
+  timed(u[Phase::W], roof, [&] { return roof.linear_s(T, h, Vt, Phase::W); });
   set_flops(u[Phase::W], gemm);
   u[Phase::W].free_bytes = lm_in + grad_logits;
   column_collectives(u, tp, T * h * e);
@@ -248,10 +294,12 @@ UnitCost vision_patch_cost(double patches, double patch_inputs, double vision_hi
   UnitCost u = make_unit(UnitKind::VisionPatch, -1, true, tp.source);
   const double gemm = 2 * patches * patch_inputs * vision_hidden;
   const double pixels = patches * patch_inputs * e;
-  u[Phase::F].time_s = roof.gemm_s(gemm);
+  timed(u[Phase::F], roof,
+        [&] { return roof.linear_s(patches, patch_inputs, vision_hidden, Phase::F); });
   set_flops(u[Phase::F], gemm);
   u[Phase::F].alloc_bytes = pixels;  // W needs the pixels; no input gradient is computed
-  u[Phase::W].time_s = roof.gemm_s(gemm);
+  timed(u[Phase::W], roof,
+        [&] { return roof.linear_s(patches, patch_inputs, vision_hidden, Phase::W); });
   set_flops(u[Phase::W], gemm);
   u[Phase::W].free_bytes = pixels;
   return u;
@@ -270,16 +318,23 @@ UnitCost vision_merger_cost(double patches, double merge_area, double vision_hid
   const double ln_in = P * vision_hidden * e, fc1_in = P * vision_hidden * e;
   const double gelu_in = merged * width / t * e, fc2_in = gelu_in;
   const double grad_fc1 = merged * width / t * e, grad_fc2 = merged * hidden * e;
-  u[Phase::F].time_s =
-      roof.memory_s(2 * ln_in) + roof.gemm_s(fc1) + roof.memory_s(2 * gelu_in) + roof.gemm_s(fc2);
+  timed(u[Phase::F], roof, [&] {
+    return roof.memory_s(2 * ln_in) + roof.linear_s(merged, width, width / t, Phase::F) +
+           roof.memory_s(2 * gelu_in) + roof.linear_s(merged, width / t, hidden, Phase::F);
+  });
   set_flops(u[Phase::F], fc1 + fc2);
   u[Phase::F].alloc_bytes = ln_in + fc1_in + gelu_in + fc2_in;
-  u[Phase::B].time_s =
-      roof.gemm_s(fc2) + roof.memory_s(3 * gelu_in) + roof.gemm_s(fc1) + roof.memory_s(3 * ln_in);
+  timed(u[Phase::B], roof, [&] {
+    return roof.linear_s(merged, width / t, hidden, Phase::B) + roof.memory_s(3 * gelu_in) +
+           roof.linear_s(merged, width, width / t, Phase::B) + roof.memory_s(3 * ln_in);
+  });
   set_flops(u[Phase::B], fc1 + fc2);
   u[Phase::B].alloc_bytes = grad_fc1 + grad_fc2;
   u[Phase::B].free_bytes = ln_in + gelu_in;
-  u[Phase::W].time_s = roof.gemm_s(fc1) + roof.gemm_s(fc2);
+  timed(u[Phase::W], roof, [&] {
+    return roof.linear_s(merged, width, width / t, Phase::W) +
+           roof.linear_s(merged, width / t, hidden, Phase::W);
+  });
   set_flops(u[Phase::W], fc1 + fc2);
   u[Phase::W].free_bytes = fc1_in + fc2_in + grad_fc1 + grad_fc2;
   // Column-parallel FC1, row-parallel FC2 (no SP inside the ViT): forward All-Reduce of the
@@ -289,14 +344,14 @@ UnitCost vision_merger_cost(double patches, double merge_area, double vision_hid
           ? Collective{CollectiveKind::AllReduce, CollectivePosition::After, merged * hidden * e,
                        collective_time_s(*tp.link, CollectiveKind::AllReduce, tp.tp,
                                          merged * hidden * e),
-                       tp.source}
+                       collective_source(tp, CollectiveKind::AllReduce)}
           : Collective{};
   u[Phase::B].collective =
       (tp.tp > 1)
           ? Collective{CollectiveKind::AllReduce, CollectivePosition::After, P * vision_hidden * e,
                        collective_time_s(*tp.link, CollectiveKind::AllReduce, tp.tp,
                                          P * vision_hidden * e),
-                       tp.source}
+                       collective_source(tp, CollectiveKind::AllReduce)}
           : Collective{};
   return u;
 }

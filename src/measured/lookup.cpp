@@ -8,12 +8,15 @@
 
 namespace braid {
 
-Lookup interpolate_loglog(const std::vector<std::pair<double, double>>& xy, double x) {
+Lookup interpolate_loglog(const std::vector<std::pair<double, double>>& xy, double x,
+                          bool floor_below) {
   // xy is sorted by x, x > 0, times > 0. Duplicate x values keep the first.
   const auto& first = xy.front();
   const auto& last = xy.back();
   if (x <= first.first) {
-    return {first.second, x == first.first ? LookupKind::Exact : LookupKind::Extrapolated};
+    if (x == first.first) return {first.second, LookupKind::Exact};
+    return {floor_below ? first.second : first.second * (x / first.first),
+            LookupKind::Extrapolated};
   }
   if (x >= last.first) {
     if (x == last.first) return {last.second, LookupKind::Exact};
@@ -56,8 +59,7 @@ std::optional<Lookup> gemm_time(const MeasuredTables& t, std::int64_t m, std::in
     }
     if (xy.size() >= 2) {
       sort_xy(xy);
-      Lookup l = interpolate_loglog(xy, flops);
-      return l;
+      return interpolate_loglog(xy, flops, false);
     }
   }
   // Nearest shape in log space, at its achieved FLOP/s.
@@ -84,7 +86,7 @@ std::optional<Lookup> attention_time(const MeasuredTables& t, const AttentionPoi
   }
   if (!xy.empty()) {
     sort_xy(xy);
-    return interpolate_loglog(xy, flops);
+    return interpolate_loglog(xy, flops, false);
   }
   const AttentionPoint* best = nullptr;
   double best_d = std::numeric_limits<double>::infinity();

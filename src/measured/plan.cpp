@@ -81,7 +81,10 @@ ProfilePlan make_plan(const ModelConfig& m, const PlanOptions& o) {
         add_linear(tokens, q_heads * hd, m.hidden, "out_proj");
         add_linear(tokens, m.hidden, (gated ? 2 : 1) * m.ffn / tp, "fc1");
         add_linear(tokens, m.ffn / tp, m.hidden, "fc2");
-        add_linear(tokens, m.hidden, (m.vocab + tp - 1) / tp, "lm_head");
+        // Megatron pads the vocabulary to a multiple of 128 x TP (as the cost model does).
+        const std::int64_t multiple = 128 * static_cast<std::int64_t>(tp);
+        add_linear(tokens, m.hidden, (m.vocab + multiple - 1) / multiple * multiple / tp,
+                   "lm_head");
         AttentionPoint a{mbs,
                          seq,
                          static_cast<int>(q_heads),

@@ -14,7 +14,6 @@
 
 #include <cublasLt.h>
 #include <cudnn.h>
-#include <yaml-cpp/yaml.h>
 #include <CLI/CLI.hpp>
 
 #include "../cli/output.hpp"
@@ -62,10 +61,7 @@ std::string cudnn_version_string() {
          std::to_string(v % 100);
 }
 
-fs::path data_dir() {
-  const char* home = std::getenv("BRAID_HOME");
-  return fs::path(home ? home : BRAID_SOURCE_DIR);
-}
+fs::path data_dir() { return data_root(); }
 
 // profiles/<key>.yaml of the spec-derived profile for a GPU name, or "" (longest keys first:
 // "h20" is a prefix of "h200").
@@ -222,47 +218,9 @@ MeasuredTables measure(const Args& args, const ModelConfig& model, const std::st
   return t;
 }
 
-// The few model fields the plan needs, read from configs/models/<name>.yaml (or a path).
+// The model through the library's validating loader (a name under configs/models or a path).
 ModelConfig read_model(const std::string& name_or_path) {
-  fs::path p(name_or_path);
-  if (!fs::exists(p)) {
-    p = data_dir() / "configs" / "models" / (name_or_path + ".yaml");
-  }
-  if (!fs::exists(p))
-    throw InputError("--model", name_or_path, "no such model file or name under configs/models");
-  // The fields make_plan needs; the library's validating load_model replaces this reader once
-  // the config module is merged.
-  YAML::Node n;
-  try {
-    n = YAML::LoadFile(p.string());
-  } catch (const YAML::Exception& e) {
-    throw InputError(p.string(), "model", std::string("malformed YAML: ") + e.what());
-  }
-  auto get = [&](const char* key) {
-    if (!n[key]) throw InputError(p.string(), key, "missing");
-    return n[key].as<int>();
-  };
-  ModelConfig m;
-  m.name = n["name"] ? n["name"].as<std::string>() : p.stem().string();
-  m.file = p.string();
-  m.layers = get("layers"), m.hidden = get("hidden"), m.heads = get("heads");
-  m.kv_heads = n["kv_heads"] ? get("kv_heads") : m.heads;
-  m.head_dim = n["head_dim"] ? get("head_dim") : m.hidden / m.heads;
-  m.ffn = get("ffn"), m.vocab = get("vocab");
-  if (n["activation"] && n["activation"].as<std::string>() != "swiglu")
-    m.activation = MlpActivation::GeLU;
-  if (n["position"] && n["position"].as<std::string>() == "learned")
-    m.position = PositionEmbedding::Learned;
-  if (const YAML::Node v = n["vision"]) {
-    VisionConfig vc;
-    vc.depth = v["depth"].as<int>(), vc.hidden = v["hidden"].as<int>();
-    vc.heads = v["heads"].as<int>();
-    if (v["mlp_ratio"]) vc.mlp_ratio = v["mlp_ratio"].as<double>();
-    if (v["spatial_merge"]) vc.spatial_merge = v["spatial_merge"].as<int>();
-    vc.tokens_per_sample = v["tokens_per_sample"].as<int>();
-    m.vision = vc;
-  }
-  return m;
+  return load_model(resolve_config("models", name_or_path));
 }
 
 }  // namespace
