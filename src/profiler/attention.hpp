@@ -6,6 +6,7 @@
 // query heads, P saved for the backward. Layout BHSD, bf16.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 
@@ -36,6 +37,8 @@ class CudnnSdpaForward {
   CudnnSdpaForward() = default;
   cudnnHandle_t handle_ = nullptr;
   void* plan_ = nullptr;  // cudnnBackendDescriptor_t
+  void* pack_ = nullptr;  // variant pack of the last run's pointers (reused while they repeat)
+  std::array<const void*, 5> pack_ptrs_{};
   float scale_ = 1, neg_inf_ = 0;
   DeviceBuffer workspace_;
 };

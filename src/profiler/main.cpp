@@ -183,13 +183,19 @@ MeasuredTables measure(const Args& args, const ModelConfig& model, const std::st
   }
 
   say("attention: " + std::to_string(plan.attention.size()) + " shapes");
+  std::string unfused_shapes;  // shapes whose fused forward had no cuDNN engine
   for (const AttentionPoint& a : plan.attention) {
     const AttentionShape s{a.batch, a.heads, a.kv_heads, a.seq, a.head_dim, a.causal};
     const AttentionTimes at = time_attention(gemm, cudnn, stream, s, opt, use_cudnn);
     AttentionPoint p = a;
     p.fwd_s = at.fwd_s, p.bwd_s = at.bwd_s;
     t.attention.push_back(p);
+    if (use_cudnn && at.fwd_impl != "cudnn_sdpa")
+      unfused_shapes += " b" + std::to_string(a.batch) + " s" + std::to_string(a.seq) + " h" +
+                        std::to_string(a.heads) + " d" + std::to_string(a.head_dim);
   }
+  if (!unfused_shapes.empty())
+    t.meta.attention_impl += "; forward unfused (no cuDNN engine) for" + unfused_shapes;
 
   say("HBM and host copies");
   t.hbm_bandwidth_Bps = time_hbm_bandwidth(1024.0 * 1024 * 1024, opt);
