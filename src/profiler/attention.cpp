@@ -1,6 +1,7 @@
 #include "attention.hpp"
 
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <vector>
 
@@ -123,76 +124,216 @@ Desc matmul(const Desc& a, const Desc& b, const Desc& c) {
   return op;
 }
 
-enum Uid : std::int64_t { kQ = 1, kK, kV, kO, kStats, kScale, kNegInf };
+Desc reshape(const Desc& x, const Desc& y) {
+  Desc op(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR);
+  op.set_desc(CUDNN_ATTR_OPERATION_RESHAPE_XDESC, x)
+      .set_desc(CUDNN_ATTR_OPERATION_RESHAPE_YDESC, y)
+      .finalize("reshape operation");
+  return op;
+}
+
+// Tensor unique ids: the caller's tensors first (in run()'s order), then scalars and scratch.
+enum Uid : std::int64_t {
+  kQ = 1,
+  kK,
+  kV,
+  kO,
+  kDO,
+  kStats,
+  kDQ,
+  kDK,
+  kDV,
+  kScale = 20,
+  kOne,
+  kNegInf,
+  kSoftmaxSum,
+  kDQAccum
+};
 
 }  // namespace
 
-// The graph the cuDNN documentation describes for fused flash attention forward (training: it
-// also writes the softmax statistics log-sum-exp): S = Q K^T in fp32, S *= scale, causal mask
-// (row index >= column index, else -inf), softmax as max / subtract / exp / sum / divide with
-// stats = max + log(sum), O = P V.
-std::optional<CudnnSdpaForward> CudnnSdpaForward::build(cudnnHandle_t handle,
-                                                        const AttentionShape& s, std::string* why) {
+// The descriptors of one graph under construction; they must outlive finalisation.
+struct CudnnSdpa::Graph {
+  std::deque<Desc> tensors;  // stable addresses: ops refer to tensors by reference while built
+  std::vector<Desc> ops;
+  std::int64_t next_virtual = 100;
+  const Desc& keep(Desc d) {
+    tensors.push_back(std::move(d));
+    return tensors.back();
+  }
+  const Desc& tensor(std::int64_t uid, cudnnDataType_t type, const Dims& dims, const Dims& strides,
+                     bool by_value = false) {
+    return keep(::braid::profiler::tensor(uid, type, dims, strides, false, by_value));
+  }
+  // A packed virtual tensor (fp32 unless said otherwise), or one with the given strides.
+  const Desc& virt(const Dims& dims, cudnnDataType_t type = CUDNN_DATA_FLOAT, Dims strides = {}) {
+    if (strides.empty()) {
+      strides.resize(dims.size());
+      std::int64_t st = 1;
+      for (std::size_t i = dims.size(); i-- > 0;) strides[i] = st, st *= dims[i];
+    }
+    return keep(::braid::profiler::tensor(next_virtual++, type, dims, strides, true));
+  }
+  void op(Desc d) { ops.push_back(std::move(d)); }
+  // row >= column keeps a score, else -inf (top-left aligned causal mask).
+  const Desc& causal_mask(const Desc& scores, const Desc& neg_inf, const Dims& dims) {
+    const cudnnDataType_t f32 = CUDNN_DATA_FLOAT;
+    const Desc& row = virt(dims, CUDNN_DATA_INT32);
+    const Desc& col = virt(dims, CUDNN_DATA_INT32);
+    const Desc& mask = virt(dims, CUDNN_DATA_BOOLEAN);
+    const Desc& out = virt(dims);
+    op(pointwise(CUDNN_POINTWISE_GEN_INDEX, f32, scores, nullptr, row, nullptr, 2));
+    op(pointwise(CUDNN_POINTWISE_GEN_INDEX, f32, scores, nullptr, col, nullptr, 3));
+    op(pointwise(CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, row, &col, mask));
+    op(pointwise(CUDNN_POINTWISE_BINARY_SELECT, f32, scores, &neg_inf, out, &mask));
+    return out;
+  }
+};
+
+// The graph the cuDNN frontend builds for fused flash attention forward in training (it also
+// writes the softmax statistics, log-sum-exp): S = Q K^T in fp32, S *= scale, causal mask,
+// softmax as max / subtract / exp / sum / divide with stats = max + log(sum), O = P V.
+std::unique_ptr<CudnnSdpa> CudnnSdpa::forward(cudnnHandle_t handle, const AttentionShape& s,
+                                              std::string* why) {
+  std::unique_ptr<CudnnSdpa> f(new CudnnSdpa);
+  Graph g;
   try {
     const std::int64_t b = s.batch, h = s.heads, hk = s.kv_heads, n = s.seq, d = s.head_dim;
     const cudnnDataType_t bf = CUDNN_DATA_BFLOAT16, f32 = CUDNN_DATA_FLOAT;
-    std::int64_t vid = 100;
-    auto virt = [&](const Dims& dims, cudnnDataType_t type = CUDNN_DATA_FLOAT) {
-      Dims strides(dims.size());
-      std::int64_t st = 1;
-      for (std::size_t i = dims.size(); i-- > 0;) strides[i] = st, st *= dims[i];
-      return tensor(vid++, type, dims, strides, true);
-    };
-    const Desc q = tensor(kQ, bf, {b, h, n, d}, {h * n * d, n * d, d, 1}, false);
-    const Desc kt = tensor(kK, bf, {b, hk, d, n}, {hk * n * d, n * d, 1, d}, false);
-    const Desc v = tensor(kV, bf, {b, hk, n, d}, {hk * n * d, n * d, d, 1}, false);
-    const Desc o = tensor(kO, bf, {b, h, n, d}, {h * n * d, n * d, d, 1}, false);
-    const Desc stats = tensor(kStats, f32, {b, h, n, 1}, {h * n, n, 1, 1}, false);
-    const Desc scale = tensor(kScale, f32, {1, 1, 1, 1}, {1, 1, 1, 1}, false, true);
-    const Desc neg_inf = tensor(kNegInf, f32, {1, 1, 1, 1}, {1, 1, 1, 1}, false, true);
+    const Desc& q = g.tensor(kQ, bf, {b, h, n, d}, {h * n * d, n * d, d, 1});
+    const Desc& kt = g.tensor(kK, bf, {b, hk, d, n}, {hk * n * d, n * d, 1, d});
+    const Desc& v = g.tensor(kV, bf, {b, hk, n, d}, {hk * n * d, n * d, d, 1});
+    const Desc& o = g.tensor(kO, bf, {b, h, n, d}, {h * n * d, n * d, d, 1});
+    const Desc& stats = g.tensor(kStats, f32, {b, h, n, 1}, {h * n, n, 1, 1});
+    const Desc& scale = g.tensor(kScale, f32, {1, 1, 1, 1}, {1, 1, 1, 1}, true);
+    const Desc& neg_inf = g.tensor(kNegInf, f32, {1, 1, 1, 1}, {1, 1, 1, 1}, true);
+    const Dims sdims = {b, h, n, n}, rdims = {b, h, n, 1};
+    const Desc& s1 = g.virt(sdims);
+    g.op(matmul(q, kt, s1));
+    const Desc& s2 = g.virt(sdims);
+    g.op(pointwise(CUDNN_POINTWISE_MUL, f32, s1, &scale, s2));
+    const Desc& scores = s.causal ? g.causal_mask(s2, neg_inf, sdims) : s2;
+    const Desc& mx = g.virt(rdims);
+    g.op(reduction(CUDNN_REDUCE_TENSOR_MAX, scores, mx));
+    const Desc& sub = g.virt(sdims);
+    g.op(pointwise(CUDNN_POINTWISE_SUB, f32, scores, &mx, sub));
+    const Desc& ex = g.virt(sdims);
+    g.op(pointwise(CUDNN_POINTWISE_EXP, f32, sub, nullptr, ex));
+    const Desc& sum = g.virt(rdims);
+    g.op(reduction(CUDNN_REDUCE_TENSOR_ADD, ex, sum));
+    const Desc& log_sum = g.virt(rdims);
+    g.op(pointwise(CUDNN_POINTWISE_LOG, f32, sum, nullptr, log_sum));
+    g.op(pointwise(CUDNN_POINTWISE_ADD, f32, mx, &log_sum, stats));
+    const Desc& p = g.virt(sdims);
+    g.op(pointwise(CUDNN_POINTWISE_DIV, f32, ex, &sum, p));
+    g.op(matmul(p, v, o));
+    f->scale_ = 1.0f / std::sqrt(static_cast<float>(d));
+    f->neg_inf_ = -std::numeric_limits<float>::infinity();
+    f->uids_ = {kQ, kK, kV, kO, kStats, kScale, kNegInf};
+    f->fixed_ = {&f->scale_, &f->neg_inf_};
+  } catch (const Unsupported& u) {
+    if (why) *why = u.what;
+    return nullptr;
+  }
+  if (!f->finish(handle, g, why)) return nullptr;
+  return f;
+}
 
-    std::vector<Desc> ops;
-    const Desc s1 = virt({b, h, n, n});
-    ops.push_back(matmul(q, kt, s1));
-    const Desc s2 = virt({b, h, n, n});
-    ops.push_back(pointwise(CUDNN_POINTWISE_MUL, f32, s1, &scale, s2));
-    const Desc* scores = &s2;
-    std::optional<Desc> row, col, mask, s3;
-    if (s.causal) {
-      row.emplace(virt({b, h, n, n}, CUDNN_DATA_INT32));
-      col.emplace(virt({b, h, n, n}, CUDNN_DATA_INT32));
-      mask.emplace(virt({b, h, n, n}, CUDNN_DATA_BOOLEAN));
-      s3.emplace(virt({b, h, n, n}));
-      ops.push_back(pointwise(CUDNN_POINTWISE_GEN_INDEX, f32, s2, nullptr, *row, nullptr, 2));
-      ops.push_back(pointwise(CUDNN_POINTWISE_GEN_INDEX, f32, s2, nullptr, *col, nullptr, 3));
-      ops.push_back(pointwise(CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, *row, &*col, *mask));
-      ops.push_back(pointwise(CUDNN_POINTWISE_BINARY_SELECT, f32, s2, &neg_inf, *s3, &*mask));
-      scores = &*s3;
-    }
-    const Desc mx = virt({b, h, n, 1});
-    ops.push_back(reduction(CUDNN_REDUCE_TENSOR_MAX, *scores, mx));
-    const Desc sub = virt({b, h, n, n});
-    ops.push_back(pointwise(CUDNN_POINTWISE_SUB, f32, *scores, &mx, sub));
-    const Desc ex = virt({b, h, n, n});
-    ops.push_back(pointwise(CUDNN_POINTWISE_EXP, f32, sub, nullptr, ex));
-    const Desc sum = virt({b, h, n, 1});
-    ops.push_back(reduction(CUDNN_REDUCE_TENSOR_ADD, ex, sum));
-    const Desc log_sum = virt({b, h, n, 1});
-    ops.push_back(pointwise(CUDNN_POINTWISE_LOG, f32, sum, nullptr, log_sum));
-    ops.push_back(pointwise(CUDNN_POINTWISE_ADD, f32, mx, &log_sum, stats));
-    const Desc p = virt({b, h, n, n});
-    ops.push_back(pointwise(CUDNN_POINTWISE_DIV, f32, ex, &sum, p));
-    ops.push_back(matmul(p, v, o));
+// The graph the cuDNN frontend builds for the flash attention backward (no dropout, MHA):
+// softmax_sum = rowsum(dO * O); P = exp(scale Q K^T - stats) (causal-masked before the exp);
+// dV = P^T dO; dS = scale * P * (dO V^T - softmax_sum); dK = dS^T Q; dQ = dS K through an fp32
+// accumulator.
+std::unique_ptr<CudnnSdpa> CudnnSdpa::backward(cudnnHandle_t handle, const AttentionShape& s,
+                                               std::string* why) {
+  std::unique_ptr<CudnnSdpa> f(new CudnnSdpa);
+  Graph g;
+  try {
+    const std::int64_t b = s.batch, h = s.heads, n = s.seq, d = s.head_dim;
+    const cudnnDataType_t bf = CUDNN_DATA_BFLOAT16, f32 = CUDNN_DATA_FLOAT;
+    const Dims bhsd = {b, h, n, d}, packed = {h * n * d, n * d, d, 1};
+    const Dims bhds = {b, h, d, n}, transposed = {h * n * d, n * d, 1, d};
+    const Dims sdims = {b, h, n, n}, rdims = {b, h, n, 1}, rstrides = {h * n, n, 1, 1};
+    const Desc& q = g.tensor(kQ, bf, bhsd, packed);
+    const Desc& kt = g.tensor(kK, bf, bhds, transposed);
+    const Desc& vt = g.tensor(kV, bf, bhds, transposed);
+    const Desc& o = g.tensor(kO, bf, bhsd, packed);
+    const Desc& d_o = g.tensor(kDO, bf, bhsd, packed);
+    const Desc& stats = g.tensor(kStats, f32, rdims, rstrides);
+    const Desc& dq = g.tensor(kDQ, bf, bhsd, packed);
+    const Desc& dk = g.tensor(kDK, bf, bhsd, packed);
+    const Desc& dv = g.tensor(kDV, bf, bhsd, packed);
+    const Desc& scale = g.tensor(kScale, f32, {1, 1, 1, 1}, {1, 1, 1, 1}, true);
+    const Desc& one = g.tensor(kOne, f32, {1, 1, 1, 1}, {1, 1, 1, 1}, true);
+    const Desc& neg_inf = g.tensor(kNegInf, f32, {1, 1, 1, 1}, {1, 1, 1, 1}, true);
+    const Desc& softmax_sum = g.tensor(kSoftmaxSum, f32, rdims, rstrides);
+    const Desc& dq_accum = g.tensor(kDQAccum, f32, bhsd, packed);
 
+    // softmax_sum = rowsum(dO * O)
+    const Desc& do_o = g.virt(bhsd);
+    g.op(pointwise(CUDNN_POINTWISE_MUL, f32, d_o, &o, do_o));
+    const Desc& row_sum = g.virt(rdims);
+    g.op(reduction(CUDNN_REDUCE_TENSOR_ADD, do_o, row_sum));
+    g.op(pointwise(CUDNN_POINTWISE_MUL, f32, row_sum, &one, softmax_sum));
+    // P = exp(scale * Q K^T - stats), masked
+    const Desc& s1 = g.virt(sdims);
+    g.op(matmul(q, kt, s1));
+    const Desc& s2 = g.virt(sdims);
+    g.op(pointwise(CUDNN_POINTWISE_MUL, f32, s1, &scale, s2));
+    const Desc& s3 = g.virt(sdims);
+    g.op(pointwise(CUDNN_POINTWISE_SUB, f32, s2, &stats, s3));
+    const Desc& s4 = s.causal ? g.causal_mask(s3, neg_inf, sdims) : s3;
+    const Desc& p = g.virt(sdims);
+    g.op(pointwise(CUDNN_POINTWISE_EXP, f32, s4, nullptr, p));
+    // dV = P^T dO
+    const Desc& pt = g.virt({b, h, n, n}, bf, {h * n * n, n * n, 1, n});
+    g.op(reshape(p, pt));
+    g.op(matmul(pt, d_o, dv));
+    // dS = scale * P * (dO V^T - softmax_sum)
+    const Desc& dp = g.virt(sdims);
+    g.op(matmul(d_o, vt, dp));
+    const Desc& dp_sub = g.virt(sdims);
+    g.op(pointwise(CUDNN_POINTWISE_SUB, f32, dp, &softmax_sum, dp_sub));
+    const Desc& dp_p = g.virt(sdims);
+    g.op(pointwise(CUDNN_POINTWISE_MUL, f32, dp_sub, &p, dp_p));
+    const Desc& ds = g.virt(sdims);
+    g.op(pointwise(CUDNN_POINTWISE_MUL, f32, dp_p, &scale, ds));
+    // dK = dS^T Q
+    const Desc& dst = g.virt({b, h, n, n}, bf, {h * n * n, n * n, 1, n});
+    g.op(reshape(ds, dst));
+    g.op(matmul(dst, q, dk));
+    // dQ = dS K (K^T viewed back as [b,h,s,d]), accumulated in fp32
+    const Desc& k = g.virt(bhsd, bf, packed);
+    g.op(reshape(kt, k));
+    g.op(matmul(ds, k, dq_accum));
+    g.op(pointwise(CUDNN_POINTWISE_IDENTITY, f32, dq_accum, nullptr, dq));
+
+    f->scale_ = 1.0f / std::sqrt(static_cast<float>(d));
+    f->one_ = 1.0f;
+    f->neg_inf_ = -std::numeric_limits<float>::infinity();
+    f->softmax_sum_ = DeviceBuffer(static_cast<std::size_t>(4 * b * h * n));
+    f->dq_accum_ = DeviceBuffer(static_cast<std::size_t>(4 * b * h * n * d));
+    f->uids_ = {kQ,  kK,  kV,     kO,   kDO,     kStats,      kDQ,
+                kDK, kDV, kScale, kOne, kNegInf, kSoftmaxSum, kDQAccum};
+    f->fixed_ = {&f->scale_, &f->one_, &f->neg_inf_, f->softmax_sum_.get(), f->dq_accum_.get()};
+  } catch (const Unsupported& u) {
+    if (why) *why = u.what;
+    return nullptr;
+  }
+  if (!f->finish(handle, g, why)) return nullptr;
+  return f;
+}
+
+// Operation graph -> heuristics (mode A) -> the first engine configuration that finalises.
+bool CudnnSdpa::finish(cudnnHandle_t handle, Graph& g, std::string* why) {
+  try {
     std::vector<cudnnBackendDescriptor_t> raw;
-    for (const Desc& op : ops) raw.push_back(op.get());
+    for (const Desc& op : g.ops) raw.push_back(op.get());
     Desc graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
     graph
         .set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, raw.data(),
              static_cast<std::int64_t>(raw.size()))
         .set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &handle)
         .finalize("operation graph");
-
     Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
     const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
     heur.set_desc(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph)
@@ -227,65 +368,48 @@ std::optional<CudnnSdpaForward> CudnnSdpaForward::build(cudnnHandle_t handle,
       dnn(cudnnBackendGetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
                                    CUDNN_TYPE_INT64, 1, nullptr, &ws),
           "plan workspace size");
-      CudnnSdpaForward f;
-      f.handle_ = handle;
-      f.scale_ = 1.0f / std::sqrt(static_cast<float>(d));
-      f.neg_inf_ = -std::numeric_limits<float>::infinity();
-      f.workspace_ = DeviceBuffer(static_cast<std::size_t>(ws));
-      f.plan_ = plan.release();
-      return f;
+      handle_ = handle;
+      workspace_ = DeviceBuffer(static_cast<std::size_t>(ws));
+      plan_ = plan.release();
+      return true;
     }
     throw Unsupported{last};
   } catch (const Unsupported& u) {
     if (why) *why = u.what;
-    return std::nullopt;
+    return false;
   }
 }
 
-// The variant pack points at scale_ and neg_inf_, so a moved-to object builds its own.
-CudnnSdpaForward::CudnnSdpaForward(CudnnSdpaForward&& o) noexcept
-    : handle_(o.handle_),
-      plan_(o.plan_),
-      scale_(o.scale_),
-      neg_inf_(o.neg_inf_),
-      workspace_(std::move(o.workspace_)) {
-  o.plan_ = nullptr;
-}
-
-CudnnSdpaForward::~CudnnSdpaForward() {
+CudnnSdpa::~CudnnSdpa() {
   if (pack_) cudnnBackendDestroyDescriptor(static_cast<cudnnBackendDescriptor_t>(pack_));
   if (plan_) cudnnBackendDestroyDescriptor(static_cast<cudnnBackendDescriptor_t>(plan_));
 }
 
-void CudnnSdpaForward::run(const void* q, const void* k, const void* v, void* o, void* stats) {
+void CudnnSdpa::run(const std::vector<void*>& tensors) {
   try {
-    const std::array<const void*, 5> ptrs = {q, k, v, o, stats};
-    if (!pack_ || ptrs != pack_ptrs_) {
+    if (!pack_ || tensors != pack_ptrs_) {
       // Building the pack costs host time; the timing loop reuses one.
       if (pack_) cudnnBackendDestroyDescriptor(static_cast<cudnnBackendDescriptor_t>(pack_));
       pack_ = nullptr;
-      std::int64_t uids[] = {kQ, kK, kV, kO, kStats, kScale, kNegInf};
-      void* data[] = {const_cast<void*>(q),
-                      const_cast<void*>(k),
-                      const_cast<void*>(v),
-                      o,
-                      stats,
-                      &scale_,
-                      &neg_inf_};
+      std::vector<void*> data = tensors;
+      data.insert(data.end(), fixed_.begin(), fixed_.end());
+      if (data.size() != uids_.size()) throw Unsupported{"wrong number of tensors"};
       Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
       void* ws = workspace_.get();
-      pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids, 7)
-          .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, data, 7)
+      pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids_.data(),
+               static_cast<std::int64_t>(uids_.size()))
+          .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, data.data(),
+               static_cast<std::int64_t>(data.size()))
           .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, &ws)
           .finalize("variant pack");
       pack_ = pack.release();
-      pack_ptrs_ = ptrs;
+      pack_ptrs_ = tensors;
     }
     dnn(cudnnBackendExecute(handle_, static_cast<cudnnBackendDescriptor_t>(plan_),
                             static_cast<cudnnBackendDescriptor_t>(pack_)),
         "cudnnBackendExecute");
   } catch (const Unsupported& u) {
-    throw GpuError("cuDNN SDPA forward: " + u.what);
+    throw GpuError("cuDNN SDPA: " + u.what);
   }
 }
 
@@ -363,33 +487,59 @@ constexpr double kScoreBudgetBytes = 8.0 * (1u << 30);
 }  // namespace
 
 AttentionTimes time_attention(Gemm& gemm, cudnnHandle_t cudnn, cudaStream_t stream,
-                              const AttentionShape& s, const TimingOptions& opt, bool use_cudnn) {
+                              const AttentionShape& s, const TimingOptions& opt,
+                              const FusedStatus& fused) {
   AttentionTimes t;
   const std::size_t full = std::size_t{2} * s.batch * s.heads * s.seq * s.head_dim;
   DeviceBuffer q(full), k(full), v(full), o(full), d_o(full), dq(full), dk(full), dv(full);
+  DeviceBuffer stats(std::size_t{4} * s.batch * s.heads * s.seq);
   for (auto* b : {&q, &k, &v, &d_o})
     fill_uniform_bf16(b->get(), static_cast<std::int64_t>(full / 2), 7, 1.0f, stream);
+  BRAID_CUDA(cudaMemsetAsync(stats.get(), 0, stats.bytes(), stream));
   std::string why;
-  std::optional<CudnnSdpaForward> fused =
-      use_cudnn ? CudnnSdpaForward::build(cudnn, s, &why) : std::nullopt;
-  if (fused) {
-    // K and V with kv_heads heads: the first part of the expanded buffers serves.
-    DeviceBuffer stats(std::size_t{4} * s.batch * s.heads * s.seq);
+  // K and V hold all query heads (the unfused layout); the fused forward reads the first
+  // kv_heads of them, the fused backward all (MHA).
+  std::unique_ptr<CudnnSdpa> fwd =
+      fused.fwd_problem.empty() ? CudnnSdpa::forward(cudnn, s, &why) : nullptr;
+  AttentionShape mha = s;
+  mha.kv_heads = s.heads;
+  std::unique_ptr<CudnnSdpa> bwd =
+      fused.bwd_problem.empty() ? CudnnSdpa::backward(cudnn, mha, &why) : nullptr;
+  std::unique_ptr<UnfusedAttention> unfused;
+  if (!fwd || !bwd)
+    unfused = std::make_unique<UnfusedAttention>(gemm, stream, s, kScoreBudgetBytes);
+  if (fwd) {
     t.fwd_s = time_median_s(
-        stream, [&] { fused->run(q.get(), k.get(), v.get(), o.get(), stats.get()); }, opt);
+        stream,
+        [&] {
+          fwd->run({q.get(), k.get(), v.get(), o.get(), stats.get()});
+        },
+        opt);
     t.fwd_impl = "cudnn_sdpa";
-  }
-  UnfusedAttention unfused(gemm, stream, s, kScoreBudgetBytes);
-  if (!fused) {
+  } else {
     t.fwd_s = time_median_s(
-        stream, [&] { unfused.forward(q.get(), k.get(), v.get(), o.get()); }, opt);
+        stream, [&] { unfused->forward(q.get(), k.get(), v.get(), o.get()); }, opt);
     t.fwd_impl = "unfused";
   }
-  unfused.forward(q.get(), k.get(), v.get(), o.get());  // leaves P for the backward
-  t.bwd_s = time_median_s(
-      stream,
-      [&] { unfused.backward(q.get(), k.get(), v.get(), d_o.get(), dq.get(), dk.get(), dv.get()); },
-      opt);
+  if (bwd) {
+    t.bwd_s = time_median_s(
+        stream,
+        [&] {
+          bwd->run({q.get(), k.get(), v.get(), o.get(), d_o.get(), stats.get(), dq.get(), dk.get(),
+                    dv.get()});
+        },
+        opt);
+    t.bwd_impl = "cudnn_sdpa";
+  } else {
+    unfused->forward(q.get(), k.get(), v.get(), o.get());  // leaves P for the backward
+    t.bwd_s = time_median_s(
+        stream,
+        [&] {
+          unfused->backward(q.get(), k.get(), v.get(), d_o.get(), dq.get(), dk.get(), dv.get());
+        },
+        opt);
+    t.bwd_impl = "unfused";
+  }
   return t;
 }
 
@@ -417,7 +567,7 @@ void expect_close(const char* kernel, const std::vector<float>& got,
 
 }  // namespace
 
-std::string check_attention(Gemm& gemm, cudnnHandle_t cudnn, cudaStream_t stream) {
+FusedStatus check_attention(Gemm& gemm, cudnnHandle_t cudnn, cudaStream_t stream) {
   // Tiny shape: 2 query heads sharing 1 KV head (GQA) for the fused path; the unfused path sees
   // K and V expanded to both heads.
   const int b = 1, h = 2, n = 128, d = 64;
@@ -436,10 +586,10 @@ std::string check_attention(Gemm& gemm, cudnnHandle_t cudnn, cudaStream_t stream
   BRAID_CUDA(cudaStreamSynchronize(stream));
   const auto hq = to_host(q), hk = to_host(k), hv = to_host(v), hdo = to_host(d_o);
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  std::string fused_status;
+  FusedStatus status;
   for (const bool causal : {true, false}) {
     // Naive reference, in double: P = softmax(scale Q K^T), O = P V, and the gradients.
-    std::vector<double> ro(elems), rdq(elems), rdk(elems), rdv(elems);
+    std::vector<double> ro(elems), rdq(elems), rdk(elems), rdv(elems), rstats(elems / d);
     for (int hh = 0; hh < h; ++hh) {
       const std::size_t base = std::size_t{1} * hh * n * d;
       std::vector<double> p(std::size_t{1} * n * n), dp(std::size_t{1} * n * n);
@@ -454,6 +604,7 @@ std::string check_attention(Gemm& gemm, cudnnHandle_t cudnn, cudaStream_t stream
         double sum = 0;
         for (int j = 0; j < n; ++j) sum += (p[i * n + j] = std::exp(p[i * n + j] - mx));
         for (int j = 0; j < n; ++j) p[i * n + j] /= sum;
+        rstats[std::size_t{1} * hh * n + i] = mx + std::log(sum);  // log-sum-exp
       }
       for (int i = 0; i < n; ++i)
         for (int x = 0; x < d; ++x) {
@@ -495,24 +646,52 @@ std::string check_attention(Gemm& gemm, cudnnHandle_t cudnn, cudaStream_t stream
     expect_close(("attention backward dK, unfused" + tag).c_str(), to_host(dk), rdk, 5e-2);
     expect_close(("attention backward dV, unfused" + tag).c_str(), to_host(dv), rdv, 5e-2);
 
-    if (!fused_status.empty()) continue;
-    std::string why;
-    auto fused = CudnnSdpaForward::build(cudnn, AttentionShape{b, h, 1, n, d, causal}, &why);
-    if (!fused) {
-      fused_status = "no cuDNN engine for the SDPA forward graph: " + why;
-      continue;
+    if (status.fwd_problem.empty()) {
+      std::string why;
+      auto fused = CudnnSdpa::forward(cudnn, AttentionShape{b, h, 1, n, d, causal}, &why);
+      if (!fused) {
+        status.fwd_problem = "no cuDNN engine for the SDPA forward graph: " + why;
+      } else {
+        DeviceBuffer stats(std::size_t{4} * b * h * n);
+        BRAID_CUDA(cudaMemsetAsync(o.get(), 0, 2 * elems, stream));
+        fused->run({q.get(), k.get(), v.get(), o.get(), stats.get()});
+        BRAID_CUDA(cudaStreamSynchronize(stream));
+        try {
+          expect_close(("attention forward, cuDNN SDPA" + tag).c_str(), to_host(o), ro, 3e-2);
+        } catch (const CheckError& e) {
+          status.fwd_problem = e.what();
+        }
+      }
     }
-    DeviceBuffer stats(std::size_t{4} * b * h * n);
-    BRAID_CUDA(cudaMemsetAsync(o.get(), 0, 2 * elems, stream));
-    fused->run(q.get(), k.get(), v.get(), o.get(), stats.get());
-    BRAID_CUDA(cudaStreamSynchronize(stream));
-    try {
-      expect_close(("attention forward, cuDNN SDPA" + tag).c_str(), to_host(o), ro, 3e-2);
-    } catch (const CheckError& e) {
-      fused_status = e.what();
+    if (status.bwd_problem.empty()) {
+      std::string why;
+      auto fused = CudnnSdpa::backward(cudnn, AttentionShape{b, h, h, n, d, causal}, &why);
+      if (!fused) {
+        status.bwd_problem = "no cuDNN engine for the SDPA backward graph: " + why;
+      } else {
+        // The reference O and statistics as the forward would have saved them.
+        std::vector<std::uint16_t> o_bits(elems);
+        std::vector<float> stats_f(rstats.begin(), rstats.end());
+        for (std::size_t i = 0; i < elems; ++i)
+          o_bits[i] = float_to_bf16(static_cast<float>(ro[i]));
+        DeviceBuffer stats(4 * stats_f.size());
+        BRAID_CUDA(cudaMemcpy(o.get(), o_bits.data(), 2 * elems, cudaMemcpyHostToDevice));
+        BRAID_CUDA(cudaMemcpy(stats.get(), stats_f.data(), stats.bytes(), cudaMemcpyHostToDevice));
+        for (auto* g : {&dq, &dk, &dv}) BRAID_CUDA(cudaMemsetAsync(g->get(), 0, 2 * elems, stream));
+        fused->run({q.get(), k.get(), v.get(), o.get(), d_o.get(), stats.get(), dq.get(), dk.get(),
+                    dv.get()});
+        BRAID_CUDA(cudaStreamSynchronize(stream));
+        try {
+          expect_close(("attention backward dQ, cuDNN SDPA" + tag).c_str(), to_host(dq), rdq, 5e-2);
+          expect_close(("attention backward dK, cuDNN SDPA" + tag).c_str(), to_host(dk), rdk, 5e-2);
+          expect_close(("attention backward dV, cuDNN SDPA" + tag).c_str(), to_host(dv), rdv, 5e-2);
+        } catch (const CheckError& e) {
+          status.bwd_problem = e.what();
+        }
+      }
     }
   }
-  return fused_status;
+  return status;
 }
 
 }  // namespace braid::profiler

@@ -128,11 +128,16 @@ MeasuredTables measure(const Args& args, const ModelConfig& model, const std::st
   say("checking kernels against CPU references");
   check_gemm(gemm, stream);
   check_elementwise(stream);
-  const std::string fused_problem = check_attention(gemm, cudnn, stream);
-  const bool use_cudnn = fused_problem.empty();
+  const FusedStatus fused = check_attention(gemm, cudnn, stream);
+  auto impl = [](const std::string& problem) {
+    return problem.empty() ? std::string("cudnn_sdpa") : "unfused (" + problem + ")";
+  };
   t.meta.attention_impl =
-      use_cudnn ? "forward cudnn_sdpa, backward unfused" : "unfused (" + fused_problem + ")";
-  if (!use_cudnn) say("attention forward falls back to the unfused path: " + fused_problem);
+      "forward " + impl(fused.fwd_problem) + ", backward " + impl(fused.bwd_problem);
+  if (!fused.fwd_problem.empty())
+    say("attention forward falls back to the unfused path: " + fused.fwd_problem);
+  if (!fused.bwd_problem.empty())
+    say("attention backward falls back to the unfused path: " + fused.bwd_problem);
 
   PlanOptions po;
   po.tp = args.tp, po.seq = args.seq, po.mbs = args.mbs, po.quick = args.quick;
@@ -183,19 +188,22 @@ MeasuredTables measure(const Args& args, const ModelConfig& model, const std::st
   }
 
   say("attention: " + std::to_string(plan.attention.size()) + " shapes");
-  std::string unfused_shapes;  // shapes whose fused forward had no cuDNN engine
+  std::string unfused_shapes;  // shapes for which cuDNN had no engine
   for (const AttentionPoint& a : plan.attention) {
     const AttentionShape s{a.batch, a.heads, a.kv_heads, a.seq, a.head_dim, a.causal};
-    const AttentionTimes at = time_attention(gemm, cudnn, stream, s, opt, use_cudnn);
+    const AttentionTimes at = time_attention(gemm, cudnn, stream, s, opt, fused);
     AttentionPoint p = a;
     p.fwd_s = at.fwd_s, p.bwd_s = at.bwd_s;
     t.attention.push_back(p);
-    if (use_cudnn && at.fwd_impl != "cudnn_sdpa")
-      unfused_shapes += " b" + std::to_string(a.batch) + " s" + std::to_string(a.seq) + " h" +
-                        std::to_string(a.heads) + " d" + std::to_string(a.head_dim);
+    const bool fwd_fell_back = fused.fwd_problem.empty() && at.fwd_impl != "cudnn_sdpa";
+    const bool bwd_fell_back = fused.bwd_problem.empty() && at.bwd_impl != "cudnn_sdpa";
+    if (fwd_fell_back || bwd_fell_back)
+      unfused_shapes += std::string(" ") + (fwd_fell_back ? "F" : "") + (bwd_fell_back ? "B" : "") +
+                        ":b" + std::to_string(a.batch) + "/s" + std::to_string(a.seq) + "/h" +
+                        std::to_string(a.heads) + "/d" + std::to_string(a.head_dim);
   }
   if (!unfused_shapes.empty())
-    t.meta.attention_impl += "; forward unfused (no cuDNN engine) for" + unfused_shapes;
+    t.meta.attention_impl += "; unfused (no cuDNN engine) for" + unfused_shapes;
 
   say("HBM and host copies");
   t.hbm_bandwidth_Bps = time_hbm_bandwidth(1024.0 * 1024 * 1024, opt);
