@@ -530,3 +530,28 @@ TEST_CASE("shapes and group sizes that were not measured scale from the nearest 
   CHECK(cm.chunks[1].epilogue.back()[Phase::W].source == Source::Measured);
   CHECK(cm.chunks[0].prologue.front()[Phase::F].source == Source::SpecDerived);
 }
+
+TEST_CASE("the plan for a multimodal model adds the ViT's GEMMs and full attention",
+          "[measured][plan]") {
+  PlanOptions o;
+  o.tp = {8};
+  o.seq = {4096};
+  const ProfilePlan p = make_plan(load_model(resolve_config("models", "qwen2-vl-14.9b")), o);
+  // 1024 LM tokens per image after the 2x2 merge: 4096 patches attend to each other.
+  bool vit_attention = false;
+  for (const AttentionPoint& a : p.attention)
+    if (!a.causal) {
+      vit_attention = true;
+      CHECK(a.seq == 4096);
+      CHECK(a.heads == 2);  // 16 / 8
+      CHECK(a.head_dim == 80);
+    }
+  CHECK(vit_attention);
+  bool vit_fc1 = false;
+  for (const GemmShape& g : p.gemm)
+    if (g.label == "vit.fc1.F") {
+      vit_fc1 = true;
+      CHECK((g.m == 4096 && g.n == 640 && g.k == 1280));  // 5120 / 8 per GPU
+    }
+  CHECK(vit_fc1);
+}
