@@ -16,6 +16,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "braid 0.1.0");
   braid::cli::register_info(app);
+  braid::cli::register_schedule(app);
+  braid::cli::register_export(app);
   braid::cli::register_calibrate(app);
 
   try {
