@@ -21,6 +21,7 @@
 #include "braid/config.hpp"
 #include "braid/error.hpp"
 #include "braid/measured.hpp"
+#include "braid/profile.hpp"
 #include "braid/profile_plan.hpp"
 #include "checks.hpp"
 #include "comm.hpp"
@@ -295,6 +296,12 @@ int main(int argc, char** argv) {
     const ProfileFit fit = fit_profile(t);
     const std::string name = args.name.empty() ? fs::path(args.out).stem().string() : args.name;
     cli::write_file("--out", args.out, measured_profile_yaml(name, t, fit, base, base_name));
+    try {
+      load_profile(args.out);  // the measurements are kept either way; say if braid cannot use them
+    } catch (const InputError& e) {
+      say(std::string("warning: the written profile does not load yet (") + e.what() +
+          "); complete the unmeasured fields or rerun with --spec");
+    }
     std::printf("wrote %s: %zu GEMMs, %zu attention shapes, %zu elementwise, %zu link classes\n",
                 args.out.c_str(), t.gemm.size(), t.attention.size(), t.elementwise.size(),
                 t.comm.size());
