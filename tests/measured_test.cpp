@@ -555,3 +555,23 @@ TEST_CASE("the plan for a multimodal model adds the ViT's GEMMs and full attenti
     }
   CHECK(vit_fc1);
 }
+
+TEST_CASE("a one-GPU measured profile keeps the spec profile's links and loads", "[measured]") {
+  MeasuredTables t = make_synthetic();
+  t.comm.clear();  // one GPU: no collectives, no P2P
+  t.meta.gpus = 1;
+  const std::string base = read_text(std::string(BRAID_SOURCE_DIR) + "/profiles/h200.yaml");
+  const std::string text = measured_profile_yaml("one-gpu", t, fit_profile(t), base, "h200.yaml");
+  const std::string file = "/tmp/braid-measured-one-gpu.yaml";
+  std::ofstream(file) << text;
+  const Profile p = load_profile(file);
+  const Profile spec = load_profile("h200");
+  CHECK(p.source == Source::Measured);
+  CHECK(p.link("nvlink").bus_bandwidth_Bps == spec.link("nvlink").bus_bandwidth_Bps);
+  CHECK(p.link("ib").latency_s == spec.link("ib").latency_s);
+  CHECK(p.gemm.max_efficiency == Approx(0.78).epsilon(0.01));
+  CHECK(p.host_d2h_Bps == Approx(52e9).epsilon(0.02));
+  REQUIRE(p.measured);
+  CHECK(p.measured->comm.empty());
+  CHECK(p.link("nvlink").measured.empty());
+}
