@@ -44,8 +44,8 @@ class Desc {
   }
   template <typename T>
   Desc& set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, const T* values,
-            std::int64_t count = 1) {
-    dnn(cudnnBackendSetAttribute(d_, name, type, count, values), "cudnnBackendSetAttribute");
+            std::int64_t count = 1, const char* what = "cudnnBackendSetAttribute") {
+    dnn(cudnnBackendSetAttribute(d_, name, type, count, values), what);
     return *this;
   }
   Desc& set_desc(cudnnBackendAttributeName_t name, const Desc& other) {
@@ -310,16 +310,18 @@ std::unique_ptr<CudnnSdpa> CudnnSdpa::backward(cudnnHandle_t handle, const Atten
     f->scale_ = 1.0f / std::sqrt(static_cast<float>(d));
     f->one_ = 1.0f;
     f->neg_inf_ = -std::numeric_limits<float>::infinity();
-    f->softmax_sum_ = DeviceBuffer(static_cast<std::size_t>(4 * b * h * n));
-    f->dq_accum_ = DeviceBuffer(static_cast<std::size_t>(4 * b * h * n * d));
     f->uids_ = {kQ,  kK,  kV,     kO,   kDO,     kStats,      kDQ,
                 kDK, kDV, kScale, kOne, kNegInf, kSoftmaxSum, kDQAccum};
-    f->fixed_ = {&f->scale_, &f->one_, &f->neg_inf_, f->softmax_sum_.get(), f->dq_accum_.get()};
   } catch (const Unsupported& u) {
     if (why) *why = u.what;
     return nullptr;
   }
   if (!f->finish(handle, g, why)) return nullptr;
+  // Scratch the graph writes: the softmax row sums and the fp32 dQ accumulator.
+  const std::int64_t rows = std::int64_t{s.batch} * s.heads * s.seq;
+  f->softmax_sum_ = DeviceBuffer(static_cast<std::size_t>(4 * rows));
+  f->dq_accum_ = DeviceBuffer(static_cast<std::size_t>(4 * rows * s.head_dim));
+  f->fixed_ = {&f->scale_, &f->one_, &f->neg_inf_, f->softmax_sum_.get(), f->dq_accum_.get()};
   return f;
 }
 
@@ -332,7 +334,8 @@ bool CudnnSdpa::finish(cudnnHandle_t handle, Graph& g, std::string* why) {
     graph
         .set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, raw.data(),
              static_cast<std::int64_t>(raw.size()))
-        .set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &handle)
+        .set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &handle, 1,
+             "operation graph handle")
         .finalize("operation graph");
     Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
     const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
