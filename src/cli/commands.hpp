@@ -11,6 +11,9 @@ namespace braid::cli {
 void register_info(CLI::App& app);
 void register_schedule(CLI::App& app);
 void register_export(CLI::App& app);
+void register_simulate(CLI::App& app);
+void register_compare(CLI::App& app);
+void register_theory(CLI::App& app);
 void register_calibrate(CLI::App& app);
 
 }  // namespace braid::cli

@@ -1,0 +1,118 @@
+// Dag: a Schedule lowered onto a CostModel — every unit op (F/B/W of PreAttn, Attn, PreMLP, MLP
+// and the non-layer units), every TP collective, P2P transfer and offload/reload copy of one
+// iteration, each on one in-order stream of one pipeline rank, with the dependencies that DESIGN
+// §2 and §4 fix (data flow, Megatron's blocking rules, braided blocks). Flat arrays: ops by index,
+// CSR predecessor/successor lists, per (rank, stream) execution order. It holds no times beyond
+// each op's duration alone; the simulator turns it into a Timeline.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "braid/cost_model.hpp"
+#include "braid/schedule.hpp"
+
+namespace braid {
+
+// The in-order resources of one rank (DESIGN §4). P2pNext sends to rank (r+1) mod p, P2pPrev to
+// rank (r-1+p) mod p; with p = 2 both neighbours are the same rank and every send uses P2pNext
+// (one physical link per direction).
+enum class StreamKind : std::uint8_t { Compute = 0, Tp, P2pNext, P2pPrev, D2H, H2D };
+inline constexpr int kStreamsPerRank = 6;
+const char* name(StreamKind s);
+
+enum class OpKind : std::uint8_t {
+  Compute,     // a unit's F, B or W on the compute stream
+  Collective,  // a TP collective on the tp stream
+  P2P,         // activation (phase F) or gradient (phase B) send to another rank
+  Offload,     // D2H copy of a (chunk, microbatch)'s saved activations
+  Reload,      // H2D copy back before its backward
+};
+const char* name(OpKind k);
+
+// How the op sits in its instruction: plain (F, B, W alone), or side a / b of a braided block
+// (FB: a = F, b = B; FW: a = F, b = W; FF: a = first F, b = second F).
+enum class BlockSide : std::uint8_t { Plain, A, B };
+
+// One op. `duration_s` is the time alone (no contention); memory moves at the op's start (alloc)
+// and end (free).
+struct DagOp {
+  double duration_s = 0;
+  double alloc_bytes = 0;
+  double free_bytes = 0;
+  double bytes = 0;                // payload of a collective, P2P or copy; 0 for compute
+  std::int32_t rank = 0;           // the rank whose stream runs it (a P2P: the sender)
+  std::int32_t peer = -1;          // P2P: the receiving rank
+  std::int32_t mb = 0;             // microbatch of the pass the op belongs to
+  std::int32_t layer = -1;         // global layer index; -1 for non-layer units, P2P, copies
+  std::int32_t instruction = -1;   // index in the rank's instruction list
+  std::int16_t chunk = 0;          // chunk on the rank (0 .. vpp-1)
+  std::int16_t virtual_stage = 0;  // k
+  OpKind kind = OpKind::Compute;
+  StreamKind stream = StreamKind::Compute;
+  Phase phase = Phase::F;  // P2P: F = activation, B = input gradient
+  UnitKind unit = UnitKind::PreAttn;
+  CollectiveKind collective = CollectiveKind::None;  // Collective ops only
+  OpCode instruction_op = OpCode::F;                 // the instruction it was lowered from
+  BlockSide side = BlockSide::Plain;
+  bool vision = false;  // a ViT layer unit
+};
+
+// Options of the lowering.
+enum class P2pMode : std::uint8_t {
+  Auto,      // Blocking, except uniform cost models (theory mode: P2P never blocks)
+  Blocking,  // the next compute op on the sender waits for the send (Megatron)
+  Async,     // sends overlap fully
+};
+struct LowerOptions {
+  P2pMode p2p = P2pMode::Auto;
+};
+
+struct Dag {
+  std::vector<DagOp> ops;
+  // CSR dependencies (data flow and blocking rules; not stream order): the predecessors of op i
+  // are preds[pred_begin[i] .. pred_begin[i+1]), sorted, without duplicates. succs likewise.
+  std::vector<std::int32_t> pred_begin, preds;
+  std::vector<std::int32_t> succ_begin, succs;
+  // Stream order: ops of stream s = rank * kStreamsPerRank + StreamKind in execution order are
+  // stream_ops[stream_begin[s] .. stream_begin[s+1]). stream_prev/next per op, -1 at the ends.
+  std::vector<std::int32_t> stream_begin, stream_ops;
+  std::vector<std::int32_t> stream_prev, stream_next;
+
+  // Context, for names and reports.
+  std::string schedule;
+  int pp = 1;
+  int vpp = 1;
+  int microbatches = 1;
+  Placement placement = Placement::Loop;
+  Contention contention;  // from the cost model (1, 1 when uniform)
+  bool p2p_blocking = true;
+
+  int size() const { return static_cast<int>(ops.size()); }
+  int stream_id(int rank, StreamKind s) const {
+    return rank * kStreamsPerRank + static_cast<int>(s);
+  }
+  int edges() const { return static_cast<int>(preds.size()); }
+};
+
+// Lowers `schedule` onto `cost` (which must have schedule.virtual_stages() chunks). Throws
+// InputError when they do not match, or when an instruction refers to a pass the schedule never
+// produces (a B without its F, a W without a deferred B, a RELOAD without OFFLOAD).
+Dag lower(const Schedule& schedule, const CostModel& cost, const LowerOptions& options = {});
+
+// "F1.3 Attn L12", "AR B0.2 PreMLP L5", "send F0.3 r0->r1", "OFFLOAD 0.3", "F0.0 Embedding".
+std::string op_name(const Dag& dag, int op);
+
+// A cycle of dependencies + stream order (Boost.Graph depth-first search), as op indices in
+// dependency order; empty when the graph is acyclic.
+std::vector<int> find_cycle(const Dag& dag);
+// Throws InputError("schedule", "<name>", "dependency cycle: a -> b -> ... -> a") if there is one.
+void check_acyclic(const Dag& dag);
+
+// The longest path through dependencies + stream order when op i takes weight_s[i] (Boost.Graph
+// DAG longest path): with the simulated durations this is the critical path of the iteration,
+// ending at the op that ends last. Op indices from the first op to the last.
+std::vector<int> longest_path(const Dag& dag, const std::vector<double>& weight_s);
+
+}  // namespace braid

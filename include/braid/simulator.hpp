@@ -1,0 +1,43 @@
+// Simulator: the discrete-event engine that replays a Dag (DESIGN §4). Every stream of every rank
+// runs its ops in order; an op starts when its stream predecessor and all its dependencies are
+// done. While compute and communication (TP collective or P2P) overlap on a rank, each progresses
+// at the reduced rate of the cost model's contention factors (a fluid model, re-timed whenever
+// the running set of the rank changes). Activation memory per rank: alloc at an op's start, free
+// at its end; at one instant, ops that end release memory before ops that start allocate. It
+// produces a Timeline; it knows nothing of schedule names or metrics (report.hpp).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "braid/dag.hpp"
+
+namespace braid {
+
+struct SimOptions {
+  bool contention = true;      // false: every op runs at full rate (--no-contention)
+  bool record_memory = false;  // keep the per-rank activation memory samples
+};
+
+// Activation bytes on `rank` from `time_s` until the next sample of that rank.
+struct MemorySample {
+  double time_s = 0;
+  std::int32_t rank = 0;
+  double activation_bytes = 0;
+};
+
+struct Timeline {
+  std::vector<double> start_s, end_s;  // per op of the Dag
+  double iteration_time_s = 0;         // end of the last op
+  int ranks = 0;
+  std::vector<double> peak_activation_bytes;   // per rank
+  std::vector<double> peak_activation_time_s;  // per rank: first time the peak is reached
+  std::vector<MemorySample> memory;  // time order, only with record_memory (one sample at 0)
+  std::int64_t events = 0;           // heap events processed (for the benchmark)
+};
+
+// Runs the Dag. Throws InputError naming the ops of a dependency cycle if the ops cannot all
+// run (the schedule deadlocks).
+Timeline simulate(const Dag& dag, const SimOptions& options = {});
+
+}  // namespace braid

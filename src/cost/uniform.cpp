@@ -1,0 +1,57 @@
+// uniform_cost_model: the symbolic costs of theory mode (DESIGN §4, §6). Every chunk is one layer;
+// each of its four units takes a quarter of T_F, T_B and T_W; the forward All-Reduces (after Attn
+// and MLP) and the backward ones (after PreMLP B and PreAttn B) take T_AR/2 each, so a chunk's
+// forward and its backward each carry T_AR of collectives, split the way the real cost model
+// splits them. M_a is allocated a quarter per forward unit and freed a quarter per B unit.
+#include "braid/cost_model.hpp"
+
+namespace braid {
+
+namespace {
+
+Collective all_reduce(double time_s) {
+  Collective c;
+  c.kind = CollectiveKind::AllReduce;
+  c.position = CollectivePosition::After;
+  c.time_s = time_s;
+  return c;
+}
+
+}  // namespace
+
+CostModel uniform_cost_model(const UniformCosts& costs, int virtual_stages) {
+  CostModel model;
+  model.uniform = true;
+  model.tp = 1;
+  model.gpus = 1;
+  model.contention = Contention{1.0, 1.0};
+  model.chunks.resize(virtual_stages);
+  constexpr UnitKind kUnits[4] = {UnitKind::PreAttn, UnitKind::Attn, UnitKind::PreMLP,
+                                  UnitKind::MLP};
+  for (int k = 0; k < virtual_stages; ++k) {
+    ChunkCost& chunk = model.chunks[k];
+    chunk.virtual_stage = k;
+    chunk.activation_bytes = costs.ma;
+    LayerCost layer;
+    for (int u = 0; u < 4; ++u) {
+      UnitCost& unit = layer[u];
+      unit.kind = kUnits[u];
+      unit.layer = k;
+      unit[Phase::F].time_s = costs.tf / 4;
+      unit[Phase::F].alloc_bytes = costs.ma / 4;
+      unit[Phase::B].time_s = costs.tb / 4;
+      unit[Phase::B].free_bytes = costs.ma / 4;
+      unit[Phase::W].time_s = costs.tw / 4;
+    }
+    // Row-parallel outputs are reduced in the forward, column-parallel input gradients in the
+    // backward (DESIGN §2 table).
+    layer[1][Phase::F].collective = all_reduce(costs.tar / 2);
+    layer[3][Phase::F].collective = all_reduce(costs.tar / 2);
+    layer[0][Phase::B].collective = all_reduce(costs.tar / 2);
+    layer[2][Phase::B].collective = all_reduce(costs.tar / 2);
+    chunk.layers.push_back(layer);
+  }
+  return model;
+}
+
+}  // namespace braid

@@ -1,0 +1,671 @@
+// Lowering of a Schedule onto a CostModel (DESIGN §2, §4): per rank and instruction, the unit ops
+// in DESIGN §2 order with their collectives, the P2P sends between ranks and the offload/reload
+// copies, then the cross-stage dependencies once every rank is lowered. The blocking rules live
+// here, as edges:
+//   - plain F, split B and plain W: each collective is synchronous — the next compute op emitted
+//     on the rank waits for it (Megatron issues them on the compute stream);
+//   - full backward (B then W per unit): the B collective runs on the TP stream under the unit's
+//     W; only its consumer (the next B unit) waits for it;
+//   - braided blocks (FB, FW, FF): every collective is asynchronous; only its data consumer waits,
+//     so a collective at the end of a block overlaps whatever follows;
+//   - blocking P2P: the next compute op on the sender waits for its sends (sent at the end of the
+//     instruction, as Megatron batches them).
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "braid/dag.hpp"
+#include "braid/error.hpp"
+
+namespace braid {
+
+namespace {
+
+constexpr int kNone = -1;
+
+// The data-flow state of one pass (one (virtual stage, microbatch) forward, backward or W) while
+// its ops are emitted: where the activation (or gradient) currently is, and its first/last op.
+struct PassState {
+  int stage = 0;
+  int chunk = 0;
+  int mb = 0;
+  Phase phase = Phase::F;
+  OpCode instruction_op = OpCode::F;
+  BlockSide side = BlockSide::Plain;
+  int cursor = kNone;      // op producing the current activation / gradient
+  int first = kNone;       // first op of the pass (consumes the pass input)
+  int pos = 0;             // flowing units emitted so far (index into the stage's flow order)
+  int prefetched = kNone;  // Before collective of the next unit, already issued
+};
+
+enum class CollectiveMode { Sync, Async };
+
+class Lowerer {
+ public:
+  Lowerer(const Schedule& schedule, const CostModel& cost, const LowerOptions& options, Dag& dag)
+      : s_(schedule), cost_(cost), dag_(dag) {
+    dag_.schedule = schedule.name;
+    dag_.pp = schedule.pp;
+    dag_.vpp = schedule.vpp;
+    dag_.microbatches = schedule.microbatches;
+    dag_.placement = schedule.placement;
+    dag_.contention = cost.uniform ? Contention{1.0, 1.0} : cost.contention;
+    dag_.p2p_blocking =
+        options.p2p == P2pMode::Blocking || (options.p2p == P2pMode::Auto && !cost.uniform);
+    stages_ = schedule.virtual_stages();
+    m_ = schedule.microbatches;
+    const std::size_t passes = static_cast<std::size_t>(stages_) * m_;
+    f_first_.assign(passes, kNone);
+    f_last_.assign(passes, kNone);
+    b_first_.assign(passes, kNone);
+    b_last_.assign(passes, kNone);
+    send_f_.assign(passes, kNone);
+    send_b_.assign(passes, kNone);
+    offload_.assign(passes, kNone);
+    reload_.assign(passes, kNone);
+    deferred_.assign(passes, 0);
+    w_done_.assign(passes, 0);
+    last_on_stream_.assign(static_cast<std::size_t>(schedule.pp) * kStreamsPerRank, kNone);
+    pending_sync_.resize(schedule.pp);
+    last_compute_.assign(schedule.pp, kNone);
+    flow_.resize(stages_);
+    for (int k = 0; k < stages_ && k < static_cast<int>(cost.chunks.size()); ++k) {
+      const ChunkCost& c = cost.chunks[k];
+      for (const UnitCost& u : c.prologue) flow_[k].push_back(&u);
+      for (const LayerCost& l : c.layers)
+        for (const UnitCost& u : l) flow_[k].push_back(&u);
+      for (const UnitCost& u : c.epilogue) flow_[k].push_back(&u);
+    }
+    std::size_t estimate = 0;
+    for (const ChunkCost& c : cost.chunks)
+      estimate += (c.layers.size() * 16 + (c.prologue.size() + c.epilogue.size()) * 4 + 4) * m_;
+    dag_.ops.reserve(estimate);
+    edges_.reserve(estimate * 2);
+  }
+
+  void run() {
+    check_shape();
+    for (const RankProgram& program : s_.ranks) {
+      rank_ = program.rank;
+      for (std::size_t i = 0; i < program.instructions.size(); ++i) {
+        instruction_ = static_cast<int>(i);
+        lower_instruction(program.instructions[i]);
+      }
+    }
+    connect_stages();
+    build_csr();
+  }
+
+ private:
+  // ---- checks ---------------------------------------------------------------------------------
+  void fail(const std::string& problem) const {
+    throw InputError("schedule", s_.name.empty() ? "schedule" : s_.name, problem);
+  }
+
+  void check_shape() const {
+    if (static_cast<int>(cost_.chunks.size()) != stages_)
+      fail("has " + std::to_string(stages_) + " virtual stages but the cost model has " +
+           std::to_string(cost_.chunks.size()) + " chunks");
+    if (static_cast<int>(s_.ranks.size()) != s_.pp)
+      fail("lists " + std::to_string(s_.ranks.size()) + " ranks for pp " + std::to_string(s_.pp));
+    for (int r = 0; r < s_.pp; ++r)
+      if (s_.ranks[r].rank != r) fail("rank programs must be listed in rank order 0..pp-1");
+  }
+
+  std::string pass_text(Phase phase, int stage, int mb) const {
+    return std::string(name(phase)) + std::to_string(s_.chunk_of(stage)) + "." +
+           std::to_string(mb) + " on rank " + std::to_string(rank_) + " (instruction " +
+           std::to_string(instruction_) + ")";
+  }
+
+  std::size_t pass_index(const Pass& p, int* stage_out) const {
+    if (p.chunk < 0 || p.chunk >= s_.vpp)
+      fail("instruction " + std::to_string(instruction_) + " of rank " + std::to_string(rank_) +
+           " names chunk " + std::to_string(p.chunk) + "; allowed 0.." +
+           std::to_string(s_.vpp - 1));
+    if (p.mb < 0 || p.mb >= m_)
+      fail("instruction " + std::to_string(instruction_) + " of rank " + std::to_string(rank_) +
+           " names microbatch " + std::to_string(p.mb) + "; allowed 0.." + std::to_string(m_ - 1));
+    const int stage = s_.virtual_stage(rank_, p.chunk);
+    *stage_out = stage;
+    return static_cast<std::size_t>(stage) * m_ + p.mb;
+  }
+
+  // ---- op emission ----------------------------------------------------------------------------
+  int new_op(DagOp op) {
+    const int id = static_cast<int>(dag_.ops.size());
+    op.rank = rank_;
+    op.instruction = instruction_;
+    int& last = last_on_stream_[static_cast<std::size_t>(rank_) * kStreamsPerRank +
+                                static_cast<int>(op.stream)];
+    dag_.stream_prev.push_back(last);
+    last = id;
+    if (op.stream == StreamKind::Compute) {
+      // The blocking rules: a compute op waits for the synchronous collectives and blocking sends
+      // issued before it on its rank.
+      for (int dep : pending_sync_[rank_]) edges_.emplace_back(dep, id);
+      pending_sync_[rank_].clear();
+      last_compute_[rank_] = id;
+    }
+    dag_.ops.push_back(op);
+    return id;
+  }
+
+  void edge(int from, int to) {
+    if (from != kNone) edges_.emplace_back(from, to);
+  }
+
+  DagOp base_op(const PassState& pass, const UnitCost& unit, Phase phase) const {
+    DagOp op;
+    op.mb = pass.mb;
+    op.chunk = static_cast<std::int16_t>(pass.chunk);
+    op.virtual_stage = static_cast<std::int16_t>(pass.stage);
+    op.layer = unit.layer;
+    op.vision = unit.vision;
+    op.unit = unit.kind;
+    op.phase = phase;
+    op.instruction_op = pass.instruction_op;
+    op.side = pass.side;
+    return op;
+  }
+
+  int emit_collective(const PassState& pass, const UnitCost& unit, Phase phase,
+                      const Collective& c) {
+    DagOp op = base_op(pass, unit, phase);
+    op.kind = OpKind::Collective;
+    op.stream = StreamKind::Tp;
+    op.collective = c.kind;
+    op.duration_s = c.time_s;
+    op.bytes = c.bytes;
+    return new_op(op);
+  }
+
+  // One unit in one phase: [Before collective] compute [After collective]. F and B move the
+  // pass cursor (the activation / gradient flows through the unit); W does not. With async
+  // collectives the next unit's Before collective (sequence parallelism's All-Gather) is issued as
+  // soon as this unit's output exists, so it can run under the partner's compute instead of
+  // queueing behind the partner's collectives right before its own unit.
+  void emit_unit(PassState& pass, const UnitCost& unit, Phase phase, CollectiveMode mode) {
+    const PhaseCost& cost = unit[phase];
+    const bool flows = phase != Phase::W;
+    int input = flows ? pass.cursor : kNone;
+    if (cost.collective.kind != CollectiveKind::None &&
+        cost.collective.position == CollectivePosition::Before) {
+      int c = kNone;
+      if (flows && pass.prefetched != kNone) {
+        c = pass.prefetched;
+        pass.prefetched = kNone;
+      } else {
+        c = emit_collective(pass, unit, phase, cost.collective);
+        edge(input, c);
+        if (mode == CollectiveMode::Sync) pending_sync_[rank_].push_back(c);
+      }
+      if (flows && pass.first == kNone) pass.first = c;
+      input = c;
+    }
+    DagOp op = base_op(pass, unit, phase);
+    op.kind = OpKind::Compute;
+    op.stream = StreamKind::Compute;
+    op.duration_s = cost.time_s;
+    op.alloc_bytes = cost.alloc_bytes;
+    op.free_bytes = cost.free_bytes;
+    const int compute = new_op(op);
+    edge(input, compute);
+    if (flows && pass.first == kNone) pass.first = compute;
+    int output = compute;
+    if (cost.collective.kind != CollectiveKind::None &&
+        cost.collective.position == CollectivePosition::After) {
+      const int c = emit_collective(pass, unit, phase, cost.collective);
+      edge(compute, c);
+      if (mode == CollectiveMode::Sync) pending_sync_[rank_].push_back(c);
+      output = c;
+    }
+    if (!flows) return;
+    pass.cursor = output;
+    ++pass.pos;
+    const std::vector<const UnitCost*>& flow = flow_[pass.stage];
+    const int n = static_cast<int>(flow.size());
+    if (mode == CollectiveMode::Async && pass.pos < n) {
+      const UnitCost& next = *flow[phase == Phase::F ? pass.pos : n - 1 - pass.pos];
+      const Collective& col = next[phase].collective;
+      if (col.kind != CollectiveKind::None && col.position == CollectivePosition::Before) {
+        pass.prefetched = emit_collective(pass, next, phase, col);
+        edge(output, pass.prefetched);
+      }
+    }
+  }
+
+  // A B unit, then its W unless deferred (full backward: the B collective runs under the W).
+  void emit_backward_unit(PassState& b, const UnitCost& unit, bool with_w, CollectiveMode mode) {
+    emit_unit(b, unit, Phase::B, mode);
+    if (with_w) {
+      PassState w = b;
+      emit_unit(w, unit, Phase::W, mode);
+    }
+  }
+
+  // ---- passes ---------------------------------------------------------------------------------
+  PassState open_pass(const Pass& p, Phase phase, OpCode op, BlockSide side) {
+    PassState pass;
+    const std::size_t idx = pass_index(p, &pass.stage);
+    pass.chunk = p.chunk;
+    pass.mb = p.mb;
+    pass.phase = phase;
+    pass.instruction_op = op;
+    pass.side = side;
+    switch (phase) {
+      case Phase::F:
+        if (f_first_[idx] != kNone || f_last_[idx] != kNone)
+          fail(pass_text(phase, pass.stage, p.mb) + " runs a second time");
+        break;
+      case Phase::B:
+        if (f_last_[idx] == kNone)
+          fail(pass_text(phase, pass.stage, p.mb) + " runs before its forward on this rank");
+        if (b_last_[idx] != kNone) fail(pass_text(phase, pass.stage, p.mb) + " runs a second time");
+        if (offload_[idx] != kNone && reload_[idx] == kNone)
+          fail(pass_text(phase, pass.stage, p.mb) + " runs while its activations are offloaded " +
+               "(no RELOAD before it)");
+        break;
+      case Phase::W:
+        if (!deferred_[idx])
+          fail(pass_text(phase, pass.stage, p.mb) +
+               " has no earlier B with a deferred weight gradient");
+        if (w_done_[idx]) fail(pass_text(phase, pass.stage, p.mb) + " runs a second time");
+        w_done_[idx] = 1;
+        break;
+    }
+    return pass;
+  }
+
+  std::size_t idx_of(const PassState& pass) const {
+    return static_cast<std::size_t>(pass.stage) * m_ + pass.mb;
+  }
+
+  // Records the pass's boundary ops for the cross-stage edges and queues its output (activation
+  // forward, input gradient backward) for sending at the end of the instruction.
+  void close_pass(PassState& pass, bool defer_w, std::vector<PassState>& sends) {
+    const std::size_t idx = idx_of(pass);
+    if (pass.phase == Phase::F) {
+      f_first_[idx] = pass.first;
+      f_last_[idx] = pass.cursor;
+    } else if (pass.phase == Phase::B) {
+      b_first_[idx] = pass.first;
+      b_last_[idx] = pass.cursor;
+      deferred_[idx] = defer_w ? 1 : 0;
+    }
+    sends.push_back(pass);
+  }
+
+  // Sends of the instruction's finished passes when the neighbouring stage sits on another rank
+  // (none for the V's turn on the same rank).
+  void flush_sends(const std::vector<PassState>& sends) {
+    for (const PassState& pass : sends) {
+      if (pass.phase == Phase::F && pass.stage + 1 < stages_ && s_.rank_of(pass.stage + 1) != rank_)
+        emit_send(pass, s_.rank_of(pass.stage + 1), cost_.chunks[pass.stage].output_bytes);
+      if (pass.phase == Phase::B && pass.stage > 0 && s_.rank_of(pass.stage - 1) != rank_)
+        emit_send(pass, s_.rank_of(pass.stage - 1), cost_.chunks[pass.stage - 1].output_bytes);
+    }
+  }
+
+  int emit_send(const PassState& pass, int peer, double bytes) {
+    DagOp op;
+    op.kind = OpKind::P2P;
+    op.peer = peer;
+    op.stream = peer == (rank_ + 1) % s_.pp ? StreamKind::P2pNext : StreamKind::P2pPrev;
+    op.phase = pass.phase;
+    op.mb = pass.mb;
+    op.chunk = static_cast<std::int16_t>(pass.chunk);
+    op.virtual_stage = static_cast<std::int16_t>(pass.stage);
+    op.instruction_op = pass.instruction_op;
+    op.side = pass.side;
+    op.bytes = bytes;
+    op.duration_s = cost_.p2p_time_s(rank_, peer, bytes);
+    const int id = new_op(op);
+    edge(pass.cursor, id);
+    edge(send_after_, id);
+    (pass.phase == Phase::F ? send_f_ : send_b_)[idx_of(pass)] = id;
+    if (dag_.p2p_blocking) pending_sync_[rank_].push_back(id);
+    return id;
+  }
+
+  // Whole passes, unbraided.
+  void forward_units(PassState& f, int from_layer, CollectiveMode mode) {
+    const ChunkCost& chunk = cost_.chunks[f.stage];
+    for (std::size_t l = from_layer; l < chunk.layers.size(); ++l)
+      for (const UnitCost& unit : chunk.layers[l]) emit_unit(f, unit, Phase::F, mode);
+    for (const UnitCost& unit : chunk.epilogue) emit_unit(f, unit, Phase::F, mode);
+  }
+  void forward_prologue(PassState& f, CollectiveMode mode) {
+    for (const UnitCost& unit : cost_.chunks[f.stage].prologue) emit_unit(f, unit, Phase::F, mode);
+  }
+  // Backward of layers [0, to_layer) in reverse, then the prologue.
+  void backward_units(PassState& b, int to_layer, bool with_w, CollectiveMode mode) {
+    const ChunkCost& chunk = cost_.chunks[b.stage];
+    for (int l = to_layer - 1; l >= 0; --l)
+      for (int u = 3; u >= 0; --u) emit_backward_unit(b, chunk.layers[l][u], with_w, mode);
+    for (auto it = chunk.prologue.rbegin(); it != chunk.prologue.rend(); ++it)
+      emit_backward_unit(b, *it, with_w, mode);
+  }
+  void backward_epilogue(PassState& b, bool with_w, CollectiveMode mode) {
+    const ChunkCost& chunk = cost_.chunks[b.stage];
+    for (auto it = chunk.epilogue.rbegin(); it != chunk.epilogue.rend(); ++it)
+      emit_backward_unit(b, *it, with_w, mode);
+  }
+  void w_units(PassState& w, int to_layer, CollectiveMode mode) {
+    const ChunkCost& chunk = cost_.chunks[w.stage];
+    for (int l = to_layer - 1; l >= 0; --l)
+      for (int u = 3; u >= 0; --u) emit_unit(w, chunk.layers[l][u], Phase::W, mode);
+    for (auto it = chunk.prologue.rbegin(); it != chunk.prologue.rend(); ++it)
+      emit_unit(w, *it, Phase::W, mode);
+  }
+  void w_epilogue(PassState& w, CollectiveMode mode) {
+    const ChunkCost& chunk = cost_.chunks[w.stage];
+    for (auto it = chunk.epilogue.rbegin(); it != chunk.epilogue.rend(); ++it)
+      emit_unit(w, *it, Phase::W, mode);
+  }
+
+  int layers_of(const PassState& p) const {
+    return static_cast<int>(cost_.chunks[p.stage].layers.size());
+  }
+
+  // ---- instructions ---------------------------------------------------------------------------
+  void lower_instruction(const Instruction& in) {
+    std::vector<PassState>& sends = sends_;
+    sends.clear();
+    switch (in.op) {
+      case OpCode::F: {
+        PassState f = open_pass(in.a, Phase::F, in.op, BlockSide::Plain);
+        forward_prologue(f, CollectiveMode::Sync);
+        forward_units(f, 0, CollectiveMode::Sync);
+        close_pass(f, false, sends);
+        break;
+      }
+      case OpCode::B: {
+        PassState b = open_pass(in.a, Phase::B, in.op, BlockSide::Plain);
+        const bool with_w = !in.a.defer_w;
+        // Full backward: async B collectives (consumed by the next B unit); split: synchronous.
+        const CollectiveMode mode = with_w ? CollectiveMode::Async : CollectiveMode::Sync;
+        backward_epilogue(b, with_w, mode);
+        backward_units(b, layers_of(b), with_w, mode);
+        close_pass(b, in.a.defer_w, sends);
+        break;
+      }
+      case OpCode::W: {
+        PassState w = open_pass(in.a, Phase::W, in.op, BlockSide::Plain);
+        w_epilogue(w, CollectiveMode::Sync);
+        w_units(w, layers_of(w), CollectiveMode::Sync);
+        break;
+      }
+      case OpCode::FB:
+        lower_fb(in, sends);
+        break;
+      case OpCode::FW:
+        lower_fw(in, sends);
+        break;
+      case OpCode::FF:
+        lower_ff(in, sends);
+        break;
+      case OpCode::Offload:
+        lower_offload(in.a);
+        break;
+      case OpCode::Reload:
+        lower_reload(in.a);
+        break;
+    }
+    // Sends leave at the end of the instruction (Megatron sends after forward_step /
+    // backward_step returns): after the instruction's last compute op as well as their data.
+    send_after_ = last_on_stream_[static_cast<std::size_t>(rank_) * kStreamsPerRank +
+                                  static_cast<int>(StreamKind::Compute)];
+    flush_sends(sends);
+  }
+
+  // FB (DESIGN §2), per layer pair, F layers in order and B layers in reverse:
+  //   F.PreAttn F.Attn | B.MLP B.PreMLP | W.MLP W.PreMLP | F.PreMLP F.MLP | B.Attn B.PreAttn |
+  //   W.Attn W.PreAttn
+  // Non-layer units and surplus layers run unbraided around the pairs.
+  void lower_fb(const Instruction& in, std::vector<PassState>& sends) {
+    constexpr auto A = CollectiveMode::Async;
+    PassState f = open_pass(in.a, Phase::F, in.op, BlockSide::A);
+    PassState b = open_pass(in.b, Phase::B, in.op, BlockSide::B);
+    const bool with_w = !in.b.defer_w;
+    const ChunkCost& fc = cost_.chunks[f.stage];
+    const ChunkCost& bc = cost_.chunks[b.stage];
+    const int nf = layers_of(f), nb = layers_of(b), pairs = std::min(nf, nb);
+    forward_prologue(f, A);
+    backward_epilogue(b, with_w, A);
+    for (int k = 0; k < pairs; ++k) {
+      const LayerCost& fl = fc.layers[k];
+      const LayerCost& bl = bc.layers[nb - 1 - k];
+      emit_unit(f, fl[0], Phase::F, A);
+      emit_unit(f, fl[1], Phase::F, A);
+      emit_unit(b, bl[3], Phase::B, A);
+      emit_unit(b, bl[2], Phase::B, A);
+      if (with_w) emit_w_pair(b, bl[3], bl[2]);
+      emit_unit(f, fl[2], Phase::F, A);
+      emit_unit(f, fl[3], Phase::F, A);
+      emit_unit(b, bl[1], Phase::B, A);
+      emit_unit(b, bl[0], Phase::B, A);
+      if (with_w) emit_w_pair(b, bl[1], bl[0]);
+    }
+    forward_units(f, pairs, A);
+    close_pass(f, false, sends);
+    backward_units(b, nb - pairs, with_w, A);
+    close_pass(b, in.b.defer_w, sends);
+  }
+
+  void emit_w_pair(const PassState& b, const UnitCost& u1, const UnitCost& u2) {
+    PassState w = b;
+    emit_unit(w, u1, Phase::W, CollectiveMode::Async);
+    emit_unit(w, u2, Phase::W, CollectiveMode::Async);
+  }
+
+  // FW: F.PreAttn F.Attn | W.MLP W.PreMLP | F.PreMLP F.MLP | W.Attn W.PreAttn per layer pair.
+  void lower_fw(const Instruction& in, std::vector<PassState>& sends) {
+    constexpr auto A = CollectiveMode::Async;
+    PassState f = open_pass(in.a, Phase::F, in.op, BlockSide::A);
+    PassState w = open_pass(in.b, Phase::W, in.op, BlockSide::B);
+    const ChunkCost& fc = cost_.chunks[f.stage];
+    const ChunkCost& wc = cost_.chunks[w.stage];
+    const int nf = layers_of(f), nw = layers_of(w), pairs = std::min(nf, nw);
+    forward_prologue(f, A);
+    w_epilogue(w, A);
+    for (int k = 0; k < pairs; ++k) {
+      const LayerCost& fl = fc.layers[k];
+      const LayerCost& wl = wc.layers[nw - 1 - k];
+      emit_unit(f, fl[0], Phase::F, A);
+      emit_unit(f, fl[1], Phase::F, A);
+      emit_unit(w, wl[3], Phase::W, A);
+      emit_unit(w, wl[2], Phase::W, A);
+      emit_unit(f, fl[2], Phase::F, A);
+      emit_unit(f, fl[3], Phase::F, A);
+      emit_unit(w, wl[1], Phase::W, A);
+      emit_unit(w, wl[0], Phase::W, A);
+    }
+    forward_units(f, pairs, A);
+    close_pass(f, false, sends);
+    w_units(w, nw - pairs, A);
+  }
+
+  // FF: a.PreAttn a.Attn | b.PreAttn b.Attn | a.PreMLP a.MLP | b.PreMLP b.MLP per layer pair.
+  void lower_ff(const Instruction& in, std::vector<PassState>& sends) {
+    constexpr auto A = CollectiveMode::Async;
+    PassState fa = open_pass(in.a, Phase::F, in.op, BlockSide::A);
+    PassState fb = open_pass(in.b, Phase::F, in.op, BlockSide::B);
+    if (idx_of(fa) == idx_of(fb)) fail(pass_text(Phase::F, fa.stage, fa.mb) + " runs twice in FF");
+    const ChunkCost& ca = cost_.chunks[fa.stage];
+    const ChunkCost& cb = cost_.chunks[fb.stage];
+    const int pairs = std::min(layers_of(fa), layers_of(fb));
+    forward_prologue(fa, A);
+    forward_prologue(fb, A);
+    for (int k = 0; k < pairs; ++k) {
+      emit_unit(fa, ca.layers[k][0], Phase::F, A);
+      emit_unit(fa, ca.layers[k][1], Phase::F, A);
+      emit_unit(fb, cb.layers[k][0], Phase::F, A);
+      emit_unit(fb, cb.layers[k][1], Phase::F, A);
+      emit_unit(fa, ca.layers[k][2], Phase::F, A);
+      emit_unit(fa, ca.layers[k][3], Phase::F, A);
+      emit_unit(fb, cb.layers[k][2], Phase::F, A);
+      emit_unit(fb, cb.layers[k][3], Phase::F, A);
+    }
+    forward_units(fa, pairs, A);
+    close_pass(fa, false, sends);
+    forward_units(fb, pairs, A);
+    close_pass(fb, false, sends);
+  }
+
+  void lower_offload(const Pass& p) {
+    int stage = 0;
+    const std::size_t idx = pass_index(p, &stage);
+    if (f_last_[idx] == kNone)
+      fail("OFFLOAD " + std::to_string(p.chunk) + "." + std::to_string(p.mb) + " on rank " +
+           std::to_string(rank_) + " comes before its forward");
+    if (b_last_[idx] != kNone || offload_[idx] != kNone)
+      fail("OFFLOAD " + std::to_string(p.chunk) + "." + std::to_string(p.mb) + " on rank " +
+           std::to_string(rank_) + " comes after its backward or runs twice");
+    const double bytes = cost_.chunks[stage].activation_bytes;
+    DagOp op;
+    op.kind = OpKind::Offload;
+    op.stream = StreamKind::D2H;
+    op.mb = p.mb;
+    op.chunk = static_cast<std::int16_t>(p.chunk);
+    op.virtual_stage = static_cast<std::int16_t>(stage);
+    op.instruction_op = OpCode::Offload;
+    op.bytes = bytes;
+    op.free_bytes = bytes;
+    op.duration_s = cost_.d2h_time_s(bytes);
+    const int id = new_op(op);
+    edge(f_last_[idx], id);
+    offload_[idx] = id;
+  }
+
+  void lower_reload(const Pass& p) {
+    int stage = 0;
+    const std::size_t idx = pass_index(p, &stage);
+    if (offload_[idx] == kNone || reload_[idx] != kNone)
+      fail("RELOAD " + std::to_string(p.chunk) + "." + std::to_string(p.mb) + " on rank " +
+           std::to_string(rank_) + " has no earlier OFFLOAD or runs twice");
+    const double bytes = cost_.chunks[stage].activation_bytes;
+    DagOp op;
+    op.kind = OpKind::Reload;
+    op.stream = StreamKind::H2D;
+    op.mb = p.mb;
+    op.chunk = static_cast<std::int16_t>(p.chunk);
+    op.virtual_stage = static_cast<std::int16_t>(stage);
+    op.instruction_op = OpCode::Reload;
+    op.bytes = bytes;
+    op.alloc_bytes = bytes;
+    op.duration_s = cost_.h2d_time_s(bytes);
+    const int id = new_op(op);
+    edge(offload_[idx], id);
+    // The copy is issued where the RELOAD instruction stands: not before the compute stream has
+    // finished what precedes it (else every reload would start as soon as its offload ended and
+    // offloading would save nothing), so it hides under the instructions that follow.
+    edge(last_compute_[rank_], id);
+    reload_[idx] = id;
+  }
+
+  // ---- cross-stage dependencies ---------------------------------------------------------------
+  std::string missing(const char* what, int stage, int mb) const {
+    return std::string(what) + " of chunk " + std::to_string(s_.chunk_of(stage)) + " microbatch " +
+           std::to_string(mb) + " on rank " + std::to_string(s_.rank_of(stage)) +
+           " is never scheduled";
+  }
+
+  void connect_stages() {
+    for (int k = 0; k < stages_; ++k) {
+      for (int i = 0; i < m_; ++i) {
+        const std::size_t idx = static_cast<std::size_t>(k) * m_ + i;
+        if (f_first_[idx] == kNone) fail(missing("F", k, i));
+        if (b_first_[idx] == kNone) fail(missing("B", k, i));
+        if (deferred_[idx] && !w_done_[idx]) fail(missing("W", k, i));
+        if (k > 0) {
+          const std::size_t prev = idx - m_;
+          const bool same = s_.rank_of(k - 1) == s_.rank_of(k);
+          edge(same ? f_last_[prev] : send_f_[prev], f_first_[idx]);
+        }
+        if (k + 1 < stages_) {
+          const std::size_t next = idx + m_;
+          const bool same = s_.rank_of(k + 1) == s_.rank_of(k);
+          edge(same ? b_last_[next] : send_b_[next], b_first_[idx]);
+        } else {
+          edge(f_last_[idx], b_first_[idx]);  // the loss: B of the last stage needs its F
+        }
+        if (reload_[idx] != kNone) edge(reload_[idx], b_first_[idx]);
+      }
+    }
+  }
+
+  // CSR from the edge list: counting sort by target, then sort + unique each predecessor range.
+  void build_csr() {
+    const int n = dag_.size();
+    std::vector<std::int32_t> count(n + 1, 0);
+    for (const auto& e : edges_) ++count[e.second + 1];
+    for (int i = 0; i < n; ++i) count[i + 1] += count[i];
+    std::vector<std::int32_t> raw(edges_.size());
+    {
+      std::vector<std::int32_t> fill(count.begin(), count.end() - 1);
+      for (const auto& e : edges_) raw[fill[e.second]++] = e.first;
+    }
+    dag_.pred_begin.assign(n + 1, 0);
+    dag_.preds.clear();
+    dag_.preds.reserve(raw.size());
+    for (int i = 0; i < n; ++i) {
+      auto b = raw.begin() + count[i], e = raw.begin() + count[i + 1];
+      std::sort(b, e);
+      e = std::unique(b, e);
+      dag_.preds.insert(dag_.preds.end(), b, e);
+      dag_.pred_begin[i + 1] = static_cast<std::int32_t>(dag_.preds.size());
+    }
+    std::vector<std::int32_t> scount(n + 1, 0);
+    for (std::int32_t p : dag_.preds) ++scount[p + 1];
+    for (int i = 0; i < n; ++i) scount[i + 1] += scount[i];
+    dag_.succ_begin = scount;
+    dag_.succs.assign(dag_.preds.size(), 0);
+    std::vector<std::int32_t> fill(scount.begin(), scount.end() - 1);
+    for (int i = 0; i < n; ++i)
+      for (int j = dag_.pred_begin[i]; j < dag_.pred_begin[i + 1]; ++j)
+        dag_.succs[fill[dag_.preds[j]]++] = i;  // ascending i: successors come out sorted
+
+    const int streams = s_.pp * kStreamsPerRank;
+    dag_.stream_begin.assign(streams + 1, 0);
+    for (const DagOp& op : dag_.ops) ++dag_.stream_begin[dag_.stream_id(op.rank, op.stream) + 1];
+    for (int i = 0; i < streams; ++i) dag_.stream_begin[i + 1] += dag_.stream_begin[i];
+    dag_.stream_ops.assign(n, 0);
+    std::vector<std::int32_t> sfill(dag_.stream_begin.begin(), dag_.stream_begin.end() - 1);
+    for (int i = 0; i < n; ++i)
+      dag_.stream_ops[sfill[dag_.stream_id(dag_.ops[i].rank, dag_.ops[i].stream)]++] = i;
+    dag_.stream_next.assign(n, kNone);
+    for (int i = 0; i < n; ++i)
+      if (dag_.stream_prev[i] != kNone) dag_.stream_next[dag_.stream_prev[i]] = i;
+  }
+
+  const Schedule& s_;
+  const CostModel& cost_;
+  Dag& dag_;
+  int stages_ = 0, m_ = 0;
+  int rank_ = 0, instruction_ = 0;
+  // Per pass (stage * m + mb).
+  std::vector<int> f_first_, f_last_, b_first_, b_last_, send_f_, send_b_, offload_, reload_;
+  std::vector<char> deferred_, w_done_;
+  std::vector<int> last_on_stream_;
+  std::vector<std::vector<int>> pending_sync_;      // per rank
+  std::vector<int> last_compute_;                   // per rank: the last compute op emitted
+  std::vector<std::vector<const UnitCost*>> flow_;  // per stage: units in forward order
+  std::vector<PassState> sends_;
+  int send_after_ = kNone;  // last compute op of the instruction whose sends are being emitted
+  std::vector<std::pair<std::int32_t, std::int32_t>> edges_;
+};
+
+}  // namespace
+
+Dag lower(const Schedule& schedule, const CostModel& cost, const LowerOptions& options) {
+  if (schedule.pp < 1 || schedule.vpp < 1 || schedule.microbatches < 1)
+    throw InputError("schedule", schedule.name, "pp, vpp and microbatches must be >= 1");
+  Dag dag;
+  Lowerer(schedule, cost, options, dag).run();
+  return dag;
+}
+
+}  // namespace braid

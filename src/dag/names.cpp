@@ -1,0 +1,94 @@
+// Names of streams, op kinds and ops, as traces and error messages print them.
+#include <string>
+
+#include "braid/dag.hpp"
+
+namespace braid {
+
+const char* name(StreamKind s) {
+  switch (s) {
+    case StreamKind::Compute:
+      return "compute";
+    case StreamKind::Tp:
+      return "tp";
+    case StreamKind::P2pNext:
+      return "p2p_next";
+    case StreamKind::P2pPrev:
+      return "p2p_prev";
+    case StreamKind::D2H:
+      return "d2h";
+    case StreamKind::H2D:
+      return "h2d";
+  }
+  return "?";
+}
+
+const char* name(OpKind k) {
+  switch (k) {
+    case OpKind::Compute:
+      return "compute";
+    case OpKind::Collective:
+      return "collective";
+    case OpKind::P2P:
+      return "p2p";
+    case OpKind::Offload:
+      return "offload";
+    case OpKind::Reload:
+      return "reload";
+  }
+  return "?";
+}
+
+namespace {
+
+const char* short_name(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::AllReduce:
+      return "AR";
+    case CollectiveKind::AllGather:
+      return "AG";
+    case CollectiveKind::ReduceScatter:
+      return "RS";
+    case CollectiveKind::None:
+      break;
+  }
+  return "?";
+}
+
+// "F1.3 Attn L12" (vision layers: "V12").
+std::string unit_name(const DagOp& op) {
+  std::string s = name(op.phase);
+  s += std::to_string(op.chunk);
+  s += '.';
+  s += std::to_string(op.mb);
+  s += ' ';
+  s += name(op.unit);
+  if (op.layer >= 0) {
+    s += op.vision ? " V" : " L";
+    s += std::to_string(op.layer);
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string op_name(const Dag& dag, int index) {
+  const DagOp& op = dag.ops[index];
+  switch (op.kind) {
+    case OpKind::Compute:
+      return unit_name(op);
+    case OpKind::Collective:
+      return std::string(short_name(op.collective)) + " " + unit_name(op);
+    case OpKind::P2P:
+      return std::string("send ") + name(op.phase) + std::to_string(op.chunk) + "." +
+             std::to_string(op.mb) + " r" + std::to_string(op.rank) + "->r" +
+             std::to_string(op.peer);
+    case OpKind::Offload:
+      return "OFFLOAD " + std::to_string(op.chunk) + "." + std::to_string(op.mb);
+    case OpKind::Reload:
+      return "RELOAD " + std::to_string(op.chunk) + "." + std::to_string(op.mb);
+  }
+  return "?";
+}
+
+}  // namespace braid

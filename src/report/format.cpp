@@ -1,0 +1,267 @@
+// Renderings of Reports: JSON (nlohmann; field names carry their units), CSV, and the terminal
+// tables of `simulate` (summary + per-rank detail) and `compare` (one row per schedule). Numbers
+// are printed with fixed formats so the output is byte-stable for the same input.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "braid/report.hpp"
+
+namespace braid {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+nlohmann::ordered_json rank_json(const RankReport& r) {
+  nlohmann::ordered_json j;
+  j["rank"] = r.rank;
+  j["busy_s"] = r.busy_s;
+  j["tp_exposed_s"] = r.tp_exposed_s;
+  j["pp_idle_s"] = r.pp_idle_s;
+  j["offload_stall_s"] = r.offload_stall_s;
+  j["static_gib"] = r.static_bytes / kGiB;
+  j["activation_peak_gib"] = r.activation_peak_bytes / kGiB;
+  j["activation_peak_ma"] = r.activation_peak_ma;
+  j["peak_memory_gib"] = r.peak_memory_gib;
+  j["oom"] = r.oom;
+  j["over_gib"] = r.over_bytes / kGiB;
+  return j;
+}
+
+nlohmann::ordered_json to_json(const Report& r) {
+  nlohmann::ordered_json j;
+  j["study"] = r.study;
+  j["schedule"] = r.schedule;
+  j["pp"] = r.pp;
+  j["vpp"] = r.vpp;
+  j["tp"] = r.tp;
+  j["microbatches"] = r.microbatches;
+  j["gpus"] = r.gpus;
+  j["ops"] = r.ops;
+  j["iteration_time_s"] = r.iteration_time_s;
+  j["tp_bubble_rate"] = r.tp_bubble_rate;
+  j["pp_bubble_rate"] = r.pp_bubble_rate;
+  j["offload_stall_rate"] = r.offload_stall_rate;
+  j["mfu"] = r.mfu;
+  j["tokens_per_s"] = r.tokens_per_s;
+  j["samples_per_s"] = r.samples_per_s;
+  j["tflops_per_gpu"] = r.tflops_per_gpu;
+  j["ma_gib"] = r.ma_bytes / kGiB;
+  j["max_peak_memory_gib"] = r.max_peak_memory_gib;
+  j["hbm_gib"] = r.hbm_gib;
+  j["oom"] = r.oom;
+  j["oom_rank"] = r.oom ? nlohmann::ordered_json(r.oom_rank) : nlohmann::ordered_json(nullptr);
+  j["oom_over_gib"] = r.oom_over_gib;
+  auto& ranks = j["ranks"] = nlohmann::ordered_json::array();
+  for (const RankReport& rr : r.ranks) ranks.push_back(rank_json(rr));
+  const CriticalPathSummary& cp = r.critical_path;
+  nlohmann::ordered_json c;
+  c["ops"] = cp.ops;
+  c["compute_s"] = cp.compute_s;
+  c["collective_s"] = cp.collective_s;
+  c["p2p_s"] = cp.p2p_s;
+  c["copy_s"] = cp.copy_s;
+  c["wait_s"] = cp.wait_s;
+  c["rank_s"] = cp.rank_s;
+  c["rank_sequence"] = cp.rank_sequence;
+  c["text"] = cp.text;
+  j["critical_path"] = c;
+  return j;
+}
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+// Seconds with a unit that suits the magnitude (fixed digits, so byte-stable).
+std::string seconds(double s) {
+  if (s == 0) return "0";
+  if (s >= 1) return fmt("%.3f s", s);
+  if (s >= 1e-3) return fmt("%.3f ms", s * 1e3);
+  return fmt("%.3f us", s * 1e6);
+}
+
+std::string pad(const std::string& s, std::size_t width, bool right = true) {
+  if (s.size() >= width) return s;
+  return right ? std::string(width - s.size(), ' ') + s : s + std::string(width - s.size(), ' ');
+}
+
+// Rows of cells -> aligned text; the first column left-aligned, the rest right-aligned.
+std::string table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> width;
+  for (const auto& row : rows)
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      if (width.size() <= c) width.push_back(0);
+      width[c] = std::max(width[c], row[c].size());
+    }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      if (c) line += "  ";
+      line += pad(row[c], width[c], c != 0);
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::string percent(double rate) { return fmt("%.2f%%", rate * 100); }
+
+bool uniform(const Report& r) { return r.uniform; }
+
+std::string csv_number(double v) { return fmt("%.9g", v); }
+
+}  // namespace
+
+std::string report_json(const Report& report) { return to_json(report).dump(2) + "\n"; }
+
+std::string reports_json(const std::vector<Report>& reports) {
+  nlohmann::ordered_json j;
+  auto& arr = j["reports"] = nlohmann::ordered_json::array();
+  for (const Report& r : reports) arr.push_back(to_json(r));
+  return j.dump(2) + "\n";
+}
+
+std::string reports_csv(const std::vector<Report>& reports) {
+  std::string out =
+      "study,schedule,pp,vpp,tp,microbatches,gpus,iteration_time_s,tp_bubble_rate,"
+      "pp_bubble_rate,offload_stall_rate,mfu,tokens_per_s,samples_per_s,tflops_per_gpu,"
+      "max_peak_memory_gib,max_activation_peak_ma,oom,oom_rank,oom_over_gib\n";
+  for (const Report& r : reports) {
+    double peak_ma = 0;
+    for (const RankReport& rr : r.ranks) peak_ma = std::max(peak_ma, rr.activation_peak_ma);
+    out += r.study + "," + r.schedule + "," + std::to_string(r.pp) + "," + std::to_string(r.vpp) +
+           "," + std::to_string(r.tp) + "," + std::to_string(r.microbatches) + "," +
+           std::to_string(r.gpus) + "," + csv_number(r.iteration_time_s) + "," +
+           csv_number(r.tp_bubble_rate) + "," + csv_number(r.pp_bubble_rate) + "," +
+           csv_number(r.offload_stall_rate) + "," + csv_number(r.mfu) + "," +
+           csv_number(r.tokens_per_s) + "," + csv_number(r.samples_per_s) + "," +
+           csv_number(r.tflops_per_gpu) + "," + csv_number(r.max_peak_memory_gib) + "," +
+           csv_number(peak_ma) + "," + (r.oom ? "true" : "false") + "," +
+           (r.oom ? std::to_string(r.oom_rank) : std::string()) + "," + csv_number(r.oom_over_gib) +
+           "\n";
+  }
+  return out;
+}
+
+std::string ranks_csv(const Report& report) {
+  std::string out =
+      "schedule,rank,iteration_time_s,busy_s,tp_exposed_s,pp_idle_s,offload_stall_s,static_gib,"
+      "activation_peak_gib,activation_peak_ma,peak_memory_gib,oom,over_gib\n";
+  for (const RankReport& r : report.ranks)
+    out += report.schedule + "," + std::to_string(r.rank) + "," +
+           csv_number(report.iteration_time_s) + "," + csv_number(r.busy_s) + "," +
+           csv_number(r.tp_exposed_s) + "," + csv_number(r.pp_idle_s) + "," +
+           csv_number(r.offload_stall_s) + "," + csv_number(r.static_bytes / kGiB) + "," +
+           csv_number(r.activation_peak_bytes / kGiB) + "," + csv_number(r.activation_peak_ma) +
+           "," + csv_number(r.peak_memory_gib) + "," + (r.oom ? "true" : "false") + "," +
+           csv_number(r.over_bytes / kGiB) + "\n";
+  return out;
+}
+
+std::string simulate_table(const Report& r) {
+  std::string out;
+  out += "schedule " + r.schedule + " on " + (uniform(r) ? "uniform unit costs" : r.study) +
+         ": pp " + std::to_string(r.pp) + ", " + std::to_string(r.vpp) + " chunk(s) per rank, " +
+         (uniform(r) ? std::string() : "tp " + std::to_string(r.tp) + ", ") +
+         std::to_string(r.microbatches) + " microbatches" +
+         (uniform(r) ? std::string() : ", " + std::to_string(r.gpus) + " GPUs") + ", " +
+         std::to_string(r.ops) + " ops\n";
+  // Uniform mode has symbolic times: print them as plain numbers.
+  auto time = [&](double s) { return uniform(r) ? fmt("%.6g", s) : seconds(s); };
+  out += "iteration time   " + time(r.iteration_time_s) + "\n";
+  out += "TP bubble        " + percent(r.tp_bubble_rate) + "\n";
+  out += "PP bubble        " + percent(r.pp_bubble_rate) + "\n";
+  if (r.offload_stall_rate > 0) out += "offload stall    " + percent(r.offload_stall_rate) + "\n";
+  if (!uniform(r)) {
+    out += "MFU              " + percent(r.mfu) + "\n";
+    out += "throughput       " + fmt("%.0f tokens/s", r.tokens_per_s) + ", " +
+           fmt("%.2f samples/s", r.samples_per_s) + ", " +
+           fmt("%.1f TFLOP/s per GPU", r.tflops_per_gpu) + "\n";
+    out += "peak memory      " + fmt("%.2f GiB", r.max_peak_memory_gib) + " of " +
+           fmt("%.2f GiB", r.hbm_gib) +
+           (r.oom ? "  OUT OF MEMORY on rank " + std::to_string(r.oom_rank) + " by " +
+                        fmt("%.2f GiB", r.oom_over_gib)
+                  : std::string()) +
+           "\n";
+  }
+  out += "\n";
+  std::vector<std::vector<std::string>> rows;
+  if (uniform(r))
+    rows.push_back({"rank", "busy", "tp_exposed", "pp_idle", "offload_stall", "act_peak_Ma"});
+  else
+    rows.push_back({"rank", "busy", "tp_exposed", "pp_idle", "offload_stall", "act_peak_Ma",
+                    "static_GiB", "peak_GiB", "oom"});
+  for (const RankReport& rr : r.ranks) {
+    std::vector<std::string> row{std::to_string(rr.rank),  time(rr.busy_s),
+                                 time(rr.tp_exposed_s),    time(rr.pp_idle_s),
+                                 time(rr.offload_stall_s), fmt("%.2f", rr.activation_peak_ma)};
+    if (!uniform(r)) {
+      row.push_back(fmt("%.2f", rr.static_bytes / kGiB));
+      row.push_back(fmt("%.2f", rr.peak_memory_gib));
+      row.push_back(rr.oom ? fmt("+%.2f GiB", rr.over_bytes / kGiB) : "");
+    }
+    rows.push_back(row);
+  }
+  out += table(rows);
+  const CriticalPathSummary& cp = r.critical_path;
+  const double total = r.iteration_time_s > 0 ? r.iteration_time_s : 1;
+  out += "\ncritical path    " + std::to_string(cp.ops) + " ops: compute " +
+         percent(cp.compute_s / total) + ", TP collectives " + percent(cp.collective_s / total) +
+         ", P2P " + percent(cp.p2p_s / total) + ", copies " + percent(cp.copy_s / total) + "\n";
+  out += "ranks visited    " + cp.text + (uniform(r) ? "" : "  (seconds per visit)") + "\n";
+  return out;
+}
+
+std::string compare_table(const std::vector<Report>& reports, const std::string& baseline) {
+  if (reports.empty()) return "";
+  const Report* base = nullptr;
+  for (const Report& r : reports)
+    if (r.schedule == baseline) base = &r;
+  // Best: the fastest that fits in memory (the fastest overall if none fits).
+  int best = -1;
+  for (int pass = 0; pass < 2 && best < 0; ++pass)
+    for (std::size_t i = 0; i < reports.size(); ++i) {
+      if (pass == 0 && reports[i].oom) continue;
+      if (best < 0 || reports[i].iteration_time_s < reports[best].iteration_time_s)
+        best = static_cast<int>(i);
+    }
+  const bool uni = uniform(reports.front());
+  std::string out = "study " + (uni ? std::string("uniform unit costs") : reports.front().study) +
+                    ": pp " + std::to_string(reports.front().pp) + ", " +
+                    std::to_string(reports.front().microbatches) + " microbatches" +
+                    (uni ? ""
+                         : ", tp " + std::to_string(reports.front().tp) + ", " +
+                               std::to_string(reports.front().gpus) + " GPUs") +
+                    "\n\n";
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"schedule", "iteration", base ? "speed-up vs " + baseline : "speed-up",
+                  "TP bubble", "PP bubble", "offload stall", "MFU", "tokens/s", "act peak Ma",
+                  "peak GiB", ""});
+  for (std::size_t i = 0; i < reports.size(); ++i) {
+    const Report& r = reports[i];
+    double peak_ma = 0;
+    for (const RankReport& rr : r.ranks) peak_ma = std::max(peak_ma, rr.activation_peak_ma);
+    const double ref = base ? base->iteration_time_s : reports.front().iteration_time_s;
+    std::string mark = static_cast<int>(i) == best ? "<- best" : "";
+    if (r.oom) mark = (mark.empty() ? "" : mark + ", ") + "OOM";
+    rows.push_back({r.schedule, uni ? fmt("%.6g", r.iteration_time_s) : seconds(r.iteration_time_s),
+                    fmt("%.3fx", r.iteration_time_s > 0 ? ref / r.iteration_time_s : 0),
+                    percent(r.tp_bubble_rate), percent(r.pp_bubble_rate),
+                    percent(r.offload_stall_rate), uni ? "-" : percent(r.mfu),
+                    uni ? "-" : fmt("%.0f", r.tokens_per_s), fmt("%.2f", peak_ma),
+                    uni ? "-" : fmt("%.2f", r.max_peak_memory_gib), mark});
+  }
+  out += table(rows);
+  return out;
+}
+
+}  // namespace braid

@@ -1,0 +1,246 @@
+// The metrics of DESIGN §5 from a Dag and its Timeline.
+//
+// Idle attribution: the compute stream of rank r is idle in the gaps between its ops (and before
+// the first, after the last until the iteration ends). For the gap [g0, g1) before op X, the ops
+// X waits for on rank r are found by walking back from X through dependencies and stream order,
+// staying on rank r, skipping the compute stream (its ops ended by g0) and ops that ended by g0.
+// The part of the gap covered by a TP collective among them (running, or holding one that is
+// queued behind it) is tp_exposed; the part covered by an offload/reload copy and not already TP
+// is offload_stall; the rest — waiting on a P2P, on another rank, start-up and drain — is pp_idle,
+// computed as the remainder so the four add up to the iteration time on every rank. After the
+// last compute op the "X" is the end of the iteration, which waits for every op of the rank.
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "braid/report.hpp"
+
+namespace braid {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// Measure of the union of intervals (sorted in place).
+double union_length(std::vector<std::pair<double, double>>& iv) {
+  std::sort(iv.begin(), iv.end());
+  double total = 0, cur_b = 0, cur_e = 0;
+  bool open = false;
+  for (const auto& [b, e] : iv) {
+    if (e <= b) continue;
+    if (!open || b > cur_e) {
+      if (open) total += cur_e - cur_b;
+      cur_b = b;
+      cur_e = e;
+      open = true;
+    } else {
+      cur_e = std::max(cur_e, e);
+    }
+  }
+  if (open) total += cur_e - cur_b;
+  return total;
+}
+
+class IdleAttribution {
+ public:
+  IdleAttribution(const Dag& dag, const Timeline& t) : dag_(dag), t_(t), mark_(dag.ops.size(), 0) {}
+
+  void rank(int r, RankReport& out) {
+    const int cs = dag_.stream_id(r, StreamKind::Compute);
+    double busy = 0, tp = 0, off = 0, prev_end = 0;
+    for (int k = dag_.stream_begin[cs]; k < dag_.stream_begin[cs + 1]; ++k) {
+      const int x = dag_.stream_ops[k];
+      const double s = t_.start_s[x];
+      if (s > prev_end) {
+        roots_.clear();
+        push_preds(x);
+        gap(r, prev_end, s, tp, off);
+      }
+      busy += t_.end_s[x] - s;
+      prev_end = t_.end_s[x];
+    }
+    const double end = t_.iteration_time_s;
+    if (end > prev_end) {  // drain: the iteration end waits for every op of the rank
+      roots_.clear();
+      for (int st = 1; st < kStreamsPerRank; ++st) {
+        const int sid = dag_.stream_id(r, static_cast<StreamKind>(st));
+        for (int k = dag_.stream_begin[sid]; k < dag_.stream_begin[sid + 1]; ++k)
+          roots_.push_back(dag_.stream_ops[k]);
+      }
+      gap(r, prev_end, end, tp, off);
+    }
+    out.busy_s = busy;
+    out.tp_exposed_s = tp;
+    out.offload_stall_s = off;
+    out.pp_idle_s = end - busy - tp - off;
+  }
+
+ private:
+  void push_preds(int x) {
+    for (int j = dag_.pred_begin[x]; j < dag_.pred_begin[x + 1]; ++j)
+      roots_.push_back(dag_.preds[j]);
+    if (dag_.stream_prev[x] >= 0) roots_.push_back(dag_.stream_prev[x]);
+  }
+
+  void gap(int r, double g0, double g1, double& tp, double& off) {
+    ++generation_;
+    tp_iv_.clear();
+    all_iv_.clear();
+    stack_.assign(roots_.begin(), roots_.end());
+    while (!stack_.empty()) {
+      const int y = stack_.back();
+      stack_.pop_back();
+      if (mark_[y] == generation_) continue;
+      mark_[y] = generation_;
+      const DagOp& op = dag_.ops[y];
+      if (op.rank != r || op.stream == StreamKind::Compute || t_.end_s[y] <= g0) continue;
+      const std::pair<double, double> iv{std::max(t_.start_s[y], g0), std::min(t_.end_s[y], g1)};
+      if (op.kind == OpKind::Collective) {
+        tp_iv_.push_back(iv);
+        all_iv_.push_back(iv);
+      } else if (op.kind == OpKind::Offload || op.kind == OpKind::Reload) {
+        all_iv_.push_back(iv);
+      }
+      for (int j = dag_.pred_begin[y]; j < dag_.pred_begin[y + 1]; ++j)
+        stack_.push_back(dag_.preds[j]);
+      if (dag_.stream_prev[y] >= 0) stack_.push_back(dag_.stream_prev[y]);
+    }
+    const double t = union_length(tp_iv_);
+    tp += t;
+    off += union_length(all_iv_) - t;
+  }
+
+  const Dag& dag_;
+  const Timeline& t_;
+  std::vector<std::uint32_t> mark_;
+  std::uint32_t generation_ = 0;
+  std::vector<int> roots_, stack_;
+  std::vector<std::pair<double, double>> tp_iv_, all_iv_;
+};
+
+CriticalPathSummary summarize_critical_path(const Dag& dag, const Timeline& t) {
+  CriticalPathSummary cp;
+  cp.rank_s.assign(dag.pp, 0.0);
+  std::vector<double> duration(dag.ops.size());
+  for (std::size_t i = 0; i < duration.size(); ++i) duration[i] = t.end_s[i] - t.start_s[i];
+  const std::vector<int> path = longest_path(dag, duration);
+  cp.ops = static_cast<int>(path.size());
+  double covered = 0;
+  // Visits: maximal runs of path ops on one rank, with their time.
+  std::vector<std::pair<int, double>> visits;
+  for (int i : path) {
+    const DagOp& op = dag.ops[i];
+    const double d = duration[i];
+    covered += d;
+    cp.rank_s[op.rank] += d;
+    switch (op.kind) {
+      case OpKind::Compute:
+        cp.compute_s += d;
+        break;
+      case OpKind::Collective:
+        cp.collective_s += d;
+        break;
+      case OpKind::P2P:
+        cp.p2p_s += d;
+        break;
+      case OpKind::Offload:
+      case OpKind::Reload:
+        cp.copy_s += d;
+        break;
+    }
+    if (visits.empty() || visits.back().first != op.rank) {
+      visits.emplace_back(op.rank, 0.0);
+      cp.rank_sequence.push_back(op.rank);
+    }
+    visits.back().second += d;
+  }
+  cp.wait_s = t.iteration_time_s - covered;
+  // "r0 1.2 s > r1 0.4 s > r0 ..." for the first visits, then how many follow.
+  constexpr std::size_t kShown = 16;
+  for (std::size_t k = 0; k < visits.size() && k < kShown; ++k) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%sr%d %.4g", k ? " > " : "", visits[k].first, visits[k].second);
+    cp.text += buf;
+  }
+  if (visits.size() > kShown)
+    cp.text += " > ... (" + std::to_string(visits.size() - kShown) + " more)";
+  return cp;
+}
+
+}  // namespace
+
+void attribute_idle(const Dag& dag, const Timeline& timeline, std::vector<RankReport>& ranks) {
+  IdleAttribution attribution(dag, timeline);
+  ranks.resize(dag.pp);
+  for (int r = 0; r < dag.pp; ++r) {
+    ranks[r].rank = r;
+    attribution.rank(r, ranks[r]);
+  }
+}
+
+Report make_report(const std::string& study, const Schedule& schedule, const CostModel& cost,
+                   const Dag& dag, const Timeline& timeline) {
+  Report rep;
+  rep.study = study;
+  rep.schedule = schedule.name;
+  rep.uniform = cost.uniform;
+  rep.pp = schedule.pp;
+  rep.vpp = schedule.vpp;
+  rep.tp = cost.tp;
+  rep.microbatches = schedule.microbatches;
+  rep.gpus = cost.gpus;
+  rep.ops = dag.size();
+  const double T = timeline.iteration_time_s;
+  rep.iteration_time_s = T;
+  attribute_idle(dag, timeline, rep.ranks);
+
+  double ma = 0;
+  for (const ChunkCost& c : cost.chunks) ma += c.activation_bytes;
+  rep.ma_bytes = cost.chunks.empty() ? 0 : ma / static_cast<double>(cost.chunks.size());
+  rep.hbm_gib = cost.hbm_bytes / kGiB;
+
+  double tp = 0, pp = 0, off = 0;
+  for (int r = 0; r < schedule.pp; ++r) {
+    RankReport& rr = rep.ranks[r];
+    tp += rr.tp_exposed_s;
+    pp += rr.pp_idle_s;
+    off += rr.offload_stall_s;
+    rr.static_bytes = cost.fixed_overhead_bytes;
+    for (int c = 0; c < schedule.vpp; ++c)
+      rr.static_bytes += cost.chunks[schedule.virtual_stage(r, c)].static_bytes;
+    rr.activation_peak_bytes = timeline.peak_activation_bytes[r];
+    rr.activation_peak_ma = rep.ma_bytes > 0 ? rr.activation_peak_bytes / rep.ma_bytes : 0;
+    rr.peak_memory_bytes = rr.static_bytes + rr.activation_peak_bytes;
+    rr.peak_memory_gib = rr.peak_memory_bytes / kGiB;
+    if (cost.hbm_bytes > 0 && rr.peak_memory_bytes > cost.hbm_bytes) {
+      rr.oom = true;
+      rr.over_bytes = rr.peak_memory_bytes - cost.hbm_bytes;
+      if (!rep.oom || rr.over_bytes > rep.oom_over_gib * kGiB) {
+        rep.oom = true;
+        rep.oom_rank = r;
+        rep.oom_over_gib = rr.over_bytes / kGiB;
+      }
+    }
+    rep.max_peak_memory_gib = std::max(rep.max_peak_memory_gib, rr.peak_memory_gib);
+  }
+  const double denom = schedule.pp * T;
+  if (denom > 0) {
+    rep.tp_bubble_rate = tp / denom;
+    rep.pp_bubble_rate = pp / denom;
+    rep.offload_stall_rate = off / denom;
+  }
+  if (T > 0) {
+    if (cost.gpus > 0 && cost.peak_flops > 0)
+      rep.mfu = cost.model_flops / (T * cost.gpus * cost.peak_flops);
+    rep.tokens_per_s = cost.tokens_per_iteration / T;
+    rep.samples_per_s = cost.samples_per_iteration / T;
+    if (cost.gpus > 0) rep.tflops_per_gpu = cost.model_flops / T / cost.gpus / 1e12;
+  }
+  rep.critical_path = summarize_critical_path(dag, timeline);
+  return rep;
+}
+
+}  // namespace braid

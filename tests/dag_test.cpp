@@ -1,0 +1,209 @@
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "braid/dag.hpp"
+#include "braid/error.hpp"
+#include "braid/simulator.hpp"
+#include "hand_schedules.hpp"
+
+using namespace braid;
+using namespace braid::test;
+
+namespace {
+
+std::vector<std::string> stream_names(const Dag& dag, int rank, StreamKind s) {
+  std::vector<std::string> out;
+  const int id = dag.stream_id(rank, s);
+  for (int k = dag.stream_begin[id]; k < dag.stream_begin[id + 1]; ++k)
+    out.push_back(op_name(dag, dag.stream_ops[k]));
+  return out;
+}
+
+int find_op(const Dag& dag, const std::string& name, int rank = 0) {
+  for (int i = 0; i < dag.size(); ++i)
+    if (dag.ops[i].rank == rank && op_name(dag, i) == name) return i;
+  FAIL("no op " << name << " on rank " << rank);
+  return -1;
+}
+
+bool has_pred(const Dag& dag, int op, int pred) {
+  return std::binary_search(dag.preds.begin() + dag.pred_begin[op],
+                            dag.preds.begin() + dag.pred_begin[op + 1], pred);
+}
+
+}  // namespace
+
+TEST_CASE("a plain forward is four units with an All-Reduce after Attn and after MLP", "[dag]") {
+  const Schedule s = make("one", 1, 1, 1, Placement::Loop, {{F(0, 0), B(0, 0)}});
+  const Dag dag = lower(s, uniform_cost_model(unit_costs(), 1));
+  CHECK(stream_names(dag, 0, StreamKind::Compute) ==
+        std::vector<std::string>{"F0.0 PreAttn L0", "F0.0 Attn L0", "F0.0 PreMLP L0", "F0.0 MLP L0",
+                                 // full backward: per unit B then W
+                                 "B0.0 MLP L0", "W0.0 MLP L0", "B0.0 PreMLP L0", "W0.0 PreMLP L0",
+                                 "B0.0 Attn L0", "W0.0 Attn L0", "B0.0 PreAttn L0",
+                                 "W0.0 PreAttn L0"});
+  CHECK(stream_names(dag, 0, StreamKind::Tp) ==
+        std::vector<std::string>{"AR F0.0 Attn L0", "AR F0.0 MLP L0", "AR B0.0 PreMLP L0",
+                                 "AR B0.0 PreAttn L0"});
+  // Synchronous forward collectives: PreMLP waits for the Attn All-Reduce, and the first op of
+  // the next instruction for the MLP one.
+  CHECK(has_pred(dag, find_op(dag, "F0.0 PreMLP L0"), find_op(dag, "AR F0.0 Attn L0")));
+  CHECK(has_pred(dag, find_op(dag, "B0.0 MLP L0"), find_op(dag, "AR F0.0 MLP L0")));
+  // Full backward: the B All-Reduce is consumed by the next B unit, not by the W under it.
+  CHECK(has_pred(dag, find_op(dag, "B0.0 Attn L0"), find_op(dag, "AR B0.0 PreMLP L0")));
+  CHECK_FALSE(has_pred(dag, find_op(dag, "W0.0 PreMLP L0"), find_op(dag, "AR B0.0 PreMLP L0")));
+  CHECK(dag.size() == 16);
+}
+
+TEST_CASE("a split backward makes its collectives synchronous and runs W at the W instruction",
+          "[dag]") {
+  const Schedule s = make("split", 1, 1, 1, Placement::Loop, {{F(0, 0), B(0, 0, true), W(0, 0)}});
+  const Dag dag = lower(s, uniform_cost_model(unit_costs(), 1));
+  CHECK(stream_names(dag, 0, StreamKind::Compute) ==
+        std::vector<std::string>{"F0.0 PreAttn L0", "F0.0 Attn L0", "F0.0 PreMLP L0", "F0.0 MLP L0",
+                                 "B0.0 MLP L0", "B0.0 PreMLP L0", "B0.0 Attn L0", "B0.0 PreAttn L0",
+                                 "W0.0 MLP L0", "W0.0 PreMLP L0", "W0.0 Attn L0",
+                                 "W0.0 PreAttn L0"});
+  // The last B All-Reduce blocks the first W unit.
+  CHECK(has_pred(dag, find_op(dag, "W0.0 MLP L0"), find_op(dag, "AR B0.0 PreAttn L0")));
+}
+
+TEST_CASE("an FB block interleaves the units exactly as DESIGN section 2 draws them", "[dag]") {
+  const Schedule s =
+      make("fb", 1, 1, 2, Placement::Loop, {{F(0, 0), FB({0, 1, false}, {0, 0, false}), B(0, 1)}});
+  const Dag dag = lower(s, uniform_cost_model(unit_costs(), 1));
+  const std::vector<std::string> compute = stream_names(dag, 0, StreamKind::Compute);
+  const std::vector<std::string> block(compute.begin() + 4, compute.begin() + 16);
+  CHECK(block == std::vector<std::string>{"F0.1 PreAttn L0", "F0.1 Attn L0", "B0.0 MLP L0",
+                                          "B0.0 PreMLP L0", "W0.0 MLP L0", "W0.0 PreMLP L0",
+                                          "F0.1 PreMLP L0", "F0.1 MLP L0", "B0.0 Attn L0",
+                                          "B0.0 PreAttn L0", "W0.0 Attn L0", "W0.0 PreAttn L0"});
+  // Collectives in the block are asynchronous: nothing but the consumer waits.
+  const int ar_f = find_op(dag, "AR F0.1 Attn L0");
+  CHECK_FALSE(has_pred(dag, find_op(dag, "B0.0 MLP L0"), ar_f));
+  CHECK(has_pred(dag, find_op(dag, "F0.1 PreMLP L0"), ar_f));
+  // The block's last collective overlaps what follows: B0.1 needs F0.1's output (the loss) but
+  // not B0.0's gradient All-Reduce.
+  CHECK(has_pred(dag, find_op(dag, "B0.1 MLP L0"), find_op(dag, "AR F0.1 MLP L0")));
+  CHECK_FALSE(has_pred(dag, find_op(dag, "B0.1 MLP L0"), find_op(dag, "AR B0.0 PreAttn L0")));
+}
+
+TEST_CASE("FW and FF blocks pair the units of both sides per layer", "[dag]") {
+  // FW's F side must be a new forward: m = 3, the FW forwards microbatch 2.
+  Schedule s3 = make("fw", 1, 1, 3, Placement::Loop, {{}});
+  s3.ranks[0].instructions = {FF({0, 0, false}, {0, 1, false}), B(0, 0, true),
+                              FW({0, 2, false}, {0, 0, false}), B(0, 1), B(0, 2)};
+  const Dag dag = lower(s3, uniform_cost_model(unit_costs(), 1));
+  const std::vector<std::string> compute = stream_names(dag, 0, StreamKind::Compute);
+  CHECK(std::vector<std::string>(compute.begin(), compute.begin() + 8) ==
+        std::vector<std::string>{"F0.0 PreAttn L0", "F0.0 Attn L0", "F0.1 PreAttn L0",
+                                 "F0.1 Attn L0", "F0.0 PreMLP L0", "F0.0 MLP L0", "F0.1 PreMLP L0",
+                                 "F0.1 MLP L0"});
+  CHECK(std::vector<std::string>(compute.begin() + 12, compute.begin() + 20) ==
+        std::vector<std::string>{"F0.2 PreAttn L0", "F0.2 Attn L0", "W0.0 MLP L0", "W0.0 PreMLP L0",
+                                 "F0.2 PreMLP L0", "F0.2 MLP L0", "W0.0 Attn L0",
+                                 "W0.0 PreAttn L0"});
+}
+
+TEST_CASE("P2P sends go between ranks only, none on the V's turn", "[dag]") {
+  // V placement, p = 2: stages 0 (r0) 1 (r1) 2 (r1) 3 (r0). Stage 1 -> 2 stays on rank 1.
+  const Schedule s =
+      make("v", 2, 2, 1, Placement::V,
+           {{F(0, 0), F(1, 0), B(1, 0), B(0, 0)}, {F(0, 0), F(1, 0), B(1, 0), B(0, 0)}});
+  const Dag dag = lower(s, uniform_cost_model(unit_costs(), 4));
+  CHECK(stream_names(dag, 0, StreamKind::P2pNext) ==
+        std::vector<std::string>{"send F0.0 r0->r1", "send B1.0 r0->r1"});
+  CHECK(stream_names(dag, 1, StreamKind::P2pNext) ==
+        std::vector<std::string>{"send F1.0 r1->r0", "send B0.0 r1->r0"});
+  CHECK(stream_names(dag, 1, StreamKind::P2pPrev).empty());
+  // The turn: stage 2's forward reads stage 1's output directly.
+  CHECK(has_pred(dag, find_op(dag, "F1.0 PreAttn L2", 1), find_op(dag, "AR F0.0 MLP L1", 1)));
+  // The loss: B of the last stage (rank 0, chunk 1) needs its own forward.
+  CHECK(has_pred(dag, find_op(dag, "B1.0 MLP L3", 0), find_op(dag, "AR F1.0 MLP L3", 0)));
+}
+
+TEST_CASE("a schedule with a dependency cycle is rejected naming the ops on it", "[dag]") {
+  // Rank 1 runs F0.1 before B0.0, but rank 0 only sends F0.1 after B0.0, which needs rank 1's
+  // B0.0 gradient.
+  const Schedule s =
+      make("deadlock", 2, 1, 2, Placement::Loop,
+           {{F(0, 0), B(0, 0), F(0, 1), B(0, 1)}, {F(0, 1), F(0, 0), B(0, 0), B(0, 1)}});
+  const Dag dag = lower(s, uniform_cost_model(unit_costs(), 2));
+  const std::vector<int> cycle = find_cycle(dag);
+  REQUIRE_FALSE(cycle.empty());
+  std::vector<std::string> names;
+  for (int op : cycle) names.push_back(op_name(dag, op));
+  CHECK(std::find(names.begin(), names.end(), "send F0.1 r0->r1") != names.end());
+  CHECK(std::find(names.begin(), names.end(), "send B0.0 r1->r0") != names.end());
+  try {
+    check_acyclic(dag);
+    FAIL("no error");
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    CHECK(what.find("dependency cycle") != std::string::npos);
+    CHECK(what.find("send F0.1 r0->r1") != std::string::npos);
+  }
+  CHECK(find_cycle(lower(one_f_one_b_p2_m2(), uniform_cost_model(unit_costs(), 2))).empty());
+}
+
+TEST_CASE("lowering rejects passes that are missing, repeated or out of order", "[dag]") {
+  const CostModel cost = uniform_cost_model(unit_costs(), 1);
+  auto lower_program = [&](std::vector<Instruction> program, int m = 1) {
+    return lower(make("bad", 1, 1, m, Placement::Loop, {program}), cost);
+  };
+  CHECK_THROWS_AS(lower_program({F(0, 0)}), InputError);                    // B missing
+  CHECK_THROWS_AS(lower_program({B(0, 0), F(0, 0)}), InputError);           // B before F
+  CHECK_THROWS_AS(lower_program({F(0, 0), F(0, 0), B(0, 0)}), InputError);  // F twice
+  CHECK_THROWS_AS(lower_program({F(0, 0), B(0, 0, true)}), InputError);     // W missing
+  CHECK_THROWS_AS(lower_program({F(0, 0), B(0, 0), W(0, 0)}), InputError);  // W not deferred
+  CHECK_THROWS_AS(lower_program({F(0, 0), Reload(0, 0), B(0, 0)}), InputError);
+  CHECK_THROWS_AS(lower_program({F(0, 0), Offload(0, 0), B(0, 0)}), InputError);  // not reloaded
+  CHECK_THROWS_AS(lower_program({F(0, 3), B(0, 3)}), InputError);  // microbatch range
+  CHECK_THROWS_AS(lower(make("bad", 1, 1, 1, Placement::Loop, {{F(0, 0), B(0, 0)}}),
+                        uniform_cost_model(unit_costs(), 2)),
+                  InputError);  // stage count mismatch
+}
+
+TEST_CASE("the longest path through the dag follows the heaviest chain", "[dag]") {
+  const Schedule s = one_f_one_b_p2_m2();
+  const Dag dag = lower(s, uniform_cost_model(unit_costs(), 2));
+  std::vector<double> w(dag.size());
+  for (int i = 0; i < dag.size(); ++i) w[i] = dag.ops[i].duration_s;
+  const std::vector<int> path = longest_path(dag, w);
+  double total = 0;
+  for (int i : path) total += w[i];
+  // Worked out in simulator_test: the iteration takes 66 with these costs, and without
+  // contention the longest path is the iteration.
+  CHECK(total == 66.0);
+  CHECK(op_name(dag, path.front()) == "F0.0 PreAttn L0");
+  CHECK(op_name(dag, path.back()) == "W0.1 PreAttn L0");
+}
+
+TEST_CASE("a send leaves at the end of its instruction, after its data", "[dag]") {
+  // Megatron (and the STP / DualPipe runtimes) send after forward_step / backward_step returns,
+  // so a send waits for the instruction's last compute op as well as for the data it carries.
+  // p = 2, loop placement: rank 1 (the last stage) runs F0.0, then FB(F0.1, B0.0 full).
+  const Schedule s = make(
+      "sends", 2, 1, 2, Placement::Loop,
+      {{F(0, 0), F(0, 1), B(0, 0), B(0, 1)}, {F(0, 0), FB({0, 1, false}, {0, 0, false}), B(0, 1)}});
+  const Dag dag = lower(s, uniform_cost_model(unit_costs(), 2));
+  // Rank 1's B0.0 gradient goes to rank 0 after the block's last op, W.PreAttn.
+  const int send_b = find_op(dag, "send B0.0 r1->r0", 1);
+  CHECK(has_pred(dag, send_b, find_op(dag, "AR B0.0 PreAttn L1", 1)));  // its data
+  CHECK(has_pred(dag, send_b, find_op(dag, "W0.0 PreAttn L1", 1)));     // the instruction's end
+  // Rank 0's F0.0 output: the plain F ends with its All-Reduce, the data itself.
+  const int send_f = find_op(dag, "send F0.0 r0->r1", 0);
+  CHECK(has_pred(dag, send_f, find_op(dag, "AR F0.0 MLP L0", 0)));
+  CHECK(has_pred(dag, send_f, find_op(dag, "F0.0 MLP L0", 0)));
+  // In the simulation rank 0's B0.0 starts when rank 1's block ends, not when the gradient is
+  // ready: rank 1 runs F0.0 [6,11] + its All-Reduce [11,12], then the block from 12: F.PreAttn
+  // F.Attn [12,14], B.MLP B.PreMLP [14,18], W.MLP W.PreMLP [18,22], F.PreMLP F.MLP [22,24], B.Attn
+  // B.PreAttn [24,28] (gradient ready at 29 after its All-Reduce), W.Attn W.PreAttn [28,32].
+  const Timeline t = simulate(dag);
+  CHECK(t.end_s[find_op(dag, "AR B0.0 PreAttn L1", 1)] == 29.0);
+  CHECK(t.start_s[send_b] == 32.0);
+  CHECK(t.start_s[find_op(dag, "B0.0 MLP L0", 0)] == 32.0);
+}
