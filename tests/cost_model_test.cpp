@@ -3,6 +3,7 @@
 // memory and parameter bookkeeping.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -227,13 +228,15 @@ TEST_CASE("collective time grows with bytes and with TP size", "[cost][collectiv
   }
 }
 
-TEST_CASE("a measured collective table takes precedence and is interpolated in bytes",
+TEST_CASE("a measured collective table takes precedence and is interpolated log-log in bytes",
           "[cost][collective]") {
   LinkProfile link;
   link.latency_s = 1;  // would dominate if the table were ignored
   link.bus_bandwidth_Bps = 1;
   link.measured["all_reduce"] = {{8, 1e6, 20e-6}, {8, 3e6, 40e-6}};
-  CHECK(collective_time_s(link, CollectiveKind::AllReduce, 8, 2e6) == Approx(30e-6));
+  // log-linear between (1e6, 20 us) and (3e6, 40 us): 20 us x 2^(ln 2 / ln 3).
+  CHECK(collective_time_s(link, CollectiveKind::AllReduce, 8, 2e6) ==
+        Approx(20e-6 * std::pow(2.0, std::log(2.0) / std::log(3.0))));
   CHECK(collective_time_s(link, CollectiveKind::AllReduce, 8, 6e6) == Approx(80e-6));
   CHECK(collective_time_s(link, CollectiveKind::AllReduce, 8, 1e3) == Approx(20e-6));
   CHECK(collective_time_s(link, CollectiveKind::AllReduce, 4, 2e6) > 1);  // no row for 4 ranks

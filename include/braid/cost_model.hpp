@@ -124,7 +124,7 @@ ParameterCount count_parameters(const ModelConfig& model);
 // Time of one collective of `bytes` (payload per rank, as nccl-tests counts it: the full buffer of
 // an all-reduce, the gathered output of an all-gather, the input of a reduce-scatter) among
 // `ranks` GPUs on `link`, alone on the link. A measured table for that collective and group size
-// takes precedence (interpolated linearly in bytes); otherwise latency + factor * bytes / bus
+// takes precedence (interpolated log-log in bytes); otherwise latency + factor * bytes / bus
 // bandwidth with factor 2(n-1)/n for all-reduce and (n-1)/n for all-gather / reduce-scatter.
 // 0 for a group of one.
 double collective_time_s(const LinkProfile& link, CollectiveKind kind, int ranks, double bytes);

@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   braid::cli::register_simulate(app);
   braid::cli::register_compare(app);
   braid::cli::register_theory(app);
+  braid::cli::register_calibrate(app);
 
   try {
     app.parse(argc, argv);

@@ -69,12 +69,14 @@ CostModel build_cost_model(const Study& study, const Profile& profile, int virtu
   const TrainingConfig& tr = study.training;
   const std::vector<int> split_layers = layers_per_stage(study, virtual_stages, split);
 
-  detail::Roofline roof{&profile};
+  detail::Roofline roof{&profile};  // answers from profile.measured where it has tables
   detail::TpSetup tp;
   tp.tp = par.tp;
   tp.sp = par.sequence_parallel;
   tp.dtype_bytes = tr.dtype_bytes;
-  tp.source = profile.source;
+  // Every number starts spec-derived; a phase or collective that a measured table answered is
+  // tagged Measured (timed(), collective_source()).
+  tp.source = Source::SpecDerived;
   tp.recompute_attention = tr.recompute == Recompute::Selective;
   tp.recompute_full = tr.recompute == Recompute::Full;
   const bool tp_spans_nodes = par.tp > study.cluster.gpus_per_node;

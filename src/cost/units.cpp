@@ -9,9 +9,21 @@
 // gradient).
 #include "units.hpp"
 
+#include <functional>
+
 namespace braid::detail {
 
 namespace {
+
+// Measured when the link has measured rows for this collective and group size (collective_time_s
+// then answers from them).
+Source collective_source(const TpSetup& tp, CollectiveKind kind) {
+  const auto rows = tp.link->measured.find(name(kind));
+  if (rows == tp.link->measured.end()) return Source::SpecDerived;
+  for (const MeasuredComm& m : rows->second)
+    if (m.ranks == tp.tp) return Source::Measured;
+  return Source::SpecDerived;
+}
 
 Collective collective(const TpSetup& tp, CollectiveKind kind, CollectivePosition position,
                       double bytes) {
@@ -21,7 +33,7 @@ Collective collective(const TpSetup& tp, CollectiveKind kind, CollectivePosition
   c.position = position;
   c.bytes = bytes;
   c.time_s = collective_time_s(*tp.link, kind, tp.tp, bytes);
-  c.source = tp.source;
+  c.source = collective_source(tp, kind);
   return c;
 }
 
@@ -81,6 +93,12 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
   const double f = s.ffn;
   const double fc1_width = s.gated ? 2 * f : f;
   const double hidden_bytes = T * h * e;  // one full activation: the TP collective payload
+  // The measured RMSNorm kernel stands for the LM's norms (the ViT's LayerNorm is not measured);
+  // backward norms use it at their byte count.
+  auto norm_s = [&](double bytes) {
+    return s.norm_params == 1 ? roof.kernel_s(ElementwiseKernel::RmsNorm, bytes)
+                              : roof.memory_s(bytes);
+  };
 
   LayerCost c{make_unit(UnitKind::PreAttn, layer, vision, tp.source),
               make_unit(UnitKind::Attn, layer, vision, tp.source),
@@ -94,16 +112,21 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
     const double norm_in = Ts * h * e, gemm_in = Ts * h * e;
     const double grad_out = T * (q + 2 * k) / t * e;
     const double rope_bytes = 2 * T * (q + k) / t * e;  // read + write q, k
-    u[Phase::F].time_s =
-        roof.memory_s(2 * Ts * h * e) + roof.gemm_s(gemm) + roof.memory_s(rope_bytes);
+    const double qkv_width = (q + 2 * k) / t;
+    timed(u[Phase::F], roof, [&] {
+      return norm_s(2 * Ts * h * e) + roof.linear_s(T, h, qkv_width, Phase::F) +
+             roof.kernel_s(ElementwiseKernel::Rope, rope_bytes);
+    });
     set_flops(u[Phase::F], gemm);
     u[Phase::F].alloc_bytes = norm_in + gemm_in;
-    u[Phase::B].time_s =
-        roof.memory_s(rope_bytes) + roof.gemm_s(gemm) + roof.memory_s(3 * Ts * h * e);
+    timed(u[Phase::B], roof, [&] {
+      return roof.kernel_s(ElementwiseKernel::Rope, rope_bytes) +
+             roof.linear_s(T, h, qkv_width, Phase::B) + norm_s(3 * Ts * h * e);
+    });
     set_flops(u[Phase::B], gemm);
     u[Phase::B].alloc_bytes = grad_out;
     u[Phase::B].free_bytes = norm_in;
-    u[Phase::W].time_s = roof.gemm_s(gemm);
+    timed(u[Phase::W], roof, [&] { return roof.linear_s(T, h, qkv_width, Phase::W); });
     set_flops(u[Phase::W], gemm);
     u[Phase::W].free_bytes = gemm_in + grad_out;
     column_collectives(u, tp, hidden_bytes);
@@ -120,13 +143,20 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
     const double grad_out = T * h * e;  // the output gradient arrives whole (gathered under SP)
     const double mask = s.dropout ? Ts * h : 0;  // hidden dropout mask, 1 byte per element
     const double residual_s = roof.memory_s(3 * Ts * h * e + mask);
-    // Forward (and rerun) of the core attention: time, hardware FLOPs, s x s bytes it saves.
-    double core_fwd_s = 0, core_bwd_s = 0, core_hw = 0, core_bwd_hw = 0, scores_saved = 0;
+    const double samples = T / s.seq;
+    auto attention = [&](bool backward, double flops) {
+      return roof.attention_s(samples, s.seq, s.heads / t, s.kv_heads / t, s.head_dim, s.causal,
+                              backward, flops);
+    };
+    // The core attention forward (also its rerun) and backward: time, hardware FLOPs, and the
+    // s x s bytes it saves. Times are computed inside `timed` so measured tables tag the phase.
+    std::function<double()> core_fwd_s, core_bwd_s;
+    double core_hw = 0, core_bwd_hw = 0, scores_saved = 0;
     if (s.flash) {
       // FlashAttention skips the masked half and stores no s x s matrix; its backward recomputes
       // QK^T (2.5 x the forward FLOPs).
-      core_fwd_s = roof.attention_fwd_s(core);
-      core_bwd_s = roof.attention_bwd_s(2.5 * core);
+      core_fwd_s = [&] { return attention(false, core); };
+      core_bwd_s = [&] { return attention(true, 2.5 * core); };
       core_hw = core;
       core_bwd_hw = 2.5 * core;
     } else {
@@ -140,26 +170,34 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
       const double scores = s.heads / t * s.seq * T;
       const double full = 4 * T * s.seq * q / t;
       const double drop = s.dropout ? 5 : 0;
-      core_fwd_s = roof.gemm_s(full) + roof.memory_s((8 + drop) * scores);
-      core_bwd_s = roof.gemm_s(2 * full) + roof.memory_s((14 + drop) * scores);
+      core_fwd_s = [&roof, full, drop, scores] {
+        return roof.gemm_s(full) + roof.memory_s((8 + drop) * scores);
+      };
+      core_bwd_s = [&roof, full, drop, scores] {
+        return roof.gemm_s(2 * full) + roof.memory_s((14 + drop) * scores);
+      };
       core_hw = full;
       core_bwd_hw = 2 * full;
       scores_saved = (s.dropout ? 5 : 2) * scores;
     }
-    u[Phase::F].time_s = core_fwd_s + roof.gemm_s(proj) + residual_s;
+    timed(u[Phase::F], roof,
+          [&] { return core_fwd_s() + roof.linear_s(T, q / t, h, Phase::F) + residual_s; });
     u[Phase::F].flops = core + proj;
     u[Phase::F].hw_flops = core_hw + proj;
     // Selective recomputation (Megatron: core attention) keeps no s x s scores: the backward runs
-    // the core attention forward again, holding its scores only while it runs.
+    // the core attention forward again, holding its scores only while it runs. With
+    // FlashAttention it saves no memory (no scores are stored), so it only costs time.
     const bool rerun = tp.recompute_attention;
     u[Phase::F].alloc_bytes = qkv + out + mask + (rerun ? 0 : scores_saved);
-    u[Phase::B].time_s =
-        roof.gemm_s(proj) + (rerun ? core_fwd_s : 0) + core_bwd_s + roof.memory_s(mask);
+    timed(u[Phase::B], roof, [&] {
+      return roof.linear_s(T, q / t, h, Phase::B) + (rerun ? core_fwd_s() : 0) + core_bwd_s() +
+             roof.memory_s(mask);
+    });
     u[Phase::B].flops = 2 * core + proj;  // model FLOPs: backward = 2 x forward
     u[Phase::B].hw_flops = core_bwd_hw + (rerun ? core_hw : 0) + proj;
     u[Phase::B].alloc_bytes = grad_out + (rerun ? scores_saved : 0);
     u[Phase::B].free_bytes = qkv + mask + scores_saved;
-    u[Phase::W].time_s = roof.gemm_s(proj);
+    timed(u[Phase::W], roof, [&] { return roof.linear_s(T, q / t, h, Phase::W); });
     set_flops(u[Phase::W], proj);
     u[Phase::W].free_bytes = out + grad_out;
     row_collectives(u, tp, hidden_bytes);
@@ -171,14 +209,18 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
     const double gemm = 2 * T * h * fc1_width / t;
     const double norm_in = Ts * h * e, gemm_in = Ts * h * e;
     const double grad_out = T * fc1_width / t * e;
-    u[Phase::F].time_s = roof.memory_s(2 * Ts * h * e) + roof.gemm_s(gemm);
+    timed(u[Phase::F], roof, [&] {
+      return norm_s(2 * Ts * h * e) + roof.linear_s(T, h, fc1_width / t, Phase::F);
+    });
     set_flops(u[Phase::F], gemm);
     u[Phase::F].alloc_bytes = norm_in + gemm_in;
-    u[Phase::B].time_s = roof.gemm_s(gemm) + roof.memory_s(3 * Ts * h * e);
+    timed(u[Phase::B], roof, [&] {
+      return roof.linear_s(T, h, fc1_width / t, Phase::B) + norm_s(3 * Ts * h * e);
+    });
     set_flops(u[Phase::B], gemm);
     u[Phase::B].alloc_bytes = grad_out;
     u[Phase::B].free_bytes = norm_in;
-    u[Phase::W].time_s = roof.gemm_s(gemm);
+    timed(u[Phase::W], roof, [&] { return roof.linear_s(T, h, fc1_width / t, Phase::W); });
     set_flops(u[Phase::W], gemm);
     u[Phase::W].free_bytes = gemm_in + grad_out;
     column_collectives(u, tp, hidden_bytes);
@@ -195,15 +237,23 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
     const double act_fwd_bytes = act_in + fc2_in;
     const double act_bwd_bytes = fc2_in + 2 * act_in;
     const double mask = s.dropout ? Ts * h : 0;  // hidden dropout mask, 1 byte per element
-    u[Phase::F].time_s =
-        roof.memory_s(act_fwd_bytes) + roof.gemm_s(gemm) + roof.memory_s(3 * Ts * h * e + mask);
+    // The measured SwiGLU kernel stands for the gated activation (GELU is not measured).
+    auto act_s = [&](double bytes) {
+      return s.gated ? roof.kernel_s(ElementwiseKernel::SwiGLU, bytes) : roof.memory_s(bytes);
+    };
+    timed(u[Phase::F], roof, [&] {
+      return act_s(act_fwd_bytes) + roof.linear_s(T, f / t, h, Phase::F) +
+             roof.memory_s(3 * Ts * h * e + mask);
+    });
     set_flops(u[Phase::F], gemm);
     u[Phase::F].alloc_bytes = act_in + fc2_in + mask;
-    u[Phase::B].time_s = roof.gemm_s(gemm) + roof.memory_s(act_bwd_bytes + mask);
+    timed(u[Phase::B], roof, [&] {
+      return roof.linear_s(T, f / t, h, Phase::B) + act_s(act_bwd_bytes) + roof.memory_s(mask);
+    });
     set_flops(u[Phase::B], gemm);
     u[Phase::B].alloc_bytes = grad_out;
     u[Phase::B].free_bytes = act_in + mask;
-    u[Phase::W].time_s = roof.gemm_s(gemm);
+    timed(u[Phase::W], roof, [&] { return roof.linear_s(T, f / t, h, Phase::W); });
     set_flops(u[Phase::W], gemm);
     u[Phase::W].free_bytes = fc2_in + grad_out;
     row_collectives(u, tp, hidden_bytes);
@@ -271,16 +321,20 @@ UnitCost head_cost(double tokens, double hidden, double vocab_per_gpu, const TpS
   const double grad_logits = T * Vt * e;
   // Cross-entropy: read bf16 logits, write and re-read fp32 exp (10 B per logit); backward reads
   // the fp32 softmax and writes the bf16 gradient (6 B per logit).
-  u[Phase::F].time_s =
-      roof.memory_s(2 * Ts * h * e) + roof.gemm_s(gemm) + roof.memory_s(10 * T * Vt);
+  timed(u[Phase::F], roof, [&] {
+    return roof.kernel_s(ElementwiseKernel::RmsNorm, 2 * Ts * h * e) +
+           roof.linear_s(T, h, Vt, Phase::F) + roof.memory_s(10 * T * Vt);
+  });
   set_flops(u[Phase::F], gemm);
   u[Phase::F].alloc_bytes = norm_in + lm_in + logits_fp32;
-  u[Phase::B].time_s =
-      roof.memory_s(6 * T * Vt) + roof.gemm_s(gemm) + roof.memory_s(3 * Ts * h * e);
+  timed(u[Phase::B], roof, [&] {
+    return roof.memory_s(6 * T * Vt) + roof.linear_s(T, h, Vt, Phase::B) +
+           roof.kernel_s(ElementwiseKernel::RmsNorm, 3 * Ts * h * e);
+  });
   set_flops(u[Phase::B], gemm);
   u[Phase::B].alloc_bytes = grad_logits;
   u[Phase::B].free_bytes = norm_in + logits_fp32;
-  u[Phase::W].time_s = roof.gemm_s(gemm);
+  timed(u[Phase::W], roof, [&] { return roof.linear_s(T, h, Vt, Phase::W); });
   set_flops(u[Phase::W], gemm);
   u[Phase::W].free_bytes = lm_in + grad_logits;
   column_collectives(u, tp, T * h * e);
@@ -293,10 +347,12 @@ UnitCost vision_patch_cost(double patches, double patch_inputs, double vision_hi
   UnitCost u = make_unit(UnitKind::VisionPatch, -1, true, tp.source);
   const double gemm = 2 * patches * patch_inputs * vision_hidden;
   const double pixels = patches * patch_inputs * e;
-  u[Phase::F].time_s = roof.gemm_s(gemm);
+  timed(u[Phase::F], roof,
+        [&] { return roof.linear_s(patches, patch_inputs, vision_hidden, Phase::F); });
   set_flops(u[Phase::F], gemm);
   u[Phase::F].alloc_bytes = pixels;  // W needs the pixels; no input gradient is computed
-  u[Phase::W].time_s = roof.gemm_s(gemm);
+  timed(u[Phase::W], roof,
+        [&] { return roof.linear_s(patches, patch_inputs, vision_hidden, Phase::W); });
   set_flops(u[Phase::W], gemm);
   u[Phase::W].free_bytes = pixels;
   return u;
@@ -315,16 +371,23 @@ UnitCost vision_merger_cost(double patches, double merge_area, double vision_hid
   const double ln_in = P * vision_hidden * e, fc1_in = P * vision_hidden * e;
   const double gelu_in = merged * width / t * e, fc2_in = gelu_in;
   const double grad_fc1 = merged * width / t * e, grad_fc2 = merged * hidden * e;
-  u[Phase::F].time_s =
-      roof.memory_s(2 * ln_in) + roof.gemm_s(fc1) + roof.memory_s(2 * gelu_in) + roof.gemm_s(fc2);
+  timed(u[Phase::F], roof, [&] {
+    return roof.memory_s(2 * ln_in) + roof.linear_s(merged, width, width / t, Phase::F) +
+           roof.memory_s(2 * gelu_in) + roof.linear_s(merged, width / t, hidden, Phase::F);
+  });
   set_flops(u[Phase::F], fc1 + fc2);
   u[Phase::F].alloc_bytes = ln_in + fc1_in + gelu_in + fc2_in;
-  u[Phase::B].time_s =
-      roof.gemm_s(fc2) + roof.memory_s(3 * gelu_in) + roof.gemm_s(fc1) + roof.memory_s(3 * ln_in);
+  timed(u[Phase::B], roof, [&] {
+    return roof.linear_s(merged, width / t, hidden, Phase::B) + roof.memory_s(3 * gelu_in) +
+           roof.linear_s(merged, width, width / t, Phase::B) + roof.memory_s(3 * ln_in);
+  });
   set_flops(u[Phase::B], fc1 + fc2);
   u[Phase::B].alloc_bytes = grad_fc1 + grad_fc2;
   u[Phase::B].free_bytes = ln_in + gelu_in;
-  u[Phase::W].time_s = roof.gemm_s(fc1) + roof.gemm_s(fc2);
+  timed(u[Phase::W], roof, [&] {
+    return roof.linear_s(merged, width, width / t, Phase::W) +
+           roof.linear_s(merged, width / t, hidden, Phase::W);
+  });
   set_flops(u[Phase::W], fc1 + fc2);
   u[Phase::W].free_bytes = fc1_in + fc2_in + grad_fc1 + grad_fc2;
   // Column-parallel FC1, row-parallel FC2 (no SP inside the ViT): forward All-Reduce of the
@@ -334,14 +397,14 @@ UnitCost vision_merger_cost(double patches, double merge_area, double vision_hid
           ? Collective{CollectiveKind::AllReduce, CollectivePosition::After, merged * hidden * e,
                        collective_time_s(*tp.link, CollectiveKind::AllReduce, tp.tp,
                                          merged * hidden * e),
-                       tp.source}
+                       collective_source(tp, CollectiveKind::AllReduce)}
           : Collective{};
   u[Phase::B].collective =
       (tp.tp > 1)
           ? Collective{CollectiveKind::AllReduce, CollectivePosition::After, P * vision_hidden * e,
                        collective_time_s(*tp.link, CollectiveKind::AllReduce, tp.tp,
                                          P * vision_hidden * e),
-                       tp.source}
+                       collective_source(tp, CollectiveKind::AllReduce)}
           : Collective{};
   return u;
 }
