@@ -104,6 +104,26 @@ struct CostModel {
   double d2h_Bps = 0, h2d_Bps = 0;
 };
 
+// Parameter counts of a model on one GPU group of size 1 (all weights, biases and norms).
+struct ParameterCount {
+  double per_layer = 0;      // one LM transformer layer
+  double layers = 0;         // all LM layers
+  double embedding = 0;      // token embedding (vocab x hidden)
+  double head = 0;           // final norm + LM head (the head weight is not counted again if tied)
+  double vision = 0;         // ViT: patch embedding + blocks + merger (0 for text models)
+  double total = 0;          // everything
+  double non_embedding = 0;  // layers + vision: the convention of the STP paper's model names
+};
+ParameterCount count_parameters(const ModelConfig& model);
+
+// Time of one collective of `bytes` (payload per rank, as nccl-tests counts it: the full buffer of
+// an all-reduce, the gathered output of an all-gather, the input of a reduce-scatter) among
+// `ranks` GPUs on `link`, alone on the link. A measured table for that collective and group size
+// takes precedence (interpolated linearly in bytes); otherwise latency + factor * bytes / bus
+// bandwidth with factor 2(n-1)/n for all-reduce and (n-1)/n for all-gather / reduce-scatter.
+// 0 for a group of one.
+double collective_time_s(const LinkProfile& link, CollectiveKind kind, int ranks, double bytes);
+
 // How layers are assigned to virtual stages.
 struct LayerSplit {
   std::vector<int> layers_per_stage;  // empty: uniform (earlier stages take the remainder)

@@ -70,11 +70,25 @@ struct ScheduleOptions {
 const std::vector<std::string>& schedule_names();
 // Builds a schedule; throws InputError ("--schedule", "--microbatches", ...) on bad sizes.
 Schedule make_schedule(std::string_view name, const ScheduleOptions& options);
+// Smallest microbatch count the schedule accepts for these options (pp, group_size); throws
+// InputError for an unknown name.
+int min_microbatches(std::string_view name, const ScheduleOptions& options);
+// Chunks per rank the schedule uses: 1 (gpipe, 1f1b, zb-h1), 2 (V schedules) or 0 when it is
+// chosen with --vpp (1f1b-i). Throws InputError for an unknown name.
+int fixed_vpp(std::string_view name);
+
+// DESIGN §3 text notation of one rank's program: `F0.3`, `B1.2*` (W deferred), `W` (the oldest
+// deferred W) or `W1.4` (any other), `F1.1&B1.0*` (FB), `F0.8&W` (FW), `F0.4+F0.5` (FF),
+// `OFF0.3` / `REL0.3` (offload / reload), separated by single spaces.
+std::string format_program(const RankProgram& program);
+// DESIGN §8 JSON: {"schedule","pp","vpp","microbatches","ranks":[{"rank","instructions"}]}.
+std::string to_json(const Schedule& schedule);
 
 // The result of validation: empty `error` means valid.
 struct ValidationResult {
   std::string error;                 // names rank, position and instruction
   std::vector<int> peak_in_flight;   // per rank, in chunk-microbatches (F done, B not yet done)
+  std::vector<int> peak_on_device;   // as peak_in_flight, less those offloaded and not reloaded
   bool ok() const { return error.empty(); }
 };
 ValidationResult validate(const Schedule& schedule);

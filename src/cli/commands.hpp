@@ -8,5 +8,8 @@
 namespace braid::cli {
 
 // One line per command, added with the command file (cmd_<name>.cpp).
+void register_info(CLI::App& app);
+void register_schedule(CLI::App& app);
+void register_export(CLI::App& app);
 
 }  // namespace braid::cli

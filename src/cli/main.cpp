@@ -15,6 +15,9 @@ int main(int argc, char** argv) {
       "training"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "braid 0.1.0");
+  braid::cli::register_info(app);
+  braid::cli::register_schedule(app);
+  braid::cli::register_export(app);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,227 @@
+// `braid info`: what the cost model makes of a study -- parameter counts, FLOPs, per-unit costs
+// and activation memory per chunk -- as a table or JSON (field names in docs/cost-model.md).
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "braid/cost_model.hpp"
+#include "commands.hpp"
+#include "study_options.hpp"
+
+namespace braid::cli {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr double kMiB = 1024.0 * 1024.0;
+
+const char* source_name(Source s) { return s == Source::Measured ? "measured" : "spec-derived"; }
+
+// The distinct units of the model: layer costs are identical for every LM layer (and every ViT
+// layer), so one row per unit kind and where it runs.
+struct UnitRow {
+  std::string where;  // "stage 0", "every layer", "every vision layer", "last stage"
+  const UnitCost* unit;
+};
+
+std::vector<UnitRow> distinct_units(const CostModel& cm) {
+  std::vector<UnitRow> rows;
+  const ChunkCost& first = cm.chunks.front();
+  for (const auto& u : first.prologue) {
+    if (u.layer >= 0) {
+      if (u.layer == 0) rows.push_back({"every vision layer", &u});
+      continue;
+    }
+    rows.push_back({"stage 0", &u});
+  }
+  for (const auto& c : cm.chunks) {
+    if (!c.layers.empty()) {
+      for (const auto& u : c.layers.front()) rows.push_back({"every layer", &u});
+      break;
+    }
+  }
+  for (const auto& u : cm.chunks.back().epilogue) {
+    rows.push_back({"stage " + std::to_string(cm.chunks.size() - 1), &u});
+  }
+  return rows;
+}
+
+nlohmann::json phase_json(const PhaseCost& p) {
+  nlohmann::json j;
+  j["time_s"] = p.time_s;
+  j["flops"] = p.flops;
+  j["hw_flops"] = p.hw_flops;
+  j["collective"] = name(p.collective.kind);
+  j["collective_position"] =
+      p.collective.position == CollectivePosition::Before ? "before" : "after";
+  j["collective_bytes"] = p.collective.bytes;
+  j["collective_time_s"] = p.collective.time_s;
+  j["alloc_bytes"] = p.alloc_bytes;
+  j["free_bytes"] = p.free_bytes;
+  j["source"] = source_name(p.source);
+  return j;
+}
+
+void print_json(const Study& s, const Profile& prof, const CostModel& cm,
+                const ParameterCount& pc) {
+  nlohmann::ordered_json j;
+  j["study"] = s.name;
+  j["model"] = s.model.name;
+  j["cluster"] = s.cluster.name;
+  j["profile"] = prof.name;
+  j["profile_source"] = source_name(prof.source);
+  j["tp"] = s.parallel.tp;
+  j["pp"] = s.parallel.pp;
+  j["vpp"] = s.parallel.vpp;
+  j["dp"] = s.parallel.dp;
+  j["sequence_parallel"] = s.parallel.sequence_parallel;
+  j["virtual_stages"] = static_cast<int>(cm.chunks.size());
+  j["seq"] = s.training.seq;
+  j["micro_batch_size"] = s.training.micro_batch_size;
+  j["microbatches"] = s.training.microbatches;
+  j["gpus"] = cm.gpus;
+  j["params_total"] = pc.total;
+  j["params_non_embedding"] = pc.non_embedding;
+  j["params_per_layer"] = pc.per_layer;
+  j["params_embedding"] = pc.embedding;
+  j["params_head"] = pc.head;
+  j["params_vision"] = pc.vision;
+  j["model_flops_per_iteration"] = cm.model_flops;
+  j["hardware_flops_per_iteration"] = cm.hardware_flops;
+  j["tokens_per_iteration"] = cm.tokens_per_iteration;
+  j["samples_per_iteration"] = cm.samples_per_iteration;
+  j["model_flops_per_token"] = cm.model_flops / cm.tokens_per_iteration;
+  j["peak_flops"] = cm.peak_flops;
+  j["hbm_bytes"] = cm.hbm_bytes;
+  j["fixed_overhead_bytes"] = cm.fixed_overhead_bytes;
+  nlohmann::ordered_json chunks = nlohmann::ordered_json::array();
+  for (const auto& c : cm.chunks) {
+    nlohmann::ordered_json cj;
+    cj["virtual_stage"] = c.virtual_stage;
+    cj["layers"] = static_cast<int>(c.layers.size());
+    cj["first_layer"] = c.layers.empty() ? -1 : c.layers.front()[0].layer;
+    nlohmann::ordered_json pro = nlohmann::ordered_json::array(),
+                           epi = nlohmann::ordered_json::array();
+    for (const auto& u : c.prologue) {
+      if (u.layer < 0) pro.push_back(name(u.kind));
+    }
+    for (const auto& u : c.epilogue) epi.push_back(name(u.kind));
+    cj["prologue"] = pro;
+    cj["epilogue"] = epi;
+    cj["params_per_gpu"] = c.params;
+    cj["static_bytes"] = c.static_bytes;
+    cj["static_gib"] = c.static_bytes / kGiB;
+    cj["activation_bytes"] = c.activation_bytes;
+    cj["activation_gib"] = c.activation_bytes / kGiB;
+    cj["output_bytes"] = c.output_bytes;
+    chunks.push_back(cj);
+  }
+  j["chunks"] = chunks;
+  nlohmann::ordered_json units = nlohmann::ordered_json::array();
+  for (const auto& row : distinct_units(cm)) {
+    nlohmann::ordered_json uj;
+    uj["unit"] = name(row.unit->kind);
+    uj["where"] = row.where;
+    uj["vision"] = row.unit->vision;
+    nlohmann::ordered_json phases;
+    for (Phase p : {Phase::F, Phase::B, Phase::W}) phases[name(p)] = phase_json((*row.unit)[p]);
+    uj["phases"] = phases;
+    units.push_back(uj);
+  }
+  j["units"] = units;
+  std::cout << j.dump(2) << "\n";
+}
+
+void print_table(const Study& s, const Profile& prof, const CostModel& cm,
+                 const ParameterCount& pc) {
+  const auto& m = s.model;
+  const auto& p = s.parallel;
+  const auto& t = s.training;
+  std::printf("study %s (%s)\n", s.name.c_str(), s.file.c_str());
+  std::printf("model %s: %d layers, hidden %d, heads %d, kv_heads %d, ffn %d, vocab %d%s\n",
+              m.name.c_str(), m.layers, m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab,
+              m.vision ? ", with ViT" : "");
+  std::printf(
+      "  parameters: total %.3f B, non-embedding %.3f B (layers %.3f B, vision %.3f B), "
+      "embedding %.3f B, head %.3f B\n",
+      pc.total / 1e9, pc.non_embedding / 1e9, pc.layers / 1e9, pc.vision / 1e9, pc.embedding / 1e9,
+      pc.head / 1e9);
+  std::printf("cluster %s: %d x %d GPUs, profile %s (%s, %s)\n", s.cluster.name.c_str(),
+              s.cluster.nodes, s.cluster.gpus_per_node, prof.name.c_str(), prof.gpu.c_str(),
+              source_name(prof.source));
+  std::printf("parallel: tp %d, pp %d, vpp %d (%zu virtual stages), dp %d, sequence parallel %s\n",
+              p.tp, p.pp, p.vpp, cm.chunks.size(), p.dp, p.sequence_parallel ? "on" : "off");
+  std::printf(
+      "training: seq %d, micro-batch %d, %d microbatches x dp %d = %.0f samples, %.0f "
+      "tokens per iteration\n",
+      t.seq, t.micro_batch_size, t.microbatches, p.dp, cm.samples_per_iteration,
+      cm.tokens_per_iteration);
+  std::printf(
+      "model FLOPs per iteration: %.4e (%.3f GFLOP per token; forward + backward, causal "
+      "attention halved, no recompute)\n",
+      cm.model_flops, cm.model_flops / cm.tokens_per_iteration / 1e9);
+  std::printf("\nchunks (per GPU of the TP group):\n");
+  std::printf("%5s %7s %-40s %12s %10s %10s %12s\n", "stage", "layers", "non-layer units",
+              "params_M", "static_gib", "M_a_gib", "output_mib");
+  for (const auto& c : cm.chunks) {
+    // Non-layer units in order; the ViT's layers are summarised as ViTx<depth>.
+    std::string extra;
+    auto add = [&extra](const std::string& label) { extra += (extra.empty() ? "" : "+") + label; };
+    for (const auto& u : c.prologue) {
+      if (u.layer < 0) {
+        add(name(u.kind));
+      } else if (u.layer == 0 && u.kind == UnitKind::PreAttn) {
+        add("ViTx" + std::to_string(m.vision ? m.vision->depth : 0));
+      }
+    }
+    for (const auto& u : c.epilogue) add(name(u.kind));
+    std::printf("%5d %7zu %-40s %12.2f %10.3f %10.3f %12.2f\n", c.virtual_stage, c.layers.size(),
+                extra.empty() ? "-" : extra.c_str(), c.params / 1e6, c.static_bytes / kGiB,
+                c.activation_bytes / kGiB, c.output_bytes / kMiB);
+  }
+  std::printf("\nunit costs per microbatch on one GPU (time alone, no contention):\n");
+  std::printf("%-13s %-19s %-5s %9s %9s %-14s %10s %9s %9s %9s %-12s\n", "unit", "where", "phase",
+              "time_ms", "gflop", "collective", "coll_mib", "coll_ms", "alloc_mib", "free_mib",
+              "source");
+  for (const auto& row : distinct_units(cm)) {
+    for (Phase ph : {Phase::F, Phase::B, Phase::W}) {
+      const PhaseCost& c = (*row.unit)[ph];
+      std::string coll = name(c.collective.kind);
+      if (c.collective.kind != CollectiveKind::None) {
+        coll += c.collective.position == CollectivePosition::Before ? "<" : ">";
+      }
+      std::printf("%-13s %-19s %-5s %9.4f %9.2f %-14s %10.2f %9.4f %9.2f %9.2f %-12s\n",
+                  name(row.unit->kind), row.where.c_str(), name(ph), c.time_s * 1e3, c.flops / 1e9,
+                  coll.c_str(), c.collective.bytes / kMiB, c.collective.time_s * 1e3,
+                  c.alloc_bytes / kMiB, c.free_bytes / kMiB, source_name(c.source));
+    }
+  }
+  std::printf("(collective '>' runs after the unit's compute, '<' before it)\n");
+}
+
+}  // namespace
+
+void register_info(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "info", "show what the cost model makes of a study: parameters, FLOPs, per-unit costs, M_a");
+  auto args = std::make_shared<StudyArgs>();
+  auto json = std::make_shared<bool>(false);
+  add_study_options(*cmd, *args);
+  cmd->add_flag("--json", *json, "print JSON instead of tables (fields: docs/cost-model.md)");
+  cmd->callback([args, json] {
+    Study study = resolve_study(*args);
+    Profile profile = resolve_profile(*args, study);
+    CostModel cm = build_cost_model(study, profile, study.parallel.pp * study.parallel.vpp);
+    ParameterCount pc = count_parameters(study.model);
+    if (*json) {
+      print_json(study, profile, cm, pc);
+    } else {
+      print_table(study, profile, cm, pc);
+    }
+  });
+}
+
+}  // namespace braid::cli

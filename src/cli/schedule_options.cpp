@@ -1,0 +1,89 @@
+#include "schedule_options.hpp"
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "braid/error.hpp"
+
+namespace braid::cli {
+
+namespace {
+
+// Shortest form of a user-given number (2, 0.25), as it was typed.
+std::string number_text(double x) {
+  std::ostringstream out;
+  out << x;
+  return out.str();
+}
+
+std::string known() {
+  std::string out;
+  for (const std::string& n : schedule_names()) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+bool given(const CLI::Option* o) { return o != nullptr && o->count() > 0; }
+
+}  // namespace
+
+void add_schedule_options(CLI::App& cmd, ScheduleArgs& args) {
+  cmd.add_option("--schedule", args.name, "schedule name: " + known());
+  cmd.add_option("--schedule-csv", args.csv,
+                 "PyTorch compute-only schedule CSV to use instead of --schedule");
+  args.pp = cmd.add_option("--pp", args.options.pp, "pipeline-parallel size p (ranks)");
+  args.microbatches =
+      cmd.add_option("--microbatches", args.options.microbatches, "microbatches m per iteration");
+  args.vpp = cmd.add_option("--vpp", args.options.vpp, "chunks per rank for 1f1b-i (default 2)");
+  args.group_size = cmd.add_option("--group-size", args.options.group_size,
+                                   "1f1b-i: Megatron's microbatch group size N (default p)");
+  args.offload_fraction =
+      cmd.add_option("--offload-fraction", args.options.offload_fraction,
+                     "stp-offload: share of microbatches whose chunk-0 activations are offloaded "
+                     "(default 1)");
+}
+
+Schedule resolve_schedule(const ScheduleArgs& args) {
+  if (args.name.empty() == args.csv.empty())
+    throw InputError("--schedule", args.name.empty() ? "missing" : args.name,
+                     "give either a schedule name (" + known() + ") or --schedule-csv FILE");
+  if (!args.csv.empty()) {
+    if (given(args.group_size) || given(args.offload_fraction))
+      throw InputError(given(args.group_size) ? "--group-size" : "--offload-fraction", "given",
+                       "applies to generated schedules, not to --schedule-csv");
+    std::ifstream in(args.csv);
+    if (!in) throw InputError("--schedule-csv", args.csv, "cannot open the file");
+    Schedule s =
+        read_pytorch_csv(in, args.csv, given(args.microbatches) ? args.options.microbatches : 0);
+    if (given(args.pp) && args.options.pp != s.pp)
+      throw InputError("--pp", std::to_string(args.options.pp),
+                       args.csv + " has " + std::to_string(s.pp) + " rows (ranks)");
+    if (given(args.vpp) && args.options.vpp != s.vpp)
+      throw InputError("--vpp", std::to_string(args.options.vpp),
+                       args.csv + " places " + std::to_string(s.vpp) + " stages on each rank");
+    return s;
+  }
+
+  const int fixed = fixed_vpp(args.name);  // also rejects unknown names, listing the known ones
+  if (!given(args.pp)) throw InputError("--pp", "missing", "required with --schedule");
+  if (!given(args.microbatches))
+    throw InputError("--microbatches", "missing", "required with --schedule");
+  ScheduleOptions options = args.options;
+  if (fixed != 0) {
+    if (given(args.vpp) && options.vpp != fixed)
+      throw InputError("--vpp", std::to_string(options.vpp),
+                       args.name + " always has " + std::to_string(fixed) +
+                           (fixed == 1 ? " chunk" : " chunks") +
+                           " per rank; --vpp chooses the chunks of 1f1b-i only");
+    options.vpp = fixed;
+  }
+  if (given(args.group_size) && args.name != "1f1b-i")
+    throw InputError("--group-size", std::to_string(options.group_size),
+                     "applies to 1f1b-i only (Megatron's microbatch group size)");
+  if (given(args.offload_fraction) && args.name != "stp-offload")
+    throw InputError("--offload-fraction", number_text(options.offload_fraction),
+                     "applies to stp-offload only");
+  return make_schedule(args.name, options);
+}
+
+}  // namespace braid::cli

@@ -1,0 +1,31 @@
+// The options that pick a schedule on the command line: --schedule NAME with its sizes (--pp,
+// --microbatches, --vpp, --group-size, --offload-fraction), or --schedule-csv FILE (a PyTorch
+// compute-only CSV). Parsed into ScheduleArgs, then resolved into a validated Schedule; every
+// misuse is an InputError naming the option.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "braid/schedule.hpp"
+
+namespace braid::cli {
+
+struct ScheduleArgs {
+  std::string name;  // --schedule
+  std::string csv;   // --schedule-csv
+  ScheduleOptions options;
+  // Set by add_schedule_options, read after parsing to tell given options from defaults.
+  CLI::Option* pp = nullptr;
+  CLI::Option* microbatches = nullptr;
+  CLI::Option* vpp = nullptr;
+  CLI::Option* group_size = nullptr;
+  CLI::Option* offload_fraction = nullptr;
+};
+
+void add_schedule_options(CLI::App& cmd, ScheduleArgs& args);
+// Builds (or imports) the schedule; throws InputError on bad input.
+Schedule resolve_schedule(const ScheduleArgs& args);
+
+}  // namespace braid::cli

@@ -1,0 +1,274 @@
+// Loading and validating models, clusters and studies (config.hpp).
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "braid/config.hpp"
+#include "braid/error.hpp"
+#include "yaml_reader.hpp"
+
+namespace braid {
+
+namespace fs = std::filesystem;
+using detail::YamlMap;
+
+namespace {
+
+std::string divisors_of(int n) {
+  std::vector<std::string> out;
+  for (int d = 1; d <= n; ++d) {
+    if (n % d == 0) out.push_back(std::to_string(d));
+  }
+  return detail::join(out);
+}
+
+ModelConfig read_model(YamlMap& m, const fs::path& file) {
+  ModelConfig model;
+  model.file = file.string();
+  model.name = m.string_or("name", file.stem().string());
+  model.layers = m.positive_int("layers");
+  model.hidden = m.positive_int("hidden");
+  model.heads = m.positive_int("heads");
+  model.kv_heads = m.positive_int_or("kv_heads", model.heads);
+  if (model.heads % model.kv_heads != 0) {
+    m.fail("kv_heads", std::to_string(model.kv_heads) + " does not divide heads " +
+                           std::to_string(model.heads) + "; allowed: " + divisors_of(model.heads));
+  }
+  if (m.has("head_dim")) {
+    model.head_dim = m.positive_int("head_dim");
+  } else if (model.hidden % model.heads == 0) {
+    model.head_dim = model.hidden / model.heads;
+  } else {
+    m.fail("head_dim", "missing, and hidden is not divisible by heads (required then)");
+  }
+  model.ffn = m.positive_int("ffn");
+  model.vocab = m.positive_int("vocab");
+  model.tied_embeddings = m.boolean_or("tied_embeddings", false);
+  model.qkv_bias = m.boolean_or("qkv_bias", false);
+  model.activation = m.choice_or("activation", {"swiglu", "gelu"}, 0) == 0 ? MlpActivation::SwiGLU
+                                                                           : MlpActivation::GeLU;
+  model.position = m.choice_or("position", {"rotary", "learned"}, 0) == 0
+                       ? PositionEmbedding::Rotary
+                       : PositionEmbedding::Learned;
+  // Required for learned position embeddings, optional (and unused) for rotary ones.
+  if (model.position == PositionEmbedding::Learned || m.has("max_positions")) {
+    model.max_positions = m.positive_int("max_positions");
+  }
+  if (auto v = m.map_if_present("vision")) {
+    VisionConfig vision;
+    vision.depth = v->positive_int("depth");
+    vision.hidden = v->positive_int("hidden");
+    vision.heads = v->positive_int("heads");
+    if (vision.hidden % vision.heads != 0) {
+      v->fail("heads", std::to_string(vision.heads) + " does not divide vision.hidden " +
+                           std::to_string(vision.hidden));
+    }
+    vision.mlp_ratio = v->positive_number_or("mlp_ratio", 4.0);
+    vision.patch = v->positive_int_or("patch", 14);
+    vision.temporal_patch = v->positive_int_or("temporal_patch", 2);
+    vision.in_channels = v->positive_int_or("in_channels", 3);
+    vision.spatial_merge = v->positive_int_or("spatial_merge", 2);
+    vision.tokens_per_sample = v->positive_int("tokens_per_sample");
+    v->finish();
+    model.vision = vision;
+  }
+  m.finish();
+  return model;
+}
+
+ClusterConfig read_cluster(YamlMap& c, const fs::path& file) {
+  ClusterConfig cluster;
+  cluster.file = file.string();
+  cluster.name = c.string_or("name", file.stem().string());
+  cluster.nodes = c.positive_int("nodes");
+  cluster.gpus_per_node = c.positive_int("gpus_per_node");
+  cluster.profile = c.string("profile");
+  cluster.intra_node.name = "nvlink";
+  cluster.inter_node.name = "ib";
+  cluster.host.name = "pcie";
+  if (auto links = c.map_if_present("links")) {
+    cluster.intra_node.name = links->string_or("intra_node", "nvlink");
+    cluster.inter_node.name = links->string_or("inter_node", "ib");
+    cluster.host.name = links->string_or("host", "pcie");
+    links->finish();
+  }
+  c.finish();
+  return cluster;
+}
+
+const std::vector<std::string>& recompute_names() {
+  static const std::vector<std::string> names = {"none", "selective", "full"};
+  return names;
+}
+
+// Where a value came from: the command-line option when it was overridden, else the study file.
+struct Origin {
+  const Study& study;
+  const StudyOverrides* overrides;
+  std::string where(bool overridden, const char* option) const {
+    return overridden ? std::string(option) : study.file;
+  }
+};
+
+void validate(Study& s, const StudyOverrides* ov) {
+  StudyOverrides none;
+  const StudyOverrides& o = ov != nullptr ? *ov : none;
+  Origin origin{s, ov};
+  const ModelConfig& m = s.model;
+  ParallelConfig& p = s.parallel;
+  const TrainingConfig& t = s.training;
+
+  auto positive = [&](int v, bool overridden, const char* option, const char* field) {
+    if (v <= 0) {
+      throw InputError(origin.where(overridden, option), field,
+                       "must be a positive integer (1 or more), got " + std::to_string(v));
+    }
+  };
+  positive(p.tp, o.tp.has_value(), "--tp", "parallel.tp");
+  positive(p.pp, o.pp.has_value(), "--pp", "parallel.pp");
+  positive(p.vpp, o.vpp.has_value(), "--vpp", "parallel.vpp");
+  positive(t.seq, o.seq.has_value(), "--seq", "training.seq");
+  positive(t.micro_batch_size, o.mbs.has_value(), "--mbs", "training.micro_batch_size");
+  positive(t.microbatches, o.microbatches.has_value(), "--microbatches", "training.microbatches");
+  positive(s.cluster.nodes, o.nodes.has_value(), "--nodes", "cluster.nodes");
+
+  std::string tp_where = origin.where(o.tp.has_value(), "--tp");
+  if (m.heads % p.tp != 0) {
+    throw InputError(tp_where, "parallel.tp",
+                     "tp " + std::to_string(p.tp) + " does not divide the heads (" +
+                         std::to_string(m.heads) + ") of model " + m.name +
+                         "; allowed tp: " + divisors_of(std::gcd(m.heads, m.kv_heads)));
+  }
+  if (m.kv_heads % p.tp != 0) {
+    throw InputError(tp_where, "parallel.tp",
+                     "tp " + std::to_string(p.tp) + " does not divide the kv_heads (" +
+                         std::to_string(m.kv_heads) + ") of model " + m.name +
+                         "; allowed tp: " + divisors_of(std::gcd(m.heads, m.kv_heads)));
+  }
+  if (m.vision && m.vision->heads % p.tp != 0) {
+    throw InputError(tp_where, "parallel.tp",
+                     "tp " + std::to_string(p.tp) + " does not divide the vision heads (" +
+                         std::to_string(m.vision->heads) + ") of model " + m.name +
+                         "; allowed tp: " + divisors_of(std::gcd(m.vision->heads, m.kv_heads)));
+  }
+  if (m.ffn % p.tp != 0) {
+    throw InputError(tp_where, "parallel.tp",
+                     "tp " + std::to_string(p.tp) + " does not divide the ffn (" +
+                         std::to_string(m.ffn) + ") of model " + m.name);
+  }
+  if (p.sequence_parallel && t.seq * t.micro_batch_size % p.tp != 0) {
+    throw InputError(origin.where(o.seq.has_value(), "--seq"), "training.seq",
+                     "with sequence parallelism seq x micro_batch_size (" +
+                         std::to_string(t.seq * t.micro_batch_size) + ") must be divisible by tp " +
+                         std::to_string(p.tp));
+  }
+  if (m.vision && p.sequence_parallel) {
+    const long long patches = static_cast<long long>(m.vision->tokens_per_sample) *
+                              m.vision->spatial_merge * m.vision->spatial_merge *
+                              t.micro_batch_size;
+    if (patches % p.tp != 0) {
+      throw InputError(tp_where, "parallel.tp",
+                       "with sequence parallelism the " + std::to_string(patches) +
+                           " ViT patches per microbatch must be divisible by tp " +
+                           std::to_string(p.tp));
+    }
+  }
+  if (m.vision && m.vision->tokens_per_sample > t.seq) {
+    throw InputError(origin.where(o.seq.has_value(), "--seq"), "training.seq",
+                     "seq " + std::to_string(t.seq) + " is shorter than the " +
+                         std::to_string(m.vision->tokens_per_sample) +
+                         " image tokens per sample of model " + m.name);
+  }
+  int virtual_stages = p.pp * p.vpp;
+  if (m.layers < p.pp * p.vpp) {
+    throw InputError(origin.where(o.pp.has_value() || o.vpp.has_value(), "--pp"), "parallel.pp",
+                     "model " + m.name + " has " + std::to_string(m.layers) +
+                         " layers, fewer than the " + std::to_string(virtual_stages) +
+                         " virtual stages (pp x vpp = " + std::to_string(p.pp) + " x " +
+                         std::to_string(p.vpp) + "); each virtual stage needs at least one layer");
+  }
+  int gpus = s.cluster.gpus();
+  if (gpus % (p.tp * p.pp) != 0) {
+    throw InputError(origin.where(o.tp || o.pp || o.nodes, "--tp"), "parallel",
+                     "tp x pp = " + std::to_string(p.tp) + " x " + std::to_string(p.pp) + " = " +
+                         std::to_string(p.tp * p.pp) + " does not divide the " +
+                         std::to_string(gpus) + " GPUs of cluster " + s.cluster.name + " (" +
+                         std::to_string(s.cluster.nodes) + " x " +
+                         std::to_string(s.cluster.gpus_per_node) +
+                         "); allowed tp x pp: divisors of " + std::to_string(gpus));
+  }
+  p.dp = gpus / (p.tp * p.pp);
+}
+
+}  // namespace
+
+ModelConfig load_model(const fs::path& file) {
+  YamlMap m(detail::load_yaml_file(file), file.string(), "");
+  return read_model(m, file);
+}
+
+ClusterConfig load_cluster(const fs::path& file) {
+  YamlMap c(detail::load_yaml_file(file), file.string(), "");
+  return read_cluster(c, file);
+}
+
+Study load_study(const fs::path& file, const StudyOverrides& o) {
+  YamlMap s(detail::load_yaml_file(file), file.string(), "");
+  Study study;
+  study.file = file.string();
+  study.name = s.string_or("name", file.stem().string());
+
+  // Model and cluster: by name or path; an override replaces the study's choice.
+  std::string model_name = s.string("model");
+  std::string cluster_name = s.string("cluster");
+  fs::path model_file = o.model ? detail::resolve_named("models", *o.model, "--model", "model")
+                                : detail::resolve_named("models", model_name, study.file, "model");
+  fs::path cluster_file =
+      o.cluster ? detail::resolve_named("clusters", *o.cluster, "--cluster", "cluster")
+                : detail::resolve_named("clusters", cluster_name, study.file, "cluster");
+  study.model = load_model(model_file);
+  study.cluster = load_cluster(cluster_file);
+
+  YamlMap par = s.map("parallel");
+  study.parallel.tp = par.positive_int("tp");
+  study.parallel.pp = par.positive_int("pp");
+  study.parallel.vpp = par.positive_int_or("vpp", 2);
+  study.parallel.sequence_parallel = par.boolean_or("sequence_parallel", false);
+  par.finish();
+
+  YamlMap tr = s.map("training");
+  TrainingConfig& t = study.training;
+  t.seq = tr.positive_int("seq");
+  t.micro_batch_size = tr.positive_int_or("micro_batch_size", 1);
+  t.microbatches = tr.positive_int("microbatches");
+  static const std::vector<std::string> dtypes = {"bf16", "fp16"};
+  tr.choice_or("dtype", dtypes, 0);
+  t.dtype_bytes = 2;
+  t.weight_bytes_per_param = tr.nonnegative_number_or("weight_bytes_per_param", 2);
+  t.grad_bytes_per_param = tr.nonnegative_number_or("grad_bytes_per_param", 4);
+  t.optimizer_bytes_per_param = tr.nonnegative_number_or("optimizer_bytes_per_param", 12);
+  t.distributed_optimizer = tr.boolean_or("distributed_optimizer", false);
+  t.recompute = static_cast<Recompute>(tr.choice_or("recompute", recompute_names(), 0));
+  tr.finish();
+
+  study.schedules = s.string_list_or("schedules", {});
+  s.finish();
+
+  // Command-line overrides.
+  if (o.tp) study.parallel.tp = *o.tp;
+  if (o.pp) study.parallel.pp = *o.pp;
+  if (o.vpp) study.parallel.vpp = *o.vpp;
+  if (o.sequence_parallel) study.parallel.sequence_parallel = *o.sequence_parallel;
+  if (o.seq) t.seq = *o.seq;
+  if (o.mbs) t.micro_batch_size = *o.mbs;
+  if (o.microbatches) t.microbatches = *o.microbatches;
+  if (o.recompute) t.recompute = *o.recompute;
+  if (o.nodes) study.cluster.nodes = *o.nodes;
+
+  validate(study, &o);
+  return study;
+}
+
+void validate_study(Study& study) { validate(study, nullptr); }
+
+}  // namespace braid

@@ -1,0 +1,81 @@
+// Where named configs live and how a name becomes a file.
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "braid/config.hpp"
+#include "braid/error.hpp"
+#include "yaml_reader.hpp"
+
+namespace braid {
+
+namespace fs = std::filesystem;
+
+fs::path data_root() {
+  if (const char* home = std::getenv("BRAID_HOME"); home != nullptr && *home != '\0') {
+    return fs::path(home);
+  }
+#ifdef BRAID_SOURCE_DIR
+  return fs::path(BRAID_SOURCE_DIR);
+#else
+  return fs::current_path();
+#endif
+}
+
+namespace detail {
+
+std::string singular(const std::string& kind) {
+  if (kind == "studies") return "study";
+  return kind.substr(0, kind.size() - 1);  // models, clusters, profiles
+}
+
+// Directory of a config kind: "models", "clusters", "studies" under configs/, "profiles" at the
+// root.
+fs::path config_dir(const std::string& kind) {
+  if (kind == "profiles") return data_root() / "profiles";
+  return data_root() / "configs" / kind;
+}
+
+std::vector<std::string> known_names(const std::string& kind) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(config_dir(kind), ec)) {
+    if (entry.path().extension() == ".yaml") names.push_back(entry.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// Resolves a name or a path; on failure throws InputError(where, field, ...) listing the known
+// names of that kind.
+fs::path resolve_named(const std::string& kind, const std::string& name_or_path,
+                       const std::string& where, const std::string& field) {
+  if (name_or_path.empty()) throw InputError(where, field, "empty name");
+  fs::path as_path(name_or_path);
+  bool looks_like_path = name_or_path.find('/') != std::string::npos ||
+                         as_path.extension() == ".yaml" || as_path.extension() == ".yml";
+  if (looks_like_path) {
+    if (fs::is_regular_file(as_path)) return as_path;
+    // A path relative to the data root ("configs/studies/default.yaml" from anywhere).
+    if (as_path.is_relative() && fs::is_regular_file(data_root() / as_path)) {
+      return data_root() / as_path;
+    }
+    throw InputError(where, field, "no such file '" + name_or_path + "'");
+  }
+  fs::path named = config_dir(kind) / (name_or_path + ".yaml");
+  if (fs::is_regular_file(named)) return named;
+  throw InputError(where, field,
+                   "unknown " + singular(kind) + " '" + name_or_path +
+                       "'; known: " + join(known_names(kind)) + " (or a path to a .yaml file)");
+}
+
+}  // namespace detail
+
+fs::path resolve_config(const std::string& kind, const std::string& name_or_path) {
+  // Named from the command line (--study, --model, ...), so the option is the place to report.
+  return detail::resolve_named(kind, name_or_path, "--" + detail::singular(kind),
+                               detail::singular(kind));
+}
+
+}  // namespace braid

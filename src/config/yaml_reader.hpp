@@ -1,0 +1,77 @@
+// YamlMap: typed, strict reading of one YAML mapping for the config and profile loaders. Every
+// accessor names the file and the dotted field path in the InputError it throws; finish() rejects
+// keys that no accessor asked for, so a typo ("hiden") is an error, not a silently ignored field.
+// Private to src/config and src/profile; not part of the public API.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+namespace braid::detail {
+
+// Parses `file`; throws InputError(file, "", ...) when it is missing or not valid YAML.
+YAML::Node load_yaml_file(const std::filesystem::path& file);
+
+class YamlMap {
+ public:
+  // Throws InputError if `node` is not a mapping. `prefix` is the dotted path of `node` ("" =
+  // root).
+  YamlMap(const YAML::Node& node, std::string file, std::string prefix);
+
+  bool has(const std::string& key);
+  std::string string(const std::string& key);
+  std::string string_or(const std::string& key, const std::string& fallback);
+  // Strictly positive integer / number.
+  int positive_int(const std::string& key);
+  int positive_int_or(const std::string& key, int fallback);
+  double positive_number(const std::string& key);
+  double positive_number_or(const std::string& key, double fallback);
+  double nonnegative_number(const std::string& key);
+  double nonnegative_number_or(const std::string& key, double fallback);
+  bool boolean_or(const std::string& key, bool fallback);
+  // One of `allowed` (case-sensitive); returns its index.
+  int choice(const std::string& key, const std::vector<std::string>& allowed);
+  int choice_or(const std::string& key, const std::vector<std::string>& allowed, int fallback);
+  std::vector<std::string> string_list_or(const std::string& key,
+                                          const std::vector<std::string>& fallback);
+  YamlMap map(const std::string& key);
+  std::optional<YamlMap> map_if_present(const std::string& key);
+  // The raw node (for lists of maps); marks the key as known.
+  YAML::Node node(const std::string& key);
+
+  // Throws InputError for the first key no accessor asked for, listing the allowed keys.
+  void finish() const;
+
+  const std::string& file() const { return file_; }
+  std::string path(const std::string& key) const;  // dotted field path of `key`
+  [[noreturn]] void fail(const std::string& key, const std::string& problem) const;
+
+ private:
+  YAML::Node lookup(const std::string& key) const;
+  YAML::Node scalar(const std::string& key);  // required scalar
+  double number(const std::string& key);
+
+  YAML::Node node_;
+  std::string file_;
+  std::string prefix_;
+  std::set<std::string> asked_;
+};
+
+// Named configs (paths.cpp). kind: "models", "clusters", "studies" or "profiles".
+std::filesystem::path config_dir(const std::string& kind);
+std::vector<std::string> known_names(const std::string& kind);
+std::string singular(const std::string& kind);  // "studies" -> "study"
+// A name ("qwen2-7b") or a path to a file; throws InputError(where, field, ...) listing the known
+// names when neither exists.
+std::filesystem::path resolve_named(const std::string& kind, const std::string& name_or_path,
+                                    const std::string& where, const std::string& field);
+
+// "a, b, c" for error messages.
+std::string join(const std::vector<std::string>& items);
+
+}  // namespace braid::detail

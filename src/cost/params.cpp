@@ -1,0 +1,85 @@
+// Parameter counts (cost_model.hpp: count_parameters) and the layer shapes they share with the
+// cost builder.
+#include "shapes.hpp"
+
+namespace braid {
+
+namespace detail {
+
+LayerShape lm_layer_shape(const ModelConfig& m, double samples, double seq) {
+  LayerShape s;
+  s.tokens = samples * seq;
+  s.seq = seq;
+  s.hidden = m.hidden;
+  s.heads = m.heads;
+  s.kv_heads = m.kv_heads;
+  s.head_dim = m.head_dim;
+  s.ffn = m.ffn;
+  s.gated = m.activation == MlpActivation::SwiGLU;
+  s.causal = true;
+  s.qkv_bias = m.qkv_bias;
+  // Qwen2/Llama style (SwiGLU): RMSNorm, no linear biases but QKV's. GPT style (GELU): LayerNorm
+  // and biases everywhere.
+  s.norm_params = s.gated ? 1 : 2;
+  s.proj_bias = !s.gated;
+  s.mlp_bias = !s.gated;
+  if (!s.gated) s.qkv_bias = true;
+  return s;
+}
+
+LayerShape vision_layer_shape(const VisionConfig& v, double samples) {
+  LayerShape s;
+  s.seq = vision_patches_per_sample(v);  // attention within one image
+  s.tokens = samples * s.seq;
+  s.hidden = v.hidden;
+  s.heads = v.heads;
+  s.kv_heads = v.heads;
+  s.head_dim = static_cast<double>(v.hidden) / v.heads;
+  s.ffn = v.mlp_ratio * v.hidden;
+  s.gated = false;  // QuickGELU MLP
+  s.causal = false;
+  s.qkv_bias = true;
+  s.proj_bias = true;
+  s.mlp_bias = true;
+  s.norm_params = 2;  // LayerNorm
+  return s;
+}
+
+double vision_patches_per_sample(const VisionConfig& v) {
+  return static_cast<double>(v.tokens_per_sample) * v.spatial_merge * v.spatial_merge;
+}
+
+double vision_patch_inputs(const VisionConfig& v) {
+  return static_cast<double>(v.in_channels) * v.temporal_patch * v.patch * v.patch;
+}
+
+double vision_params_per_gpu(const VisionConfig& v, double lm_hidden, int tp) {
+  const double t = tp;
+  const double width = static_cast<double>(v.spatial_merge) * v.spatial_merge * v.hidden;
+  const double patch = vision_patch_inputs(v) * v.hidden;  // Conv3d, no bias, replicated
+  const double blocks = v.depth * layer_params_per_gpu(vision_layer_shape(v, 1), tp);
+  // Merger: LayerNorm, Linear(width, width) column-parallel, Linear(width, hidden) row-parallel.
+  const double merger =
+      2.0 * v.hidden + (width * width + width) / t + width * lm_hidden / t + lm_hidden;
+  return patch + blocks + merger;
+}
+
+}  // namespace detail
+
+ParameterCount count_parameters(const ModelConfig& m) {
+  ParameterCount c;
+  detail::LayerShape shape = detail::lm_layer_shape(m, 1, 1);
+  c.per_layer = detail::layer_params_per_gpu(shape, 1);
+  c.layers = c.per_layer * m.layers;
+  c.embedding = static_cast<double>(m.vocab) * m.hidden;
+  if (m.position == PositionEmbedding::Learned)
+    c.embedding += static_cast<double>(m.max_positions) * m.hidden;
+  c.head = shape.norm_params * m.hidden +
+           (m.tied_embeddings ? 0 : static_cast<double>(m.vocab) * m.hidden);
+  if (m.vision) c.vision = detail::vision_params_per_gpu(*m.vision, m.hidden, 1);
+  c.total = c.layers + c.embedding + c.head + c.vision;
+  c.non_embedding = c.layers + c.vision;
+  return c;
+}
+
+}  // namespace braid

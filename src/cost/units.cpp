@@ -1,0 +1,304 @@
+// Unit costs (units.hpp). Notation, per microbatch on one GPU of the TP group: T tokens, t TP size,
+// Ts = T/t with sequence parallelism else T (tokens of the hidden-size tensors a GPU holds), e
+// bytes per element, h hidden, q = heads x head_dim, k = kv_heads x head_dim, f ffn. Saved
+// activations (F alloc) follow Korthikanti et al. (arXiv 2205.05198) adapted to Qwen2: no dropout
+// masks, FlashAttention (no s^2 score matrix), GQA (K, V of width k), SwiGLU (gate and up saved,
+// FC2 input saved). The backward phase B allocates the output gradient its W needs and frees what W
+// does not need; W frees the rest (GEMM inputs + that gradient).
+#include "units.hpp"
+
+namespace braid::detail {
+
+namespace {
+
+Collective collective(const TpSetup& tp, CollectiveKind kind, CollectivePosition position,
+                      double bytes) {
+  Collective c;
+  if (tp.tp <= 1) return c;  // a TP group of one needs no collective
+  c.kind = kind;
+  c.position = position;
+  c.bytes = bytes;
+  c.time_s = collective_time_s(*tp.link, kind, tp.tp, bytes);
+  c.source = tp.source;
+  return c;
+}
+
+// The two collective patterns of DESIGN §2. "Column" units (PreAttn, PreMLP, LM head): no SP -> B
+// All-Reduce of the input gradient; SP -> F All-Gather before, B Reduce-Scatter after. "Row" units
+// (Attn, MLP): no SP -> F All-Reduce of the output; SP -> F Reduce-Scatter after, B All-Gather
+// before.
+void column_collectives(UnitCost& u, const TpSetup& tp, double bytes) {
+  if (tp.sp) {
+    u[Phase::F].collective =
+        collective(tp, CollectiveKind::AllGather, CollectivePosition::Before, bytes);
+    u[Phase::B].collective =
+        collective(tp, CollectiveKind::ReduceScatter, CollectivePosition::After, bytes);
+  } else {
+    u[Phase::B].collective =
+        collective(tp, CollectiveKind::AllReduce, CollectivePosition::After, bytes);
+  }
+}
+
+void row_collectives(UnitCost& u, const TpSetup& tp, double bytes) {
+  if (tp.sp) {
+    u[Phase::F].collective =
+        collective(tp, CollectiveKind::ReduceScatter, CollectivePosition::After, bytes);
+    u[Phase::B].collective =
+        collective(tp, CollectiveKind::AllGather, CollectivePosition::Before, bytes);
+  } else {
+    u[Phase::F].collective =
+        collective(tp, CollectiveKind::AllReduce, CollectivePosition::After, bytes);
+  }
+}
+
+UnitCost make_unit(UnitKind kind, int layer, bool vision, Source source) {
+  UnitCost u;
+  u.kind = kind;
+  u.layer = layer;
+  u.vision = vision;
+  for (auto& p : u.phase) p.source = source;
+  return u;
+}
+
+void set_flops(PhaseCost& p, double flops) {
+  p.flops = flops;
+  p.hw_flops = flops;
+}
+
+}  // namespace
+
+LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roof, int layer,
+                     bool vision) {
+  const double t = tp.tp;
+  const double e = tp.dtype_bytes;
+  const double T = s.tokens;
+  const double Ts = tp.sp ? T / t : T;
+  const double h = s.hidden;
+  const double q = s.heads * s.head_dim;
+  const double k = s.kv_heads * s.head_dim;
+  const double f = s.ffn;
+  const double fc1_width = s.gated ? 2 * f : f;
+  const double hidden_bytes = T * h * e;  // one full activation: the TP collective payload
+
+  LayerCost c{make_unit(UnitKind::PreAttn, layer, vision, tp.source),
+              make_unit(UnitKind::Attn, layer, vision, tp.source),
+              make_unit(UnitKind::PreMLP, layer, vision, tp.source),
+              make_unit(UnitKind::MLP, layer, vision, tp.source)};
+
+  // PreAttn: norm, QKV GEMM (column-parallel), RoPE on q and k.
+  {
+    UnitCost& u = c[0];
+    const double gemm = 2 * T * h * (q + 2 * k) / t;
+    const double norm_in = Ts * h * e, gemm_in = Ts * h * e;
+    const double grad_out = T * (q + 2 * k) / t * e;
+    const double rope_bytes = 2 * T * (q + k) / t * e;  // read + write q, k
+    u[Phase::F].time_s =
+        roof.memory_s(2 * Ts * h * e) + roof.gemm_s(gemm) + roof.memory_s(rope_bytes);
+    set_flops(u[Phase::F], gemm);
+    u[Phase::F].alloc_bytes = norm_in + gemm_in;
+    u[Phase::B].time_s =
+        roof.memory_s(rope_bytes) + roof.gemm_s(gemm) + roof.memory_s(3 * Ts * h * e);
+    set_flops(u[Phase::B], gemm);
+    u[Phase::B].alloc_bytes = grad_out;
+    u[Phase::B].free_bytes = norm_in;
+    u[Phase::W].time_s = roof.gemm_s(gemm);
+    set_flops(u[Phase::W], gemm);
+    u[Phase::W].free_bytes = gemm_in + grad_out;
+    column_collectives(u, tp, hidden_bytes);
+  }
+
+  // Attn: fused attention, out-projection (row-parallel), residual add.
+  {
+    UnitCost& u = c[1];
+    // Scores QK^T and P.V: 2 x 2 x seq x q FLOPs per token, half of it when causal.
+    const double core = (s.causal ? 2 : 4) * T * s.seq * q / t;
+    const double proj = 2 * T * q * h / t;
+    const double qkv = T * (q + 2 * k) / t * e, out = T * q / t * e;
+    const double grad_out = T * h * e;  // the output gradient arrives whole (gathered under SP)
+    u[Phase::F].time_s =
+        roof.attention_fwd_s(core) + roof.gemm_s(proj) + roof.memory_s(3 * Ts * h * e);
+    set_flops(u[Phase::F], core + proj);
+    u[Phase::F].alloc_bytes = qkv + out;
+    // Selective recomputation reruns the attention forward before its backward. With
+    // FlashAttention it saves no memory (the s^2 scores are never stored; Q, K, V and the output
+    // stay saved as GEMM inputs), so it only costs time.
+    const double recompute = tp.recompute_attention ? core : 0;
+    u[Phase::B].time_s =
+        roof.gemm_s(proj) + roof.attention_fwd_s(recompute) + roof.attention_bwd_s(2.5 * core);
+    u[Phase::B].flops = 2 * core + proj;  // model FLOPs: backward = 2 x forward
+    // Hardware FLOPs: FlashAttention's backward recomputes QK^T (2.5 x the forward), plus the
+    // selective recomputation's forward.
+    u[Phase::B].hw_flops = 2.5 * core + recompute + proj;
+    u[Phase::B].alloc_bytes = grad_out;
+    u[Phase::B].free_bytes = qkv;
+    u[Phase::W].time_s = roof.gemm_s(proj);
+    set_flops(u[Phase::W], proj);
+    u[Phase::W].free_bytes = out + grad_out;
+    row_collectives(u, tp, hidden_bytes);
+  }
+
+  // PreMLP: norm, FC1 (gate + up for SwiGLU; column-parallel).
+  {
+    UnitCost& u = c[2];
+    const double gemm = 2 * T * h * fc1_width / t;
+    const double norm_in = Ts * h * e, gemm_in = Ts * h * e;
+    const double grad_out = T * fc1_width / t * e;
+    u[Phase::F].time_s = roof.memory_s(2 * Ts * h * e) + roof.gemm_s(gemm);
+    set_flops(u[Phase::F], gemm);
+    u[Phase::F].alloc_bytes = norm_in + gemm_in;
+    u[Phase::B].time_s = roof.gemm_s(gemm) + roof.memory_s(3 * Ts * h * e);
+    set_flops(u[Phase::B], gemm);
+    u[Phase::B].alloc_bytes = grad_out;
+    u[Phase::B].free_bytes = norm_in;
+    u[Phase::W].time_s = roof.gemm_s(gemm);
+    set_flops(u[Phase::W], gemm);
+    u[Phase::W].free_bytes = gemm_in + grad_out;
+    column_collectives(u, tp, hidden_bytes);
+  }
+
+  // MLP: activation (SwiGLU or GELU), FC2 (row-parallel), residual add.
+  {
+    UnitCost& u = c[3];
+    const double gemm = 2 * T * f * h / t;
+    const double act_in = T * fc1_width / t * e, fc2_in = T * f / t * e;
+    const double grad_out = T * h * e;
+    // Activation kernel: read its inputs, write f; backward reads dy and the inputs, writes their
+    // gradients.
+    const double act_fwd_bytes = act_in + fc2_in;
+    const double act_bwd_bytes = fc2_in + 2 * act_in;
+    u[Phase::F].time_s =
+        roof.memory_s(act_fwd_bytes) + roof.gemm_s(gemm) + roof.memory_s(3 * Ts * h * e);
+    set_flops(u[Phase::F], gemm);
+    u[Phase::F].alloc_bytes = act_in + fc2_in;
+    u[Phase::B].time_s = roof.gemm_s(gemm) + roof.memory_s(act_bwd_bytes);
+    set_flops(u[Phase::B], gemm);
+    u[Phase::B].alloc_bytes = grad_out;
+    u[Phase::B].free_bytes = act_in;
+    u[Phase::W].time_s = roof.gemm_s(gemm);
+    set_flops(u[Phase::W], gemm);
+    u[Phase::W].free_bytes = fc2_in + grad_out;
+    row_collectives(u, tp, hidden_bytes);
+  }
+  return c;
+}
+
+double layer_params_per_gpu(const LayerShape& s, int tp) {
+  const double t = tp;
+  const double h = s.hidden;
+  const double q = s.heads * s.head_dim;
+  const double k = s.kv_heads * s.head_dim;
+  const double fc1_width = s.gated ? 2 * s.ffn : s.ffn;
+  double sharded = h * (q + 2 * k) + q * h + h * fc1_width + s.ffn * h;
+  if (s.qkv_bias) sharded += q + 2 * k;
+  if (s.mlp_bias) sharded += fc1_width;
+  double replicated = 2 * s.norm_params * h;
+  if (s.proj_bias) replicated += 2 * h;  // row-parallel biases are added after the reduction
+  return sharded / t + replicated;
+}
+
+UnitCost embedding_cost(double tokens, double hidden, const TpSetup& tp, const Roofline& roof) {
+  const double e = tp.dtype_bytes;
+  const double bytes = tokens * hidden * e;
+  UnitCost u = make_unit(UnitKind::Embedding, -1, false, tp.source);
+  // Lookup: read the rows of this GPU's vocabulary shard, write the (masked) output. No saved
+  // activations: the backward needs only the token ids.
+  u[Phase::F].time_s = roof.memory_s(2 * bytes);
+  // W: scatter-add of the output gradient into the embedding gradient (read grad, read + write
+  // the gradient rows).
+  u[Phase::W].time_s = roof.memory_s(3 * bytes);
+  // Vocab-parallel: partial outputs are reduced like a row-parallel unit's.
+  row_collectives(u, tp, bytes);
+  return u;
+}
+
+UnitCost head_cost(double tokens, double hidden, double vocab_per_gpu, const TpSetup& tp,
+                   const Roofline& roof) {
+  const double t = tp.tp;
+  const double e = tp.dtype_bytes;
+  const double T = tokens;
+  const double Ts = tp.sp ? T / t : T;
+  const double h = hidden;
+  const double Vt = vocab_per_gpu;
+  UnitCost u = make_unit(UnitKind::Head, -1, false, tp.source);
+  const double gemm = 2 * T * h * Vt;
+  const double norm_in = Ts * h * e, lm_in = Ts * h * e;
+  const double logits_fp32 = 4 * T * Vt;  // the vocab-parallel cross-entropy keeps fp32 softmax
+  const double grad_logits = T * Vt * e;
+  // Cross-entropy: read bf16 logits, write and re-read fp32 exp (10 B per logit); backward reads
+  // the fp32 softmax and writes the bf16 gradient (6 B per logit).
+  u[Phase::F].time_s =
+      roof.memory_s(2 * Ts * h * e) + roof.gemm_s(gemm) + roof.memory_s(10 * T * Vt);
+  set_flops(u[Phase::F], gemm);
+  u[Phase::F].alloc_bytes = norm_in + lm_in + logits_fp32;
+  u[Phase::B].time_s =
+      roof.memory_s(6 * T * Vt) + roof.gemm_s(gemm) + roof.memory_s(3 * Ts * h * e);
+  set_flops(u[Phase::B], gemm);
+  u[Phase::B].alloc_bytes = grad_logits;
+  u[Phase::B].free_bytes = norm_in + logits_fp32;
+  u[Phase::W].time_s = roof.gemm_s(gemm);
+  set_flops(u[Phase::W], gemm);
+  u[Phase::W].free_bytes = lm_in + grad_logits;
+  column_collectives(u, tp, T * h * e);
+  return u;
+}
+
+UnitCost vision_patch_cost(double patches, double patch_inputs, double vision_hidden,
+                           const TpSetup& tp, const Roofline& roof) {
+  const double e = tp.dtype_bytes;
+  UnitCost u = make_unit(UnitKind::VisionPatch, -1, true, tp.source);
+  const double gemm = 2 * patches * patch_inputs * vision_hidden;
+  const double pixels = patches * patch_inputs * e;
+  u[Phase::F].time_s = roof.gemm_s(gemm);
+  set_flops(u[Phase::F], gemm);
+  u[Phase::F].alloc_bytes = pixels;  // W needs the pixels; no input gradient is computed
+  u[Phase::W].time_s = roof.gemm_s(gemm);
+  set_flops(u[Phase::W], gemm);
+  u[Phase::W].free_bytes = pixels;
+  return u;
+}
+
+UnitCost vision_merger_cost(double patches, double merge_area, double vision_hidden, double hidden,
+                            const TpSetup& tp, const Roofline& roof) {
+  const double t = tp.tp;
+  const double e = tp.dtype_bytes;
+  const double P = patches;
+  const double merged = P / merge_area;             // LM tokens
+  const double width = merge_area * vision_hidden;  // 4 x 1280 = 5120 for Qwen2-VL
+  UnitCost u = make_unit(UnitKind::VisionMerger, -1, true, tp.source);
+  const double fc1 = 2 * merged * width * width / t;
+  const double fc2 = 2 * merged * width * hidden / t;
+  const double ln_in = P * vision_hidden * e, fc1_in = P * vision_hidden * e;
+  const double gelu_in = merged * width / t * e, fc2_in = gelu_in;
+  const double grad_fc1 = merged * width / t * e, grad_fc2 = merged * hidden * e;
+  u[Phase::F].time_s =
+      roof.memory_s(2 * ln_in) + roof.gemm_s(fc1) + roof.memory_s(2 * gelu_in) + roof.gemm_s(fc2);
+  set_flops(u[Phase::F], fc1 + fc2);
+  u[Phase::F].alloc_bytes = ln_in + fc1_in + gelu_in + fc2_in;
+  u[Phase::B].time_s =
+      roof.gemm_s(fc2) + roof.memory_s(3 * gelu_in) + roof.gemm_s(fc1) + roof.memory_s(3 * ln_in);
+  set_flops(u[Phase::B], fc1 + fc2);
+  u[Phase::B].alloc_bytes = grad_fc1 + grad_fc2;
+  u[Phase::B].free_bytes = ln_in + gelu_in;
+  u[Phase::W].time_s = roof.gemm_s(fc1) + roof.gemm_s(fc2);
+  set_flops(u[Phase::W], fc1 + fc2);
+  u[Phase::W].free_bytes = fc1_in + fc2_in + grad_fc1 + grad_fc2;
+  // Column-parallel FC1, row-parallel FC2 (no SP inside the ViT): forward All-Reduce of the
+  // merged output, backward All-Reduce of the input gradient.
+  u[Phase::F].collective =
+      (tp.tp > 1)
+          ? Collective{CollectiveKind::AllReduce, CollectivePosition::After, merged * hidden * e,
+                       collective_time_s(*tp.link, CollectiveKind::AllReduce, tp.tp,
+                                         merged * hidden * e),
+                       tp.source}
+          : Collective{};
+  u[Phase::B].collective =
+      (tp.tp > 1)
+          ? Collective{CollectiveKind::AllReduce, CollectivePosition::After, P * vision_hidden * e,
+                       collective_time_s(*tp.link, CollectiveKind::AllReduce, tp.tp,
+                                         P * vision_hidden * e),
+                       tp.source}
+          : Collective{};
+  return u;
+}
+
+}  // namespace braid::detail

@@ -1,0 +1,58 @@
+// Per-unit costs of one microbatch on one GPU of a TP group: the four units of a transformer layer
+// (LM or ViT, one shape description for both), the embedding, the LM head + loss and the ViT
+// patch embedding and merger. Each phase gets its compute time, model and hardware FLOPs, TP
+// collective and activation bytes. Private to src/cost; formulas in docs/cost-model.md.
+#pragma once
+
+#include "braid/cost_model.hpp"
+#include "roofline.hpp"
+
+namespace braid::detail {
+
+// The shape of one transformer layer as one microbatch sees it.
+struct LayerShape {
+  double tokens = 0;  // tokens (or ViT patches) per microbatch
+  double seq = 0;     // length of one attention sequence (tokens attend within it)
+  double hidden = 0;
+  double heads = 0;
+  double kv_heads = 0;
+  double head_dim = 0;
+  double ffn = 0;      // per gate for SwiGLU
+  bool gated = true;   // SwiGLU (gate + up) or a plain GELU MLP
+  bool causal = true;  // causal attention does half the score / value FLOPs
+  bool qkv_bias = false;
+  bool proj_bias = false;  // out-projection and FC2 biases (ViT)
+  bool mlp_bias = false;   // FC1 bias (ViT)
+  double norm_params = 1;  // parameters per norm per hidden unit: 1 RMSNorm, 2 LayerNorm
+};
+
+// How the TP group runs the units.
+struct TpSetup {
+  int tp = 1;
+  bool sp = false;  // sequence parallelism
+  double dtype_bytes = 2;
+  const LinkProfile* link = nullptr;  // the link class the TP group spans
+  // Selective recomputation (Megatron: core attention): B runs the attention forward again.
+  bool recompute_attention = false;
+  Source source = Source::SpecDerived;
+};
+
+LayerCost layer_cost(const LayerShape& shape, const TpSetup& tp, const Roofline& roof, int layer,
+                     bool vision);
+// Parameters of one layer held by one GPU of the TP group (weights sharded, norms replicated).
+double layer_params_per_gpu(const LayerShape& shape, int tp);
+
+// Token embedding (vocab-parallel): `vocab_per_gpu` rows of `hidden`.
+UnitCost embedding_cost(double tokens, double hidden, const TpSetup& tp, const Roofline& roof);
+// Final norm + LM head (vocab-parallel, column) + cross-entropy loss.
+UnitCost head_cost(double tokens, double hidden, double vocab_per_gpu, const TpSetup& tp,
+                   const Roofline& roof);
+// ViT patch embedding (Conv3d as a GEMM, replicated on the TP group).
+UnitCost vision_patch_cost(double patches, double patch_inputs, double vision_hidden,
+                           const TpSetup& tp, const Roofline& roof);
+// ViT merger: LayerNorm, merge x merge patches -> Linear -> GELU -> Linear to the LM width
+// (column- then row-parallel).
+UnitCost vision_merger_cost(double patches, double merge_area, double vision_hidden, double hidden,
+                            const TpSetup& tp, const Roofline& roof);
+
+}  // namespace braid::detail

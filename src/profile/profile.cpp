@@ -1,0 +1,139 @@
+// Loading GPU profiles (profile.hpp). Every field is required: a profile that omits one is an
+// error naming it, so no number silently falls back to a default.
+#include "braid/profile.hpp"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "../config/yaml_reader.hpp"
+#include "braid/config.hpp"
+#include "braid/error.hpp"
+
+namespace braid {
+
+namespace fs = std::filesystem;
+using detail::YamlMap;
+
+namespace {
+
+constexpr double kGB = 1e9;
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+const std::vector<std::string>& collective_keys() {
+  static const std::vector<std::string> keys = {"all_reduce", "all_gather", "reduce_scatter"};
+  return keys;
+}
+
+LinkProfile read_link(YamlMap& l, const std::string& name) {
+  LinkProfile link;
+  link.name = name;
+  link.latency_s = l.nonnegative_number("latency_us") * 1e-6;
+  link.bus_bandwidth_Bps = l.positive_number("bus_bandwidth_gbps") * kGB;
+  link.p2p_bandwidth_Bps = l.positive_number("p2p_bandwidth_gbps") * kGB;
+  if (auto measured = l.map_if_present("measured")) {
+    for (const auto& key : collective_keys()) {
+      if (!measured->has(key)) continue;
+      YAML::Node rows = measured->node(key);
+      std::string field = measured->path(key);
+      if (!rows.IsSequence()) {
+        throw InputError(l.file(), field, "expected a list of {ranks, bytes, time_us} rows");
+      }
+      std::vector<MeasuredComm> table;
+      int index = 0;
+      for (const auto& row : rows) {
+        YamlMap r(row, l.file(), field + "[" + std::to_string(index++) + "]");
+        MeasuredComm point;
+        point.ranks = r.positive_int("ranks");
+        point.bytes = r.positive_number("bytes");
+        point.time_s = r.positive_number("time_us") * 1e-6;
+        r.finish();
+        table.push_back(point);
+      }
+      // Sorted by (ranks, bytes) so collective_time_s can interpolate without sorting.
+      std::sort(table.begin(), table.end(), [](const MeasuredComm& a, const MeasuredComm& b) {
+        return a.ranks != b.ranks ? a.ranks < b.ranks : a.bytes < b.bytes;
+      });
+      link.measured[key] = std::move(table);
+    }
+    measured->finish();
+  }
+  l.finish();
+  return link;
+}
+
+}  // namespace
+
+const LinkProfile& Profile::link(const std::string& link_name) const {
+  auto it = links.find(link_name);
+  if (it == links.end()) {
+    std::vector<std::string> known;
+    for (const auto& kv : links) known.push_back(kv.first);
+    throw InputError(file, "links." + link_name,
+                     "profile " + name + " has no link class '" + link_name +
+                         "' (the cluster names it); known: " + detail::join(known));
+  }
+  return it->second;
+}
+
+Profile load_profile(const fs::path& name_or_file) {
+  fs::path file = detail::resolve_named("profiles", name_or_file.string(), "--profile", "profile");
+  YamlMap p(detail::load_yaml_file(file), file.string(), "");
+  Profile profile;
+  profile.file = file.string();
+  profile.name = p.string_or("name", file.stem().string());
+  profile.source = p.choice("source", {"spec-derived", "measured"}) == 0 ? Source::SpecDerived
+                                                                         : Source::Measured;
+  profile.gpu = p.string("gpu");
+  p.string_or("notes", "");  // free text: where and when a measured profile was taken
+  profile.peak_flops = p.positive_number("peak_tflops") * 1e12;
+  profile.hbm_bytes = p.positive_number("hbm_gb") * kGB;
+  profile.hbm_bandwidth_Bps = p.positive_number("hbm_bandwidth_gbps") * kGB;
+  profile.memory_bound_efficiency = p.positive_number("memory_bound_efficiency");
+  if (profile.memory_bound_efficiency > 1) p.fail("memory_bound_efficiency", "must be at most 1");
+
+  YamlMap gemm = p.map("gemm");
+  profile.gemm.max_efficiency = gemm.positive_number("max_efficiency");
+  if (profile.gemm.max_efficiency > 1) gemm.fail("max_efficiency", "must be at most 1");
+  profile.gemm.half_flops = gemm.nonnegative_number("half_gflop") * 1e9;
+  gemm.finish();
+
+  YamlMap attn = p.map("attention");
+  profile.attention_fwd_efficiency = attn.positive_number("fwd_efficiency");
+  profile.attention_bwd_efficiency = attn.positive_number("bwd_efficiency");
+  if (profile.attention_fwd_efficiency > 1) attn.fail("fwd_efficiency", "must be at most 1");
+  if (profile.attention_bwd_efficiency > 1) attn.fail("bwd_efficiency", "must be at most 1");
+  attn.finish();
+
+  YamlMap links = p.map("links");
+  YAML::Node links_node = p.node("links");
+  for (const auto& kv : links_node) {
+    std::string link_name = kv.first.as<std::string>();
+    YamlMap l = links.map(link_name);
+    profile.links[link_name] = read_link(l, link_name);
+  }
+  if (profile.links.empty()) p.fail("links", "at least one link class (e.g. nvlink) is required");
+  links.finish();
+
+  YamlMap host = p.map("host");
+  profile.host_d2h_Bps = host.positive_number("d2h_gbps") * kGB;
+  profile.host_h2d_Bps = host.positive_number("h2d_gbps") * kGB;
+  host.finish();
+
+  YamlMap contention = p.map("contention");
+  profile.contention.compute_slowdown = contention.positive_number("compute_slowdown");
+  profile.contention.comm_slowdown = contention.positive_number("comm_slowdown");
+  if (profile.contention.compute_slowdown < 1) {
+    contention.fail("compute_slowdown", "must be 1 or more (1 = no slowdown)");
+  }
+  if (profile.contention.comm_slowdown < 1) {
+    contention.fail("comm_slowdown", "must be 1 or more (1 = no slowdown)");
+  }
+  contention.finish();
+
+  profile.fixed_overhead_bytes = p.nonnegative_number("fixed_overhead_gib") * kGiB;
+  p.finish();
+  return profile;
+}
+
+}  // namespace braid

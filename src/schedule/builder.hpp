@@ -1,0 +1,89 @@
+// RankBuilder: appends one rank's instructions while keeping the bookkeeping every generator
+// needs — the next forward / backward microbatch of each chunk and the FIFO of deferred weight
+// gradients, so a generator can say "W" (the oldest deferred one) as the published schedules do.
+// Internal to src/schedule/; it knows nothing of costs and checks nothing (validate() does).
+#pragma once
+
+#include <cassert>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "braid/schedule.hpp"
+
+namespace braid::detail {
+
+class RankBuilder {
+ public:
+  RankBuilder(int rank, int chunks) : next_f_(chunks, 0), next_b_(chunks, 0) {
+    program_.rank = rank;
+  }
+
+  // The next forward / backward pass of `chunk` (advances its counter).
+  Pass take_f(int chunk) { return Pass{chunk, next_f_[chunk]++, false}; }
+  Pass take_b(int chunk, bool defer_w) {
+    Pass p{chunk, next_b_[chunk]++, defer_w};
+    if (defer_w) deferred_.push_back(Pass{p.chunk, p.mb, false});
+    return p;
+  }
+  // The oldest deferred weight gradient (the caller knows one is pending).
+  Pass take_w() {
+    assert(!deferred_.empty() && "generator asked for a W with none deferred");
+    Pass p = deferred_.front();
+    deferred_.pop_front();
+    return p;
+  }
+  bool has_deferred_w() const { return !deferred_.empty(); }
+  int next_f(int chunk) const { return next_f_[chunk]; }
+  int next_b(int chunk) const { return next_b_[chunk]; }
+
+  void f(int chunk) { push({OpCode::F, take_f(chunk), {}}); }
+  void b(int chunk, bool defer_w) { push({OpCode::B, take_b(chunk, defer_w), {}}); }
+  void w() { push({OpCode::W, take_w(), {}}); }
+  // Braided pairs: forward of `f_chunk` with the backward of `b_chunk` / the oldest W / another F.
+  void fb(int f_chunk, int b_chunk, bool defer_w) {
+    Pass f = take_f(f_chunk);
+    push({OpCode::FB, f, take_b(b_chunk, defer_w)});
+  }
+  void fw(int f_chunk) {
+    Pass f = take_f(f_chunk);
+    push({OpCode::FW, f, take_w()});
+  }
+  void ff(int chunk) {
+    Pass a = take_f(chunk);
+    push({OpCode::FF, a, take_f(chunk)});
+  }
+  void push(const Instruction& in) { program_.instructions.push_back(in); }
+
+  RankProgram& program() { return program_; }
+
+ private:
+  RankProgram program_;
+  std::vector<int> next_f_;
+  std::vector<int> next_b_;
+  std::deque<Pass> deferred_;
+};
+
+// Shared argument checks; each throws InputError naming the option and the allowed values.
+void check_pp(const ScheduleOptions& options);
+void check_min_microbatches(std::string_view name, const ScheduleOptions& options, int minimum,
+                            const std::string& why);
+
+// Drops every instruction (or half of a pair) whose microbatch is >= m; pairs with one half left
+// become single instructions. Removing passes never creates a dependency cycle, so a valid
+// schedule stays valid (used to build small-m variants from a larger valid order).
+void prune_microbatches(Schedule& schedule, int m);
+
+// Generators, one per file.
+Schedule make_gpipe(const ScheduleOptions& options);
+Schedule make_1f1b(const ScheduleOptions& options);
+Schedule make_1f1b_interleaved(const ScheduleOptions& options);
+Schedule make_zb_h1(const ScheduleOptions& options);
+Schedule make_zb_v(const ScheduleOptions& options);
+Schedule make_stp(const ScheduleOptions& options);
+Schedule make_stp_offload(const ScheduleOptions& options);
+Schedule make_dualpipe_v(const ScheduleOptions& options);
+
+int interleaved_group_size(const ScheduleOptions& options);
+
+}  // namespace braid::detail

@@ -1,0 +1,353 @@
+// PyTorch torch.distributed.pipelining compute-only CSV: export and import.
+// One row per rank (row index = rank), one action per cell: `{stage}F{mb}`, `{stage}I{mb}` (input
+// gradient, W deferred), `{stage}W{mb}`, `{stage}B{mb}` (full backward), `({a};{b})OVERLAP_F_B`,
+// with global stage indices. Import replicates PyTorch's action regex and the rules of its
+// _validate_schedule, reports them the way PyTorch words them (plus file, row and column), and is
+// stricter where PyTorch is silent (see docs/schedules.md).
+#include <istream>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <regex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "braid/error.hpp"
+#include "braid/schedule.hpp"
+
+namespace braid {
+
+namespace {
+
+std::string action(int stage, char type, int mb) {
+  return std::to_string(stage) + type + std::to_string(mb);
+}
+
+}  // namespace
+
+void write_pytorch_csv(const Schedule& s, std::ostream& out) {
+  for (const RankProgram& rank : s.ranks) {
+    std::vector<std::string> cells;
+    auto stage = [&](const Pass& p) { return s.virtual_stage(rank.rank, p.chunk); };
+    auto backward = [&](const Pass& p) { return action(stage(p), p.defer_w ? 'I' : 'B', p.mb); };
+    for (const Instruction& in : rank.instructions) {
+      switch (in.op) {
+        case OpCode::F:
+          cells.push_back(action(stage(in.a), 'F', in.a.mb));
+          break;
+        case OpCode::B:
+          cells.push_back(backward(in.a));
+          break;
+        case OpCode::W:
+          cells.push_back(action(stage(in.a), 'W', in.a.mb));
+          break;
+        case OpCode::FB: {
+          std::string cell(1, '(');
+          cell += action(stage(in.a), 'F', in.a.mb);
+          cell += ';';
+          cell += backward(in.b);
+          cell += ")OVERLAP_F_B";
+          cells.push_back(std::move(cell));
+          break;
+        }
+        // PyTorch has no overlap action for F+W or F+F: two consecutive cells.
+        case OpCode::FW:
+          cells.push_back(action(stage(in.a), 'F', in.a.mb));
+          cells.push_back(action(stage(in.b), 'W', in.b.mb));
+          break;
+        case OpCode::FF:
+          cells.push_back(action(stage(in.a), 'F', in.a.mb));
+          cells.push_back(action(stage(in.b), 'F', in.b.mb));
+          break;
+        case OpCode::Offload:  // memory actions are not compute: not exported
+        case OpCode::Reload:
+          break;
+      }
+    }
+    for (size_t i = 0; i < cells.size(); ++i) out << (i ? "," : "") << cells[i];
+    out << "\n";
+  }
+}
+
+namespace {
+
+struct Action {
+  int stage = 0;
+  char type = 'F';  // F, I, W, B
+  int mb = 0;
+};
+
+struct Cell {
+  int row = 0;     // 0-based rank
+  int column = 0;  // 0-based step
+  std::string text;
+  std::vector<Action> actions;  // 1 action, or the 2 sub-actions of OVERLAP_F_B
+};
+
+// Splits one CSV record the way Python's csv.reader does for the files PyTorch writes: commas
+// separate cells, double quotes may enclose a cell ("" is a quote inside one).
+std::vector<std::string> split_record(const std::string& line) {
+  std::vector<std::string> cells(1);
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        cells.back() += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        cells.back() += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      cells.emplace_back();
+    } else {
+      cells.back() += c;
+    }
+  }
+  return cells;
+}
+
+std::string strip(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t\r\n\f\v");
+  if (b == std::string::npos) return "";
+  size_t e = s.find_last_not_of(" \t\r\n\f\v");
+  return s.substr(b, e - b + 1);
+}
+
+struct Reader {
+  const std::string& file;
+
+  std::string cell_name(int row, int column) const {
+    return "row " + std::to_string(row + 1) + " (rank " + std::to_string(row) + "), column " +
+           std::to_string(column + 1);
+  }
+  [[noreturn]] void fail(int row, int column, const std::string& problem) const {
+    throw InputError(file, cell_name(row, column), problem);
+  }
+
+  // PyTorch's _action_regex, applied to the whole (stripped) text.
+  Action parse_single(int row, int column, const std::string& whole,
+                      const std::string& text) const {
+    static const std::regex re(
+        R"((\d+)(F|I|B|W|UNSHARD|RESHARD|REDUCE_GRAD|SEND_F|RECV_F|SEND_B|RECV_B)(\d*))");
+    std::smatch m;
+    if (!std::regex_match(text, m, re))
+      fail(row, column,
+           "cannot parse '" + whole +
+               "': expected {stage}{F|I|W|B}{microbatch} (e.g. 2F0) or ({a};{b})OVERLAP_F_B");
+    std::string type = m[2].str();
+    if (type.size() != 1)
+      fail(row, column,
+           "'" + whole + "' is a " + type +
+               " action; a compute-only schedule allows only F, I, W, B and OVERLAP_F_B");
+    if (m[3].length() == 0)
+      fail(row, column,
+           "'" + whole + "' has no microbatch index (expected e.g. " + m[1].str() + type + "0)");
+    Action a;
+    try {
+      a.stage = std::stoi(m[1].str());
+      a.mb = std::stoi(m[3].str());
+    } catch (const std::exception&) {
+      fail(row, column, "'" + whole + "': stage or microbatch index out of range");
+    }
+    a.type = type[0];
+    return a;
+  }
+
+  Cell parse_cell(int row, int column, const std::string& raw) const {
+    Cell cell{row, column, strip(raw), {}};
+    const std::string& t = cell.text;
+    if (t.empty()) return cell;  // PyTorch: None, an idle step
+    if (t.front() == '(' && t.find(')') != std::string::npos) {
+      size_t close = t.find(')');
+      std::string type = t.substr(close + 1);
+      if (type != "OVERLAP_F_B")
+        fail(row, column,
+             "cannot parse '" + t + "': a parenthesised cell must be ({a};{b})OVERLAP_F_B");
+      std::string inner = t.substr(1, close - 1);
+      size_t start = 0;
+      while (start <= inner.size()) {
+        size_t semi = inner.find(';', start);
+        std::string part = strip(
+            inner.substr(start, semi == std::string::npos ? std::string::npos : semi - start));
+        if (!part.empty()) cell.actions.push_back(parse_single(row, column, t, part));
+        if (semi == std::string::npos) break;
+        start = semi + 1;
+      }
+      if (cell.actions.size() != 2)
+        fail(row, column, "'" + t + "': OVERLAP_F_B must hold exactly two actions");
+      return cell;
+    }
+    cell.actions.push_back(parse_single(row, column, t, t));
+    return cell;
+  }
+};
+
+}  // namespace
+
+Schedule read_pytorch_csv(std::istream& in, const std::string& file, int microbatches) {
+  Reader reader{file};
+  std::vector<std::vector<Cell>> rows;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    const int row = static_cast<int>(rows.size());
+    std::vector<Cell> cells;
+    if (!line.empty()) {
+      auto raw = split_record(line);
+      for (size_t c = 0; c < raw.size(); ++c)
+        cells.push_back(reader.parse_cell(row, static_cast<int>(c), raw[c]));
+    }
+    rows.push_back(std::move(cells));
+  }
+  const int p = static_cast<int>(rows.size());
+  if (p == 0) throw InputError(file, "file", "is empty; expected one row of actions per rank");
+  for (int r = 0; r < p; ++r) {
+    bool any = false;
+    for (const Cell& cell : rows[r]) any = any || !cell.actions.empty();
+    if (!any)
+      throw InputError(file, "row " + std::to_string(r + 1) + " (rank " + std::to_string(r) + ")",
+                       "has no actions; every row is a rank and needs its stages' actions (a "
+                       "blank line counts as a row)");
+  }
+
+  // PyTorch _validate_schedule, rank by rank, step by step.
+  int stages = 0;
+  for (const auto& cells : rows)
+    for (const Cell& cell : cells)
+      for (const Action& a : cell.actions) stages = std::max(stages, a.stage + 1);
+  std::vector<int> rank_of(static_cast<size_t>(stages), -1);
+  std::vector<std::map<char, std::set<int>>> seen(static_cast<size_t>(stages));
+  auto rule = [](const char* what, const Action& a, const char* needs) {
+    return std::string("Running ") + what + " for stage " + std::to_string(a.stage) +
+           ", microbatch " + std::to_string(a.mb) + " without first running " + needs +
+           " (PyTorch _validate_schedule)";
+  };
+  for (int r = 0; r < p; ++r)
+    for (const Cell& cell : rows[r])
+      for (const Action& a : cell.actions) {
+        auto& st = seen[a.stage];
+        if (st[a.type].count(a.mb))
+          reader.fail(r, cell.column,
+                      "'" + cell.text + "' repeats " + std::string(1, a.type) + " of stage " +
+                          std::to_string(a.stage) + ", microbatch " + std::to_string(a.mb));
+        if (a.type == 'B' && !st['F'].count(a.mb))
+          reader.fail(r, cell.column, rule("Full Backward", a, "Forward"));
+        if (a.type == 'I' && !st['F'].count(a.mb))
+          reader.fail(r, cell.column, rule("Backward Input", a, "Forward"));
+        if (a.type == 'W' && !st['I'].count(a.mb))
+          reader.fail(r, cell.column, rule("Backward Weight", a, "Backward Input"));
+        if ((a.type == 'B' && st['I'].count(a.mb)) || (a.type == 'I' && st['B'].count(a.mb)))
+          reader.fail(r, cell.column,
+                      "'" + cell.text + "': stage " + std::to_string(a.stage) + ", microbatch " +
+                          std::to_string(a.mb) +
+                          " has both a full backward B and an input backward I");
+        st[a.type].insert(a.mb);
+        if (rank_of[a.stage] < 0) {
+          rank_of[a.stage] = r;
+        } else if (rank_of[a.stage] != r) {
+          reader.fail(r, cell.column,
+                      "Stage " + std::to_string(a.stage) + " is assigned to both rank " +
+                          std::to_string(r) + " and rank " + std::to_string(rank_of[a.stage]) +
+                          " (PyTorch _validate_schedule)");
+        }
+      }
+  const int m =
+      microbatches > 0 ? microbatches : (stages > 0 ? static_cast<int>(seen[0]['F'].size()) : 0);
+  for (int st = 0; st < stages; ++st) {
+    auto& c = seen[st];
+    const std::string stage = "stage " + std::to_string(st);
+    auto count = [&](char t) { return static_cast<int>(c[t].size()); };
+    if (count('F') != m)
+      throw InputError(file, stage,
+                       "Got " + std::to_string(count('F')) + " F microbatches for stage " +
+                           std::to_string(st) + ", expected " + std::to_string(m) +
+                           " (PyTorch _validate_schedule)");
+    if (count('I') != count('W'))
+      throw InputError(
+          file, stage,
+          "Invalid backward microbatches for stage " + std::to_string(st) +
+              ": I and W must have equal counts, but got I=" + std::to_string(count('I')) +
+              ", W=" + std::to_string(count('W')) + " (PyTorch _validate_schedule)");
+    if (count('B') + count('I') != m)
+      throw InputError(file, stage,
+                       "Invalid backward microbatches for stage " + std::to_string(st) +
+                           ": expected " + std::to_string(m) + " total backwards, but got B=" +
+                           std::to_string(count('B')) + ", I=" + std::to_string(count('I')) +
+                           ", W=" + std::to_string(count('W')) + " (PyTorch _validate_schedule)");
+    for (char t : {'F', 'B', 'I', 'W'})
+      for (int mb : c[t])
+        if (mb >= m)
+          throw InputError(
+              file, stage,
+              "microbatch " + std::to_string(mb) + " is out of range 0.." + std::to_string(m - 1));
+  }
+
+  // Placement: braid models the loop and the V placement; infer which one the CSV uses.
+  if (m < 1) throw InputError(file, "stage 0", "has no forward actions");
+  if (stages % p != 0)
+    throw InputError(file, "stages",
+                     std::to_string(stages) + " stages cannot be spread evenly over " +
+                         std::to_string(p) + " ranks (rows)");
+  Schedule s;
+  s.name = file;
+  s.pp = p;
+  s.vpp = stages / p;
+  s.microbatches = m;
+  bool loop = true, vee = s.vpp == 2;
+  for (int st = 0; st < stages; ++st) {
+    loop = loop && rank_of[st] == st % p;
+    vee = vee && rank_of[st] == (st < p ? st : 2 * p - 1 - st);
+  }
+  if (!loop && !vee)
+    throw InputError(file, "stages",
+                     "stage-to-rank mapping is neither the loop placement (stage s on rank s mod " +
+                         std::to_string(p) + ") nor the V placement (stages r and " +
+                         std::to_string(2 * p - 1) + "-r on rank r); braid models only these");
+  s.placement = loop ? Placement::Loop : Placement::V;
+
+  for (int r = 0; r < p; ++r) {
+    RankProgram prog;
+    prog.rank = r;
+    for (const Cell& cell : rows[r]) {
+      if (cell.actions.empty()) continue;
+      auto pass = [&](const Action& a) { return Pass{s.chunk_of(a.stage), a.mb, a.type == 'I'}; };
+      if (cell.actions.size() == 1) {
+        const Action& a = cell.actions[0];
+        OpCode op = a.type == 'F' ? OpCode::F : a.type == 'W' ? OpCode::W : OpCode::B;
+        prog.instructions.push_back({op, pass(a), {}});
+        continue;
+      }
+      const Action& x = cell.actions[0];
+      const Action& y = cell.actions[1];
+      auto is_b = [](const Action& a) { return a.type == 'B' || a.type == 'I'; };
+      if (x.type == 'F' && is_b(y)) {
+        prog.instructions.push_back({OpCode::FB, pass(x), pass(y)});
+      } else if (is_b(x) && y.type == 'F') {
+        prog.instructions.push_back({OpCode::FB, pass(y), pass(x)});
+      } else if (x.type == 'F' && y.type == 'W') {
+        prog.instructions.push_back({OpCode::FW, pass(x), pass(y)});
+      } else if (x.type == 'W' && y.type == 'F') {
+        prog.instructions.push_back({OpCode::FW, pass(y), pass(x)});
+      } else if (x.type == 'F' && y.type == 'F') {
+        prog.instructions.push_back({OpCode::FF, pass(x), pass(y)});
+      } else {
+        reader.fail(r, cell.column,
+                    "'" + cell.text +
+                        "': braid models an overlapped pair only as a forward with "
+                        "a backward (B or I), a W or another forward");
+      }
+    }
+    s.ranks.push_back(std::move(prog));
+  }
+  ValidationResult check = validate(s);
+  if (!check.ok()) throw InputError(file, "schedule", check.error);
+  return s;
+}
+
+}  // namespace braid

@@ -1,0 +1,141 @@
+// `braid info` end to end through the built binary: the table, the documented JSON fields, and
+// bad input as exit code 2 with one line on stderr.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Run {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Run braid(const std::string& args) {
+  // One directory per test process: ctest runs the test cases in parallel processes.
+  static int counter = 0;
+  fs::path dir = fs::temp_directory_path() / ("braid_cli_info_test." + std::to_string(::getpid()) +
+                                              "." + std::to_string(counter++));
+  fs::create_directories(dir);
+  fs::path out = dir / "out.txt", err = dir / "err.txt";
+  std::string cmd = std::string("cd '") + BRAID_SOURCE_DIR + "' && '" + BRAID_EXE + "' " + args +
+                    " >'" + out.string() + "' 2>'" + err.string() + "'";
+  int status = std::system(cmd.c_str());
+  Run r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  fs::remove_all(dir);
+  return r;
+}
+
+int lines(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("braid info prints parameters, FLOPs, chunks and the unit cost table", "[cli][info]") {
+  Run r = braid("info --study configs/studies/default.yaml");
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.err.empty());
+  CHECK_THAT(r.out, Catch::Contains("parameters: total 12.146 B"));
+  CHECK_THAT(r.out, Catch::Contains("model FLOPs per iteration"));
+  CHECK_THAT(r.out, Catch::Contains("M_a_gib"));
+  CHECK_THAT(r.out, Catch::Contains("all_reduce>"));
+  CHECK_THAT(r.out, Catch::Contains("spec-derived"));
+  // Same input, byte-identical output.
+  CHECK(braid("info --study configs/studies/default.yaml").out == r.out);
+}
+
+TEST_CASE("braid info --json has the documented fields", "[cli][info]") {
+  Run r = braid("info --study configs/studies/default.yaml --json");
+  REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["model"] == "qwen2-12.1b");
+  CHECK(j["tp"] == 8);
+  CHECK(j["pp"] == 2);
+  CHECK(j["dp"] == 1);
+  CHECK(j["virtual_stages"] == 4);
+  CHECK(j["params_total"].get<double>() == Approx(12.146e9).epsilon(0.001));
+  CHECK(j["model_flops_per_iteration"].get<double>() > 0);
+  CHECK(j["model_flops_per_token"].get<double>() ==
+        Approx(j["model_flops_per_iteration"].get<double>() /
+               j["tokens_per_iteration"].get<double>()));
+  REQUIRE(j["chunks"].size() == 4);
+  for (const auto& c : j["chunks"]) {
+    for (const char* key :
+         {"virtual_stage", "layers", "first_layer", "prologue", "epilogue", "params_per_gpu",
+          "static_bytes", "static_gib", "activation_bytes", "activation_gib", "output_bytes"}) {
+      CHECK(c.contains(key));
+    }
+  }
+  CHECK(j["chunks"][0]["prologue"][0] == "Embedding");
+  CHECK(j["chunks"][3]["epilogue"][0] == "Head");
+  REQUIRE(j["units"].size() == 6);  // Embedding, four layer units, Head
+  const auto& attn_f = j["units"][2]["phases"]["F"];
+  CHECK(j["units"][2]["unit"] == "Attn");
+  CHECK(attn_f["collective"] == "all_reduce");
+  CHECK(attn_f["collective_bytes"].get<double>() == 6144.0 * 8192 * 2);
+  for (const char* key :
+       {"time_s", "flops", "hw_flops", "collective", "collective_position", "collective_bytes",
+        "collective_time_s", "alloc_bytes", "free_bytes", "source"}) {
+    CHECK(attn_f.contains(key));
+  }
+}
+
+TEST_CASE("braid info accepts every override", "[cli][info]") {
+  Run r = braid(
+      "info --model qwen2-7b --cluster h100x64 --tp 4 --pp 4 --vpp 1 --seq 4096 --mbs 2 "
+      "--microbatches 128 --sp on --json");
+  REQUIRE(r.exit_code == 0);
+  auto j = nlohmann::json::parse(r.out);
+  CHECK(j["dp"] == 4);
+  CHECK(j["sequence_parallel"] == true);
+  CHECK(j["samples_per_iteration"] == 2 * 128 * 4);
+  CHECK(j["units"][1]["phases"]["F"]["collective"] == "all_gather");
+  CHECK(braid("info --profile h200 --nodes 1 --pp 1 --json").exit_code == 0);
+}
+
+TEST_CASE("bad input to braid info: exit code 2 and one line on stderr", "[cli][info][errors]") {
+  struct Case {
+    const char* args;
+    const char* message;
+  };
+  for (Case c : {Case{"info --tp 3", "--tp: parallel.tp: tp 3 does not divide the heads"},
+                 Case{"info --model qwen9", "unknown model 'qwen9'; known: qwen2-12.1b"},
+                 Case{"info --cluster nope", "unknown cluster 'nope'"},
+                 Case{"info --profile nope", "unknown profile 'nope'"},
+                 Case{"info --study nope", "unknown study 'nope'"},
+                 Case{"info --pp 0", "--pp: parallel.pp: must be a positive integer"},
+                 Case{"info --pp 3", "does not divide the 16 GPUs"},
+                 Case{"info --pp 8 --tp 1", "fewer than the 16 virtual stages"},
+                 Case{"info --sp maybe", "--sp"}, Case{"info --tp x", "--tp"},
+                 Case{"info --recompute full", "training.recompute: full recomputation"}}) {
+    Run r = braid(c.args);
+    INFO(c.args << " -> " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(lines(r.err) == 1);
+    CHECK_THAT(r.err, Catch::Contains(c.message));
+    CHECK(r.out.empty());
+  }
+}

@@ -1,0 +1,307 @@
+// Config and profile loading: every shipped file loads, parameter counts match the model names,
+// and every kind of bad input is one InputError naming the file, the field and what is allowed.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <unistd.h>
+
+#include "braid/config.hpp"
+#include "braid/cost_model.hpp"
+#include "braid/error.hpp"
+#include "braid/profile.hpp"
+
+using namespace braid;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kRoot = BRAID_SOURCE_DIR;
+
+// A scratch directory per test run for bad-input files.
+fs::path scratch(const std::string& name, const std::string& text) {
+  // Per process: ctest runs test cases in parallel processes.
+  fs::path dir = fs::temp_directory_path() / ("braid_config_test." + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::path file = dir / name;
+  std::ofstream(file) << text;
+  return file;
+}
+
+// Runs `f`, expects an InputError and returns it.
+template <typename F>
+InputError input_error(F&& f) {
+  try {
+    f();
+  } catch (const InputError& e) {
+    return e;
+  }
+  FAIL("expected an InputError");
+  return InputError("", "", "");
+}
+
+const char* kModel7b = R"(name: m
+layers: 28
+hidden: 3584
+heads: 28
+kv_heads: 4
+head_dim: 128
+ffn: 18944
+vocab: 152064
+qkv_bias: true
+)";
+
+std::string study_text(const std::string& model, const std::string& extra_parallel = "",
+                       const std::string& extra_training = "") {
+  return "name: s\nmodel: " + model + "\ncluster: a800x16\nparallel:\n  tp: 4\n  pp: 2\n" +
+         extra_parallel + "training:\n  seq: 4096\n  microbatches: 8\n" + extra_training;
+}
+
+}  // namespace
+
+TEST_CASE("every shipped model, cluster, study and profile loads", "[config]") {
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(kRoot / "configs/models")) {
+    ModelConfig m = load_model(e.path());
+    CHECK(m.name == e.path().stem().string());
+    ++files;
+  }
+  for (const auto& e : fs::directory_iterator(kRoot / "configs/clusters")) {
+    ClusterConfig c = load_cluster(e.path());
+    CHECK(c.name == e.path().stem().string());
+    Profile p = load_profile(c.profile);
+    CHECK_NOTHROW(p.link(c.intra_node.name));
+    CHECK_NOTHROW(p.link(c.inter_node.name));
+    ++files;
+  }
+  for (const auto& e : fs::directory_iterator(kRoot / "profiles")) {
+    Profile p = load_profile(e.path());
+    CHECK(p.source == Source::SpecDerived);
+    CHECK(p.peak_flops > 0);
+    ++files;
+  }
+  for (const auto& e : fs::directory_iterator(kRoot / "configs/studies")) {
+    Study s = load_study(e.path());
+    CHECK(s.parallel.dp * s.parallel.tp * s.parallel.pp == s.cluster.gpus());
+    CHECK_FALSE(s.schedules.empty());
+    ++files;
+  }
+  CHECK(files >= 6 + 5 + 4 + 2);
+}
+
+TEST_CASE("the default study is Qwen2-12.1B on a800x16 with TP 8, PP 2, seq 6144, 64 mbs",
+          "[config]") {
+  Study s = load_study(resolve_config("studies", "default"));
+  CHECK(s.model.name == "qwen2-12.1b");
+  CHECK(s.cluster.name == "a800x16");
+  CHECK(s.parallel.tp == 8);
+  CHECK(s.parallel.pp == 2);
+  CHECK(s.parallel.dp == 1);
+  CHECK(s.training.seq == 6144);
+  CHECK(s.training.micro_batch_size == 1);
+  CHECK(s.training.microbatches == 64);
+  CHECK(s.schedules ==
+        std::vector<std::string>{"1f1b-i", "zb-v", "stp", "stp-offload", "dualpipe-v"});
+}
+
+TEST_CASE("Qwen2-7B and Qwen2-72B parameter counts match the published 7.62 B and 72.71 B",
+          "[config][params]") {
+  ParameterCount p7 = count_parameters(load_model(resolve_config("models", "qwen2-7b")));
+  CHECK(p7.total == Approx(7.62e9).epsilon(0.005));
+  CHECK(p7.per_layer == 233'057'792);  // by hand: q/k/v/o + biases + SwiGLU + 2 RMSNorms
+  ParameterCount p72 = count_parameters(load_model(resolve_config("models", "qwen2-72b")));
+  CHECK(p72.total == Approx(72.71e9).epsilon(0.005));
+  CHECK(p72.per_layer == 877'684'736);
+}
+
+TEST_CASE("the STP paper's models match their names within 1.5 % under the stated convention",
+          "[config][params]") {
+  auto params = [](const char* name) {
+    return count_parameters(load_model(resolve_config("models", name)));
+  };
+  CHECK(params("qwen2-12.1b").total == Approx(12.1e9).epsilon(0.015));  // all parameters
+  CHECK(params("qwen2-26.3b").non_embedding == Approx(26.3e9).epsilon(0.015));
+  CHECK(params("qwen2-vl-14.9b").non_embedding == Approx(14.9e9).epsilon(0.015));
+  CHECK(params("qwen2-vl-28.8b").non_embedding == Approx(28.8e9).epsilon(0.015));
+  // The Qwen2-VL ViT: ~675 M with a 3584-wide merger (reference C.2), 699.4 M with 8192.
+  CHECK(params("qwen2-vl-28.8b").vision == 699'356'672);
+}
+
+TEST_CASE("command-line overrides replace study fields and DP is what remains", "[config]") {
+  StudyOverrides o;
+  o.model = "qwen2-7b";
+  o.cluster = "h100x64";
+  o.tp = 4;
+  o.pp = 4;
+  o.seq = 4096;
+  o.mbs = 2;
+  o.microbatches = 128;
+  o.sequence_parallel = true;
+  Study s = load_study(resolve_config("studies", "default"), o);
+  CHECK(s.model.name == "qwen2-7b");
+  CHECK(s.cluster.gpus() == 64);
+  CHECK(s.parallel.dp == 4);
+  CHECK(s.training.micro_batch_size == 2);
+  CHECK(s.parallel.sequence_parallel);
+  o.nodes = 2;
+  CHECK(load_study(resolve_config("studies", "default"), o).parallel.dp == 1);
+}
+
+TEST_CASE("unknown names list the known ones", "[config][errors]") {
+  StudyOverrides o;
+  o.model = "qwen3-7b";
+  InputError e = input_error([&] { load_study(resolve_config("studies", "default"), o); });
+  CHECK(e.where == "--model");
+  CHECK_THAT(e.problem, Catch::Contains("unknown model 'qwen3-7b'") &&
+                            Catch::Contains("qwen2-7b") && Catch::Contains("qwen2-72b"));
+
+  e = input_error([] { load_study(scratch("s.yaml", study_text("nope"))); });
+  CHECK(e.field == "model");
+  CHECK_THAT(e.where, Catch::EndsWith("s.yaml"));
+
+  e = input_error([] { load_profile("b200"); });
+  CHECK_THAT(e.problem, Catch::Contains("a800") && Catch::Contains("h200"));
+  e = input_error([] { resolve_config("studies", "nope"); });
+  CHECK(e.where == "--study");
+}
+
+TEST_CASE("an unknown key (a typo) is an error listing the allowed keys", "[config][errors]") {
+  std::string text = kModel7b;
+  text += "hiden: 4096\n";
+  InputError e = input_error([&] { load_model(scratch("typo.yaml", text)); });
+  CHECK(e.field == "hiden");
+  CHECK_THAT(e.problem, Catch::Contains("unknown field") && Catch::Contains("hidden"));
+
+  e = input_error(
+      [] { load_study(scratch("s.yaml", study_text("qwen2-7b", "  sequence_paralel: true\n"))); });
+  CHECK(e.field == "parallel.sequence_paralel");
+}
+
+TEST_CASE("missing, mistyped, zero and negative fields are errors", "[config][errors]") {
+  std::string no_ffn = kModel7b;
+  no_ffn.replace(no_ffn.find("ffn: 18944\n"), 11, "");
+  InputError e = input_error([&] { load_model(scratch("m.yaml", no_ffn)); });
+  CHECK(e.field == "ffn");
+  CHECK_THAT(e.problem, Catch::Contains("missing"));
+
+  std::string typed = kModel7b;
+  typed.replace(typed.find("layers: 28"), 10, "layers: many");
+  e = input_error([&] { load_model(scratch("m.yaml", typed)); });
+  CHECK(e.field == "layers");
+  CHECK_THAT(e.problem, Catch::Contains("'many'"));
+
+  std::string zero = kModel7b;
+  zero.replace(zero.find("hidden: 3584"), 12, "hidden: 0");
+  e = input_error([&] { load_model(scratch("m.yaml", zero)); });
+  CHECK(e.field == "hidden");
+
+  e = input_error([] {
+    load_study(scratch("s.yaml", study_text("qwen2-7b", "", "  micro_batch_size: -1\n")));
+  });
+  CHECK(e.field == "training.micro_batch_size");
+
+  e = input_error(
+      [] { load_study(scratch("s.yaml", study_text("qwen2-7b", "", "  recompute: some\n"))); });
+  CHECK_THAT(e.problem, Catch::Contains("none, selective, full"));
+
+  StudyOverrides o;
+  o.seq = 0;
+  e = input_error([&] { load_study(resolve_config("studies", "default"), o); });
+  CHECK(e.where == "--seq");
+}
+
+TEST_CASE("malformed YAML names the file and line", "[config][errors]") {
+  InputError e = input_error([] { load_model(scratch("bad.yaml", "layers: [1, 2\nhidden: 3\n")); });
+  CHECK_THAT(e.where, Catch::EndsWith("bad.yaml"));
+  CHECK_THAT(e.problem, Catch::Contains("malformed YAML"));
+}
+
+TEST_CASE("heads or kv_heads not divisible by TP are errors with the allowed TP sizes",
+          "[config][errors]") {
+  StudyOverrides o;
+  o.model = "qwen2-7b";
+  o.tp = 8;  // 28 heads
+  o.pp = 2;
+  InputError e = input_error([&] { load_study(resolve_config("studies", "default"), o); });
+  CHECK(e.where == "--tp");
+  CHECK(e.field == "parallel.tp");
+  CHECK_THAT(e.problem, Catch::Contains("heads (28)") && Catch::Contains("allowed tp: 1, 2, 4"));
+
+  o.model = "qwen2-72b";  // 64 heads, 8 KV heads
+  o.tp = 16;
+  o.pp = 1;
+  e = input_error([&] { load_study(resolve_config("studies", "default"), o); });
+  CHECK_THAT(e.problem, Catch::Contains("kv_heads (8)"));
+}
+
+TEST_CASE("fewer layers than virtual stages and splits that do not divide the cluster are errors",
+          "[config][errors]") {
+  StudyOverrides o;
+  o.tp = 1;
+  o.pp = 8;  // 11 layers, 8 x 2 = 16 virtual stages
+  InputError e = input_error([&] { load_study(resolve_config("studies", "default"), o); });
+  CHECK_THAT(e.problem, Catch::Contains("11 layers, fewer than the 16 virtual stages"));
+
+  o = {};
+  o.pp = 3;  // 8 x 3 does not divide 16 GPUs
+  e = input_error([&] { load_study(resolve_config("studies", "default"), o); });
+  CHECK_THAT(e.problem, Catch::Contains("does not divide the 16 GPUs"));
+}
+
+TEST_CASE("a profile missing a field, or with an unknown one, is an error naming it",
+          "[config][errors][profile]") {
+  std::ifstream in(kRoot / "profiles/a800.yaml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::string missing = text;
+  missing.replace(missing.find("  bwd_efficiency:"), 17, "  #bwd_efficiency:");
+  InputError e = input_error([&] { load_profile(scratch("p.yaml", missing)); });
+  CHECK(e.field == "attention.bwd_efficiency");
+  CHECK_THAT(e.problem, Catch::Contains("missing"));
+
+  std::string no_links = text;
+  no_links.replace(no_links.find("links:"), 6, "linkz:");
+  e = input_error([&] { load_profile(scratch("p.yaml", no_links)); });
+  CHECK(e.field == "links");
+
+  Profile p = load_profile("a800");
+  e = input_error([&] { p.link("roce"); });
+  CHECK_THAT(e.problem, Catch::Contains("known: ib, nvlink"));
+}
+
+TEST_CASE("a800 profile numbers are the spec-derived ones", "[config][profile]") {
+  Profile p = load_profile("a800");
+  CHECK(p.peak_flops == Approx(312e12));
+  CHECK(p.hbm_bandwidth_Bps == Approx(2039e9));
+  CHECK(p.link("nvlink").bus_bandwidth_Bps == Approx(150e9));
+  CHECK(p.host_h2d_Bps == Approx(25.13e9));
+  Profile h20 = load_profile("h20");
+  CHECK(h20.peak_flops == Approx(148e12));  // capped, not SMs x clock
+}
+
+TEST_CASE("measured collective rows load sorted and take precedence over the link model",
+          "[config][profile]") {
+  std::ifstream in(kRoot / "profiles/a800.yaml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string anchor = "    p2p_bandwidth_gbps: 160";
+  size_t at = text.find(anchor);
+  REQUIRE(at != std::string::npos);
+  at = text.find('\n', at) + 1;
+  text.insert(at,
+              "    measured:\n"
+              "      all_reduce:\n"
+              "        - {ranks: 8, bytes: 104857600, time_us: 1300}\n"
+              "        - {ranks: 8, bytes: 1048576, time_us: 45}\n");
+  Profile p = load_profile(scratch("measured.yaml", text));
+  const auto& rows = p.link("nvlink").measured.at("all_reduce");
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0].bytes == 1048576);
+  CHECK(collective_time_s(p.link("nvlink"), CollectiveKind::AllReduce, 8, 1048576) ==
+        Approx(45e-6));
+
+  std::string bad = text;
+  bad.replace(bad.find("time_us: 45"), 11, "time_ms: 45");
+  InputError e = input_error([&] { load_profile(scratch("measured.yaml", bad)); });
+  CHECK(e.field == "links.nvlink.measured.all_reduce[1].time_us");
+}

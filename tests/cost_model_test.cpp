@@ -1,0 +1,360 @@
+// The analytic cost model: FLOPs against Megatron's formula, activation bytes against the
+// documented per-layer formula, collectives per DESIGN §2, collective time monotonic, static
+// memory and parameter bookkeeping.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <unistd.h>
+
+#include "braid/config.hpp"
+#include "braid/cost_model.hpp"
+#include "braid/error.hpp"
+#include "braid/profile.hpp"
+
+using namespace braid;
+
+namespace {
+
+Study study_of(const std::string& model, const std::string& cluster, int tp, int pp, int seq,
+               bool sp, int mbs = 1) {
+  StudyOverrides o;
+  o.model = model;
+  o.cluster = cluster;
+  o.tp = tp;
+  o.pp = pp;
+  o.vpp = 1;
+  o.seq = seq;
+  o.mbs = mbs;
+  o.sequence_parallel = sp;
+  return load_study(resolve_config("studies", "default"), o);
+}
+
+double layer_f_alloc(const LayerCost& layer) {
+  double sum = 0;
+  for (const auto& u : layer) sum += u[Phase::F].alloc_bytes;
+  return sum;
+}
+
+// Current Megatron-LM num_floating_point_operations per token (reference §D.1 [D3]): forward +
+// backward (x3), causal attention halved, SwiGLU x3 matrices, logits once.
+double megatron_flops_per_token(const ModelConfig& m, double s) {
+  const double h = m.hidden, q = double(m.heads) * m.head_dim, kv = double(m.kv_heads) * m.head_dim;
+  const double f = m.ffn, V = m.vocab;
+  const double per_layer = 6 * (h * (q + 2 * kv) + q * s + q * h) + 6 * h * f * 3;
+  return m.layers * per_layer + 6 * h * V;
+}
+
+}  // namespace
+
+TEST_CASE("model FLOPs per token are within 2 % of Megatron's GQA/SwiGLU formula",
+          "[cost][flops]") {
+  struct Case {
+    const char* model;
+    const char* cluster;
+    int tp, pp, seq;
+  };
+  for (Case c :
+       {Case{"qwen2-7b", "a800x16", 4, 2, 4096}, Case{"qwen2-7b", "h200x8", 1, 4, 2048},
+        Case{"qwen2-72b", "h100x64", 8, 8, 4096}, Case{"qwen2-12.1b", "a800x16", 8, 2, 6144}}) {
+    Study s = study_of(c.model, c.cluster, c.tp, c.pp, c.seq, false);
+    CostModel cm = build_cost_model(s, load_profile(s.cluster.profile), c.pp);
+    double per_token = cm.model_flops / cm.tokens_per_iteration;
+    INFO(c.model << " tp " << c.tp);
+    CHECK(per_token == Approx(megatron_flops_per_token(s.model, c.seq)).epsilon(0.02));
+  }
+  // Reference §D.1 worked example: Qwen2-7B at s = 4096, current Megatron (causal /2): 44.9 GFLOP.
+  Study s = study_of("qwen2-7b", "a800x16", 1, 2, 4096, false);
+  CostModel cm = build_cost_model(s, load_profile("a800"), 2);
+  CHECK(cm.model_flops / cm.tokens_per_iteration == Approx(44.9e9).epsilon(0.005));
+  CHECK(cm.tokens_per_iteration == 4096.0 * 64 * 8);  // seq x microbatches x dp (16 / 2)
+  CHECK(cm.hardware_flops > cm.model_flops);          // FlashAttention's backward recompute
+}
+
+TEST_CASE("activation bytes per layer equal the documented formula, TP without and with SP",
+          "[cost][memory]") {
+  // Documented formula (docs/cost-model.md), e = 2 bytes, per microbatch of s x b tokens:
+  //   no SP: e*s*b*(4h + (2q + 2k + 3f)/t)     with SP: e*s*b*(4h + 2q + 2k + 3f)/t
+  for (const char* model : {"qwen2-7b", "qwen2-72b"}) {
+    for (int tp : {1, 2, 4}) {
+      for (bool sp : {false, true}) {
+        const int seq = 4096, mbs = 2;
+        Study s = study_of(model, "a800x16", tp, 2, seq, sp, mbs);
+        CostModel cm = build_cost_model(s, load_profile("a800"), 2);
+        const ModelConfig& m = s.model;
+        const double h = m.hidden, q = double(m.heads) * m.head_dim,
+                     k = double(m.kv_heads) * m.head_dim, f = m.ffn, t = tp;
+        const double tokens = double(seq) * mbs;
+        const double expected = sp ? 2 * tokens * (4 * h + 2 * q + 2 * k + 3 * f) / t
+                                   : 2 * tokens * (4 * h + (2 * q + 2 * k + 3 * f) / t);
+        INFO(model << " tp " << tp << " sp " << sp);
+        CHECK(layer_f_alloc(cm.chunks[1].layers[0]) == Approx(expected).epsilon(1e-12));
+      }
+    }
+  }
+  // Reference §D.3: Qwen2-7B is about 44 s*b*h bytes per layer at t = 1.
+  Study s = study_of("qwen2-7b", "a800x16", 1, 2, 4096, false);
+  CostModel cm = build_cost_model(s, load_profile("a800"), 2);
+  CHECK(layer_f_alloc(cm.chunks[0].layers[0]) / (4096.0 * 3584) == Approx(44).epsilon(0.01));
+}
+
+TEST_CASE("every unit frees exactly what it allocates, and M_a is the chunk's F allocations",
+          "[cost][memory]") {
+  Study s = load_study(resolve_config("studies", "default"));
+  CostModel cm = build_cost_model(s, load_profile("a800"), 4);
+  for (const auto& c : cm.chunks) {
+    double f_alloc = 0;
+    auto check_unit = [&](const UnitCost& u) {
+      double alloc = 0, freed = 0;
+      for (const auto& p : u.phase) {
+        alloc += p.alloc_bytes;
+        freed += p.free_bytes;
+      }
+      CHECK(alloc == Approx(freed));
+      f_alloc += u[Phase::F].alloc_bytes;
+    };
+    for (const auto& u : c.prologue) check_unit(u);
+    for (const auto& l : c.layers)
+      for (const auto& u : l) check_unit(u);
+    for (const auto& u : c.epilogue) check_unit(u);
+    CHECK(c.activation_bytes == Approx(f_alloc));
+    CHECK(c.output_bytes == 6144.0 * 8192 * 2);
+  }
+  // The last stage also saves the LM head input and the fp32 logits (4 bytes x vocab / tp).
+  CHECK(cm.chunks[3].activation_bytes > cm.chunks[1].activation_bytes * 2 / 3);
+}
+
+TEST_CASE("TP collectives follow DESIGN §2: units, phases, kinds and tokens x hidden x 2 bytes",
+          "[cost][collective]") {
+  const double bytes = 4096.0 * 3584 * 2;
+  SECTION("without sequence parallelism: All-Reduce after Attn/MLP F and PreAttn/PreMLP B") {
+    Study s = study_of("qwen2-7b", "a800x16", 4, 2, 4096, false);
+    CostModel cm = build_cost_model(s, load_profile("a800"), 2);
+    const LayerCost& l = cm.chunks[0].layers[0];
+    using K = CollectiveKind;
+    K expected[4][3] = {{K::None, K::AllReduce, K::None},
+                        {K::AllReduce, K::None, K::None},
+                        {K::None, K::AllReduce, K::None},
+                        {K::AllReduce, K::None, K::None}};
+    for (int u = 0; u < 4; ++u) {
+      for (int p = 0; p < 3; ++p) {
+        const Collective& c = l[u].phase[p].collective;
+        INFO(name(l[u].kind) << " " << name(Phase(p)));
+        CHECK(c.kind == expected[u][p]);
+        if (c.kind != K::None) {
+          CHECK(c.bytes == bytes);
+          CHECK(c.position == CollectivePosition::After);
+          CHECK(c.time_s > 0);
+        }
+      }
+    }
+    CHECK(l[0][Phase::W].collective.kind == CollectiveKind::None);
+    // Per unit: 2 All-Reduces in the forward, 2 in the backward (DESIGN §4's 2 x T_AR/2).
+  }
+  SECTION("with sequence parallelism: All-Gather before / Reduce-Scatter after") {
+    Study s = study_of("qwen2-7b", "a800x16", 4, 2, 4096, true);
+    CostModel cm = build_cost_model(s, load_profile("a800"), 2);
+    const LayerCost& l = cm.chunks[0].layers[0];
+    for (int u : {0, 2}) {  // PreAttn, PreMLP
+      CHECK(l[u][Phase::F].collective.kind == CollectiveKind::AllGather);
+      CHECK(l[u][Phase::F].collective.position == CollectivePosition::Before);
+      CHECK(l[u][Phase::B].collective.kind == CollectiveKind::ReduceScatter);
+      CHECK(l[u][Phase::B].collective.position == CollectivePosition::After);
+    }
+    for (int u : {1, 3}) {  // Attn, MLP
+      CHECK(l[u][Phase::F].collective.kind == CollectiveKind::ReduceScatter);
+      CHECK(l[u][Phase::F].collective.position == CollectivePosition::After);
+      CHECK(l[u][Phase::B].collective.kind == CollectiveKind::AllGather);
+      CHECK(l[u][Phase::B].collective.position == CollectivePosition::Before);
+    }
+    CHECK(l[1][Phase::F].collective.bytes == bytes);
+    CHECK(cm.chunks[0].output_bytes == bytes / 4);
+  }
+  SECTION("TP 1 has no collectives") {
+    Study s = study_of("qwen2-7b", "a800x16", 1, 2, 4096, false);
+    CostModel cm = build_cost_model(s, load_profile("a800"), 2);
+    for (const auto& u : cm.chunks[0].layers[0]) {
+      for (const auto& p : u.phase) CHECK(p.collective.kind == CollectiveKind::None);
+    }
+  }
+}
+
+TEST_CASE("collective time is the latency plus algorithm factor x bytes / bus bandwidth",
+          "[cost][collective]") {
+  LinkProfile link;
+  link.latency_s = 10e-6;
+  link.bus_bandwidth_Bps = 100e9;
+  // 8 ranks, 100 MB: all-reduce 2 x 7/8 x 1 ms, all-gather 7/8 x 1 ms.
+  CHECK(collective_time_s(link, CollectiveKind::AllReduce, 8, 100e6) == Approx(10e-6 + 1.75e-3));
+  CHECK(collective_time_s(link, CollectiveKind::AllGather, 8, 100e6) == Approx(10e-6 + 0.875e-3));
+  CHECK(collective_time_s(link, CollectiveKind::ReduceScatter, 2, 100e6) == Approx(10e-6 + 0.5e-3));
+  CHECK(collective_time_s(link, CollectiveKind::AllReduce, 1, 100e6) == 0);
+}
+
+TEST_CASE("collective time grows with bytes and with TP size", "[cost][collective]") {
+  for (const char* gpu : {"a800", "h20", "h100", "h200"}) {
+    Profile p = load_profile(gpu);
+    for (const auto& [link_name, link] : p.links) {
+      for (CollectiveKind k :
+           {CollectiveKind::AllReduce, CollectiveKind::AllGather, CollectiveKind::ReduceScatter}) {
+        double previous = 0;
+        for (double bytes = 1024; bytes < 1e10; bytes *= 4) {
+          double t = collective_time_s(link, k, 8, bytes);
+          CHECK(t > previous);
+          previous = t;
+        }
+        previous = 0;
+        for (int ranks : {2, 4, 8, 16, 32}) {
+          double t = collective_time_s(link, k, ranks, 64e6);
+          CHECK(t > previous);
+          previous = t;
+        }
+      }
+    }
+  }
+  // And through the cost model: a larger TP group moves the same bytes more slowly.
+  double previous = 0;
+  for (int tp : {2, 4}) {
+    Study s = study_of("qwen2-7b", "a800x16", tp, 2, 4096, false);
+    double t = build_cost_model(s, load_profile("a800"), 2)
+                   .chunks[0]
+                   .layers[0][1][Phase::F]
+                   .collective.time_s;
+    CHECK(t > previous);
+    previous = t;
+  }
+}
+
+TEST_CASE("a measured collective table takes precedence and is interpolated in bytes",
+          "[cost][collective]") {
+  LinkProfile link;
+  link.latency_s = 1;  // would dominate if the table were ignored
+  link.bus_bandwidth_Bps = 1;
+  link.measured["all_reduce"] = {{8, 1e6, 20e-6}, {8, 3e6, 40e-6}};
+  CHECK(collective_time_s(link, CollectiveKind::AllReduce, 8, 2e6) == Approx(30e-6));
+  CHECK(collective_time_s(link, CollectiveKind::AllReduce, 8, 6e6) == Approx(80e-6));
+  CHECK(collective_time_s(link, CollectiveKind::AllReduce, 8, 1e3) == Approx(20e-6));
+  CHECK(collective_time_s(link, CollectiveKind::AllReduce, 4, 2e6) > 1);  // no row for 4 ranks
+}
+
+TEST_CASE("a TP group wider than a node uses the inter-node link", "[cost][collective]") {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("braid_cost_test." + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "c4.yaml") << "name: c4\nnodes: 4\ngpus_per_node: 4\nprofile: a800\n";
+  StudyOverrides o;
+  o.cluster = (dir / "c4.yaml").string();
+  o.tp = 8;
+  o.pp = 2;
+  Study wide = load_study(resolve_config("studies", "default"), o);
+  Study narrow = load_study(resolve_config("studies", "default"));
+  Profile p = load_profile("a800");
+  const CostModel wide_cm = build_cost_model(wide, p, 4),
+                  narrow_cm = build_cost_model(narrow, p, 4);
+  const Collective& w = wide_cm.chunks[0].layers[0][1][Phase::F].collective;
+  const Collective& n = narrow_cm.chunks[0].layers[0][1][Phase::F].collective;
+  CHECK(w.time_s == Approx(collective_time_s(p.link("ib"), CollectiveKind::AllReduce, 8, w.bytes)));
+  CHECK(n.time_s ==
+        Approx(collective_time_s(p.link("nvlink"), CollectiveKind::AllReduce, 8, n.bytes)));
+  CHECK(w.time_s > n.time_s);
+}
+
+TEST_CASE("W is the weight-gradient GEMMs; B adds attention backward and elementwise work",
+          "[cost][time]") {
+  Study s = load_study(resolve_config("studies", "default"));
+  Profile p = load_profile("a800");
+  CostModel cm = build_cost_model(s, p, 4);
+  const LayerCost& l = cm.chunks[1].layers[0];
+  // MLP W: one FC2 weight-gradient GEMM of 2 x T x f x h / t FLOPs at the profile's efficiency.
+  const double flops = 2.0 * 6144 * 29568 * 8192 / 8;
+  const double eff = p.gemm.max_efficiency * flops / (flops + p.gemm.half_flops);
+  CHECK(l[3][Phase::W].time_s == Approx(flops / (p.peak_flops * eff)));
+  CHECK(l[3][Phase::W].flops == flops);
+  for (const auto& u : l) {
+    CHECK(u[Phase::B].time_s > u[Phase::W].time_s);
+    CHECK(u[Phase::F].time_s > 0);
+  }
+  // Attention core: causal forward 2 x T x s x q / t FLOPs; backward counted as 2x (model).
+  const double core = 2.0 * 6144 * 6144 * 8192 / 8;
+  CHECK(l[1][Phase::F].flops == Approx(core + 2.0 * 6144 * 8192 * 8192 / 8));
+  CHECK(l[1][Phase::B].flops == Approx(2 * core + 2.0 * 6144 * 8192 * 8192 / 8));
+}
+
+TEST_CASE("parameters per chunk add up to the model and static memory follows the training config",
+          "[cost][params]") {
+  Study s = study_of("qwen2-7b", "a800x16", 1, 4, 4096, false);  // vocab 152064 = 1188 x 128
+  CostModel cm = build_cost_model(s, load_profile("a800"), 4);
+  double params = 0;
+  for (const auto& c : cm.chunks) params += c.params;
+  CHECK(params == Approx(count_parameters(s.model).total));
+  // dp = 16 / 4 = 4; distributed optimizer: 2 + 4 + 12 / 4 bytes per parameter.
+  CHECK(s.parallel.dp == 4);
+  CHECK(cm.chunks[1].static_bytes == Approx(cm.chunks[1].params * 9));
+  CHECK(cm.chunks[0].prologue.front().kind == UnitKind::Embedding);
+  CHECK(cm.chunks[3].epilogue.front().kind == UnitKind::Head);
+  CHECK(cm.chunks[0].layers.size() == 7);
+  CHECK(cm.node_of_rank == std::vector<int>{0, 0, 1, 1});
+}
+
+TEST_CASE("uneven and explicit layer splits; impossible splits are errors", "[cost][split]") {
+  Study s = load_study(resolve_config("studies", "default"));  // 11 layers
+  Profile p = load_profile("a800");
+  CostModel cm = build_cost_model(s, p, 4);
+  CHECK(cm.chunks[0].layers.size() == 3);
+  CHECK(cm.chunks[3].layers.size() == 2);
+  CHECK(cm.chunks[3].layers.back()[0].layer == 10);
+  LayerSplit split{{2, 3, 3, 3}};
+  CHECK(build_cost_model(s, p, 4, split).chunks[0].layers.size() == 2);
+  CHECK_THROWS_AS(build_cost_model(s, p, 12), InputError);
+  CHECK_THROWS_AS(build_cost_model(s, p, 4, LayerSplit{{2, 3, 3}}), InputError);
+  CHECK_THROWS_AS(build_cost_model(s, p, 4, LayerSplit{{2, 3, 3, 4}}), InputError);
+}
+
+TEST_CASE("selective recomputation reruns the attention forward; full is rejected for now",
+          "[cost][recompute]") {
+  Profile p = load_profile("a800");
+  Study plain = load_study(resolve_config("studies", "default"));
+  StudyOverrides o;
+  o.recompute = Recompute::Selective;
+  Study selective = load_study(resolve_config("studies", "default"), o);
+  CostModel a = build_cost_model(plain, p, 4), b = build_cost_model(selective, p, 4);
+  const PhaseCost& before = a.chunks[1].layers[0][1][Phase::B];
+  const PhaseCost& after = b.chunks[1].layers[0][1][Phase::B];
+  const double core = 2.0 * 6144 * 6144 * 8192 / 8;  // causal attention forward, one GPU
+  CHECK(after.time_s - before.time_s == Approx(core / (p.peak_flops * p.attention_fwd_efficiency)));
+  CHECK(after.hw_flops - before.hw_flops == Approx(core));
+  CHECK(after.flops == before.flops);                                   // model FLOPs unchanged
+  CHECK(b.chunks[1].activation_bytes == a.chunks[1].activation_bytes);  // FlashAttention: no s^2
+  CHECK(b.model_flops == a.model_flops);
+  CHECK(b.hardware_flops > a.hardware_flops);
+
+  o.recompute = Recompute::Full;
+  Study full = load_study(resolve_config("studies", "default"), o);
+  try {
+    build_cost_model(full, p, 4);
+    FAIL("expected InputError");
+  } catch (const InputError& e) {
+    CHECK(e.field == "training.recompute");
+  }
+}
+
+TEST_CASE("a vision-language model puts the ViT before the embedding on stage 0",
+          "[cost][vision]") {
+  StudyOverrides o;
+  o.model = "qwen2-vl-28.8b";
+  Study s = load_study(resolve_config("studies", "default"), o);
+  CostModel cm = build_cost_model(s, load_profile("a800"), 4);
+  const auto& pro = cm.chunks[0].prologue;
+  REQUIRE(pro.size() == 1 + 32 * 4 + 1 + 1);
+  CHECK(pro.front().kind == UnitKind::VisionPatch);
+  CHECK(pro[1].vision);
+  CHECK(pro[1].kind == UnitKind::PreAttn);
+  CHECK(pro[pro.size() - 2].kind == UnitKind::VisionMerger);
+  CHECK(pro.back().kind == UnitKind::Embedding);
+  CHECK(cm.chunks[1].prologue.empty());
+  double params = 0;
+  for (const auto& c : cm.chunks) params += c.params;
+  CHECK(params * 8 == Approx(count_parameters(s.model).total).epsilon(0.01));  // vocab padding
+}
