@@ -11,5 +11,7 @@ namespace braid::cli {
 void register_info(CLI::App& app);
 void register_schedule(CLI::App& app);
 void register_export(CLI::App& app);
+void register_sweep(CLI::App& app);
+void register_search(CLI::App& app);
 
 }  // namespace braid::cli
