@@ -6,6 +6,7 @@
 
 #include "braid/dag.hpp"
 #include "braid/error.hpp"
+#include "braid/simulator.hpp"
 #include "hand_schedules.hpp"
 
 using namespace braid;
@@ -91,12 +92,8 @@ TEST_CASE("an FB block interleaves the units exactly as DESIGN section 2 draws t
 }
 
 TEST_CASE("FW and FF blocks pair the units of both sides per layer", "[dag]") {
-  const Schedule s =
-      make("fw", 1, 1, 2, Placement::Loop,
-           {{FF({0, 0, false}, {0, 1, false}), B(0, 0, true), FW({0, 0, false}, {0, 0, false})}});
-  // FW's F side must be a new forward: use m = 3 so the FW forwards microbatch 2.
-  Schedule s3 = s;
-  s3.microbatches = 3;
+  // FW's F side must be a new forward: m = 3, the FW forwards microbatch 2.
+  Schedule s3 = make("fw", 1, 1, 3, Placement::Loop, {{}});
   s3.ranks[0].instructions = {FF({0, 0, false}, {0, 1, false}), B(0, 0, true),
                               FW({0, 2, false}, {0, 0, false}), B(0, 1), B(0, 2)};
   const Dag dag = lower(s3, uniform_cost_model(unit_costs(), 1));
@@ -178,9 +175,35 @@ TEST_CASE("the longest path through the dag follows the heaviest chain", "[dag]"
   const std::vector<int> path = longest_path(dag, w);
   double total = 0;
   for (int i : path) total += w[i];
-  // Worked out in simulator_test: the iteration takes 65 with these costs, and without
+  // Worked out in simulator_test: the iteration takes 66 with these costs, and without
   // contention the longest path is the iteration.
-  CHECK(total == 65.0);
+  CHECK(total == 66.0);
   CHECK(op_name(dag, path.front()) == "F0.0 PreAttn L0");
   CHECK(op_name(dag, path.back()) == "W0.1 PreAttn L0");
+}
+
+TEST_CASE("a send leaves at the end of its instruction, after its data", "[dag]") {
+  // Megatron (and the STP / DualPipe runtimes) send after forward_step / backward_step returns,
+  // so a send waits for the instruction's last compute op as well as for the data it carries.
+  // p = 2, loop placement: rank 1 (the last stage) runs F0.0, then FB(F0.1, B0.0 full).
+  const Schedule s = make(
+      "sends", 2, 1, 2, Placement::Loop,
+      {{F(0, 0), F(0, 1), B(0, 0), B(0, 1)}, {F(0, 0), FB({0, 1, false}, {0, 0, false}), B(0, 1)}});
+  const Dag dag = lower(s, uniform_cost_model(unit_costs(), 2));
+  // Rank 1's B0.0 gradient goes to rank 0 after the block's last op, W.PreAttn.
+  const int send_b = find_op(dag, "send B0.0 r1->r0", 1);
+  CHECK(has_pred(dag, send_b, find_op(dag, "AR B0.0 PreAttn L1", 1)));  // its data
+  CHECK(has_pred(dag, send_b, find_op(dag, "W0.0 PreAttn L1", 1)));     // the instruction's end
+  // Rank 0's F0.0 output: the plain F ends with its All-Reduce, the data itself.
+  const int send_f = find_op(dag, "send F0.0 r0->r1", 0);
+  CHECK(has_pred(dag, send_f, find_op(dag, "AR F0.0 MLP L0", 0)));
+  CHECK(has_pred(dag, send_f, find_op(dag, "F0.0 MLP L0", 0)));
+  // In the simulation rank 0's B0.0 starts when rank 1's block ends, not when the gradient is
+  // ready: rank 1 runs F0.0 [6,11] + its All-Reduce [11,12], then the block from 12: F.PreAttn
+  // F.Attn [12,14], B.MLP B.PreMLP [14,18], W.MLP W.PreMLP [18,22], F.PreMLP F.MLP [22,24], B.Attn
+  // B.PreAttn [24,28] (gradient ready at 29 after its All-Reduce), W.Attn W.PreAttn [28,32].
+  const Timeline t = simulate(dag);
+  CHECK(t.end_s[find_op(dag, "AR B0.0 PreAttn L1", 1)] == 29.0);
+  CHECK(t.start_s[send_b] == 32.0);
+  CHECK(t.start_s[find_op(dag, "B0.0 MLP L0", 0)] == 32.0);
 }

@@ -46,14 +46,14 @@ void check_rank(const RankReport& r, double busy, double tp, double pp, double o
 // Unit costs (hand_schedules.hpp): forward unit 1, B unit 2, W unit 2, each All-Reduce 1, M_a 4.
 TEST_CASE("1F1B, 2 ranks, 2 microbatches: exact breakdown and peak memory", "[report]") {
   const Report r = run(one_f_one_b_p2_m2(), uniform_cost_model(unit_costs(), 2));
-  CHECK(r.iteration_time_s == 65.0);
-  // Rank 0: each F exposes its two All-Reduces (2 x 1); idle [11,27] is 1 TP (F0.1's last
-  // All-Reduce) + 15 waiting for rank 1's gradient, [43,49] is 6 more.
-  check_rank(r.ranks[0], 40, 4, 21);
-  // Rank 1: start-up [0,6] and drain [50,65] are PP; four exposed All-Reduces.
-  check_rank(r.ranks[1], 40, 4, 21);
-  CHECK(r.tp_bubble_rate == Approx(8.0 / 130.0));
-  CHECK(r.pp_bubble_rate == Approx(42.0 / 130.0));
+  CHECK(r.iteration_time_s == 66.0);
+  // Rank 0: each F exposes its two All-Reduces (2 x 1); idle [11,28] is 1 TP (F0.1's last
+  // All-Reduce) + 16 waiting for rank 1's gradient (sent when its B ends), [44,50] is 6 more.
+  check_rank(r.ranks[0], 40, 4, 22);
+  // Rank 1: start-up [0,6] and drain [50,66] are PP; four exposed All-Reduces.
+  check_rank(r.ranks[1], 40, 4, 22);
+  CHECK(r.tp_bubble_rate == Approx(8.0 / 132.0));
+  CHECK(r.pp_bubble_rate == Approx(44.0 / 132.0));
   CHECK(r.ranks[0].activation_peak_ma == 2.0);
   CHECK(r.ranks[1].activation_peak_ma == 1.0);
   check_sum_identity(r);
@@ -61,11 +61,11 @@ TEST_CASE("1F1B, 2 ranks, 2 microbatches: exact breakdown and peak memory", "[re
 
 TEST_CASE("1F1B-I, 2 ranks, 2 microbatches: TP bubble 2m T_AR, peak (3p-2) M_a", "[report]") {
   const Report r = run(interleaved_p2_m2(), uniform_cost_model(unit_costs(), 4));
-  CHECK(r.iteration_time_s == 109.0);
+  CHECK(r.iteration_time_s == 110.0);
   // 2m T_AR = 2 * 2 * 2 = 8 on every rank: the four forwards each expose both All-Reduces, the
   // full backwards hide theirs under W.
-  check_rank(r.ranks[0], 80, 8, 21);
-  check_rank(r.ranks[1], 80, 8, 21);
+  check_rank(r.ranks[0], 80, 8, 22);
+  check_rank(r.ranks[1], 80, 8, 22);
   CHECK(r.ranks[0].activation_peak_ma == 4.0);  // 3p - 2
   CHECK(r.ranks[1].activation_peak_ma == 3.0);
   check_sum_identity(r);
@@ -139,7 +139,7 @@ TEST_CASE("the sum identity holds under contention", "[report]") {
   const Report r = run(interleaved_p2_m2(), cost);
   check_sum_identity(r);
   const Report free = run(interleaved_p2_m2(), cost, SimOptions{false, false});
-  CHECK(free.iteration_time_s == 109.0);
+  CHECK(free.iteration_time_s == 110.0);
   CHECK(r.iteration_time_s > free.iteration_time_s);
 }
 
@@ -162,7 +162,7 @@ TEST_CASE("OOM is flagged with the rank and the amount over", "[report]") {
 TEST_CASE("the critical path covers the iteration", "[report]") {
   const Report r = run(one_f_one_b_p2_m2(), uniform_cost_model(unit_costs(), 2));
   const CriticalPathSummary& cp = r.critical_path;
-  CHECK(cp.compute_s + cp.collective_s + cp.p2p_s + cp.copy_s == 65.0);
+  CHECK(cp.compute_s + cp.collective_s + cp.p2p_s + cp.copy_s == 66.0);
   CHECK(cp.wait_s == 0.0);
   CHECK(cp.rank_sequence.front() == 0);
   CHECK(cp.rank_sequence.back() == 0);
@@ -172,7 +172,7 @@ TEST_CASE("the critical path covers the iteration", "[report]") {
 TEST_CASE("reports render as JSON with units in the names, CSV and tables", "[report]") {
   const Report r = run(interleaved_p2_m2(), uniform_cost_model(unit_costs(), 4));
   const nlohmann::json j = nlohmann::json::parse(report_json(r));
-  CHECK(j["iteration_time_s"] == 109.0);
+  CHECK(j["iteration_time_s"] == 110.0);
   CHECK(j["ranks"].size() == 2);
   CHECK(j["ranks"][0]["tp_exposed_s"] == 8.0);
   CHECK(j["ranks"][0]["activation_peak_ma"] == 4.0);
@@ -185,7 +185,7 @@ TEST_CASE("reports render as JSON with units in the names, CSV and tables", "[re
   const std::string rcsv = ranks_csv(r);
   CHECK(std::count(rcsv.begin(), rcsv.end(), '\n') == 3);
   const std::string table = simulate_table(r);
-  CHECK(table.find("iteration time   109") != std::string::npos);
+  CHECK(table.find("iteration time   110") != std::string::npos);
   Report slow = run(one_f_one_b_p2_m2(), uniform_cost_model(unit_costs(), 2));
   slow.schedule = "1f1b";
   const std::string cmp = compare_table({r, slow});
@@ -193,4 +193,94 @@ TEST_CASE("reports render as JSON with units in the names, CSV and tables", "[re
   CHECK(cmp.find("speed-up vs 1f1b-i") != std::string::npos);
   const nlohmann::json all = nlohmann::json::parse(reports_json({r, slow}));
   CHECK(all["reports"].size() == 2);
+}
+
+// ---- with the generators (src/schedule) --------------------------------------------------------
+
+namespace {
+
+Report run_generated(const std::string& name, int p, int m, const UniformCosts& costs) {
+  ScheduleOptions o;
+  o.pp = p;
+  o.vpp = 2;
+  o.microbatches = m;
+  const Schedule s = make_schedule(name, o);
+  return run(s, uniform_cost_model(costs, s.virtual_stages()));
+}
+
+}  // namespace
+
+TEST_CASE("the generators' 1f1b and 1f1b-i for p = 2, m = 2 are the hand-built ones", "[report]") {
+  ScheduleOptions o;
+  o.pp = 2;
+  o.vpp = 2;
+  o.microbatches = 2;
+  const Schedule a = make_schedule("1f1b", o), b = make_schedule("1f1b-i", o);
+  for (int r = 0; r < 2; ++r) {
+    CHECK(a.ranks[r].instructions == one_f_one_b_p2_m2().ranks[r].instructions);
+    CHECK(b.ranks[r].instructions == interleaved_p2_m2().ranks[r].instructions);
+  }
+}
+
+TEST_CASE("ZB-V, 2 ranks, 2 microbatches: exact breakdown and peak memory", "[report]") {
+  // rank 0: F0.0 F0.1 F1.0 B1.0* W F1.1 B1.1* W B0.0* W B0.1* W
+  // rank 1: F0.0 F1.0 F0.1 F1.1 B1.0* W B0.0* W B1.1* W B0.1* W
+  // A plain F holds the rank 6 (4 compute + 2 synchronous All-Reduces), a split B 10 (8 + 2),
+  // a W 8. Rank 0: F0.0 [0,6) F0.1 [6,12) F1.0 [18,24) (after rank 1's F1.0 at [12,18))
+  // B1.0 [24,34) W [34,42) F1.1 [42,48) B1.1 [48,58) W [58,66) B0.0 [66,76) W [76,84)
+  // B0.1 [98,108) (rank 1's B0.1 sends at 98) W [108,116).
+  const Report r = run_generated("zb-v", 2, 2, unit_costs());
+  CHECK(r.iteration_time_s == 116.0);
+  check_rank(r.ranks[0], 80, 16, 20);  // TP: 4m T_AR = 16
+  check_rank(r.ranks[1], 80, 16, 20);
+  CHECK(r.ranks[0].activation_peak_ma == 3.0);
+  CHECK(r.ranks[1].activation_peak_ma == 4.0);  // 2p M_a
+}
+
+TEST_CASE("STP, 2 ranks, 4 microbatches (its minimum, m >= 2p)", "[report]") {
+  const Report r = run_generated("stp", 2, 4, unit_costs());
+  // Busy is exact: 2 chunks x 4 microbatches x (4 + 8 + 8). At m = 2p the generator prunes and
+  // re-braids the m >= 3p-1 order, so the TP bubble is 6 T_AR on rank 0 (5.5 on rank 1) rather
+  // than the 2p + 1 = 5 of the full order (next test). The iteration time is the simulator's
+  // value (regression; consistent with the breakdown).
+  CHECK(r.ranks[0].busy_s == 160.0);
+  CHECK(r.ranks[1].busy_s == 160.0);
+  CHECK(r.ranks[0].tp_exposed_s == 12.0);
+  CHECK(r.ranks[1].tp_exposed_s == 11.0);
+  CHECK(r.iteration_time_s == 200.0);
+  check_sum_identity(r);
+}
+
+// DESIGN §6, Table 1: with every B and W unit longer than the collective it must hide, 1F1B-I
+// exposes exactly 2m T_AR and ZB-V 4m T_AR on every rank, and STP (2p+1) T_AR on rank 0 whatever
+// m is. (STP's last rank exposes more: at the V's turn B0 of a microbatch consumes the gradient
+// its own FB block's trailing All-Reduce just produced — 10 T_AR at p = 4, 20 at p = 8.)
+TEST_CASE("Table 1: TP bubble of 1f1b-i is 2m T_AR, of zb-v 4m T_AR, of stp (2p+1) T_AR",
+          "[report][table1]") {
+  const std::vector<UniformCosts> settings = {{4, 8, 8, 2, 1}, {2, 4, 6, 1, 1}};
+  for (const UniformCosts& c : settings)
+    for (int p : {2, 4, 8})
+      for (int k : {4, 8, 16}) {
+        const int m = k * p;
+        INFO("p " << p << " m " << m << " tar " << c.tar);
+        const Report i = run_generated("1f1b-i", p, m, c);
+        const Report z = run_generated("zb-v", p, m, c);
+        const Report s = run_generated("stp", p, m, c);
+        for (int r = 0; r < p; ++r) {
+          CHECK(i.ranks[r].tp_exposed_s == Approx(2.0 * m * c.tar).epsilon(1e-9));
+          CHECK(z.ranks[r].tp_exposed_s == Approx(4.0 * m * c.tar).epsilon(1e-9));
+        }
+        CHECK(s.ranks[0].tp_exposed_s == Approx((2.0 * p + 1) * c.tar).epsilon(1e-9));
+        check_sum_identity(i);
+        check_sum_identity(z);
+        check_sum_identity(s);
+      }
+}
+
+TEST_CASE("every generated schedule keeps the sum identity on every rank", "[report]") {
+  for (const std::string& name : schedule_names())
+    for (const UniformCosts& c : {UniformCosts{4, 8, 8, 2, 1}, UniformCosts{1, 1, 1, 3, 1}}) {
+      INFO(name << " tar " << c.tar);
+      check_sum_identity(run_generated(name, 4, 16, c));
+    }
 }

@@ -25,16 +25,17 @@ int find_op(const Dag& dag, const std::string& name, int rank = 0) {
 // Unit costs: a forward unit takes 1, a B unit 2, a W unit 2, each All-Reduce 1.
 // A plain F is PreAttn [0,1] Attn [1,2] AR [2,3] PreMLP [3,4] MLP [4,5] AR [5,6]: its output is
 // ready at 6. A full B is 16 long; its gradient is ready 1 before its end (the PreAttn AR runs
-// under W.PreAttn).
+// under W.PreAttn) but sent at its end, when the instruction ends (Megatron sends after
+// backward_step returns).
 TEST_CASE("1F1B, 2 ranks, 2 microbatches: exact timeline", "[sim]") {
   const Dag dag = lower(one_f_one_b_p2_m2(), uniform_cost_model(unit_costs(), 2));
   const Timeline t = simulate(dag);
-  // rank 0: F0 [0,5] F1 [6,11] B0 [27,43] B1 [49,65]
-  // rank 1: F0 [6,11] B0 [12,28] (gradient at 27) F1 [28,33] B1 [34,50] (gradient at 49)
-  CHECK(t.iteration_time_s == 65.0);
+  // rank 0: F0 [0,5] F1 [6,11] B0 [28,44] B1 [50,66]
+  // rank 1: F0 [6,11] B0 [12,28] (gradient sent at 28) F1 [28,33] B1 [34,50] (sent at 50)
+  CHECK(t.iteration_time_s == 66.0);
   CHECK(t.start_s[find_op(dag, "F0.1 PreAttn L0", 0)] == 6.0);
-  CHECK(t.start_s[find_op(dag, "B0.0 MLP L0", 0)] == 27.0);
-  CHECK(t.start_s[find_op(dag, "B0.1 MLP L0", 0)] == 49.0);
+  CHECK(t.start_s[find_op(dag, "B0.0 MLP L0", 0)] == 28.0);
+  CHECK(t.start_s[find_op(dag, "B0.1 MLP L0", 0)] == 50.0);
   CHECK(t.start_s[find_op(dag, "F0.0 PreAttn L1", 1)] == 6.0);
   CHECK(t.start_s[find_op(dag, "B0.0 MLP L1", 1)] == 12.0);
   CHECK(t.start_s[find_op(dag, "F0.1 PreAttn L1", 1)] == 28.0);
@@ -47,13 +48,13 @@ TEST_CASE("1F1B, 2 ranks, 2 microbatches: exact timeline", "[sim]") {
 TEST_CASE("1F1B-I, 2 ranks, 2 chunks, 2 microbatches: exact timeline", "[sim]") {
   const Dag dag = lower(interleaved_p2_m2(), uniform_cost_model(unit_costs(), 4));
   const Timeline t = simulate(dag);
-  // rank 0: F0.0 [0,5] F0.1 [6,11] F1.0 [12,17] F1.1 [18,23] B1.0 [39,55] B1.1 [61,77]
-  //         B0.0 [77,93] B0.1 [93,109]
+  // rank 0: F0.0 [0,5] F0.1 [6,11] F1.0 [12,17] F1.1 [18,23] B1.0 [40,56] B1.1 [62,78]
+  //         B0.0 [78,94] B0.1 [94,110]
   // rank 1: F0.0 [6,11] F0.1 [12,17] F1.0 [18,23] B1.0 [24,40] F1.1 [40,45] B1.1 [46,62]
   //         B0.0 [62,78] B0.1 [78,94]
-  CHECK(t.iteration_time_s == 109.0);
-  CHECK(t.start_s[find_op(dag, "B1.0 MLP L2", 0)] == 39.0);
-  CHECK(t.start_s[find_op(dag, "B0.1 MLP L0", 0)] == 93.0);
+  CHECK(t.iteration_time_s == 110.0);
+  CHECK(t.start_s[find_op(dag, "B1.0 MLP L2", 0)] == 40.0);
+  CHECK(t.start_s[find_op(dag, "B0.1 MLP L0", 0)] == 94.0);
   CHECK(t.end_s[find_op(dag, "W0.1 PreAttn L1", 1)] == 94.0);
   // (3p - 2) M_a = 4 M_a on rank 0; rank 1 holds 3 M_a.
   CHECK(t.peak_activation_bytes == std::vector<double>{16.0, 12.0});

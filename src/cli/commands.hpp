@@ -11,6 +11,8 @@ namespace braid::cli {
 void register_info(CLI::App& app);
 void register_schedule(CLI::App& app);
 void register_export(CLI::App& app);
+void register_simulate(CLI::App& app);
+void register_compare(CLI::App& app);
 void register_sweep(CLI::App& app);
 void register_search(CLI::App& app);
 

@@ -34,8 +34,10 @@ struct PassState {
   Phase phase = Phase::F;
   OpCode instruction_op = OpCode::F;
   BlockSide side = BlockSide::Plain;
-  int cursor = kNone;  // op producing the current activation / gradient
-  int first = kNone;   // first op of the pass (consumes the pass input)
+  int cursor = kNone;      // op producing the current activation / gradient
+  int first = kNone;       // first op of the pass (consumes the pass input)
+  int pos = 0;             // flowing units emitted so far (index into the stage's flow order)
+  int prefetched = kNone;  // Before collective of the next unit, already issued
 };
 
 enum class CollectiveMode { Sync, Async };
@@ -67,6 +69,15 @@ class Lowerer {
     w_done_.assign(passes, 0);
     last_on_stream_.assign(static_cast<std::size_t>(schedule.pp) * kStreamsPerRank, kNone);
     pending_sync_.resize(schedule.pp);
+    last_compute_.assign(schedule.pp, kNone);
+    flow_.resize(stages_);
+    for (int k = 0; k < stages_ && k < static_cast<int>(cost.chunks.size()); ++k) {
+      const ChunkCost& c = cost.chunks[k];
+      for (const UnitCost& u : c.prologue) flow_[k].push_back(&u);
+      for (const LayerCost& l : c.layers)
+        for (const UnitCost& u : l) flow_[k].push_back(&u);
+      for (const UnitCost& u : c.epilogue) flow_[k].push_back(&u);
+    }
     std::size_t estimate = 0;
     for (const ChunkCost& c : cost.chunks)
       estimate += (c.layers.size() * 16 + (c.prologue.size() + c.epilogue.size()) * 4 + 4) * m_;
@@ -136,6 +147,7 @@ class Lowerer {
       // issued before it on its rank.
       for (int dep : pending_sync_[rank_]) edges_.emplace_back(dep, id);
       pending_sync_[rank_].clear();
+      last_compute_[rank_] = id;
     }
     dag_.ops.push_back(op);
     return id;
@@ -171,17 +183,26 @@ class Lowerer {
   }
 
   // One unit in one phase: [Before collective] compute [After collective]. F and B move the
-  // pass cursor (the activation / gradient flows through the unit); W does not.
+  // pass cursor (the activation / gradient flows through the unit); W does not. With async
+  // collectives the next unit's Before collective (sequence parallelism's All-Gather) is issued as
+  // soon as this unit's output exists, so it can run under the partner's compute instead of
+  // queueing behind the partner's collectives right before its own unit.
   void emit_unit(PassState& pass, const UnitCost& unit, Phase phase, CollectiveMode mode) {
     const PhaseCost& cost = unit[phase];
     const bool flows = phase != Phase::W;
     int input = flows ? pass.cursor : kNone;
     if (cost.collective.kind != CollectiveKind::None &&
         cost.collective.position == CollectivePosition::Before) {
-      const int c = emit_collective(pass, unit, phase, cost.collective);
-      edge(input, c);
+      int c = kNone;
+      if (flows && pass.prefetched != kNone) {
+        c = pass.prefetched;
+        pass.prefetched = kNone;
+      } else {
+        c = emit_collective(pass, unit, phase, cost.collective);
+        edge(input, c);
+        if (mode == CollectiveMode::Sync) pending_sync_[rank_].push_back(c);
+      }
       if (flows && pass.first == kNone) pass.first = c;
-      if (mode == CollectiveMode::Sync) pending_sync_[rank_].push_back(c);
       input = c;
     }
     DagOp op = base_op(pass, unit, phase);
@@ -201,7 +222,19 @@ class Lowerer {
       if (mode == CollectiveMode::Sync) pending_sync_[rank_].push_back(c);
       output = c;
     }
-    if (flows) pass.cursor = output;
+    if (!flows) return;
+    pass.cursor = output;
+    ++pass.pos;
+    const std::vector<const UnitCost*>& flow = flow_[pass.stage];
+    const int n = static_cast<int>(flow.size());
+    if (mode == CollectiveMode::Async && pass.pos < n) {
+      const UnitCost& next = *flow[phase == Phase::F ? pass.pos : n - 1 - pass.pos];
+      const Collective& col = next[phase].collective;
+      if (col.kind != CollectiveKind::None && col.position == CollectivePosition::Before) {
+        pass.prefetched = emit_collective(pass, next, phase, col);
+        edge(output, pass.prefetched);
+      }
+    }
   }
 
   // A B unit, then its W unless deferred (full backward: the B collective runs under the W).
@@ -291,6 +324,7 @@ class Lowerer {
     op.duration_s = cost_.p2p_time_s(rank_, peer, bytes);
     const int id = new_op(op);
     edge(pass.cursor, id);
+    edge(send_after_, id);
     (pass.phase == Phase::F ? send_f_ : send_b_)[idx_of(pass)] = id;
     if (dag_.p2p_blocking) pending_sync_[rank_].push_back(id);
     return id;
@@ -380,6 +414,10 @@ class Lowerer {
         lower_reload(in.a);
         break;
     }
+    // Sends leave at the end of the instruction (Megatron sends after forward_step /
+    // backward_step returns): after the instruction's last compute op as well as their data.
+    send_after_ = last_on_stream_[static_cast<std::size_t>(rank_) * kStreamsPerRank +
+                                  static_cast<int>(StreamKind::Compute)];
     flush_sends(sends);
   }
 
@@ -521,6 +559,10 @@ class Lowerer {
     op.duration_s = cost_.h2d_time_s(bytes);
     const int id = new_op(op);
     edge(offload_[idx], id);
+    // The copy is issued where the RELOAD instruction stands: not before the compute stream has
+    // finished what precedes it (else every reload would start as soon as its offload ended and
+    // offloading would save nothing), so it hides under the instructions that follow.
+    edge(last_compute_[rank_], id);
     reload_[idx] = id;
   }
 
@@ -608,8 +650,11 @@ class Lowerer {
   std::vector<int> f_first_, f_last_, b_first_, b_last_, send_f_, send_b_, offload_, reload_;
   std::vector<char> deferred_, w_done_;
   std::vector<int> last_on_stream_;
-  std::vector<std::vector<int>> pending_sync_;  // per rank
+  std::vector<std::vector<int>> pending_sync_;      // per rank
+  std::vector<int> last_compute_;                   // per rank: the last compute op emitted
+  std::vector<std::vector<const UnitCost*>> flow_;  // per stage: units in forward order
   std::vector<PassState> sends_;
+  int send_after_ = kNone;  // last compute op of the instruction whose sends are being emitted
   std::vector<std::pair<std::int32_t, std::int32_t>> edges_;
 };
 

@@ -217,7 +217,7 @@ std::string simulate_table(const Report& r) {
   out += "\ncritical path    " + std::to_string(cp.ops) + " ops: compute " +
          percent(cp.compute_s / total) + ", TP collectives " + percent(cp.collective_s / total) +
          ", P2P " + percent(cp.p2p_s / total) + ", copies " + percent(cp.copy_s / total) + "\n";
-  out += "                 " + cp.text + "\n";
+  out += "ranks visited    " + cp.text + (uniform(r) ? "" : "  (seconds per visit)") + "\n";
   return out;
 }
 
@@ -244,7 +244,8 @@ std::string compare_table(const std::vector<Report>& reports, const std::string&
                     "\n\n";
   std::vector<std::vector<std::string>> rows;
   rows.push_back({"schedule", "iteration", base ? "speed-up vs " + baseline : "speed-up",
-                  "TP bubble", "PP bubble", "MFU", "tokens/s", "act peak Ma", "peak GiB", ""});
+                  "TP bubble", "PP bubble", "offload stall", "MFU", "tokens/s", "act peak Ma",
+                  "peak GiB", ""});
   for (std::size_t i = 0; i < reports.size(); ++i) {
     const Report& r = reports[i];
     double peak_ma = 0;
@@ -255,8 +256,9 @@ std::string compare_table(const std::vector<Report>& reports, const std::string&
     rows.push_back({r.schedule, uni ? fmt("%.6g", r.iteration_time_s) : seconds(r.iteration_time_s),
                     fmt("%.3fx", r.iteration_time_s > 0 ? ref / r.iteration_time_s : 0),
                     percent(r.tp_bubble_rate), percent(r.pp_bubble_rate),
-                    uni ? "-" : percent(r.mfu), uni ? "-" : fmt("%.0f", r.tokens_per_s),
-                    fmt("%.2f", peak_ma), uni ? "-" : fmt("%.2f", r.max_peak_memory_gib), mark});
+                    percent(r.offload_stall_rate), uni ? "-" : percent(r.mfu),
+                    uni ? "-" : fmt("%.0f", r.tokens_per_s), fmt("%.2f", peak_ma),
+                    uni ? "-" : fmt("%.2f", r.max_peak_memory_gib), mark});
   }
   out += table(rows);
   return out;

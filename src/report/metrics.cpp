@@ -129,12 +129,8 @@ CriticalPathSummary summarize_critical_path(const Dag& dag, const Timeline& t) {
   const std::vector<int> path = longest_path(dag, duration);
   cp.ops = static_cast<int>(path.size());
   double covered = 0;
-  struct Segment {
-    int rank;
-    OpKind kind;
-    double s;
-  };
-  std::vector<Segment> segments;
+  // Visits: maximal runs of path ops on one rank, with their time.
+  std::vector<std::pair<int, double>> visits;
   for (int i : path) {
     const DagOp& op = dag.ops[i];
     const double d = duration[i];
@@ -155,27 +151,22 @@ CriticalPathSummary summarize_critical_path(const Dag& dag, const Timeline& t) {
         cp.copy_s += d;
         break;
     }
-    if (cp.rank_sequence.empty() || cp.rank_sequence.back() != op.rank)
+    if (visits.empty() || visits.back().first != op.rank) {
+      visits.emplace_back(op.rank, 0.0);
       cp.rank_sequence.push_back(op.rank);
-    if (d > 0) {
-      if (!segments.empty() && segments.back().rank == op.rank && segments.back().kind == op.kind)
-        segments.back().s += d;
-      else
-        segments.push_back({op.rank, op.kind, d});
     }
+    visits.back().second += d;
   }
   cp.wait_s = t.iteration_time_s - covered;
-  // Compact text: the first segments of (rank, kind, time), then how many follow.
-  constexpr std::size_t kShown = 12;
-  for (std::size_t k = 0; k < segments.size() && k < kShown; ++k) {
-    if (k) cp.text += " > ";
+  // "r0 1.2 s > r1 0.4 s > r0 ..." for the first visits, then how many follow.
+  constexpr std::size_t kShown = 16;
+  for (std::size_t k = 0; k < visits.size() && k < kShown; ++k) {
     char buf[64];
-    std::snprintf(buf, sizeof buf, "r%d %s %.4gs", segments[k].rank, name(segments[k].kind),
-                  segments[k].s);
+    std::snprintf(buf, sizeof buf, "%sr%d %.4g", k ? " > " : "", visits[k].first, visits[k].second);
     cp.text += buf;
   }
-  if (segments.size() > kShown)
-    cp.text += " > ... (" + std::to_string(segments.size() - kShown) + " more segments)";
+  if (visits.size() > kShown)
+    cp.text += " > ... (" + std::to_string(visits.size() - kShown) + " more)";
   return cp;
 }
 

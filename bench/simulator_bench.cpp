@@ -1,0 +1,88 @@
+// Simulator speed: simulated unit ops per second (single thread) and lowering time on
+// qwen2-26.3b (configs/studies/qwen2-26.3b-a800x32 with pp 8, 8 nodes, m 256) and the stp
+// schedule: 16 virtual stages, 30 layers, embedding + LM head, sequence parallelism, contention.
+//   build/simulator_bench --benchmark_counters_tabular=true
+#include <benchmark/benchmark.h>
+
+#include "braid/config.hpp"
+#include "braid/cost_model.hpp"
+#include "braid/dag.hpp"
+#include "braid/profile.hpp"
+#include "braid/report.hpp"
+#include "braid/schedule.hpp"
+#include "braid/simulator.hpp"
+
+namespace {
+
+struct Fixture {
+  braid::Schedule schedule;
+  braid::CostModel cost;
+  braid::Dag dag;
+  Fixture() {
+    braid::StudyOverrides o;
+    o.pp = 8;
+    o.nodes = 8;
+    o.microbatches = 256;
+    const braid::Study study =
+        braid::load_study(braid::resolve_config("studies", "qwen2-26.3b-a800x32"), o);
+    const braid::Profile profile =
+        braid::load_profile(braid::resolve_config("profiles", study.cluster.profile));
+    braid::ScheduleOptions options;
+    options.pp = study.parallel.pp;
+    options.microbatches = study.training.microbatches;
+    schedule = braid::make_schedule("stp", options);
+    cost = braid::build_cost_model(study, profile, schedule.virtual_stages());
+    dag = braid::lower(schedule, cost);
+  }
+};
+
+const Fixture& fixture() {
+  static const Fixture f;
+  return f;
+}
+
+void rate(benchmark::State& state, const braid::Dag& dag) {
+  state.counters["ops"] = static_cast<double>(dag.size());
+  state.counters["edges"] = static_cast<double>(dag.edges());
+  state.counters["ops_per_s"] =
+      benchmark::Counter(static_cast<double>(dag.size()) * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate);
+}
+
+// The engine alone (contention on / off).
+void BM_Simulate(benchmark::State& state) {
+  const Fixture& f = fixture();
+  braid::SimOptions options;
+  options.contention = state.range(0) != 0;
+  for (auto _ : state) {
+    braid::Timeline t = braid::simulate(f.dag, options);
+    benchmark::DoNotOptimize(t.iteration_time_s);
+  }
+  rate(state, f.dag);
+}
+BENCHMARK(BM_Simulate)->Arg(1)->Arg(0)->ArgName("contention")->Unit(benchmark::kMillisecond);
+
+// Schedule + cost model -> Dag.
+void BM_Lower(benchmark::State& state) {
+  const Fixture& f = fixture();
+  for (auto _ : state) {
+    braid::Dag dag = braid::lower(f.schedule, f.cost);
+    benchmark::DoNotOptimize(dag.ops.data());
+  }
+  rate(state, f.dag);
+}
+BENCHMARK(BM_Lower)->Unit(benchmark::kMillisecond);
+
+// The report on a simulated timeline (idle attribution + critical path).
+void BM_Report(benchmark::State& state) {
+  const Fixture& f = fixture();
+  const braid::Timeline t = braid::simulate(f.dag);
+  for (auto _ : state) {
+    braid::Report r = braid::make_report("bench", f.schedule, f.cost, f.dag, t);
+    benchmark::DoNotOptimize(r.iteration_time_s);
+  }
+  rate(state, f.dag);
+}
+BENCHMARK(BM_Report)->Unit(benchmark::kMillisecond);
+
+}  // namespace
