@@ -13,6 +13,8 @@
 
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "braid/config.hpp"
 #include "braid/cost_model.hpp"
 #include "braid/dag.hpp"
@@ -375,6 +377,21 @@ TEST_CASE("braid sweep and search on the command line", "[explore][cli]") {
   CHECK_THAT(csv1, Catch::Contains(",stp,8,2,2,1,2048,1,8,off,none,16," +
                                    exact(expected.iteration_time_s) + "," +
                                    exact(expected.tokens_per_s) + ","));
+
+  // And `braid simulate` itself prints the same report as the sweep's JSON row.
+  const Run sim =
+      braid_cli("simulate --schedule stp --tp 8 --pp 2 --seq 2048 --microbatches 8 --json", dir);
+  REQUIRE(sim.exit_code == 0);
+  const Run js = braid_cli("sweep " + common + " --json", dir);
+  REQUIRE(js.exit_code == 0);
+  const auto rows = nlohmann::json::parse(js.out)["rows"];
+  int matched = 0;
+  for (const auto& row : rows)
+    if (row["schedule"] == "stp" && row["tp"] == 8) {
+      CHECK(row["report"] == nlohmann::json::parse(sim.out));
+      ++matched;
+    }
+  CHECK(matched == 1);
 
   // Bad input: one line on stderr, exit 2, no output file.
   for (const std::string& bad : {"--tp 2,,4", "--tp x", "--tp ''", "--jobs 0", "--sp maybe",

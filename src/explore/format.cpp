@@ -1,5 +1,6 @@
 // Renderings of a sweep: the ranked terminal table (invalid rows listed after it with their
 // reasons), CSV and JSON with every metric. Fixed number formats: byte-stable output.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -16,6 +17,14 @@ namespace explore {
 std::string fmt(const char* format, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+std::string percent(double rate, int digits) {
+  char buf[64];
+  // The bubble rates are differences of sums; a tiny negative one is rounding, not a gain.
+  const double v = std::max(rate, 0.0) * 100;
+  std::snprintf(buf, sizeof buf, "%.*f%%", digits, v);
   return buf;
 }
 
@@ -66,7 +75,7 @@ namespace {
 
 using explore::fmt;
 
-std::string percent(double rate) { return fmt("%.2f%%", rate * 100); }
+using explore::percent;
 std::string exact(double v) { return fmt("%.17g", v); }
 
 std::string csv_field(const std::string& s) {

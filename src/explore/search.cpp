@@ -44,31 +44,61 @@ double chunk_compute_s(const ChunkCost& c) {
 
 using explore::fmt;
 
-std::string pts(double a, double b) {
-  return fmt("%.1f%%", a * 100) + " vs " + fmt("%.1f%%", b * 100);
-}
+std::string pct(double rate) { return explore::percent(rate, 1); }
+std::string pts(double a, double b) { return pct(a) + " vs " + pct(b); }
 
-std::string why_runner_up(const Evaluation& best, const Evaluation& second) {
+// Why `second` is slower than `best`: the bubble that grew most, else the compute itself (MFU at
+// equal bubbles: thinner GEMMs at a larger tp, a smaller micro-batch, recomputation); and what it
+// offers in exchange (memory).
+std::string why_slower(const Evaluation& best, const Evaluation& second) {
   const Report& a = best.report;
   const Report& b = second.report;
   const double slower = 1 - b.tokens_per_s / a.tokens_per_s;
-  std::string s = "the runner-up (" + explore::describe(second.config) + ") is " +
-                  fmt("%.1f%%", slower * 100) + " slower: ";
+  std::string s = "the runner-up (" + explore::describe(second.config) + ", dp " +
+                  std::to_string(second.dp) + ") is " + fmt("%.2f%%", slower * 100) + " slower: ";
   const double d_pp = b.pp_bubble_rate - a.pp_bubble_rate;
   const double d_tp = b.tp_bubble_rate - a.tp_bubble_rate;
-  const double d_busy = (1 - b.pp_bubble_rate - b.tp_bubble_rate - b.offload_stall_rate) -
-                        (1 - a.pp_bubble_rate - a.tp_bubble_rate - a.offload_stall_rate);
-  if (d_pp >= d_tp && d_pp > 0.005) {
-    s += "mostly its larger PP bubble (" + pts(b.pp_bubble_rate, a.pp_bubble_rate) + ")";
-  } else if (d_tp > 0.005) {
-    s += "mostly its larger TP bubble (" + pts(b.tp_bubble_rate, a.tp_bubble_rate) + ")";
+  const double d_off = b.offload_stall_rate - a.offload_stall_rate;
+  if (d_pp >= d_tp && d_pp >= d_off && d_pp > 0.001) {
+    s += "mostly a larger PP bubble (" + pts(b.pp_bubble_rate, a.pp_bubble_rate) + ")";
+  } else if (d_tp >= d_off && d_tp > 0.001) {
+    s += "mostly a larger TP bubble (" + pts(b.tp_bubble_rate, a.tp_bubble_rate) + ")";
+  } else if (d_off > 0.001) {
+    s += "mostly offload stalls (" + pts(b.offload_stall_rate, a.offload_stall_rate) + ")";
   } else {
     s += "bubbles alike (PP " + pts(b.pp_bubble_rate, a.pp_bubble_rate) + ", TP " +
-         pts(b.tp_bubble_rate, a.tp_bubble_rate) + "), its kernels reach a lower MFU";
-    if (d_busy > 0) s += " for a busier GPU";
+         pts(b.tp_bubble_rate, a.tp_bubble_rate) + "), its compute is slower";
+    const Configuration& x = second.config;
+    const Configuration& y = best.config;
+    if (x.tp != y.tp)
+      s += " (tp " + std::to_string(x.tp) + " vs " + std::to_string(y.tp) +
+           " changes the GEMM sizes per GPU)";
+    else if (x.mbs != y.mbs)
+      s += " (micro-batch size " + std::to_string(x.mbs) + " vs " + std::to_string(y.mbs) + ")";
+    else if (x.recompute != y.recompute)
+      s += " (recomputation)";
   }
   s += "; MFU " + pts(b.mfu, a.mfu) + "; peak memory " + fmt("%.1f", b.max_peak_memory_gib) +
        " vs " + fmt("%.1f", a.max_peak_memory_gib) + " GiB";
+  if (b.max_peak_memory_gib < a.max_peak_memory_gib - 0.05) s += " (its advantage)";
+  return s;
+}
+
+std::string why_runner_up(const std::vector<Evaluation>& best) {
+  std::string s;
+  std::size_t k = 1;
+  while (k < best.size() && best[k].report.tokens_per_s == best[0].report.tokens_per_s) ++k;
+  if (k > 1) {
+    s = std::to_string(k - 1) + " layout" + (k > 2 ? "s tie" : " ties") +
+        " with the best (identical throughput: ";
+    for (std::size_t i = 1; i < k; ++i) s += (i > 1 ? ", " : "") + best[i].config.schedule;
+    s += " coincide" + std::string(k > 2 ? "" : "s") + " with " + best[0].config.schedule +
+         " at these sizes); ";
+  }
+  if (k < best.size())
+    s += why_slower(best[0], best[k]);
+  else if (!s.empty())
+    s += "no slower layout among the top results";
   return s;
 }
 
@@ -229,7 +259,7 @@ SearchResult search(const Study& base, const Profile& profile, const SearchSpace
     result.fastest_oom = rows[simulated.front()];
     result.has_fastest_oom = true;
   }
-  if (result.best.size() >= 2) result.why_runner_up = why_runner_up(result.best[0], result.best[1]);
+  if (result.best.size() >= 2) result.why_runner_up = why_runner_up(result.best);
   return result;
 }
 
@@ -257,8 +287,8 @@ std::string search_text(const SearchResult& r) {
       t.push_back({std::to_string(k + 1), c.schedule, std::to_string(c.tp), std::to_string(c.pp),
                    std::to_string(e.dp), std::to_string(c.mbs), std::to_string(c.microbatches),
                    std::to_string(c.vpp), fmt("%.0f", e.report.tokens_per_s),
-                   fmt("%.2f%%", e.report.mfu * 100), fmt("%.2f%%", e.report.tp_bubble_rate * 100),
-                   fmt("%.2f%%", e.report.pp_bubble_rate * 100),
+                   explore::percent(e.report.mfu), explore::percent(e.report.tp_bubble_rate),
+                   explore::percent(e.report.pp_bubble_rate),
                    fmt("%.2f", e.report.max_peak_memory_gib)});
     }
     out += explore::text_table(t);
