@@ -4,6 +4,7 @@
 // cost model), and the static memory is checked against the cap before anything is simulated.
 // Every row equals what evaluate() returns for it alone (tests/explore_test.cpp checks this).
 #include <algorithm>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -82,12 +83,13 @@ void check_static_cap(const std::vector<double>& static_bytes, double cap) {
   if (static_bytes.empty()) return;
   const double least = *std::min_element(static_bytes.begin(), static_bytes.end());
   if (least > cap) {
-    char buf[160];
-    std::snprintf(buf, sizeof buf,
-                  "%.2f GiB is below the static memory (weights, gradients, optimizer state) of "
-                  "every configuration; the smallest needs %.2f GiB",
-                  cap / kGiB, least / kGiB);
-    throw InputError("--mem-cap", "cap", buf);
+    char cap_text[32], text[160];
+    std::snprintf(cap_text, sizeof cap_text, "%.2f GiB", cap / kGiB);
+    std::snprintf(text, sizeof text,
+                  "below the static memory (weights, gradients, optimizer state) of every "
+                  "configuration; the smallest needs %.2f GiB",
+                  least / kGiB);
+    throw InputError("--mem-cap", cap_text, text);
   }
 }
 
