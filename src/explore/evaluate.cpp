@@ -27,7 +27,7 @@ std::string gib(double bytes) {
 
 int resolve_jobs(int jobs) {
   if (jobs > 0) return jobs;
-  return std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
 std::string reason_of(const InputError& e) {

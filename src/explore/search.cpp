@@ -251,7 +251,8 @@ SearchResult search(const Study& base, const Profile& profile, const SearchSpace
   }
   result.pruned_bound = static_cast<int>(open.size() - next);
   std::sort(fit.begin(), fit.end(), faster);
-  for (int k = 0; k < std::min<int>(top, fit.size()); ++k) result.best.push_back(rows[fit[k]]);
+  const int shown = std::min(top, static_cast<int>(fit.size()));
+  for (int k = 0; k < shown; ++k) result.best.push_back(rows[fit[k]]);
   // The fastest simulated candidate, if it does not fit: what the cap costs.
   std::sort(simulated.begin(), simulated.end(), faster);
   if (!simulated.empty() && rows[simulated.front()].status == RowStatus::Oom &&
