@@ -242,7 +242,8 @@ TEST_CASE("STP, 2 ranks, 4 microbatches (its minimum, m >= 2p)", "[report]") {
   // Busy is exact: 2 chunks x 4 microbatches x (4 + 8 + 8). At m = 2p the generator prunes and
   // re-braids the m >= 3p-1 order, so the TP bubble is 6 T_AR on rank 0 (5.5 on rank 1) rather
   // than the 2p + 1 = 5 of the full order (next test). The iteration time is the simulator's
-  // value (regression; consistent with the breakdown).
+  // value (regression; consistent with the breakdown; 200 since sends leave at the end of their
+  // instruction, was 195 when they left as soon as their data was ready).
   CHECK(r.ranks[0].busy_s == 160.0);
   CHECK(r.ranks[1].busy_s == 160.0);
   CHECK(r.ranks[0].tp_exposed_s == 12.0);

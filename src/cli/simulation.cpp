@@ -112,17 +112,3 @@ SimulationResult simulate_schedule(const SimulationContext& ctx, const Schedule&
 }
 
 }  // namespace braid::cli
-
-namespace braid::cli {
-
-void check_timeline_outputs(const std::string& trace, const std::string& svg) {
-  if (!trace.empty()) check_writable("--trace", trace);
-  if (!svg.empty()) check_writable("--svg", svg);
-  if (!trace.empty())
-    throw InputError("--trace", trace, "the trace writer is not part of this build yet");
-  if (!svg.empty()) throw InputError("--svg", svg, "the SVG writer is not part of this build yet");
-}
-
-void write_timeline_outputs(const SimulationResult&, const std::string&, const std::string&) {}
-
-}  // namespace braid::cli

@@ -64,9 +64,8 @@ UniformCosts parse_unit_costs(const std::string& text);
 
 namespace braid::cli {
 
-// --trace / --svg: the writers live in the timeline outputs module. Until it is merged into this
-// build, check_timeline_outputs rejects the options (before any work) and write_timeline_outputs
-// is never reached with a path.
+// --trace / --svg (src/cli/timeline_files.cpp): the paths are checked writable before any work;
+// after the simulation the trace and SVG are written atomically (empty paths: not asked for).
 void check_timeline_outputs(const std::string& trace, const std::string& svg);
 void write_timeline_outputs(const SimulationResult& result, const std::string& trace,
                             const std::string& svg);

@@ -1,0 +1,113 @@
+// `braid theory`: Table 1 of the STP paper (DESIGN §6) made executable. For each schedule, the
+// closed forms of the PP bubble, TP bubble and peak activation next to what the real lowering and
+// engine find in uniform-cost mode, and the difference; or, with --scan, the simulated TP bubble
+// along m or p with its least-squares slope (and --svg, a chart of it).
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "braid/error.hpp"
+#include "braid/schedule.hpp"
+#include "braid/theory.hpp"
+#include "commands.hpp"
+#include "output.hpp"
+
+namespace braid::cli {
+
+namespace {
+
+struct TheoryArgs {
+  std::vector<std::string> schedules;
+  int pp = 4;
+  int microbatches = 16;
+  int vpp = 2;
+  std::string unit_costs;
+  std::string scan;
+  int step = 0;
+  std::string svg;
+  bool json = false;
+  CLI::Option* vpp_option = nullptr;
+  CLI::Option* step_option = nullptr;
+};
+
+void run(const TheoryArgs& a) {
+  const UniformCosts costs = parse_unit_costs(a.unit_costs);
+  for (const std::string& name : a.schedules) {
+    const int fixed = fixed_vpp(name);  // throws InputError for an unknown name
+    if (a.vpp_option->count() && fixed != 0 && fixed != a.vpp)
+      throw InputError("--vpp", std::to_string(a.vpp),
+                       name + " runs " + std::to_string(fixed) +
+                           " chunks per rank; --vpp applies " + "to 1f1b-i only");
+  }
+  if (a.pp < 1) throw InputError("--pp", std::to_string(a.pp), "must be >= 1");
+  if (a.microbatches < 1)
+    throw InputError("--microbatches", std::to_string(a.microbatches), "must be >= 1");
+  if (a.vpp < 2) throw InputError("--vpp", std::to_string(a.vpp), "must be >= 2 (1f1b-i)");
+  if (a.scan.empty() && (a.step_option->count() || !a.svg.empty()))
+    throw InputError(a.svg.empty() ? "--step" : "--svg", "", "needs --scan m=A..B or p=A..B");
+  if (!a.svg.empty()) check_writable("--svg", a.svg);
+
+  ScheduleOptions options;
+  options.pp = a.pp;
+  options.microbatches = a.microbatches;
+  options.vpp = a.vpp;
+  if (a.scan.empty()) {
+    std::vector<TheoryRow> rows;
+    for (const std::string& name : a.schedules) {
+      ScheduleOptions o = options;
+      const int fixed = fixed_vpp(name);
+      if (fixed != 0) o.vpp = fixed;
+      rows.push_back(run_theory(name, o, costs));
+    }
+    std::cout << (a.json ? theory_json(rows) : theory_table(rows));
+    return;
+  }
+  ScanSpec spec = parse_scan(a.scan);
+  if (a.step_option->count()) {
+    if (a.step < 1) throw InputError("--step", std::to_string(a.step), "must be >= 1");
+    spec.step = a.step;
+  }
+  const ScanResult result = run_scan(a.schedules, options, costs, spec);
+  for (const ScanSeries& s : result.series)
+    if (s.points.empty())
+      throw InputError("--scan", a.scan,
+                       s.schedule + " cannot run at any size of the scan (see its minimum m)");
+  if (!a.svg.empty()) write_file("--svg", a.svg, scan_svg(result));
+  std::cout << (a.json ? scan_json(result) : scan_table(result));
+}
+
+}  // namespace
+
+void register_theory(CLI::App& app) {
+  auto args = std::make_shared<TheoryArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "theory",
+      "closed forms of the PP bubble, TP bubble and peak activation (STP paper Table 1) against "
+      "the simulator in uniform-cost mode; --scan for the TP bubble along m or p");
+  cmd->add_option(
+         "--schedule,--schedules", args->schedules,
+         "schedule name(s), comma-separated: gpipe, 1f1b, zb-h1, 1f1b-i, zb-v, stp (closed "
+         "forms) or any other generator name (simulated only)")
+      ->required()
+      ->delimiter(',');
+  cmd->add_option("--pp", args->pp, "pipeline stages p (the fixed p of an m scan)")->default_val(4);
+  cmd->add_option("--microbatches", args->microbatches, "microbatches m (the fixed m of a p scan)")
+      ->default_val(16);
+  args->vpp_option =
+      cmd->add_option("--vpp", args->vpp, "chunks per rank of 1f1b-i (default 2)")->default_val(2);
+  cmd->add_option("--unit-costs", args->unit_costs,
+                  "tf,tb,tw,tar[,ma]: per chunk forward, input-gradient, weight-gradient time, "
+                  "TP collective time of a forward (and of a backward), activations (default ma 1)")
+      ->required();
+  cmd->add_flag("--json", args->json, "print JSON instead of a table");
+  cmd->add_option("--scan", args->scan,
+                  "m=A..B (p fixed by --pp) or p=A..B (m fixed by --microbatches): the simulated "
+                  "TP bubble along the scan and its least-squares slope");
+  args->step_option =
+      cmd->add_option("--step", args->step, "scan step (default: p for an m scan, 1 for a p scan)");
+  cmd->add_option("--svg", args->svg, "with --scan: write a chart of the scan (SVG) to FILE");
+  cmd->callback([args] { run(*args); });
+}
+
+}  // namespace braid::cli

@@ -1,0 +1,204 @@
+// Chrome trace / Perfetto JSON of a simulated iteration. Layout of the file (byte-stable):
+//   {"traceEvents":[
+//   <metadata events: process_name, process_sort_index per rank; thread_name, thread_sort_index
+//    per used stream>,
+//   <one "X" event per op, rank by rank, stream by stream, in stream order>,
+//   <"C" activation-memory counter events per rank, in time order>
+//   ],
+//   "displayTimeUnit":"ms","otherData":{...}}
+// one event per line so diffs of checked-in traces stay readable. Times are whole nanoseconds
+// (printed as microseconds with at most three decimals) so that rounding can never make two ops
+// of one stream overlap.
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "braid/timeline_output.hpp"
+
+namespace braid {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// Thread names as the trace shows them (the engine's StreamKind order is the thread order).
+const char* thread_name(StreamKind s) {
+  switch (s) {
+    case StreamKind::Compute:
+      return "compute";
+    case StreamKind::Tp:
+      return "tp";
+    case StreamKind::P2pNext:
+      return "p2p-next";
+    case StreamKind::P2pPrev:
+      return "p2p-prev";
+    case StreamKind::D2H:
+      return "d2h";
+    case StreamKind::H2D:
+      return "h2d";
+  }
+  return "?";
+}
+
+const char* side_name(BlockSide s) {
+  switch (s) {
+    case BlockSide::Plain:
+      return "plain";
+    case BlockSide::A:
+      return "a";
+    case BlockSide::B:
+      return "b";
+  }
+  return "?";
+}
+
+// Trace time in integer nanoseconds: seconds for real reports, symbolic units (shown as
+// microseconds) for uniform ones.
+struct Clock {
+  double ns_per_unit;
+  std::int64_t ns(double t) const { return std::llround(t * ns_per_unit); }
+  static double us(std::int64_t ns) { return static_cast<double>(ns) / 1000.0; }
+};
+
+// Process and thread ids. Perfetto treats pid 0 and tid 0 as the kernel's swapper, so ranks are
+// pid r + 1; thread ids are unique over the whole trace, (r + 1) * 10 + stream: rank 0's compute
+// stream is tid 10, its tp stream 11, rank 1's compute stream 20.
+int pid(int rank) { return rank + 1; }
+int tid(int rank, int stream) { return (rank + 1) * 10 + stream; }
+static_assert(kStreamsPerRank <= 10, "thread ids assume at most 10 streams per rank");
+
+void add_line(std::string& out, const json& event, bool& first) {
+  if (!first) out += ",\n";
+  first = false;
+  out += event.dump();
+}
+
+json op_args(const DagOp& op) {
+  json a;
+  a["microbatch"] = op.mb;
+  a["chunk"] = op.chunk;
+  a["virtual_stage"] = op.virtual_stage;
+  if (op.layer >= 0) a["layer"] = op.layer;
+  if (op.kind == OpKind::Compute || op.kind == OpKind::Collective) {
+    a["unit"] = name(op.unit);
+    if (op.vision) a["vision"] = true;
+  }
+  a["phase"] = name(op.phase);
+  if (op.kind == OpKind::Collective) a["collective"] = name(op.collective);
+  if (op.instruction >= 0) {
+    a["instruction"] = op.instruction;
+    a["instruction_op"] = name(op.instruction_op);
+    a["side"] = side_name(op.side);
+  }
+  if (op.kind == OpKind::P2P) a["peer"] = op.peer;
+  if (op.bytes > 0) a["bytes"] = std::llround(op.bytes);
+  return a;
+}
+
+}  // namespace
+
+std::string chrome_trace_json(const Dag& dag, const Timeline& timeline, const Report& report) {
+  const Clock clock{report.uniform ? 1000.0 : 1e9};
+  std::string out = "{\"traceEvents\":[\n";
+  bool first = true;
+
+  // Metadata: names and order of processes (ranks) and threads (streams in use).
+  for (int r = 0; r < dag.pp; ++r) {
+    add_line(out,
+             json{{"name", "process_name"},
+                  {"ph", "M"},
+                  {"pid", pid(r)},
+                  {"args", json{{"name", "rank " + std::to_string(r)}}}},
+             first);
+    add_line(out,
+             json{{"name", "process_sort_index"},
+                  {"ph", "M"},
+                  {"pid", pid(r)},
+                  {"args", json{{"sort_index", r}}}},
+             first);
+    for (int s = 0; s < kStreamsPerRank; ++s) {
+      const int sid = dag.stream_id(r, static_cast<StreamKind>(s));
+      if (dag.stream_begin[sid] == dag.stream_begin[sid + 1]) continue;
+      add_line(out,
+               json{{"name", "thread_name"},
+                    {"ph", "M"},
+                    {"pid", pid(r)},
+                    {"tid", tid(r, s)},
+                    {"args", json{{"name", thread_name(static_cast<StreamKind>(s))}}}},
+               first);
+      add_line(out,
+               json{{"name", "thread_sort_index"},
+                    {"ph", "M"},
+                    {"pid", pid(r)},
+                    {"tid", tid(r, s)},
+                    {"args", json{{"sort_index", s}}}},
+               first);
+    }
+  }
+
+  // Ops, in stream order.
+  for (int r = 0; r < dag.pp; ++r) {
+    for (int s = 0; s < kStreamsPerRank; ++s) {
+      const int sid = dag.stream_id(r, static_cast<StreamKind>(s));
+      for (int k = dag.stream_begin[sid]; k < dag.stream_begin[sid + 1]; ++k) {
+        const int i = dag.stream_ops[k];
+        const DagOp& op = dag.ops[i];
+        const std::int64_t b = clock.ns(timeline.start_s[i]);
+        const std::int64_t e = clock.ns(timeline.end_s[i]);
+        add_line(out,
+                 json{{"name", op_name(dag, i)},
+                      {"cat", name(op.kind)},
+                      {"ph", "X"},
+                      {"pid", pid(r)},
+                      {"tid", tid(r, s)},
+                      {"ts", Clock::us(b)},
+                      {"dur", Clock::us(e - b)},
+                      {"args", op_args(op)}},
+                 first);
+      }
+    }
+  }
+
+  // Activation memory: one counter track per rank, in GiB (uniform reports: in M_a).
+  const bool in_ma = report.uniform && report.ma_bytes > 0;
+  const double scale = in_ma ? 1.0 / report.ma_bytes : 1.0 / kGiB;
+  const char* series = in_ma ? "M_a" : "GiB";
+  for (int r = 0; r < dag.pp; ++r) {
+    for (const MemorySample& m : timeline.memory) {
+      if (m.rank != r) continue;
+      // Rounded to 1e-6 of the unit so the counter values print short and stable.
+      const double v = std::round(m.activation_bytes * scale * 1e6) / 1e6;
+      add_line(out,
+               json{{"name", "activation memory"},
+                    {"ph", "C"},
+                    {"pid", pid(r)},
+                    {"ts", Clock::us(clock.ns(m.time_s))},
+                    {"args", json{{series, v}}}},
+               first);
+    }
+  }
+
+  json other;
+  other["schedule"] = report.schedule;
+  other["study"] = report.study;
+  other["uniform"] = report.uniform;
+  other["time_unit"] = report.uniform ? "symbolic (1 unit = 1 us)" : "us";
+  other["pp"] = report.pp;
+  other["vpp"] = report.vpp;
+  other["tp"] = report.tp;
+  other["microbatches"] = report.microbatches;
+  other["iteration_time_s"] = report.iteration_time_s;
+  other["tp_bubble_rate"] = report.tp_bubble_rate;
+  other["pp_bubble_rate"] = report.pp_bubble_rate;
+  other["ops"] = dag.size();
+  out += "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":";
+  out += other.dump();
+  out += "}\n";
+  return out;
+}
+
+}  // namespace braid

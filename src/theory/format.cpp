@@ -1,0 +1,186 @@
+// Renderings of theory results: the terminal table of `braid theory` (closed form, simulated,
+// difference for PP bubble, TP bubble and peak activation), the scan table, and their JSON.
+// Fixed number formats (%.6g in tables, shortest round-trip in JSON): byte-stable output.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "braid/theory.hpp"
+
+namespace braid {
+
+namespace {
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v == 0 ? 0.0 : v);  // no "-0"
+  return buf;
+}
+
+std::string pad(std::string s, std::size_t width) {
+  if (s.size() < width) s.append(width - s.size(), ' ');
+  return s;
+}
+
+std::string costs_line(const UniformCosts& c) {
+  return "unit costs: T_F " + num(c.tf) + ", T_B " + num(c.tb) + ", T_W " + num(c.tw) + ", T_AR " +
+         num(c.tar) + ", M_a " + num(c.ma);
+}
+
+void table_row(std::string& out, const std::string& quantity, const ClosedForm& form,
+               double simulated) {
+  out += pad(quantity, 30);
+  out += pad(form.known ? form.formula : "-", 28);
+  out += pad(form.known ? num(form.value) : "-", 12);
+  out += pad(num(simulated), 12);
+  out += form.known ? num(simulated - form.value) : "-";
+  out += '\n';
+}
+
+nlohmann::ordered_json costs_json(const UniformCosts& c) {
+  nlohmann::ordered_json j;
+  j["tf"] = c.tf;
+  j["tb"] = c.tb;
+  j["tw"] = c.tw;
+  j["tar"] = c.tar;
+  j["ma"] = c.ma;
+  return j;
+}
+
+nlohmann::ordered_json quantity_json(const ClosedForm& form, double simulated, int worst_rank,
+                                     double worst, const char* unit) {
+  nlohmann::ordered_json j;
+  const std::string u(unit);
+  j["formula"] = form.known ? nlohmann::ordered_json(form.formula) : nullptr;
+  j["closed" + u] = form.known ? nlohmann::ordered_json(form.value) : nullptr;
+  j["simulated" + u] = simulated;
+  j["difference" + u] = form.known ? nlohmann::ordered_json(simulated - form.value) : nullptr;
+  j["worst_rank"] = worst_rank;
+  j["worst_simulated" + u] = worst;
+  return j;
+}
+
+}  // namespace
+
+std::string theory_table(const std::vector<TheoryRow>& rows) {
+  std::string out;
+  if (rows.empty()) return out;
+  out += costs_line(rows.front().costs) + " (per chunk; uniform-cost mode)\n";
+  for (const TheoryRow& row : rows) {
+    const TheoryMeasured& s = row.simulated;
+    out += "\n" + row.schedule + ": pp " + std::to_string(row.pp) + ", vpp " +
+           std::to_string(row.vpp) + ", microbatches " + std::to_string(row.microbatches) +
+           ", iteration time " + num(s.iteration_time_s) + "\n";
+    out += pad("quantity", 30) + pad("closed form", 28) + pad("closed", 12) + pad("simulated", 12) +
+           "difference\n";
+    table_row(out, "PP bubble, rank 0", row.forms.pp_bubble, s.pp_bubble_s);
+    table_row(out, "PP bubble, worst rank " + std::to_string(s.worst_pp_rank), row.forms.pp_bubble,
+              s.worst_pp_bubble_s);
+    table_row(out, "TP bubble, rank 0", row.forms.tp_bubble, s.tp_bubble_s);
+    table_row(out, "TP bubble, worst rank " + std::to_string(s.worst_tp_rank), row.forms.tp_bubble,
+              s.worst_tp_bubble_s);
+    table_row(out, "peak activation (M_a), rank 0", row.forms.peak_activation,
+              s.peak_activation_ma);
+    table_row(out, "peak activation, worst rank " + std::to_string(s.worst_peak_rank),
+              row.forms.peak_activation, s.worst_peak_activation_ma);
+  }
+  return out;
+}
+
+std::string theory_json(const std::vector<TheoryRow>& rows) {
+  nlohmann::ordered_json j;
+  j["unit_costs"] = rows.empty() ? nlohmann::ordered_json(nullptr) : costs_json(rows.front().costs);
+  auto& list = j["rows"] = nlohmann::ordered_json::array();
+  for (const TheoryRow& row : rows) {
+    const TheoryMeasured& s = row.simulated;
+    nlohmann::ordered_json r;
+    r["schedule"] = row.schedule;
+    r["pp"] = row.pp;
+    r["vpp"] = row.vpp;
+    r["microbatches"] = row.microbatches;
+    r["iteration_time_s"] = s.iteration_time_s;
+    r["pp_bubble"] = quantity_json(row.forms.pp_bubble, s.pp_bubble_s, s.worst_pp_rank,
+                                   s.worst_pp_bubble_s, "_s");
+    r["tp_bubble"] = quantity_json(row.forms.tp_bubble, s.tp_bubble_s, s.worst_tp_rank,
+                                   s.worst_tp_bubble_s, "_s");
+    r["peak_activation"] = quantity_json(row.forms.peak_activation, s.peak_activation_ma,
+                                         s.worst_peak_rank, s.worst_peak_activation_ma, "_ma");
+    auto& ranks = r["ranks"] = nlohmann::ordered_json::array();
+    for (const RankReport& rr : s.ranks) {
+      nlohmann::ordered_json x;
+      x["rank"] = rr.rank;
+      x["busy_s"] = rr.busy_s;
+      x["tp_bubble_s"] = rr.tp_exposed_s;
+      x["pp_bubble_s"] = s.iteration_time_s - rr.busy_s - rr.tp_exposed_s;
+      x["activation_peak_ma"] = rr.activation_peak_ma;
+      ranks.push_back(x);
+    }
+    list.push_back(r);
+  }
+  return j.dump() + "\n";
+}
+
+std::string scan_table(const ScanResult& scan) {
+  const bool over_m = scan.spec.axis == ScanAxis::Microbatches;
+  const char* axis = over_m ? "m" : "p";
+  std::string out = costs_line(scan.costs) + "\n";
+  out += std::string("TP bubble over ") + axis + " = " + std::to_string(scan.spec.from) + ".." +
+         std::to_string(scan.spec.to) + " step " + std::to_string(scan.spec.step) + ", " +
+         (over_m ? "pp " + std::to_string(scan.pp)
+                 : "microbatches " + std::to_string(scan.microbatches)) +
+         "\n";
+  for (const ScanSeries& s : scan.series) {
+    out += "\n" + s.schedule + ": least-squares slope " + num(s.slope) + " per " + axis +
+           " (rank 0), " + num(s.worst_slope) + " (worst rank)";
+    if (s.form.known) out += "; closed form " + s.form.formula;
+    out += "\n";
+    out += pad(axis, 8) + pad("rank 0", 14) + pad("worst rank", 14) + "closed form\n";
+    for (const ScanPoint& p : s.points)
+      out += pad(std::to_string(p.x), 8) + pad(num(p.tp_bubble_s), 14) +
+             pad(num(p.worst_tp_bubble_s), 14) + (s.form.known ? num(p.form_s) : "-") + "\n";
+    if (!s.skipped.empty()) {
+      out += "skipped (sizes the schedule rejects):";
+      for (int x : s.skipped) out += " " + std::to_string(x);
+      out += "\n";
+    }
+  }
+  return out;
+}
+
+std::string scan_json(const ScanResult& scan) {
+  const bool over_m = scan.spec.axis == ScanAxis::Microbatches;
+  nlohmann::ordered_json j;
+  j["axis"] = over_m ? "m" : "p";
+  j["from"] = scan.spec.from;
+  j["to"] = scan.spec.to;
+  j["step"] = scan.spec.step;
+  if (over_m)
+    j["pp"] = scan.pp;
+  else
+    j["microbatches"] = scan.microbatches;
+  j["unit_costs"] = costs_json(scan.costs);
+  auto& list = j["series"] = nlohmann::ordered_json::array();
+  for (const ScanSeries& s : scan.series) {
+    nlohmann::ordered_json x;
+    x["schedule"] = s.schedule;
+    x["formula"] = s.form.known ? nlohmann::ordered_json(s.form.formula) : nullptr;
+    x["slope"] = s.slope;
+    x["worst_slope"] = s.worst_slope;
+    auto& points = x["points"] = nlohmann::ordered_json::array();
+    for (const ScanPoint& p : s.points) {
+      nlohmann::ordered_json q;
+      q[over_m ? "m" : "p"] = p.x;
+      q["tp_bubble_s"] = p.tp_bubble_s;
+      q["worst_tp_bubble_s"] = p.worst_tp_bubble_s;
+      q["closed_s"] = s.form.known ? nlohmann::ordered_json(p.form_s) : nullptr;
+      points.push_back(q);
+    }
+    x["skipped"] = s.skipped;
+    list.push_back(x);
+  }
+  return j.dump() + "\n";
+}
+
+}  // namespace braid

@@ -1,0 +1,100 @@
+// Closed forms of DESIGN §6: Table 1 of the STP paper (1F1B-I, ZB-V, STP) and the classic pipeline
+// forms (GPipe and 1F1B (p-1)(F+B+W), ZB-H1 (p-1)(F+B-W)), in the symbols of uniform-cost mode:
+// T_F, T_B (input gradient), T_W (weight gradient), T_AR (TP collectives of one chunk's forward,
+// and again of its backward), M_a (activations of one microbatch on one chunk). The forms are the
+// published ones, unchanged: where braid's simulation differs, docs/theory.md and
+// tests/theory_test.cpp say by how much and why.
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "braid/error.hpp"
+#include "braid/schedule.hpp"
+#include "braid/theory.hpp"
+
+namespace braid {
+
+namespace {
+
+ClosedForm form(std::string formula, double value) {
+  ClosedForm f;
+  f.known = true;
+  f.formula = std::move(formula);
+  f.value = value;
+  return f;
+}
+
+}  // namespace
+
+UniformCosts parse_unit_costs(std::string_view text, const std::string& option) {
+  const std::string expected = "expected tf,tb,tw,tar[,ma] (numbers, tf > 0, ma > 0, others >= 0)";
+  std::vector<double> values;
+  std::string item;
+  const std::string s(text);
+  std::size_t begin = 0;
+  while (true) {
+    const std::size_t comma = s.find(',', begin);
+    item = s.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
+    char* end = nullptr;
+    const double v = std::strtod(item.c_str(), &end);
+    if (item.empty() || end != item.c_str() + item.size() || !(v >= 0) || v > 1e300)
+      throw InputError(option, s, "'" + item + "' is not a number >= 0; " + expected);
+    values.push_back(v);
+    if (comma == std::string::npos) break;
+    begin = comma + 1;
+  }
+  if (values.size() != 4 && values.size() != 5) throw InputError(option, s, expected);
+  if (values[0] <= 0) throw InputError(option, s, "tf must be > 0; " + expected);
+  UniformCosts c;
+  c.tf = values[0];
+  c.tb = values[1];
+  c.tw = values[2];
+  c.tar = values[3];
+  if (values.size() == 5) {
+    if (values[4] <= 0) throw InputError(option, s, "ma must be > 0; " + expected);
+    c.ma = values[4];
+  }
+  return c;
+}
+
+ClosedForms closed_forms(std::string_view schedule, int pp, int vpp, int microbatches,
+                         const UniformCosts& c) {
+  fixed_vpp(schedule);  // throws InputError for an unknown name
+  const double p = pp, m = microbatches, v = vpp;
+  ClosedForms f;
+  if (schedule == "gpipe") {
+    f.pp_bubble = form("(p-1)(T_F+T_B+T_W)", (p - 1) * (c.tf + c.tb + c.tw));
+    f.tp_bubble = form("m T_AR", m * c.tar);
+    f.peak_activation = form("m M_a", m);
+  } else if (schedule == "1f1b") {
+    f.pp_bubble = form("(p-1)(T_F+T_B+T_W)", (p - 1) * (c.tf + c.tb + c.tw));
+    f.tp_bubble = form("m T_AR", m * c.tar);
+    f.peak_activation = form("p M_a", p);
+  } else if (schedule == "zb-h1") {
+    f.pp_bubble = form("(p-1)(T_F+T_B-T_W)", (p - 1) * (c.tf + c.tb - c.tw));
+    f.tp_bubble = form("2m T_AR", 2 * m * c.tar);
+    f.peak_activation = form("p M_a", p);
+  } else if (schedule == "1f1b-i") {
+    f.pp_bubble = form("(p-1)(T_F+T_AR+T_B+T_W)", (p - 1) * (c.tf + c.tar + c.tb + c.tw));
+    if (vpp == 2) {
+      f.tp_bubble = form("2m T_AR", 2 * m * c.tar);
+      f.peak_activation = form("(3p-2) M_a", 3 * p - 2);
+    } else {
+      f.tp_bubble = form("v m T_AR", v * m * c.tar);
+      f.peak_activation = form("((v+1)p-2) M_a", (v + 1) * p - 2);
+    }
+  } else if (schedule == "zb-v") {
+    f.pp_bubble = form("(p-1)(T_F+2T_AR+T_B-2T_W)", (p - 1) * (c.tf + 2 * c.tar + c.tb - 2 * c.tw));
+    f.tp_bubble = form("4m T_AR", 4 * m * c.tar);
+    f.peak_activation = form("2p M_a", 2 * p);
+  } else if (schedule == "stp") {
+    f.pp_bubble = form("(p-1)(T_F+T_AR+T_B-T_W)", (p - 1) * (c.tf + c.tar + c.tb - c.tw));
+    f.tp_bubble = form("(2p+1) T_AR", (2 * p + 1) * c.tar);
+    f.peak_activation = form("3p M_a", 3 * p);
+  }
+  return f;
+}
+
+}  // namespace braid

@@ -1,0 +1,322 @@
+// Timeline outputs (timeline_output.hpp): the Chrome trace parses and has one process per rank,
+// one thread per used stream and one event per op; the SVG is well-formed XML with one lane per
+// rank, at least one box per instruction and a legend; both are byte-stable. And the checked-in
+// traces/ match what braid produces now (tools/make-traces --check).
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "braid/dag.hpp"
+#include "braid/report.hpp"
+#include "braid/simulator.hpp"
+#include "braid/timeline_output.hpp"
+#include "hand_schedules.hpp"
+
+using namespace braid;
+using namespace braid::test;
+using json = nlohmann::json;
+
+namespace {
+
+struct Run {
+  Dag dag;
+  Timeline timeline;
+  Report report;
+};
+
+Run run(const Schedule& s, const CostModel& cost, bool record_memory = true) {
+  Run r;
+  r.dag = lower(s, cost);
+  SimOptions o;
+  o.record_memory = record_memory;
+  r.timeline = simulate(r.dag, o);
+  r.report = make_report("hand", s, cost, r.dag, r.timeline);
+  return r;
+}
+
+// STP-like braided schedule on one rank: F0.0, FB(F0.1, B0.0 with W), B0.1 (W deferred), W0.1.
+Schedule braided_one_rank() {
+  return make("braided", 1, 1, 2, Placement::Loop,
+              {{F(0, 0), FB({0, 1, false}, {0, 0, false}), B(0, 1, true), W(0, 1)}});
+}
+
+int count(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (std::size_t at = text.find(needle); at != std::string::npos;
+       at = text.find(needle, at + needle.size()))
+    ++n;
+  return n;
+}
+
+std::filesystem::path temp_file(const std::string& name) {
+  return std::filesystem::temp_directory_path() / ("braid-output-test-" + name);
+}
+
+// xmllint (libxml2-utils, installed by tools/setup) on the document; its exit status.
+int xmllint(const std::string& svg, const std::string& name) {
+  const std::filesystem::path path = temp_file(name);
+  std::ofstream(path, std::ios::binary) << svg;
+  const std::string cmd = "xmllint --noout '" + path.string() + "'";
+  const int rc = std::system(cmd.c_str());
+  std::filesystem::remove(path);
+  return rc;
+}
+
+int compute_instructions(const Schedule& s) {
+  int n = 0;
+  for (const RankProgram& p : s.ranks)
+    for (const Instruction& in : p.instructions)
+      if (in.op != OpCode::Offload && in.op != OpCode::Reload) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("trace: one process per rank, one thread per used stream, one event per op",
+          "[output][trace]") {
+  const Schedule s = interleaved_p2_m2();
+  const Run r = run(s, uniform_cost_model(unit_costs(), 4));
+  const json trace = json::parse(chrome_trace_json(r.dag, r.timeline, r.report));
+
+  REQUIRE(trace.contains("traceEvents"));
+  REQUIRE(trace["traceEvents"].is_array());
+  CHECK(trace["displayTimeUnit"] == "ms");
+  CHECK(trace["otherData"]["schedule"] == "1f1b-i");
+
+  std::map<int, std::string> processes;
+  std::set<std::pair<int, int>> named_threads, used_threads;
+  int complete = 0, counters = 0;
+  for (const json& e : trace["traceEvents"]) {
+    const std::string ph = e["ph"];
+    if (ph == "M" && e["name"] == "process_name")
+      processes[e["pid"].get<int>()] = e["args"]["name"];
+    if (ph == "M" && e["name"] == "thread_name")
+      named_threads.insert({e["pid"].get<int>(), e["tid"].get<int>()});
+    if (ph == "X") {
+      ++complete;
+      used_threads.insert({e["pid"].get<int>(), e["tid"].get<int>()});
+      CHECK(e["dur"].get<double>() >= 0);
+    }
+    if (ph == "C") ++counters;
+  }
+  // pid = rank + 1 (Perfetto reserves pid 0 for the kernel's swapper).
+  CHECK(processes == std::map<int, std::string>{{1, "rank 0"}, {2, "rank 1"}});
+  // Every stream with ops is named, and no empty stream is.
+  CHECK(named_threads == used_threads);
+  CHECK(complete == r.dag.size());
+  CHECK(counters == static_cast<int>(r.timeline.memory.size()));
+  CHECK(counters > 0);
+}
+
+TEST_CASE("trace: op names, times and args", "[output][trace]") {
+  const Schedule s = braided_one_rank();
+  const Run r = run(s, uniform_cost_model(unit_costs(), 1));
+  const json trace = json::parse(chrome_trace_json(r.dag, r.timeline, r.report));
+  std::vector<json> ops;
+  for (const json& e : trace["traceEvents"])
+    if (e["ph"] == "X") ops.push_back(e);
+  REQUIRE(static_cast<int>(ops.size()) == r.dag.size());
+
+  // Events come rank by rank, stream by stream, in stream order: the first is the first op of
+  // the compute stream, F0.0's PreAttn, at time 0 for one unit (uniform: 1 unit = 1 us).
+  const json& first = ops.front();
+  CHECK(first["name"] == "F0.0 PreAttn L0");
+  CHECK(first["cat"] == "compute");
+  CHECK(first["pid"] == 1);
+  CHECK(first["tid"] == 10);  // (rank + 1) * 10 + stream
+  CHECK(first["ts"] == 0.0);
+  CHECK(first["dur"] == 1.0);
+  CHECK(first["args"] == json::parse(R"({"microbatch":0,"chunk":0,"virtual_stage":0,"layer":0,
+      "unit":"PreAttn","phase":"F","instruction":0,"instruction_op":"F","side":"plain"})"));
+
+  // Every event matches its op: name, times, braided side.
+  std::map<std::string, int> sides;
+  for (const json& e : ops) {
+    bool found = false;
+    for (int i = 0; i < r.dag.size() && !found; ++i) {
+      if (op_name(r.dag, i) != e["name"].get<std::string>()) continue;
+      if (r.timeline.start_s[i] != e["ts"].get<double>()) continue;
+      found = true;
+      CHECK(e["dur"].get<double>() == r.timeline.end_s[i] - r.timeline.start_s[i]);
+    }
+    CHECK(found);
+    sides[e["args"]["side"]]++;
+  }
+  // The FB block's ops are marked side a (F0.1) and b (B0.0 and its W).
+  CHECK(sides["a"] > 0);
+  CHECK(sides["b"] > 0);
+  // Collectives name their kind.
+  bool collective = false;
+  for (const json& e : ops)
+    if (e["cat"] == "collective") {
+      collective = true;
+      CHECK(e["args"]["collective"] == "all_reduce");
+      CHECK(e["tid"] == 11);
+    }
+  CHECK(collective);
+}
+
+TEST_CASE("trace: no counter track without recorded memory", "[output][trace]") {
+  const Run r = run(one_f_one_b_p2_m2(), uniform_cost_model(unit_costs(), 2), false);
+  const json trace = json::parse(chrome_trace_json(r.dag, r.timeline, r.report));
+  for (const json& e : trace["traceEvents"]) CHECK(e["ph"] != "C");
+}
+
+TEST_CASE("svg: well-formed, one lane per rank, a box per instruction, a legend", "[output][svg]") {
+  const Schedule s = interleaved_p2_m2();
+  const Run r = run(s, uniform_cost_model(unit_costs(), 4));
+  for (SvgDetail detail : {SvgDetail::Auto, SvgDetail::Unit, SvgDetail::Instruction}) {
+    SvgOptions o;
+    o.detail = detail;
+    const std::string svg = timeline_svg(r.dag, r.timeline, r.report, o);
+    INFO("detail " << static_cast<int>(detail));
+    CHECK(xmllint(svg, "lanes.svg") == 0);
+    CHECK(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"1600\"", 0) == 0);
+    CHECK(count(svg, "class=\"lane\"") == 2);
+    CHECK(count(svg, "<g id=\"rank") == 2);
+    CHECK(count(svg, "<g id=\"legend\">") == 1);
+    CHECK(count(svg, "<g id=\"axis\">") == 1);
+    // Compute boxes are classed by phase and chunk: F0, F1, B0, B1, W0, W1.
+    static const std::regex box("<rect [^>]*class=\"[FBW][0-9]+\"/>");
+    const auto boxes =
+        std::distance(std::sregex_iterator(svg.begin(), svg.end(), box), std::sregex_iterator());
+    CHECK(boxes >= compute_instructions(s));
+    // Memory sparklines, one per rank, and the title numbers.
+    CHECK(count(svg, "class=\"mem\"") == 2 + 1);  // two sparklines + the legend swatch
+    CHECK(svg.find("1f1b-i") != std::string::npos);
+    CHECK(svg.find("TP bubble") != std::string::npos);
+  }
+}
+
+TEST_CASE("svg: unit level draws at least as many boxes as instruction level", "[output][svg]") {
+  const Run r = run(braided_one_rank(), uniform_cost_model(unit_costs(), 1));
+  static const std::regex box("<rect [^>]*class=\"[FBW][0-9]+\"/>");
+  auto boxes = [&](SvgDetail d) {
+    SvgOptions o;
+    o.detail = d;
+    const std::string svg = timeline_svg(r.dag, r.timeline, r.report, o);
+    return std::distance(std::sregex_iterator(svg.begin(), svg.end(), box), std::sregex_iterator());
+  };
+  const auto unit = boxes(SvgDetail::Unit), instruction = boxes(SvgDetail::Instruction);
+  CHECK(instruction >= compute_instructions(braided_one_rank()));
+  CHECK(unit > instruction);
+}
+
+TEST_CASE("svg: a braided block is split, side a on top, side b below", "[output][svg]") {
+  const Run r = run(braided_one_rank(), uniform_cost_model(unit_costs(), 1));
+  SvgOptions o;
+  o.detail = SvgDetail::Instruction;
+  const std::string svg = timeline_svg(r.dag, r.timeline, r.report, o);
+  // Half-height (14 px) boxes: F0 (side a) and B0 (side b); plain ones are 28 px high.
+  CHECK(std::regex_search(svg, std::regex("height=\"14\" class=\"F0\"")));
+  CHECK(std::regex_search(svg, std::regex("height=\"14\" class=\"B0\"")));
+  CHECK(std::regex_search(svg, std::regex("height=\"28\" class=\"F0\"")));
+  // Microbatch labels fit at this scale.
+  CHECK(count(svg, "class=\"mb") >= compute_instructions(braided_one_rank()));
+}
+
+TEST_CASE("svg: exposed TP time is drawn, and only when compute idles", "[output][svg]") {
+  // Plain F exposes its two All-Reduces (the compute stream waits), so the TP lane has exposed
+  // pieces; with no collectives there are none.
+  const Run r = run(one_f_one_b_p2_m2(), uniform_cost_model(unit_costs(), 2));
+  CHECK(count(timeline_svg(r.dag, r.timeline, r.report), "class=\"ex\"") > 1);
+  UniformCosts no_ar = unit_costs();
+  no_ar.tar = 0;
+  const Run q = run(one_f_one_b_p2_m2(), uniform_cost_model(no_ar, 2));
+  CHECK(count(timeline_svg(q.dag, q.timeline, q.report), "class=\"ex\"") == 1);  // legend only
+}
+
+TEST_CASE("svg: the exposed TP drawn on each rank adds up to the report's tp_exposed",
+          "[output][svg]") {
+  // 1F1B, p = 2, m = 2, unit costs: tp_exposed is 4 on each rank (report_test.cpp). At 1600 px
+  // the plot is 1600 - 58 - 104 = 1438 px wide for the whole iteration.
+  const Run r = run(one_f_one_b_p2_m2(), uniform_cost_model(unit_costs(), 2));
+  const double units_per_px = r.report.iteration_time_s / 1438.0;
+  const std::string svg = timeline_svg(r.dag, r.timeline, r.report);
+  static const std::regex ex("width=\"([0-9.]+)\" height=\"[0-9.]+\" class=\"ex\"");
+  for (int rank = 0; rank < 2; ++rank) {
+    INFO("rank " << rank);
+    const std::size_t b = svg.find("<g id=\"rank" + std::to_string(rank) + "\">");
+    const std::size_t e = svg.find("</g>", b);
+    const std::string lane = svg.substr(b, e - b);
+    double px = 0;
+    for (auto it = std::sregex_iterator(lane.begin(), lane.end(), ex); it != std::sregex_iterator();
+         ++it)
+      px += std::stod((*it)[1]);
+    CHECK(px * units_per_px == Approx(r.report.ranks[rank].tp_exposed_s).margin(0.01));
+    CHECK(r.report.ranks[rank].tp_exposed_s == 4.0);
+  }
+}
+
+TEST_CASE("svg: no sparkline without recorded memory", "[output][svg]") {
+  const Run r = run(one_f_one_b_p2_m2(), uniform_cost_model(unit_costs(), 2), false);
+  const std::string svg = timeline_svg(r.dag, r.timeline, r.report);
+  CHECK(xmllint(svg, "nomem.svg") == 0);
+  CHECK(count(svg, "class=\"mem\"") == 0);
+}
+
+TEST_CASE("trace and svg are byte-identical across runs", "[output][determinism]") {
+  const Schedule s = interleaved_p2_m2();
+  const Run a = run(s, uniform_cost_model(unit_costs(), 4));
+  const Run b = run(s, uniform_cost_model(unit_costs(), 4));
+  CHECK(chrome_trace_json(a.dag, a.timeline, a.report) ==
+        chrome_trace_json(b.dag, b.timeline, b.report));
+  CHECK(timeline_svg(a.dag, a.timeline, a.report) == timeline_svg(b.dag, b.timeline, b.report));
+}
+
+// `braid simulate --trace F --svg F` through the built binary; the exit status.
+int simulate_cli(const std::string& args) {
+  const std::string cmd = std::string("cd '") + BRAID_SOURCE_DIR + "' && '" + BRAID_EXE +
+                          "' simulate " + args + " >/dev/null 2>&1";
+  const int status = std::system(cmd.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST_CASE("braid simulate --trace and --svg write the timeline files", "[output][cli]") {
+  const std::filesystem::path dir = temp_file("cli." + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string trace = (dir / "stp.json").string(), svg = (dir / "stp.svg").string();
+  REQUIRE(simulate_cli("--unit-costs 4,8,8,2,4 --pp 2 --microbatches 4 --schedule stp --trace '" +
+                       trace + "' --svg '" + svg + "'") == 0);
+  std::ifstream in(trace);
+  const json t = json::parse(in);
+  int processes = 0, counters = 0;
+  for (const json& e : t["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "process_name") ++processes;
+    if (e["ph"] == "C") ++counters;
+  }
+  CHECK(processes == 2);
+  CHECK(counters > 0);  // the command turns on memory recording
+  CHECK(std::system(("xmllint --noout '" + svg + "'").c_str()) == 0);
+  // Only the trace asked for: no SVG, and a path in a missing directory fails before any work.
+  std::filesystem::remove(svg);
+  CHECK(simulate_cli("--unit-costs 4,8,8,2 --pp 2 --microbatches 4 --schedule stp --trace '" +
+                     trace + "'") == 0);
+  CHECK_FALSE(std::filesystem::exists(svg));
+  CHECK(simulate_cli("--unit-costs 4,8,8,2 --pp 2 --microbatches 4 --schedule stp --svg '" +
+                     (dir / "missing" / "x.svg").string() + "'") == 2);
+  std::filesystem::remove_all(dir);
+}
+
+// The checked-in example timelines must be what braid produces now: tools/make-traces --check
+// regenerates them into a temporary directory and compares byte for byte. A missing file fails
+// (regenerate with tools/make-traces and commit traces/).
+TEST_CASE("traces/ matches what braid produces now", "[output][traces]") {
+  const std::string cmd = std::string("'") + BRAID_SOURCE_DIR +
+                          "/tools/make-traces' --check --braid '" + BRAID_EXE + "'";
+  const int rc = std::system(cmd.c_str());
+  INFO("run tools/make-traces (after building braid) and commit traces/");
+  CHECK(rc == 0);
+}
