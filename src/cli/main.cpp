@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
   braid::cli::register_compare(app);
   braid::cli::register_theory(app);
   braid::cli::register_calibrate(app);
+  braid::cli::register_sweep(app);
+  braid::cli::register_search(app);
 
   try {
     app.parse(argc, argv);
