@@ -15,6 +15,9 @@
 #include "braid/error.hpp"
 
 #ifdef BRAID_MPI
+// The C API only: the deprecated C++ bindings' header does not compile cleanly with -Wextra.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 #endif
 

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "braid/error.hpp"
 #include "braid/explore.hpp"
 #include "pipeline.hpp"
 
