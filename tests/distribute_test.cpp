@@ -170,15 +170,24 @@ TEST_CASE("a sweep shared by 2 and 3 processes gives every one the single-proces
           });
       for (const std::string& g : got) CHECK(g == expected);
     }
-  // The invalid rows cost 1 each and are spread over the processes: some are evaluated away from
-  // process 0 and still reach its output with their reasons.
+  // One valid configuration and the six invalid ones (tp 16): the valid one costs most and goes
+  // to process 0, the invalid ones (cost 1 each) to process 1; their rows, reasons included,
+  // reach process 0's result.
+  std::vector<Configuration> mixed;
+  for (const Configuration& c : configs)
+    if (c.tp == 16 || (c.tp == 4 && c.pp == 2 && c.schedule == "stp")) mixed.push_back(c);
+  REQUIRE(mixed.size() == 7);
   std::vector<double> costs;
-  for (const Configuration& c : configs) costs.push_back(estimated_cost(base().study, c, one));
+  for (const Configuration& c : mixed) costs.push_back(estimated_cost(base().study, c, one));
   const std::vector<int> part = assign_by_cost(costs, 2);
-  int invalid_on_1 = 0;
-  for (std::size_t i = 0; i < configs.size(); ++i)
-    if (configs[i].tp == 16 && part[i] == 1) ++invalid_on_1;
-  CHECK(invalid_on_1 > 0);
+  for (std::size_t i = 0; i < mixed.size(); ++i) CHECK(part[i] == (mixed[i].tp == 16 ? 1 : 0));
+  const SweepResult alone = sweep(base().study, base().profile, mixed, one);
+  CHECK(alone.invalid == 6);
+  const std::vector<std::string> got = on_processes<std::string>(2, [&](const ExploreOptions& o) {
+    return sweep_outputs(sweep(base().study, base().profile, mixed, o));
+  });
+  CHECK(got[0] == sweep_outputs(alone));
+  CHECK_THAT(got[0], Catch::Contains("tp 16 > 8 GPUs per node"));
 }
 
 TEST_CASE("bad input found during a shared sweep is raised by every process", "[distribute]") {
