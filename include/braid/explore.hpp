@@ -45,6 +45,17 @@ struct SweepAxes {
 // 1f1b-i) takes that value and appears once whatever the vpp list holds.
 std::vector<Configuration> cross_product(const SweepAxes& axes);
 
+// The processes a sweep or search is shared among. The library moves no bytes between processes
+// itself: the caller (braid's MPI layer, src/cli/distributed.cpp; or a test's threads) supplies
+// all_gather. With size > 1 every process calls sweep() or search() with the same arguments; each
+// evaluates its share of the configurations (split by estimated cost) and every one returns the
+// full result, identical to a single process's.
+struct ProcessGroup {
+  int rank = 0, size = 1;
+  // Every process passes its bytes; every process gets every process's bytes, in rank order.
+  std::function<std::vector<std::string>(const std::string&)> all_gather;
+};
+
 struct ExploreOptions {
   // Memory a GPU may use for weights, gradients, optimizer state and activations; < 0: the GPU's
   // memory less the profile's fixed overhead (then a row is oom exactly when simulate says so).
@@ -58,6 +69,7 @@ struct ExploreOptions {
   // Called after each evaluated configuration (done of total), one call at a time, from any
   // thread. May be empty.
   std::function<void(int done, int total)> progress;
+  ProcessGroup group;  // one process unless set
 };
 
 enum class RowStatus : std::uint8_t { Ok, Oom, Invalid };
@@ -84,6 +96,21 @@ Study configure(const Study& base, const Configuration& config);
 // throws InputError: invalid configurations come back as Invalid rows with their reason.
 Evaluation evaluate(const Study& base, const Profile& profile, const Configuration& config,
                     const ExploreOptions& options);
+
+// Splitting the work among processes. The estimated cost of a configuration is proportional to
+// the ops of its DAG (layers x microbatches x ops per layer and microbatch, plus the P2P sends);
+// configurations that fail the cheap checks cost 1. The assignment is the greedy
+// longest-processing-time rule (largest first, each to the least loaded part; ties: lowest index
+// and lowest part), so every process computes the same one.
+double estimated_cost(const Study& base, const Configuration& config,
+                      const ExploreOptions& options);
+std::vector<int> assign_by_cost(const std::vector<double>& costs, int parts);  // part of each
+
+// Rows as bytes for the exchange between processes: every field, doubles bit for bit (the
+// processes share one binary layout: one architecture and compiler). decode_rows throws
+// std::runtime_error on truncated input.
+std::string encode_rows(const std::vector<Evaluation>& rows);
+std::vector<Evaluation> decode_rows(const std::string& bytes);
 
 struct SweepResult {
   std::vector<Evaluation> rows;  // in configuration order
@@ -130,6 +157,8 @@ struct SearchResult {
   double mem_cap_gib = 0;
   std::string why_runner_up;  // one sentence: why best[1] loses to best[0]
 };
+// Shared among processes (options.group): every process builds every candidate's schedule and
+// cost model (cheap) so that all prune alike; the simulations of each batch are split.
 SearchResult search(const Study& base, const Profile& profile, const SearchSpace& space,
                     const ExploreOptions& options);
 std::string search_text(const SearchResult& result);

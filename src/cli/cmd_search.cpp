@@ -9,6 +9,7 @@
 #include "braid/explore.hpp"
 #include "braid/schedule.hpp"
 #include "commands.hpp"
+#include "distributed.hpp"
 #include "explore_options.hpp"
 
 namespace braid::cli {
@@ -56,7 +57,11 @@ void run_search(const SearchArgs& a) {
     if (a.seq < 1) throw InputError("--seq", std::to_string(a.seq), "must be 1 or more");
     study.training.seq = a.seq;
   }
-  const SearchResult result = search(study, base.profile, space, explore_options(a.study));
+  ExploreOptions options = explore_options(a.study);
+  options.group = world_group();
+  if (options.jobs == 0) options.jobs = default_jobs();
+  const SearchResult result = search(study, base.profile, space, options);
+  if (options.group.rank != 0) return;  // every rank holds the result; rank 0 prints it
   std::cout << (a.json ? search_json(result) : search_text(result));
 }
 

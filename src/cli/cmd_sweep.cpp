@@ -10,6 +10,7 @@
 #include "braid/explore.hpp"
 #include "braid/schedule.hpp"
 #include "commands.hpp"
+#include "distributed.hpp"
 #include "explore_options.hpp"
 #include "output.hpp"
 
@@ -48,8 +49,12 @@ void run_sweep(const SweepArgs& a) {
   if (a.given("--sp")) sp = parse_sp_list("--sp", a.sp);
   if (a.given("--recompute")) rc = parse_recompute_list("--recompute", a.recompute);
   if (a.given("--schedules")) schedules = parse_schedule_list("--schedules", a.schedules);
-  if (!a.csv.empty()) check_writable("--csv", a.csv);
-  if (!a.svg.empty()) check_writable("--svg", a.svg);
+  const ProcessGroup group = world_group();
+  const bool root = group.rank == 0;
+  agree(group, [&] {  // only rank 0 writes them
+    if (root && !a.csv.empty()) check_writable("--csv", a.csv);
+    if (root && !a.svg.empty()) check_writable("--svg", a.svg);
+  });
 
   const bool need_own = !tp || !pp || !vpp || !sp || !schedules;
   const ExploreBase base = load_explore_base(a.study, need_own);
@@ -65,7 +70,10 @@ void run_sweep(const SweepArgs& a) {
   axes.schedules = schedules.value_or(own.schedules.empty() ? schedule_names() : own.schedules);
 
   ExploreOptions options = explore_options(a.study);
+  options.group = group;
+  if (options.jobs == 0) options.jobs = default_jobs();
   ProgressBar bar;
+  if (!root) bar.enabled = false;
   options.progress = bar.callback();
   SweepResult result;
   try {
@@ -75,6 +83,7 @@ void run_sweep(const SweepArgs& a) {
     throw;
   }
   bar.finish();
+  if (!root) return;  // every rank holds the result; rank 0 writes it
 
   if (!a.csv.empty()) write_file("--csv", a.csv, sweep_csv(result));
   if (!a.svg.empty())

@@ -8,8 +8,13 @@
 
 #include "braid/error.hpp"
 #include "commands.hpp"
+#include "distributed.hpp"
 
 int main(int argc, char** argv) {
+  // Under mpirun/srun every rank runs the same command; rank 0 alone prints and writes
+  // (docs/distributed.md). Input errors are the same on every rank: all exit 2, rank 0 says why.
+  braid::cli::MpiSession mpi(argc, argv);
+  const bool root = braid::cli::is_root();
   CLI::App app{
       "braid: discrete-event simulator and schedule explorer for tensor + pipeline parallel "
       "training"};
@@ -34,13 +39,16 @@ int main(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "braid: " << e.what() << " (see braid --help)\n";
+    if (root) std::cerr << "braid: " << e.what() << " (see braid --help)\n";
     return 2;
   } catch (const braid::InputError& e) {
-    std::cerr << "braid: " << e.what() << "\n";
+    if (root) std::cerr << "braid: " << e.what() << "\n";
     return 2;
   } catch (const std::exception& e) {
+    // Not an input error: it may have happened on this rank alone, so end the whole job rather
+    // than leave the others waiting in an exchange.
     std::cerr << "braid: internal error: " << e.what() << "\n";
+    braid::cli::abort_job(1);
     return 1;
   }
   return 0;

@@ -146,6 +146,10 @@ Evaluation evaluate(const Study& base, const Profile& profile, const Configurati
     e.status = RowStatus::Invalid;
     e.reason = explore::reason_of(err);
     e.report = Report{};
+  } catch (const std::exception& err) {
+    e.status = RowStatus::Invalid;
+    e.reason = std::string("evaluation failed: ") + err.what();
+    e.report = Report{};
   }
   return e;
 }

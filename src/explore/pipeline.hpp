@@ -65,9 +65,22 @@ struct Workbench {
 Workbench build_workbench(const Study& base, const Profile& profile,
                           const std::vector<Configuration>& configs, const ExploreOptions& options,
                           std::vector<Evaluation>& rows);
-// finish() for configuration i of the workbench; an InputError makes the row Invalid.
+// finish() for configuration i of the workbench; an InputError makes the row Invalid, and so
+// does any other exception (reason "evaluation failed: ..."), so one bad configuration never
+// stops a sweep (nor, shared among processes, leaves the others waiting).
 void finish_row(Evaluation& e, const Workbench& wb, int i, double cap,
                 const ExploreOptions& options);
+
+// Sharing among processes (distribute.cpp). The ops estimate behind estimated_cost (no checks).
+double estimated_ops(const Study& base, const Configuration& c);
+// The indices (into `costs`) this process evaluates.
+std::vector<int> share(const ProcessGroup& group, const std::vector<double>& costs);
+// The least of every process's value.
+double min_all(const ProcessGroup& group, double value);
+// rows[indices[k]] is evaluated by the process assign_by_cost(costs, size)[k]; afterwards every
+// process holds every one of them. A no-op for one process.
+void exchange_rows(const ProcessGroup& group, const std::vector<double>& costs,
+                   const std::vector<int>& indices, std::vector<Evaluation>& rows);
 
 // Runs f(i) for i in [0, n) on `jobs` threads (0 = all cores); each index exactly once. The first
 // exception (lowest index) is rethrown after all threads finish.

@@ -233,10 +233,19 @@ SearchResult search(const Study& base, const Profile& profile, const SearchSpace
       if (bound[open[next]] < rows[fit[top - 1]].report.tokens_per_s) break;
     }
     const std::size_t end = result.exhaustive ? open.size() : std::min(open.size(), next + kBatch);
-    explore::parallel_for(static_cast<int>(end - next), options.jobs, [&](int k) {
-      const int i = open[next + k];
+    // Shared among processes: each simulates its part of the batch, then all hold the batch.
+    const std::vector<int> batch(open.begin() + static_cast<std::ptrdiff_t>(next),
+                                 open.begin() + static_cast<std::ptrdiff_t>(end));
+    std::vector<double> costs(batch.size(), 1);
+    if (options.group.size > 1)
+      for (std::size_t k = 0; k < batch.size(); ++k)
+        costs[k] = explore::estimated_ops(study, configs[batch[k]]);
+    const std::vector<int> mine = explore::share(options.group, costs);
+    explore::parallel_for(static_cast<int>(mine.size()), options.jobs, [&](int k) {
+      const int i = batch[mine[k]];
       explore::finish_row(rows[i], wb, i, cap, options);
     });
+    explore::exchange_rows(options.group, costs, batch, rows);
     for (std::size_t k = next; k < end; ++k) {
       const int i = open[k];
       if (rows[i].status == RowStatus::Invalid) {

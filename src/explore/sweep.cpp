@@ -5,6 +5,7 @@
 // Every row equals what evaluate() returns for it alone (tests/explore_test.cpp checks this).
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -109,16 +110,42 @@ void check_some_valid(const std::vector<Evaluation>& rows) {
   throw InputError("sweep", "configurations", text);
 }
 
+// This process's share of the configurations (all of them for one process).
+struct Share {
+  std::vector<double> costs;  // per configuration
+  std::vector<int> mine;      // indices this process evaluates
+  std::vector<int> all;       // 0 .. n-1
+};
+Share share_of(const Study& base, const std::vector<Configuration>& configs,
+               const ExploreOptions& options) {
+  Share s;
+  const int n = static_cast<int>(configs.size());
+  s.all.resize(n);
+  for (int i = 0; i < n; ++i) s.all[i] = i;
+  if (options.group.size <= 1) {
+    s.mine = s.all;
+    s.costs.assign(n, 1);
+    return s;
+  }
+  s.costs.resize(n);
+  for (int i = 0; i < n; ++i) s.costs[i] = estimated_cost(base, configs[i], options);
+  s.mine = explore::share(options.group, s.costs);
+  return s;
+}
+
 SweepResult sweep_plain(const Study& base, const Profile& profile,
                         const std::vector<Configuration>& configs, const ExploreOptions& options) {
   SweepResult result;
   const int n = static_cast<int>(configs.size());
   result.rows.resize(n);
-  Progress progress{options, n};
-  explore::parallel_for(n, options.jobs, [&](int i) {
+  const Share share = share_of(base, configs, options);
+  Progress progress{options, static_cast<int>(share.mine.size())};
+  explore::parallel_for(static_cast<int>(share.mine.size()), options.jobs, [&](int k) {
+    const int i = share.mine[k];
     result.rows[i] = evaluate(base, profile, configs[i], options);
     progress.tick();
   });
+  explore::exchange_rows(options.group, share.costs, share.all, result.rows);
   check_some_valid(result.rows);
   std::vector<double> statics;
   const double overhead = profile.fixed_overhead_bytes;
@@ -128,41 +155,59 @@ SweepResult sweep_plain(const Study& base, const Profile& profile,
   return result;
 }
 
+// Shared among processes: each builds the schedules and cost models of its own share, the least
+// static memory is agreed on (so every process raises the same --mem-cap error), each simulates
+// its share, and the rows are exchanged.
 SweepResult sweep_cached(const Study& base, const Profile& profile,
                          const std::vector<Configuration>& configs, const ExploreOptions& options) {
   SweepResult result;
   const int n = static_cast<int>(configs.size());
   result.rows.resize(n);
   const double cap = explore::cap_bytes(profile, options);
+  const Share share = share_of(base, configs, options);
+  const int own = static_cast<int>(share.mine.size());
+  std::vector<Configuration> own_configs;
+  own_configs.reserve(own);
+  for (int i : share.mine) own_configs.push_back(configs[i]);
+  std::vector<Evaluation> own_rows(own);
   const explore::Workbench wb =
-      explore::build_workbench(base, profile, configs, options, result.rows);
+      explore::build_workbench(base, profile, own_configs, options, own_rows);
 
   // The static memory against the cap needs no simulation.
   std::vector<int> todo;
-  std::vector<double> statics;
-  for (int i = 0; i < n; ++i) {
-    if (!wb.ready(i)) continue;
-    statics.push_back(explore::max_static_bytes(wb.cost(i), wb.schedule(i)));
-    todo.push_back(i);
+  double least = std::numeric_limits<double>::infinity();
+  for (int k = 0; k < own; ++k) {
+    if (!wb.ready(k)) continue;
+    least = std::min(least, explore::max_static_bytes(wb.cost(k), wb.schedule(k)));
+    todo.push_back(k);
   }
-  if (todo.empty()) check_some_valid(result.rows);
-  check_static_cap(statics, cap);
+  least = explore::min_all(options.group, least);
+  auto gather = [&] {
+    for (int k = 0; k < own; ++k) result.rows[share.mine[k]] = std::move(own_rows[k]);
+    explore::exchange_rows(options.group, share.costs, share.all, result.rows);
+  };
+  if (least == std::numeric_limits<double>::infinity()) {
+    gather();  // nothing valid anywhere: every process needs every reason for the message
+    check_some_valid(result.rows);
+  }
+  check_static_cap({least}, cap);
 
   // Lower, simulate, report: the expensive part, one task per configuration. The largest
   // configurations go first so that the last task to finish is a short one.
   std::vector<std::pair<double, int>> order;
-  for (int i : todo) {
-    const Schedule& s = wb.schedule(i);
-    order.emplace_back(-static_cast<double>(s.microbatches) * s.pp * s.vpp, i);
+  for (int k : todo) {
+    const Schedule& s = wb.schedule(k);
+    order.emplace_back(-static_cast<double>(s.microbatches) * s.pp * s.vpp, k);
   }
   std::stable_sort(order.begin(), order.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   Progress progress{options, static_cast<int>(order.size())};
-  explore::parallel_for(static_cast<int>(order.size()), options.jobs, [&](int k) {
-    const int i = order[k].second;
-    explore::finish_row(result.rows[i], wb, i, cap, options);
+  explore::parallel_for(static_cast<int>(order.size()), options.jobs, [&](int j) {
+    const int k = order[j].second;
+    explore::finish_row(own_rows[k], wb, k, cap, options);
     progress.tick();
   });
+  gather();
   check_some_valid(result.rows);
   return result;
 }

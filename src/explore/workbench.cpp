@@ -1,6 +1,7 @@
 // build_workbench: the cheap checks of every configuration, then each distinct schedule and cost
 // model built once, in parallel. A sweep over tp, seq, mbs, sp and recompute shares one schedule
 // per (name, pp, vpp, m); 1f1b-i with vpp 2 and the V schedules share one cost model.
+#include <exception>
 #include <map>
 #include <memory>
 #include <string>
@@ -46,6 +47,8 @@ Workbench build_workbench(const Study& base, const Profile& profile,
           std::make_unique<Schedule>(make_schedule(configs[i].schedule, wb.prepared[i]->schedule));
     } catch (const InputError& e) {
       errors[s] = reason_of(e);
+    } catch (const std::exception& e) {
+      errors[s] = std::string("evaluation failed: ") + e.what();
     }
   });
   for (int i = 0; i < n; ++i) {
@@ -73,6 +76,8 @@ Workbench build_workbench(const Study& base, const Profile& profile,
           build_cost_model(wb.prepared[i]->study, profile, wb.schedule(i).virtual_stages()));
     } catch (const InputError& e) {
       errors[c] = reason_of(e);
+    } catch (const std::exception& e) {
+      errors[c] = std::string("evaluation failed: ") + e.what();
     }
   });
   for (int i = 0; i < n; ++i) {
@@ -90,6 +95,10 @@ void finish_row(Evaluation& e, const Workbench& wb, int i, double cap,
   } catch (const InputError& err) {
     e.status = RowStatus::Invalid;
     e.reason = reason_of(err);
+    e.report = Report{};
+  } catch (const std::exception& err) {
+    e.status = RowStatus::Invalid;
+    e.reason = std::string("evaluation failed: ") + err.what();
     e.report = Report{};
   }
 }

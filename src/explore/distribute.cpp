@@ -1,0 +1,224 @@
+// Sharing a sweep or search among processes: the cost estimate and the longest-processing-time
+// split, the rows as bytes, and the exchanges over ProcessGroup::all_gather. Every process runs
+// the same deterministic code on the same input, so all agree on the split without talking.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <queue>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "braid/error.hpp"
+#include "braid/explore.hpp"
+#include "pipeline.hpp"
+
+namespace braid {
+
+namespace {
+
+// Fixed-width values copied byte for byte: a double comes back with the same bits.
+struct Writer {
+  std::string out;
+  template <typename T>
+  void put(T v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    char buf[sizeof(T)];
+    std::memcpy(buf, &v, sizeof(T));
+    out.append(buf, sizeof(T));
+  }
+  void put(const std::string& s) {
+    put(static_cast<std::uint64_t>(s.size()));
+    out += s;
+  }
+  template <typename T>
+  void put(const std::vector<T>& v) {
+    put(static_cast<std::uint64_t>(v.size()));
+    for (const T& x : v) put(x);
+  }
+};
+
+struct Reader {
+  const std::string& in;
+  std::size_t at = 0;
+  void need(std::size_t n) const {
+    if (in.size() - at < n) throw std::runtime_error("decode_rows: truncated rows");
+  }
+  template <typename T>
+  void get(T& v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    need(sizeof(T));
+    std::memcpy(&v, in.data() + at, sizeof(T));
+    at += sizeof(T);
+  }
+  void get(std::string& s) {
+    std::uint64_t n = 0;
+    get(n);
+    need(n);
+    s.assign(in, at, n);
+    at += n;
+  }
+  template <typename T>
+  void get(std::vector<T>& v) {
+    std::uint64_t n = 0;
+    get(n);
+    need(n);  // at least one byte per element: a corrupt size cannot allocate wildly
+    v.resize(n);
+    for (T& x : v) get(x);
+  }
+};
+
+// One function lists the fields for both directions, so encoding and decoding cannot disagree.
+template <typename IO, typename R>
+void fields(IO& io, R& r) {
+  io.put_or_get(r.rank, r.busy_s, r.tp_exposed_s, r.pp_idle_s, r.offload_stall_s, r.static_bytes,
+                r.activation_peak_bytes, r.activation_peak_ma, r.peak_memory_bytes,
+                r.peak_memory_gib, r.oom, r.over_bytes);
+}
+
+template <typename Base>
+struct IO : Base {
+  template <typename... T>
+  void put_or_get(T&... v) {
+    if constexpr (std::is_same_v<Base, Writer>)
+      (Base::put(v), ...);
+    else
+      (Base::get(v), ...);
+  }
+  void evaluation(Evaluation& e) {
+    Configuration& c = e.config;
+    put_or_get(c.schedule, c.tp, c.pp, c.vpp, c.seq, c.mbs, c.microbatches, c.sp, c.recompute);
+    put_or_get(e.dp, e.gpus, e.status, e.reason, e.static_gib, e.model_peak_gib, e.speedup,
+               e.group_best);
+    Report& r = e.report;
+    put_or_get(r.study, r.schedule, r.uniform, r.pp, r.vpp, r.tp, r.microbatches, r.gpus, r.ops,
+               r.iteration_time_s, r.tp_bubble_rate, r.pp_bubble_rate, r.offload_stall_rate, r.mfu,
+               r.hfu, r.tokens_per_s, r.samples_per_s, r.tflops_per_gpu, r.ma_bytes,
+               r.max_peak_memory_gib, r.oom, r.oom_rank, r.oom_over_gib, r.hbm_gib);
+    std::uint64_t ranks = r.ranks.size();
+    put_or_get(ranks);
+    if constexpr (!std::is_same_v<Base, Writer>) {
+      Base::need(ranks);
+      r.ranks.resize(ranks);
+    }
+    for (RankReport& rr : r.ranks) fields(*this, rr);
+    CriticalPathSummary& p = r.critical_path;
+    put_or_get(p.ops, p.compute_s, p.collective_s, p.p2p_s, p.copy_s, p.wait_s, p.rank_s,
+               p.rank_sequence, p.text);
+  }
+};
+
+}  // namespace
+
+std::string encode_rows(const std::vector<Evaluation>& rows) {
+  IO<Writer> w;
+  w.put(static_cast<std::uint64_t>(rows.size()));
+  for (Evaluation e : rows) w.evaluation(e);  // a copy: the field list takes references
+  return std::move(w.out);
+}
+
+std::vector<Evaluation> decode_rows(const std::string& bytes) {
+  IO<Reader> r{{bytes}};
+  std::uint64_t n = 0;
+  r.get(n);
+  r.need(n);
+  std::vector<Evaluation> rows(n);
+  for (Evaluation& e : rows) r.evaluation(e);
+  if (r.at != bytes.size()) throw std::runtime_error("decode_rows: trailing bytes");
+  return rows;
+}
+
+double estimated_cost(const Study& base, const Configuration& c, const ExploreOptions& options) {
+  std::string reason;
+  if (!explore::prepare(base, c, options, reason)) return 1;  // no schedule, no simulation
+  return explore::estimated_ops(base, c);
+}
+
+std::vector<int> assign_by_cost(const std::vector<double>& costs, int parts) {
+  const int n = static_cast<int>(costs.size());
+  std::vector<int> part(n, 0);
+  if (parts <= 1) return part;
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return costs[a] > costs[b]; });
+  // Least loaded part first; equal loads: the lowest part.
+  using Load = std::pair<double, int>;
+  std::priority_queue<Load, std::vector<Load>, std::greater<>> loads;
+  for (int p = 0; p < parts; ++p) loads.emplace(0.0, p);
+  for (int i : order) {
+    auto [load, p] = loads.top();
+    loads.pop();
+    part[i] = p;
+    loads.emplace(load + costs[i], p);
+  }
+  return part;
+}
+
+namespace explore {
+
+double estimated_ops(const Study& base, const Configuration& c) {
+  // Per layer and microbatch: 4 units x (F, B, W); with TP their collectives (two per pass, four
+  // with sequence parallelism: all-gather + reduce-scatter); full recomputation reruns the
+  // forward units and their collectives. Per microbatch: a send each way between virtual stages.
+  const int collectives = c.tp > 1 ? (c.sp ? 4 : 2) : 0;
+  double per_layer = 12 + 2 * collectives;
+  if (c.recompute == Recompute::Full) per_layer += 4 + collectives;
+  double layers = base.model.layers;
+  if (base.model.vision) layers += base.model.vision->depth;
+  const double sends = 2.0 * (static_cast<double>(c.pp) * c.vpp - 1);
+  return static_cast<double>(c.microbatches) * (layers * per_layer + sends + 4);
+}
+
+std::vector<int> share(const ProcessGroup& group, const std::vector<double>& costs) {
+  const std::vector<int> part = assign_by_cost(costs, group.size);
+  std::vector<int> mine;
+  for (int i = 0; i < static_cast<int>(part.size()); ++i)
+    if (part[i] == group.rank) mine.push_back(i);
+  return mine;
+}
+
+double min_all(const ProcessGroup& group, double value) {
+  if (group.size <= 1) return value;
+  std::string bytes(sizeof value, '\0');
+  std::memcpy(bytes.data(), &value, sizeof value);
+  double least = value;
+  for (const std::string& b : group.all_gather(bytes)) {
+    if (b.size() != sizeof value) throw std::runtime_error("min_all: bad message size");
+    double v = 0;
+    std::memcpy(&v, b.data(), sizeof v);
+    least = std::min(least, v);
+  }
+  return least;
+}
+
+void exchange_rows(const ProcessGroup& group, const std::vector<double>& costs,
+                   const std::vector<int>& indices, std::vector<Evaluation>& rows) {
+  if (group.size <= 1) return;
+  const std::vector<int> part = assign_by_cost(costs, group.size);
+  std::vector<Evaluation> mine;
+  for (std::size_t k = 0; k < indices.size(); ++k)
+    if (part[k] == group.rank) mine.push_back(rows[indices[k]]);
+  const std::vector<std::string> all = group.all_gather(encode_rows(mine));
+  if (static_cast<int>(all.size()) != group.size)
+    throw std::runtime_error("exchange_rows: all_gather returned the wrong number of parts");
+  for (int p = 0; p < group.size; ++p) {
+    if (p == group.rank) continue;
+    std::vector<Evaluation> theirs = decode_rows(all[p]);
+    std::size_t next = 0;
+    for (std::size_t k = 0; k < indices.size(); ++k) {
+      if (part[k] != p) continue;
+      if (next == theirs.size()) throw std::runtime_error("exchange_rows: too few rows");
+      rows[indices[k]] = std::move(theirs[next++]);
+    }
+    if (next != theirs.size()) throw std::runtime_error("exchange_rows: too many rows");
+  }
+}
+
+}  // namespace explore
+
+}  // namespace braid
