@@ -14,14 +14,21 @@ namespace braid {
 enum class MlpActivation { SwiGLU, GeLU };
 enum class PositionEmbedding { Rotary, Learned };
 enum class Recompute { None, Selective, Full };
+// Where a multimodal model's ViT runs: on virtual stage(s) of its own (no LM layers with it), or
+// folded into the first LM virtual stage.
+enum class VisionPlacement { Separate, FirstStage };
+// How layers are assigned to virtual stages when no explicit list is given: uniformly (LM layers
+// evenly, the remainder on earlier stages; a separate ViT alone on virtual stage 0), or by cost
+// (the contiguous split that minimises the slowest virtual stage's forward + backward time).
+enum class StageBalance { Uniform, Cost };
 
 // The ViT encoder of a multimodal model (Qwen2-VL style).
 struct VisionConfig {
-  int depth = 0;              // transformer layers
-  int hidden = 0;             // embed_dim
+  int depth = 0;   // transformer layers
+  int hidden = 0;  // embed_dim
   int heads = 0;
-  double mlp_ratio = 4.0;     // fc1 width = mlp_ratio * hidden, GELU, not gated
-  int patch = 14;             // spatial patch size (pixels)
+  double mlp_ratio = 4.0;  // fc1 width = mlp_ratio * hidden, GELU, not gated
+  int patch = 14;          // spatial patch size (pixels)
   int temporal_patch = 2;
   int in_channels = 3;
   int spatial_merge = 2;      // merge x merge patches become one LM token
@@ -68,19 +75,32 @@ struct ParallelConfig {
   int pp = 1;
   int vpp = 2;  // chunks per rank for loop-placement schedules (1f1b-i)
   bool sequence_parallel = false;
-  int dp = 1;   // derived: gpus / (tp * pp)
+  int dp = 1;  // derived: gpus / (tp * pp)
 };
 
 struct TrainingConfig {
-  int seq = 0;               // tokens per sample
-  int micro_batch_size = 1;  // samples per microbatch
-  int microbatches = 0;      // microbatches per iteration (per data-parallel replica)
-  int dtype_bytes = 2;       // bf16
+  int seq = 0;                            // tokens per sample
+  int micro_batch_size = 1;               // samples per microbatch
+  int microbatches = 0;                   // microbatches per iteration (per data-parallel replica)
+  int dtype_bytes = 2;                    // bf16
   double optimizer_bytes_per_param = 12;  // Adam: fp32 master + two moments
   double grad_bytes_per_param = 4;        // fp32 main grads (Megatron)
   double weight_bytes_per_param = 2;      // bf16 weights
   bool distributed_optimizer = false;     // optimizer state divided by dp
   Recompute recompute = Recompute::None;
+  // Activation offloading for schedules other than stp-offload: share of the microbatches whose
+  // chunk-0 activations are copied to host after their forward and back before their backward.
+  // 0 = off (default).
+  double offload = 0;
+};
+
+// How the layers of the model are laid out on virtual stages (docs/multimodal.md).
+struct LayoutConfig {
+  VisionPlacement vision_placement = VisionPlacement::Separate;
+  StageBalance balance = StageBalance::Uniform;
+  // Explicit layers per virtual stage (empty: the balance rule). With a ViT the list counts the
+  // ViT's layers first, then the LM's: entries sum to vision depth + layers, each >= 1.
+  std::vector<int> layers_per_stage;
 };
 
 struct Study {
@@ -90,6 +110,7 @@ struct Study {
   ClusterConfig cluster;
   ParallelConfig parallel;
   TrainingConfig training;
+  LayoutConfig layout;
   std::vector<std::string> schedules;  // default schedule list for `compare`
 };
 
@@ -99,6 +120,10 @@ struct StudyOverrides {
   std::optional<int> tp, pp, vpp, seq, mbs, microbatches, nodes;
   std::optional<bool> sequence_parallel;
   std::optional<Recompute> recompute;
+  std::optional<VisionPlacement> vision_placement;
+  std::optional<StageBalance> balance;
+  std::optional<std::vector<int>> layers_per_stage;
+  std::optional<double> offload;
 };
 
 // Where named configs live: $BRAID_HOME if set, else the source tree braid was built from.
