@@ -12,6 +12,7 @@
 //     instruction, as Megatron batches them).
 #include <algorithm>
 #include <cstdint>
+#include <ranges>
 #include <string>
 #include <utility>
 #include <vector>
@@ -115,7 +116,7 @@ class Lowerer {
       if (s_.ranks[r].rank != r) fail("rank programs must be listed in rank order 0..pp-1");
   }
 
-  std::string pass_text(Phase phase, int stage, int mb) const {
+  [[nodiscard]] std::string pass_text(Phase phase, int stage, int mb) const {
     return std::string(name(phase)) + std::to_string(s_.chunk_of(stage)) + "." +
            std::to_string(mb) + " on rank " + std::to_string(rank_) + " (instruction " +
            std::to_string(instruction_) + ")";
@@ -158,7 +159,7 @@ class Lowerer {
     if (from != kNone) edges_.emplace_back(from, to);
   }
 
-  DagOp base_op(const PassState& pass, const UnitCost& unit, Phase phase) const {
+  [[nodiscard]] DagOp base_op(const PassState& pass, const UnitCost& unit, Phase phase) const {
     DagOp op;
     op.mb = pass.mb;
     op.chunk = static_cast<std::int16_t>(pass.chunk);
@@ -280,7 +281,7 @@ class Lowerer {
     return pass;
   }
 
-  std::size_t idx_of(const PassState& pass) const {
+  [[nodiscard]] std::size_t idx_of(const PassState& pass) const {
     return static_cast<std::size_t>(pass.stage) * m_ + pass.mb;
   }
 
@@ -346,28 +347,28 @@ class Lowerer {
     const ChunkCost& chunk = cost_.chunks[b.stage];
     for (int l = to_layer - 1; l >= 0; --l)
       for (int u = 3; u >= 0; --u) emit_backward_unit(b, chunk.layers[l][u], with_w, mode);
-    for (auto it = chunk.prologue.rbegin(); it != chunk.prologue.rend(); ++it)
-      emit_backward_unit(b, *it, with_w, mode);
+    for (const UnitCost& unit : std::views::reverse(chunk.prologue))
+      emit_backward_unit(b, unit, with_w, mode);
   }
   void backward_epilogue(PassState& b, bool with_w, CollectiveMode mode) {
     const ChunkCost& chunk = cost_.chunks[b.stage];
-    for (auto it = chunk.epilogue.rbegin(); it != chunk.epilogue.rend(); ++it)
-      emit_backward_unit(b, *it, with_w, mode);
+    for (const UnitCost& unit : std::views::reverse(chunk.epilogue))
+      emit_backward_unit(b, unit, with_w, mode);
   }
   void w_units(PassState& w, int to_layer, CollectiveMode mode) {
     const ChunkCost& chunk = cost_.chunks[w.stage];
     for (int l = to_layer - 1; l >= 0; --l)
       for (int u = 3; u >= 0; --u) emit_unit(w, chunk.layers[l][u], Phase::W, mode);
-    for (auto it = chunk.prologue.rbegin(); it != chunk.prologue.rend(); ++it)
-      emit_unit(w, *it, Phase::W, mode);
+    for (const UnitCost& unit : std::views::reverse(chunk.prologue))
+      emit_unit(w, unit, Phase::W, mode);
   }
   void w_epilogue(PassState& w, CollectiveMode mode) {
     const ChunkCost& chunk = cost_.chunks[w.stage];
-    for (auto it = chunk.epilogue.rbegin(); it != chunk.epilogue.rend(); ++it)
-      emit_unit(w, *it, Phase::W, mode);
+    for (const UnitCost& unit : std::views::reverse(chunk.epilogue))
+      emit_unit(w, unit, Phase::W, mode);
   }
 
-  int layers_of(const PassState& p) const {
+  [[nodiscard]] int layers_of(const PassState& p) const {
     return static_cast<int>(cost_.chunks[p.stage].layers.size());
   }
 

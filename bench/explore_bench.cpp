@@ -1,0 +1,126 @@
+// Explorer speed: a sweep of the default study (qwen2-12.1b on 2 x 8 A800) over tp, pp, seq,
+// microbatches, micro-batch size and every schedule — 1,152 combinations, 960 valid — with the
+// cache of shared schedules and cost models (the default) and without it, on 1 and 2 threads;
+// and the stages of one evaluation (schedule, cost model, lowering, simulation, report), to show
+// where the time of a sweep goes. Run: build/explore_bench
+#include <benchmark/benchmark.h>
+
+#include "braid/config.hpp"
+#include "braid/cost_model.hpp"
+#include "braid/dag.hpp"
+#include "braid/explore.hpp"
+#include "braid/profile.hpp"
+#include "braid/report.hpp"
+#include "braid/schedule.hpp"
+#include "braid/simulator.hpp"
+
+namespace {
+
+struct Inputs {
+  braid::Study study;
+  braid::Profile profile;
+  std::vector<braid::Configuration> configs;
+};
+
+const Inputs& inputs() {
+  static const Inputs in = [] {
+    Inputs x;
+    x.study = braid::load_study(braid::resolve_config("studies", "default"));
+    x.profile = braid::load_profile(x.study.cluster.profile);
+    braid::SweepAxes a;
+    a.tp = {2, 4, 8};
+    a.pp = {2, 4};
+    a.vpp = {2};
+    a.seq = {2048, 4096, 6144, 8192};
+    a.mbs = {1, 2};
+    a.microbatches = {32, 64, 128};
+    a.sp = {false};
+    a.recompute = {braid::Recompute::None};
+    a.schedules = braid::schedule_names();
+    x.configs = braid::cross_product(a);
+    return x;
+  }();
+  return in;
+}
+
+void BM_Sweep(benchmark::State& state) {
+  const Inputs& in = inputs();
+  braid::ExploreOptions options;
+  options.jobs = static_cast<int>(state.range(0));
+  options.cache = state.range(1) != 0;
+  int valid = 0;
+  for (auto _ : state) {
+    const braid::SweepResult r = braid::sweep(in.study, in.profile, in.configs, options);
+    valid = r.valid;
+    benchmark::DoNotOptimize(r.rows.data());
+  }
+  state.counters["valid"] = valid;
+  state.counters["configs/s"] =
+      benchmark::Counter(static_cast<double>(valid), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// The stages of one mid-size evaluation: stp, tp 4, pp 4, seq 4096, m 128.
+struct One {
+  braid::Study study;
+  braid::ScheduleOptions options;
+};
+const One& one() {
+  static const One o = [] {
+    braid::Configuration c;
+    c.schedule = "stp";
+    c.tp = 4;
+    c.pp = 4;
+    c.vpp = 2;
+    c.seq = 4096;
+    c.microbatches = 128;
+    One x;
+    x.study = braid::configure(inputs().study, c);
+    x.options.pp = 4;
+    x.options.vpp = 2;
+    x.options.microbatches = 128;
+    return x;
+  }();
+  return o;
+}
+
+void BM_Stage(benchmark::State& state) {
+  const One& o = one();
+  const braid::Profile& profile = inputs().profile;
+  const braid::Schedule schedule = braid::make_schedule("stp", o.options);
+  const braid::CostModel cost = braid::build_cost_model(o.study, profile, 8);
+  const braid::Dag dag = braid::lower(schedule, cost);
+  const braid::Timeline timeline = braid::simulate(dag);
+  for (auto _ : state) {
+    switch (state.range(0)) {
+      case 0:
+        benchmark::DoNotOptimize(braid::make_schedule("stp", o.options));
+        break;
+      case 1:
+        benchmark::DoNotOptimize(braid::build_cost_model(o.study, profile, 8));
+        break;
+      case 2:
+        benchmark::DoNotOptimize(braid::lower(schedule, cost));
+        break;
+      case 3:
+        benchmark::DoNotOptimize(braid::simulate(dag));
+        break;
+      case 4:
+        benchmark::DoNotOptimize(braid::make_report("s", schedule, cost, dag, timeline));
+        break;
+    }
+  }
+  static const char* const names[] = {"schedule", "cost_model", "lower", "simulate", "report"};
+  state.SetLabel(names[state.range(0)]);
+}
+
+}  // namespace
+
+BENCHMARK(BM_Sweep)
+    ->ArgNames({"jobs", "cache"})
+    ->Args({1, 1})
+    ->Args({2, 1})
+    ->Args({1, 0})
+    ->Args({2, 0})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_Stage)->DenseRange(0, 4)->Unit(benchmark::kMicrosecond);

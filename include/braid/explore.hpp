@@ -1,0 +1,142 @@
+// Explorer: many configurations of one study — a configuration is the study with its sizes
+// (tp, pp, vpp, seq, micro-batch size, microbatches, sequence parallelism, recomputation) replaced,
+// plus a schedule — each checked for validity (invalid ones keep their reason), evaluated through
+// the same chain as `braid simulate` (build_cost_model -> make_schedule -> lower -> simulate ->
+// make_report) on a thread pool, flagged against a memory cap, ranked and rendered (table, CSV,
+// JSON, SVG chart). `search` picks the best layout for a GPU count and global batch. It is not a
+// simulator: every number comes from the modules below it; results do not depend on --jobs.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "braid/config.hpp"
+#include "braid/dag.hpp"
+#include "braid/profile.hpp"
+#include "braid/report.hpp"
+#include "braid/simulator.hpp"
+
+namespace braid {
+
+// One point of the space: the sizes that replace the study's, and the schedule.
+struct Configuration {
+  std::string schedule;
+  int tp = 1, pp = 1;
+  int vpp = 2;  // chunks per rank; the schedule's fixed value unless it is chosen (1f1b-i)
+  int seq = 0;
+  int mbs = 1;           // samples per microbatch
+  int microbatches = 1;  // per data-parallel replica and iteration
+  bool sp = false;       // sequence parallelism
+  Recompute recompute = Recompute::None;
+  bool operator==(const Configuration&) const = default;
+};
+
+// The values of each dimension; the cross product is taken in this field order (schedule last,
+// so the schedules of one set of sizes sit together). Lists are used as given (no sorting).
+struct SweepAxes {
+  std::vector<int> tp, pp, vpp, seq, mbs, microbatches;
+  std::vector<bool> sp;
+  std::vector<Recompute> recompute;
+  std::vector<std::string> schedules;
+};
+// Every combination, in order. A schedule with a fixed number of chunks per rank (all but
+// 1f1b-i) takes that value and appears once whatever the vpp list holds.
+std::vector<Configuration> cross_product(const SweepAxes& axes);
+
+struct ExploreOptions {
+  // Memory a GPU may use for weights, gradients, optimizer state and activations; < 0: the GPU's
+  // memory less the profile's fixed overhead (then a row is oom exactly when simulate says so).
+  double mem_cap_bytes = -1;
+  bool tp_across_nodes =
+      false;          // allow tp > GPUs per node (TP collectives over the inter-node link)
+  int jobs = 0;       // worker threads; 0 = all cores
+  bool cache = true;  // build each distinct schedule and cost model once (results are identical)
+  LowerOptions lower;
+  SimOptions sim;
+  // Called after each evaluated configuration (done of total), one call at a time, from any
+  // thread. May be empty.
+  std::function<void(int done, int total)> progress;
+};
+
+enum class RowStatus : std::uint8_t { Ok, Oom, Invalid };
+const char* name(RowStatus s);
+
+// The evaluation of one configuration.
+struct Evaluation {
+  Configuration config;
+  int dp = 0;
+  int gpus = 0;
+  RowStatus status = RowStatus::Invalid;
+  std::string reason;         // Invalid: why (the field and the rule it breaks); Oom: by how much
+  Report report;              // Ok and Oom rows: the report `braid simulate` prints
+  double static_gib = 0;      // largest static memory of a rank (incl. the fixed overhead)
+  double model_peak_gib = 0;  // largest peak of a rank less the fixed overhead (compared to cap)
+  double speedup = 0;         // tokens/s over 1f1b-i at the same sizes; 0 when there is none
+  bool group_best = false;    // fastest row that fits of its (tp, pp, seq) group
+};
+
+// The study with the configuration's sizes, validated (throws InputError naming the rule broken).
+Study configure(const Study& base, const Configuration& config);
+
+// Evaluates one configuration, the plain way (nothing shared with other configurations). Never
+// throws InputError: invalid configurations come back as Invalid rows with their reason.
+Evaluation evaluate(const Study& base, const Profile& profile, const Configuration& config,
+                    const ExploreOptions& options);
+
+struct SweepResult {
+  std::vector<Evaluation> rows;  // in configuration order
+  std::vector<int> ranking;      // indices of Ok rows by tokens/s (ties: order), then Oom rows
+  double mem_cap_gib = 0;        // the cap applied
+  double fixed_overhead_gib = 0;
+  int valid = 0, oom = 0, invalid = 0;
+};
+// Evaluates every configuration on `options.jobs` threads; rows, ranking, speed-ups and group
+// marks are identical for any number of jobs. Throws InputError for an empty list, a list where
+// no combination is valid, and a cap below the static memory of every valid configuration.
+SweepResult sweep(const Study& base, const Profile& profile,
+                  const std::vector<Configuration>& configs, const ExploreOptions& options);
+
+// Renderings (byte-stable). The table shows `top` ranked rows (0 = all), then the invalid ones.
+std::string sweep_table(const SweepResult& result, int top = 0);
+std::string sweep_csv(const SweepResult& result);   // every row, every metric, %.17g numbers
+std::string sweep_json(const SweepResult& result);  // {"mem_cap_gib",...,"rows":[...]}
+// Throughput against peak memory, one colour per schedule, the Pareto front of the rows that fit.
+std::string sweep_svg(const SweepResult& result, const std::string& title);
+
+// Search: the best layout of `gpus` GPUs for a global batch of `global_batch` samples.
+struct SearchSpace {
+  int gpus = 0;
+  int global_batch = 0;  // samples per iteration = dp x mbs x microbatches
+  std::vector<std::string> schedules;
+  std::vector<int> mbs = {1, 2, 4};  // micro-batch sizes tried
+  std::vector<int> vpp;              // 1f1b-i chunks per rank; empty: the study's
+  int top = 5;                       // how many of the best to return
+  int exhaustive_limit = 64;         // candidates (valid ones) up to which every one is simulated
+};
+// Every (tp, pp, dp, mbs, microbatches, schedule) the search considers, in its order; throws
+// InputError when gpus does not fit the cluster's node size or no layout divides the batch.
+std::vector<Configuration> search_candidates(const Study& base, const SearchSpace& space);
+// The study with the cluster resized to `gpus` GPUs (whole nodes, or one partial node).
+Study with_gpus(const Study& base, int gpus);
+
+struct SearchResult {
+  std::vector<Evaluation> best;  // up to space.top rows that fit, fastest first
+  Evaluation fastest_oom;        // the fastest simulated row that does not fit (if faster)
+  bool has_fastest_oom = false;
+  bool exhaustive = false;
+  int candidates = 0, invalid = 0, pruned_memory = 0, pruned_bound = 0, simulated = 0;
+  double mem_cap_gib = 0;
+  std::string why_runner_up;  // one sentence: why best[1] loses to best[0]
+};
+SearchResult search(const Study& base, const Profile& profile, const SearchSpace& space,
+                    const ExploreOptions& options);
+std::string search_text(const SearchResult& result);
+std::string search_json(const SearchResult& result);
+
+// An upper bound on tokens/s without simulating: the iteration lasts at least as long as the
+// busiest rank's compute alone (contention only slows it down). Exposed for tests.
+double throughput_upper_bound(const CostModel& cost, const Schedule& schedule);
+
+}  // namespace braid

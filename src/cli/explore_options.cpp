@@ -1,0 +1,180 @@
+// The options shared by `sweep` and `search` (explore_options.hpp).
+#include "explore_options.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "braid/error.hpp"
+#include "braid/schedule.hpp"
+#include "study_options.hpp"
+
+namespace braid::cli {
+
+namespace {
+
+std::vector<std::string> split(const std::string& option, const std::string& text,
+                               const std::string& expected) {
+  std::vector<std::string> items;
+  std::string item;
+  std::stringstream in(text);
+  if (text.empty()) throw InputError(option, "''", "empty list; expected " + expected);
+  while (std::getline(in, item, ',')) {
+    if (item.empty()) throw InputError(option, text, "empty item; expected " + expected);
+    items.push_back(item);
+  }
+  if (text.back() == ',') throw InputError(option, text, "empty item; expected " + expected);
+  return items;
+}
+
+template <typename T>
+void push_unique(std::vector<T>& v, const T& x) {
+  if (std::find(v.begin(), v.end(), x) == v.end()) v.push_back(x);
+}
+
+}  // namespace
+
+std::vector<int> parse_int_list(const std::string& option, const std::string& text) {
+  const std::string expected = "comma-separated positive integers such as 2,4,8";
+  std::vector<int> out;
+  for (const std::string& item : split(option, text, expected)) {
+    const bool digits =
+        std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (!digits || item.size() > 9 || std::stoi(item) <= 0)
+      throw InputError(option, text,
+                       "'" + item + "' is not a positive integer; expected " + expected);
+    push_unique(out, std::stoi(item));
+  }
+  return out;
+}
+
+std::vector<bool> parse_sp_list(const std::string& option, const std::string& text) {
+  std::vector<bool> out;
+  for (const std::string& item : split(option, text, "on, off or on,off")) {
+    if (item != "on" && item != "off")
+      throw InputError(option, text, "'" + item + "' is not on or off; expected on, off or on,off");
+    push_unique(out, item == "on");
+  }
+  return out;
+}
+
+std::vector<Recompute> parse_recompute_list(const std::string& option, const std::string& text) {
+  std::vector<Recompute> out;
+  const std::string expected = "a comma-separated list of none, selective, full";
+  for (const std::string& item : split(option, text, expected)) {
+    if (item == "none")
+      push_unique(out, Recompute::None);
+    else if (item == "selective")
+      push_unique(out, Recompute::Selective);
+    else if (item == "full")
+      push_unique(out, Recompute::Full);
+    else
+      throw InputError(option, text, "'" + item + "' is unknown; expected " + expected);
+  }
+  return out;
+}
+
+std::vector<std::string> parse_schedule_list(const std::string& option, const std::string& text) {
+  const auto& known = schedule_names();
+  std::string names;
+  for (const auto& n : known) names += (names.empty() ? "" : ", ") + n;
+  if (text == "all") return known;
+  std::vector<std::string> out;
+  for (const std::string& item : split(option, text, "all or a list of " + names)) {
+    if (std::find(known.begin(), known.end(), item) == known.end())
+      throw InputError(option, text, "unknown schedule '" + item + "'; known: all, " + names);
+    push_unique(out, item);
+  }
+  return out;
+}
+
+void add_explore_study_options(CLI::App& cmd, ExploreStudyArgs& args) {
+  cmd.add_option("--study", args.study,
+                 "study YAML: a name under configs/studies or a path (default: "
+                 "configs/studies/default.yaml)");
+  cmd.add_option("--model", args.model, "model: a name under configs/models or a path");
+  cmd.add_option("--cluster", args.cluster, "cluster: a name under configs/clusters or a path");
+  cmd.add_option("--profile", args.profile, "GPU profile: a name under profiles/ or a path");
+  cmd.add_option_function<int>(
+      "--nodes", [&args](int v) { args.nodes = v; },
+      "nodes of the cluster; default: the cluster's");
+  cmd.add_option("--mem-cap", args.mem_cap_gib,
+                 "GiB a GPU may use for weights, gradients, optimizer state and activations; "
+                 "default: the GPU's memory less the profile's fixed overhead");
+  args.jobs_option = cmd.add_option("--jobs", args.jobs,
+                                    "worker threads (default: all cores); results do not depend "
+                                    "on it");
+  cmd.add_flag("--tp-across-nodes", args.tp_across_nodes,
+               "allow tp larger than a node (TP collectives over the inter-node link)");
+}
+
+ExploreBase load_explore_base(const ExploreStudyArgs& args, bool need_own) {
+  if (args.jobs_option != nullptr && args.jobs_option->count() > 0 && args.jobs < 1)
+    throw InputError("--jobs", std::to_string(args.jobs), "must be 1 or more");
+  if (args.mem_cap_gib != -1 && !(args.mem_cap_gib > 0))
+    throw InputError("--mem-cap", std::to_string(args.mem_cap_gib), "must be a positive GiB count");
+  StudyArgs sa;
+  sa.study = args.study;
+  sa.profile = args.profile;
+  StudyOverrides& o = sa.overrides;
+  if (!args.model.empty()) o.model = args.model;
+  if (!args.cluster.empty()) o.cluster = args.cluster;
+  o.nodes = args.nodes;
+  ExploreBase base;
+  if (need_own) {
+    base.own = resolve_study(sa);
+    base.has_own = true;
+  }
+  // Sizes that always validate: the axes decide the rest, configuration by configuration.
+  o.tp = 1;
+  o.pp = 1;
+  o.vpp = 1;
+  o.sequence_parallel = false;
+  base.study = resolve_study(sa);
+  base.profile = resolve_profile(sa, base.study);
+  return base;
+}
+
+ExploreOptions explore_options(const ExploreStudyArgs& args) {
+  ExploreOptions options;
+  options.mem_cap_bytes = args.mem_cap_gib > 0 ? args.mem_cap_gib * 1024.0 * 1024.0 * 1024.0 : -1;
+  options.jobs = args.jobs;
+  options.tp_across_nodes = args.tp_across_nodes;
+  return options;
+}
+
+ProgressBar::ProgressBar() : enabled(isatty(STDERR_FILENO) != 0) {}
+
+std::function<void(int, int)> ProgressBar::callback() {
+  if (!enabled) return {};
+  start = std::chrono::steady_clock::now();
+  return [this](int done, int total) { update(done, total); };
+}
+
+void ProgressBar::update(int done, int total) {
+  using namespace std::chrono;
+  const auto now = steady_clock::now();
+  const double elapsed = duration<double>(now - start).count();
+  if (elapsed < 1.0) return;
+  if (shown && done < total && now - last < milliseconds(100)) return;
+  last = now;
+  shown = true;
+  const int width = 30;
+  const int filled = total > 0 ? done * width / total : width;
+  const double eta = done > 0 ? elapsed * (total - done) / done : 0;
+  std::fprintf(stderr, "\r[%s%s] %d/%d %3d%%  ETA %.0f s ", std::string(filled, '#').c_str(),
+               std::string(width - filled, ' ').c_str(), done, total,
+               total > 0 ? done * 100 / total : 100, eta);
+  std::fflush(stderr);
+}
+
+void ProgressBar::finish() {
+  if (!shown) return;
+  std::fprintf(stderr, "\r%70s\r", "");
+  std::fflush(stderr);
+  shown = false;
+}
+
+}  // namespace braid::cli

@@ -1,0 +1,62 @@
+// Command-line pieces shared by `sweep` and `search`: comma-separated list values (each item
+// checked, one InputError naming the option otherwise), the base study (loaded so that its own
+// sizes cannot make it fail before the sweep decides which combinations are valid), explorer
+// options (--mem-cap, --jobs, --tp-across-nodes) and a progress bar on stderr.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "braid/explore.hpp"
+
+namespace braid::cli {
+
+// "2,4,8" -> {2, 4, 8}: every item a positive integer, duplicates dropped (first kept).
+std::vector<int> parse_int_list(const std::string& option, const std::string& text);
+std::vector<bool> parse_sp_list(const std::string& option, const std::string& text);  // on,off
+std::vector<Recompute> parse_recompute_list(const std::string& option, const std::string& text);
+// "all" or names from schedule_names().
+std::vector<std::string> parse_schedule_list(const std::string& option, const std::string& text);
+
+// The study file and model/cluster/profile/nodes overrides shared by sweep and search.
+struct ExploreStudyArgs {
+  std::string study = "configs/studies/default.yaml";
+  std::string model, cluster, profile;
+  std::optional<int> nodes;
+  double mem_cap_gib = -1;
+  int jobs = 0;
+  bool tp_across_nodes = false;
+  CLI::Option* jobs_option = nullptr;
+};
+void add_explore_study_options(CLI::App& cmd, ExploreStudyArgs& args);
+
+struct ExploreBase {
+  Study study;  // the study with tp = pp = vpp = 1, sp off (sizes come from the axes)
+  Study own;    // the study's own sizes (for axes not given); valid only if `has_own`
+  bool has_own = false;
+  Profile profile;
+};
+// `need_own`: some axis defaults to the study's value, so the study must be valid as written.
+ExploreBase load_explore_base(const ExploreStudyArgs& args, bool need_own);
+ExploreOptions explore_options(const ExploreStudyArgs& args);
+
+// A progress bar with ETA on stderr, drawn only when stderr is a terminal and the work has
+// taken more than a second; erased by finish(). Calls come one at a time (ExploreOptions).
+struct ProgressBar {
+  bool enabled = false;  // stderr is a terminal
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last{};
+  bool shown = false;
+  ProgressBar();
+  void update(int done, int total);
+  void finish();
+  // The callback for ExploreOptions::progress; empty when not enabled.
+  std::function<void(int, int)> callback();
+};
+
+}  // namespace braid::cli

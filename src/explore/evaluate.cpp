@@ -1,0 +1,153 @@
+// One configuration through the chain `braid simulate` uses (build_cost_model -> make_schedule ->
+// lower -> simulate -> make_report), with the explorer's validity checks and memory cap.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "braid/dag.hpp"
+#include "braid/error.hpp"
+#include "braid/explore.hpp"
+#include "braid/simulator.hpp"
+#include "pipeline.hpp"
+
+namespace braid::explore {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string gib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / kGiB);
+  return buf;
+}
+
+}  // namespace
+
+int resolve_jobs(int jobs) {
+  if (jobs > 0) return jobs;
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+std::string reason_of(const InputError& e) {
+  // Study rules name a YAML field ("parallel.tp"); schedule rules name an option and its value.
+  if (e.field.find('.') != std::string::npos) return e.field + ": " + e.problem;
+  if (!e.where.empty() && e.where.front() == '-') return e.where + " " + e.field + ": " + e.problem;
+  return e.problem;
+}
+
+std::optional<Prepared> prepare(const Study& base, const Configuration& c,
+                                const ExploreOptions& options, std::string& reason) {
+  if (!options.tp_across_nodes && c.tp > base.cluster.gpus_per_node) {
+    reason = "tp " + std::to_string(c.tp) + " > " + std::to_string(base.cluster.gpus_per_node) +
+             " GPUs per node of cluster " + base.cluster.name +
+             " (TP across nodes is off; --tp-across-nodes allows it)";
+    return std::nullopt;
+  }
+  Prepared p;
+  try {
+    p.study = configure(base, c);
+  } catch (const InputError& e) {
+    reason = reason_of(e);
+    return std::nullopt;
+  }
+  p.schedule.pp = c.pp;
+  p.schedule.vpp = c.vpp;
+  p.schedule.microbatches = c.microbatches;
+  try {
+    const int minimum = min_microbatches(c.schedule, p.schedule);
+    if (c.microbatches < minimum) {
+      reason = "microbatches " + std::to_string(c.microbatches) + " below the minimum " +
+               std::to_string(minimum) + " of " + c.schedule + " at pp " + std::to_string(c.pp);
+      return std::nullopt;
+    }
+  } catch (const InputError& e) {
+    reason = reason_of(e);
+    return std::nullopt;
+  }
+  return p;
+}
+
+double cap_bytes(const Profile& profile, const ExploreOptions& options) {
+  return options.mem_cap_bytes >= 0 ? options.mem_cap_bytes
+                                    : profile.hbm_bytes - profile.fixed_overhead_bytes;
+}
+
+double max_static_bytes(const CostModel& cost, const Schedule& schedule) {
+  double worst = 0;
+  for (int r = 0; r < schedule.pp; ++r) {
+    double bytes = 0;
+    for (int c = 0; c < schedule.vpp; ++c)
+      bytes += cost.chunks[schedule.virtual_stage(r, c)].static_bytes;
+    worst = std::max(worst, bytes);
+  }
+  return worst;
+}
+
+ScheduleKey schedule_key(const Configuration& c, const ScheduleOptions& o) {
+  return {c.schedule, o.pp, o.vpp, o.microbatches};
+}
+
+CostKey cost_key(const Configuration& c, int virtual_stages) {
+  return {c.tp,          c.pp, c.seq, c.mbs, c.microbatches, c.sp, static_cast<int>(c.recompute),
+          virtual_stages};
+}
+
+void finish(Evaluation& e, const Study& study, const Schedule& schedule, const CostModel& cost,
+            double cap, const ExploreOptions& options) {
+  e.dp = study.parallel.dp;
+  e.gpus = study.cluster.gpus();
+  const Dag dag = lower(schedule, cost, options.lower);
+  const Timeline timeline = simulate(dag, options.sim);
+  e.report = make_report(study.name, schedule, cost, dag, timeline);
+  double peak = 0, stat = 0;
+  int worst = 0;
+  for (const RankReport& r : e.report.ranks) {
+    if (r.peak_memory_bytes > peak) {
+      peak = r.peak_memory_bytes;
+      worst = r.rank;
+    }
+    stat = std::max(stat, r.static_bytes);
+  }
+  e.static_gib = stat / kGiB;
+  const double model_peak = peak - cost.fixed_overhead_bytes;
+  e.model_peak_gib = model_peak / kGiB;
+  if (model_peak > cap) {
+    e.status = RowStatus::Oom;
+    e.reason = "rank " + std::to_string(worst) + " needs " + gib(model_peak) + ", " +
+               gib(model_peak - cap) + " over the " + gib(cap) + " cap";
+  } else {
+    e.status = RowStatus::Ok;
+    e.reason.clear();
+  }
+}
+
+}  // namespace braid::explore
+
+namespace braid {
+
+Evaluation evaluate(const Study& base, const Profile& profile, const Configuration& config,
+                    const ExploreOptions& options) {
+  Evaluation e;
+  e.config = config;
+  e.gpus = base.cluster.gpus();
+  std::string reason;
+  std::optional<explore::Prepared> p = explore::prepare(base, config, options, reason);
+  if (!p) {
+    e.reason = reason;
+    return e;
+  }
+  try {
+    const Schedule schedule = make_schedule(config.schedule, p->schedule);
+    const CostModel cost = build_cost_model(p->study, profile, schedule.virtual_stages());
+    explore::finish(e, p->study, schedule, cost, explore::cap_bytes(profile, options), options);
+  } catch (const InputError& err) {
+    e.status = RowStatus::Invalid;
+    e.reason = explore::reason_of(err);
+    e.report = Report{};
+  }
+  return e;
+}
+
+}  // namespace braid

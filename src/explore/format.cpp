@@ -1,0 +1,232 @@
+// Renderings of a sweep: the ranked terminal table (invalid rows listed after it with their
+// reasons), CSV and JSON with every metric. Fixed number formats: byte-stable output.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "braid/explore.hpp"
+#include "format.hpp"
+
+namespace braid {
+
+namespace explore {
+
+std::string fmt(const char* format, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
+}
+
+std::string percent(double rate, int digits) {
+  char buf[64];
+  // The bubble rates are differences of sums; a tiny negative one is rounding, not a gain.
+  const double v = std::max(rate, 0.0) * 100;
+  std::snprintf(buf, sizeof buf, "%.*f%%", digits, v);
+  return buf;
+}
+
+const char* recompute_name(Recompute r) {
+  switch (r) {
+    case Recompute::None:
+      return "none";
+    case Recompute::Selective:
+      return "selective";
+    case Recompute::Full:
+      return "full";
+  }
+  return "?";
+}
+
+std::string describe(const Configuration& c) {
+  return c.schedule + " tp " + std::to_string(c.tp) + " pp " + std::to_string(c.pp) + " vpp " +
+         std::to_string(c.vpp) + " seq " + std::to_string(c.seq) + " mbs " + std::to_string(c.mbs) +
+         " m " + std::to_string(c.microbatches) + " sp " + (c.sp ? "on" : "off") + " recompute " +
+         recompute_name(c.recompute);
+}
+
+std::string text_table(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> width;
+  for (const auto& row : rows)
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      if (width.size() <= c) width.push_back(0);
+      width[c] = std::max(width[c], row[c].size());
+    }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      if (c) line += "  ";
+      const std::string& s = row[c];
+      const std::string fill(width[c] - s.size(), ' ');
+      line += c == 0 ? s + fill : fill + s;
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  return out;
+}
+
+}  // namespace explore
+
+namespace {
+
+using explore::fmt;
+
+using explore::percent;
+std::string exact(double v) { return fmt("%.17g", v); }
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"') out += '"';
+    out += ch;
+  }
+  return out + "\"";
+}
+
+double max_peak_ma(const Report& r) {
+  double peak = 0;
+  for (const RankReport& rr : r.ranks) peak = std::max(peak, rr.activation_peak_ma);
+  return peak;
+}
+
+// Ranked rows, then the invalid ones in configuration order.
+std::vector<int> output_order(const SweepResult& result) {
+  std::vector<int> order = result.ranking;
+  for (int i = 0; i < static_cast<int>(result.rows.size()); ++i)
+    if (result.rows[i].status == RowStatus::Invalid) order.push_back(i);
+  return order;
+}
+
+}  // namespace
+
+std::string sweep_table(const SweepResult& result, int top) {
+  const std::vector<Evaluation>& rows = result.rows;
+  std::string study;
+  for (const Evaluation& e : rows)
+    if (e.status != RowStatus::Invalid) {
+      study = e.report.study;
+      break;
+    }
+  std::string out = "sweep";
+  if (!study.empty()) out += " of study " + study;
+  out += ": " + std::to_string(rows.size()) + " configurations, " + std::to_string(result.valid) +
+         " valid (" + std::to_string(result.oom) + " oom), " + std::to_string(result.invalid) +
+         " invalid; memory cap " + fmt("%.2f", result.mem_cap_gib) +
+         " GiB for model state + activations (peak GiB adds the " +
+         fmt("%.2f", result.fixed_overhead_gib) + " GiB fixed overhead)\n";
+  out +=
+      "* = best of its (tp, pp, seq) group that fits; speed-up: tokens/s over 1f1b-i at the "
+      "same sizes\n\n";
+  std::vector<std::vector<std::string>> table;
+  table.push_back({"#", "", "schedule", "tp", "pp", "vpp", "dp", "seq", "mbs", "m", "sp",
+                   "recompute", "tokens/s", "MFU", "TP bubble", "PP bubble", "peak GiB",
+                   "vs 1f1b-i", "status"});
+  const int shown = top > 0 ? std::min(top, static_cast<int>(result.ranking.size()))
+                            : static_cast<int>(result.ranking.size());
+  for (int k = 0; k < shown; ++k) {
+    const Evaluation& e = rows[result.ranking[k]];
+    const Configuration& c = e.config;
+    table.push_back(
+        {std::to_string(k + 1), e.group_best ? "*" : "", c.schedule, std::to_string(c.tp),
+         std::to_string(c.pp), std::to_string(c.vpp), std::to_string(e.dp), std::to_string(c.seq),
+         std::to_string(c.mbs), std::to_string(c.microbatches), c.sp ? "on" : "off",
+         explore::recompute_name(c.recompute), fmt("%.0f", e.report.tokens_per_s),
+         percent(e.report.mfu), percent(e.report.tp_bubble_rate), percent(e.report.pp_bubble_rate),
+         fmt("%.2f", e.report.max_peak_memory_gib), e.speedup > 0 ? fmt("%.3fx", e.speedup) : "-",
+         e.status == RowStatus::Oom ? "OOM" : "ok"});
+  }
+  out += explore::text_table(table);
+  if (shown < static_cast<int>(result.ranking.size()))
+    out += "(" + std::to_string(result.ranking.size() - shown) + " more valid rows: see --csv)\n";
+  if (result.invalid > 0) {
+    out += "\ninvalid (" + std::to_string(result.invalid) + "):\n";
+    for (const Evaluation& e : rows)
+      if (e.status == RowStatus::Invalid)
+        out += "  " + explore::describe(e.config) + ": " + e.reason + "\n";
+  }
+  return out;
+}
+
+std::string sweep_csv(const SweepResult& result) {
+  std::string out =
+      "rank,status,reason,group_best,speedup_vs_1f1b_i,schedule,tp,pp,vpp,dp,seq,mbs,"
+      "microbatches,sp,recompute,gpus,iteration_time_s,tokens_per_s,samples_per_s,"
+      "tflops_per_gpu,mfu,tp_bubble_rate,pp_bubble_rate,offload_stall_rate,max_peak_memory_gib,"
+      "model_peak_gib,static_gib,max_activation_peak_ma,ma_gib,hbm_gib,ops\n";
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  const std::vector<int> order = output_order(result);
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    const Evaluation& e = result.rows[order[k]];
+    const Configuration& c = e.config;
+    const bool sim = e.status != RowStatus::Invalid;
+    const Report& r = e.report;
+    out += (sim ? std::to_string(k + 1) : std::string()) + "," + name(e.status) + "," +
+           csv_field(e.reason) + "," + (e.group_best ? "1" : "0") + "," +
+           (e.speedup > 0 ? exact(e.speedup) : "") + "," + c.schedule + "," + std::to_string(c.tp) +
+           "," + std::to_string(c.pp) + "," + std::to_string(c.vpp) + "," + std::to_string(e.dp) +
+           "," + std::to_string(c.seq) + "," + std::to_string(c.mbs) + "," +
+           std::to_string(c.microbatches) + "," + (c.sp ? "on" : "off") + "," +
+           explore::recompute_name(c.recompute) + "," + std::to_string(e.gpus);
+    if (sim) {
+      out += "," + exact(r.iteration_time_s) + "," + exact(r.tokens_per_s) + "," +
+             exact(r.samples_per_s) + "," + exact(r.tflops_per_gpu) + "," + exact(r.mfu) + "," +
+             exact(r.tp_bubble_rate) + "," + exact(r.pp_bubble_rate) + "," +
+             exact(r.offload_stall_rate) + "," + exact(r.max_peak_memory_gib) + "," +
+             exact(e.model_peak_gib) + "," + exact(e.static_gib) + "," + exact(max_peak_ma(r)) +
+             "," + exact(r.ma_bytes / kGiB) + "," + exact(r.hbm_gib) + "," + std::to_string(r.ops);
+    } else {
+      out += ",,,,,,,,,,,,,,,";
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+std::string sweep_json(const SweepResult& result) {
+  nlohmann::ordered_json j;
+  j["mem_cap_gib"] = result.mem_cap_gib;
+  j["fixed_overhead_gib"] = result.fixed_overhead_gib;
+  j["configurations"] = result.rows.size();
+  j["valid"] = result.valid;
+  j["oom"] = result.oom;
+  j["invalid"] = result.invalid;
+  auto& arr = j["rows"] = nlohmann::ordered_json::array();
+  const std::vector<int> order = output_order(result);
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    const Evaluation& e = result.rows[order[k]];
+    const Configuration& c = e.config;
+    const bool sim = e.status != RowStatus::Invalid;
+    nlohmann::ordered_json row;
+    row["rank"] = sim ? nlohmann::ordered_json(k + 1) : nlohmann::ordered_json(nullptr);
+    row["status"] = name(e.status);
+    row["reason"] = e.reason;
+    row["group_best"] = e.group_best;
+    row["speedup_vs_1f1b_i"] =
+        e.speedup > 0 ? nlohmann::ordered_json(e.speedup) : nlohmann::ordered_json(nullptr);
+    row["schedule"] = c.schedule;
+    row["tp"] = c.tp;
+    row["pp"] = c.pp;
+    row["vpp"] = c.vpp;
+    row["dp"] = e.dp;
+    row["seq"] = c.seq;
+    row["mbs"] = c.mbs;
+    row["microbatches"] = c.microbatches;
+    row["sp"] = c.sp;
+    row["recompute"] = explore::recompute_name(c.recompute);
+    row["gpus"] = e.gpus;
+    if (sim) {
+      row["static_gib"] = e.static_gib;
+      row["model_peak_gib"] = e.model_peak_gib;
+      row["report"] = nlohmann::ordered_json::parse(report_json(e.report));
+    }
+    arr.push_back(std::move(row));
+  }
+  return j.dump(2) + "\n";
+}
+
+}  // namespace braid

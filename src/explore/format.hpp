@@ -1,0 +1,20 @@
+// Text helpers shared by the explorer's renderings (sweep table, search text, SVG). Internal.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "braid/explore.hpp"
+
+namespace braid::explore {
+
+std::string fmt(const char* format, double v);
+const char* recompute_name(Recompute r);
+// A rate as a percentage with `digits` decimals; rounding noise below zero prints as 0.
+std::string percent(double rate, int digits = 2);
+// "stp tp 8 pp 2 vpp 2 seq 6144 mbs 1 m 64 sp off recompute none"
+std::string describe(const Configuration& c);
+// Rows of cells -> aligned text; the first column left-aligned, the rest right-aligned.
+std::string text_table(const std::vector<std::vector<std::string>>& rows);
+
+}  // namespace braid::explore

@@ -1,0 +1,81 @@
+// The pieces of one evaluation, shared by sweep and search: the checks that need no cost model,
+// the keys under which schedules and cost models are shared, the finish (lower -> simulate ->
+// report -> memory cap), and a thread pool over indices. Internal to src/explore.
+#pragma once
+
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "braid/cost_model.hpp"
+#include "braid/explore.hpp"
+#include "braid/schedule.hpp"
+
+namespace braid::explore {
+
+// A configuration that passed the cheap checks: its study and schedule options.
+struct Prepared {
+  Study study;
+  ScheduleOptions schedule;
+};
+
+// The checks that need neither schedule nor cost model: TP across nodes, the study rules
+// (divisibility, layers per virtual stage), the schedule's minimum microbatches. Returns the
+// reason in `reason` and nothing when the configuration is invalid.
+std::optional<Prepared> prepare(const Study& base, const Configuration& config,
+                                const ExploreOptions& options, std::string& reason);
+
+// The cap in bytes of model state + activations.
+double cap_bytes(const Profile& profile, const ExploreOptions& options);
+
+// Largest static bytes of a rank (weights, gradients, optimizer state; no fixed overhead).
+double max_static_bytes(const CostModel& cost, const Schedule& schedule);
+
+// Everything a schedule depends on, and everything build_cost_model reads that varies.
+using ScheduleKey = std::tuple<std::string, int, int, int>;  // name, pp, vpp, m
+using CostKey =
+    std::tuple<int, int, int, int, int, bool, int, int>;  // tp pp seq mbs m sp rc stages
+ScheduleKey schedule_key(const Configuration& c, const ScheduleOptions& o);
+CostKey cost_key(const Configuration& c, int virtual_stages);
+
+// lower -> simulate -> make_report, then the status against the cap. Fills e.report, e.status,
+// e.reason, e.static_gib, e.model_peak_gib, e.dp, e.gpus.
+void finish(Evaluation& e, const Study& study, const Schedule& schedule, const CostModel& cost,
+            double cap, const ExploreOptions& options);
+
+// The reason text of an InputError raised while evaluating a configuration.
+std::string reason_of(const InputError& e);
+
+// The shared work of many configurations: each distinct schedule and cost model built once (in
+// parallel), and per configuration which ones it uses. A configuration is ready when both built.
+struct Workbench {
+  std::vector<std::optional<Prepared>> prepared;
+  std::vector<std::unique_ptr<Schedule>> schedules;  // nullptr: failed (the row has the reason)
+  std::vector<std::unique_ptr<CostModel>> costs;
+  std::vector<int> schedule_of, cost_of;  // per configuration, -1 when not built
+  bool ready(int i) const { return cost_of[i] >= 0 && costs[cost_of[i]] != nullptr; }
+  const Schedule& schedule(int i) const { return *schedules[schedule_of[i]]; }
+  const CostModel& cost(int i) const { return *costs[cost_of[i]]; }
+};
+// Sets rows[i].config, gpus and, for the configurations that fail a check or whose schedule or
+// cost model cannot be built, the reason (status Invalid).
+Workbench build_workbench(const Study& base, const Profile& profile,
+                          const std::vector<Configuration>& configs, const ExploreOptions& options,
+                          std::vector<Evaluation>& rows);
+// finish() for configuration i of the workbench; an InputError makes the row Invalid.
+void finish_row(Evaluation& e, const Workbench& wb, int i, double cap,
+                const ExploreOptions& options);
+
+// Runs f(i) for i in [0, n) on `jobs` threads (0 = all cores); each index exactly once. The first
+// exception (lowest index) is rethrown after all threads finish.
+template <typename F>
+void parallel_for(int n, int jobs, F&& f);
+
+int resolve_jobs(int jobs);
+
+}  // namespace braid::explore
+
+#include "parallel_for.inl"

@@ -1,0 +1,227 @@
+// sweep_svg: a scatter chart of throughput (tokens/s) against peak memory per GPU, one colour per
+// schedule, rows over the memory cap drawn hollow, the cap as a dashed line and the Pareto front
+// (no other row that fits is both faster and smaller) as a step line. Plain SVG text.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "braid/explore.hpp"
+#include "braid/schedule.hpp"
+#include "format.hpp"
+
+namespace braid {
+
+namespace {
+
+using explore::fmt;
+
+constexpr double kWidth = 960, kHeight = 600;
+constexpr double kLeft = 90, kRight = 190, kTop = 56, kBottom = 64;
+
+const char* colour(const std::string& schedule) {
+  static const char* const palette[] = {"#7f7f7f", "#8c564b", "#1f77b4", "#9467bd",
+                                        "#ff7f0e", "#2ca02c", "#d62728", "#e377c2"};
+  const auto& names = schedule_names();
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (names[i] == schedule) return palette[i % 8];
+  return "#000000";
+}
+
+// Tick step of 1, 2 or 5 x 10^k giving about `target` intervals over `range`.
+double nice_step(double range, int target) {
+  if (range <= 0) return 1;
+  const double raw = range / target;
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  for (double f : {1.0, 2.0, 5.0, 10.0})
+    if (raw <= f * mag) return f * mag;
+  return 10 * mag;
+}
+
+struct Axis {
+  double lo = 0, hi = 1, step = 1;
+  // Screen coordinate of v between a (at lo) and b (at hi).
+  double map(double v, double a, double b) const { return a + (v - lo) / (hi - lo) * (b - a); }
+};
+
+Axis make_axis(double lo, double hi, int target) {
+  if (hi <= lo) {
+    lo = lo - 1;
+    hi = hi + 1;
+  }
+  Axis a;
+  a.step = nice_step(hi - lo, target);
+  a.lo = std::floor(lo / a.step) * a.step;
+  a.hi = std::ceil(hi / a.step) * a.step;
+  if (a.hi <= a.lo) a.hi = a.lo + a.step;
+  return a;
+}
+
+std::string tokens_label(double v) {
+  if (std::fabs(v) >= 1000) return fmt("%gk", std::round(v / 100) / 10);
+  return fmt("%g", v);
+}
+
+std::string escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else if (c == '&')
+      out += "&amp;";
+    else
+      out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string sweep_svg(const SweepResult& result, const std::string& title) {
+  const double cap_peak = result.mem_cap_gib + result.fixed_overhead_gib;  // in peak GiB terms
+  // The x range covers the rows that fit and the cap with room to spare; rows far over the cap
+  // (gpipe holds every microbatch) would squeeze the rest into a corner, so they are counted in a
+  // note instead of drawn.
+  double fit_max = 0, all_min = -1;
+  for (int i : result.ranking) {
+    const Report& r = result.rows[i].report;
+    if (result.rows[i].status == RowStatus::Ok) fit_max = std::max(fit_max, r.max_peak_memory_gib);
+    all_min = all_min < 0 ? r.max_peak_memory_gib : std::min(all_min, r.max_peak_memory_gib);
+  }
+  const double x_limit = std::max(fit_max, cap_peak) * 1.3;
+  std::vector<int> shown;
+  for (int i : result.ranking)
+    if (result.rows[i].report.max_peak_memory_gib <= x_limit) shown.push_back(i);
+  const int hidden = static_cast<int>(result.ranking.size() - shown.size());
+  double xmin = std::min(cap_peak, all_min < 0 ? cap_peak : all_min), xmax = cap_peak;
+  double ymin = -1, ymax = 0;
+  for (int i : shown) {
+    const Report& r = result.rows[i].report;
+    xmax = std::max(xmax, r.max_peak_memory_gib);
+    ymax = std::max(ymax, r.tokens_per_s);
+    ymin = ymin < 0 ? r.tokens_per_s : std::min(ymin, r.tokens_per_s);
+  }
+  if (ymin < 0) ymin = 0;
+  const double yspan = std::max(ymax - ymin, 0.05 * ymax);
+  const Axis xa = make_axis(std::max(0.0, xmin - 0.05 * (xmax - xmin)), xmax, 8);
+  const Axis ya = make_axis(std::max(0.0, ymin - 0.08 * yspan), ymax + 0.05 * yspan, 6);
+  const double x0 = kLeft, x1 = kWidth - kRight, y0 = kHeight - kBottom, y1 = kTop;
+  auto X = [&](double v) { return xa.map(v, x0, x1); };
+  auto Y = [&](double v) { return ya.map(v, y0, y1); };
+
+  std::string s;
+  s += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + fmt("%.0f", kWidth) + "\" height=\"" +
+       fmt("%.0f", kHeight) + "\" viewBox=\"0 0 " + fmt("%.0f", kWidth) + " " +
+       fmt("%.0f", kHeight) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  s += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  s += "<text x=\"" + fmt("%.1f", (x0 + x1) / 2) + "\" y=\"28\" text-anchor=\"middle\" " +
+       "font-size=\"16\">" + escape(title) + "</text>\n";
+  // Grid and ticks.
+  for (double v = xa.lo; v <= xa.hi + xa.step * 1e-9; v += xa.step) {
+    const double x = X(v);
+    s += "<line x1=\"" + fmt("%.1f", x) + "\" y1=\"" + fmt("%.1f", y0) + "\" x2=\"" +
+         fmt("%.1f", x) + "\" y2=\"" + fmt("%.1f", y1) + "\" stroke=\"#e5e5e5\"/>\n";
+    s += "<text x=\"" + fmt("%.1f", x) + "\" y=\"" + fmt("%.1f", y0 + 18) +
+         "\" text-anchor=\"middle\">" + fmt("%g", v) + "</text>\n";
+  }
+  for (double v = ya.lo; v <= ya.hi + ya.step * 1e-9; v += ya.step) {
+    const double y = Y(v);
+    s += "<line x1=\"" + fmt("%.1f", x0) + "\" y1=\"" + fmt("%.1f", y) + "\" x2=\"" +
+         fmt("%.1f", x1) + "\" y2=\"" + fmt("%.1f", y) + "\" stroke=\"#e5e5e5\"/>\n";
+    s += "<text x=\"" + fmt("%.1f", x0 - 8) + "\" y=\"" + fmt("%.1f", y + 4) +
+         "\" text-anchor=\"end\">" + tokens_label(v) + "</text>\n";
+  }
+  s += "<rect x=\"" + fmt("%.1f", x0) + "\" y=\"" + fmt("%.1f", y1) + "\" width=\"" +
+       fmt("%.1f", x1 - x0) + "\" height=\"" + fmt("%.1f", y0 - y1) +
+       "\" fill=\"none\" stroke=\"#333\"/>\n";
+  s += "<text x=\"" + fmt("%.1f", (x0 + x1) / 2) + "\" y=\"" + fmt("%.1f", kHeight - 18) +
+       "\" text-anchor=\"middle\">peak memory per GPU (GiB)</text>\n";
+  s += "<text transform=\"translate(24 " + fmt("%.1f", (y0 + y1) / 2) +
+       ") rotate(-90)\" text-anchor=\"middle\">throughput (tokens/s)</text>\n";
+
+  // The memory cap.
+  if (cap_peak >= xa.lo && cap_peak <= xa.hi) {
+    s += "<line x1=\"" + fmt("%.1f", X(cap_peak)) + "\" y1=\"" + fmt("%.1f", y0) + "\" x2=\"" +
+         fmt("%.1f", X(cap_peak)) + "\" y2=\"" + fmt("%.1f", y1) +
+         "\" stroke=\"#444\" stroke-dasharray=\"6 4\"/>\n";
+  }
+
+  // Points, slowest first so the best are drawn on top.
+  for (auto it = shown.rbegin(); it != shown.rend(); ++it) {
+    const Evaluation& e = result.rows[*it];
+    const char* c = colour(e.config.schedule);
+    const bool oom = e.status == RowStatus::Oom;
+    s += "<circle cx=\"" + fmt("%.1f", X(e.report.max_peak_memory_gib)) + "\" cy=\"" +
+         fmt("%.1f", Y(e.report.tokens_per_s)) + "\" r=\"4\" fill=\"" + (oom ? "none" : c) +
+         "\" stroke=\"" + c + "\" stroke-width=\"1.5\"><title>" +
+         escape(explore::describe(e.config)) + ": " + fmt("%.0f", e.report.tokens_per_s) +
+         " tokens/s, " + fmt("%.2f", e.report.max_peak_memory_gib) + " GiB" +
+         (oom ? " (oom)" : "") + "</title></circle>\n";
+  }
+
+  // Pareto front of the rows that fit: by memory ascending, each faster than all before.
+  std::vector<int> fit;
+  for (int i : result.ranking)
+    if (result.rows[i].status == RowStatus::Ok) fit.push_back(i);
+  std::stable_sort(fit.begin(), fit.end(), [&](int a, int b) {
+    const Report& ra = result.rows[a].report;
+    const Report& rb = result.rows[b].report;
+    if (ra.max_peak_memory_gib != rb.max_peak_memory_gib)
+      return ra.max_peak_memory_gib < rb.max_peak_memory_gib;
+    return ra.tokens_per_s > rb.tokens_per_s;
+  });
+  std::string front;
+  double best = -1;
+  for (int i : fit) {
+    const Report& r = result.rows[i].report;
+    if (r.tokens_per_s <= best) continue;
+    const double x = X(r.max_peak_memory_gib), y = Y(r.tokens_per_s);
+    if (best >= 0) front += " " + fmt("%.1f", x) + "," + fmt("%.1f", Y(best));  // step
+    front += (front.empty() ? "" : " ") + fmt("%.1f", x) + "," + fmt("%.1f", y);
+    best = r.tokens_per_s;
+  }
+  if (!front.empty())
+    s += "<polyline points=\"" + front + "\" fill=\"none\" stroke=\"#000\" stroke-width=\"2\"/>\n";
+
+  // Legend: schedules present, in registry order, then the marks.
+  double ly = y1 + 8;
+  const double lx = x1 + 20;
+  for (const std::string& name : schedule_names()) {
+    bool present = false;
+    for (int i : result.ranking) present = present || result.rows[i].config.schedule == name;
+    if (!present) continue;
+    s += "<circle cx=\"" + fmt("%.1f", lx + 6) + "\" cy=\"" + fmt("%.1f", ly) +
+         "\" r=\"5\" fill=\"" + colour(name) + "\"/>\n";
+    s += "<text x=\"" + fmt("%.1f", lx + 18) + "\" y=\"" + fmt("%.1f", ly + 4) + "\">" + name +
+         "</text>\n";
+    ly += 20;
+  }
+  ly += 8;
+  s += "<circle cx=\"" + fmt("%.1f", lx + 6) + "\" cy=\"" + fmt("%.1f", ly) +
+       "\" r=\"5\" fill=\"none\" stroke=\"#555\" stroke-width=\"1.5\"/>\n";
+  s += "<text x=\"" + fmt("%.1f", lx + 18) + "\" y=\"" + fmt("%.1f", ly + 4) +
+       "\">over the cap</text>\n";
+  ly += 20;
+  s += "<line x1=\"" + fmt("%.1f", lx) + "\" y1=\"" + fmt("%.1f", ly) + "\" x2=\"" +
+       fmt("%.1f", lx + 14) + "\" y2=\"" + fmt("%.1f", ly) +
+       "\" stroke=\"#222\" stroke-width=\"1.5\"/>\n";
+  s += "<text x=\"" + fmt("%.1f", lx + 18) + "\" y=\"" + fmt("%.1f", ly + 4) +
+       "\">Pareto front</text>\n";
+  ly += 20;
+  s += "<line x1=\"" + fmt("%.1f", lx) + "\" y1=\"" + fmt("%.1f", ly) + "\" x2=\"" +
+       fmt("%.1f", lx + 14) + "\" y2=\"" + fmt("%.1f", ly) +
+       "\" stroke=\"#444\" stroke-dasharray=\"6 4\"/>\n";
+  s += "<text x=\"" + fmt("%.1f", lx + 18) + "\" y=\"" + fmt("%.1f", ly + 4) + "\">memory cap " +
+       fmt("%.1f", cap_peak) + " GiB</text>\n";
+  if (hidden > 0) {
+    s += "<text x=\"" + fmt("%.1f", x1 - 6) + "\" y=\"" + fmt("%.1f", y1 + 16) +
+         "\" text-anchor=\"end\" fill=\"#555\">" + std::to_string(hidden) +
+         " rows over the cap beyond " + fmt("%.0f", xa.hi) + " GiB not drawn</text>\n";
+  }
+  s += "</svg>\n";
+  return s;
+}
+
+}  // namespace braid

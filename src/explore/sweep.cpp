@@ -1,0 +1,186 @@
+// sweep: every configuration evaluated on a thread pool. With the cache on, the distinct
+// schedules and cost models are built once each (a sweep over tp, seq, mbs, sp and recompute
+// reuses one schedule per (name, pp, vpp, m); 1f1b-i with vpp 2 and the V schedules share one
+// cost model), and the static memory is checked against the cap before anything is simulated.
+// Every row equals what evaluate() returns for it alone (tests/explore_test.cpp checks this).
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "braid/error.hpp"
+#include "braid/explore.hpp"
+#include "pipeline.hpp"
+
+namespace braid {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+struct Progress {
+  const ExploreOptions& options;
+  int total;
+  std::mutex mutex;
+  int done = 0;
+  void tick() {
+    if (!options.progress) return;
+    std::lock_guard<std::mutex> lock(mutex);
+    options.progress(++done, total);
+  }
+};
+
+void rank_rows(SweepResult& result) {
+  std::vector<Evaluation>& rows = result.rows;
+  const int n = static_cast<int>(rows.size());
+  std::vector<int> ok, oom;
+  for (int i = 0; i < n; ++i) {
+    if (rows[i].status == RowStatus::Ok) ok.push_back(i);
+    if (rows[i].status == RowStatus::Oom) oom.push_back(i);
+  }
+  auto faster = [&](int a, int b) {
+    if (rows[a].report.tokens_per_s != rows[b].report.tokens_per_s)
+      return rows[a].report.tokens_per_s > rows[b].report.tokens_per_s;
+    return a < b;
+  };
+  std::sort(ok.begin(), ok.end(), faster);
+  std::sort(oom.begin(), oom.end(), faster);
+  result.ranking = ok;
+  result.ranking.insert(result.ranking.end(), oom.begin(), oom.end());
+  result.valid = static_cast<int>(ok.size() + oom.size());
+  result.oom = static_cast<int>(oom.size());
+  result.invalid = n - result.valid;
+
+  // Speed-up over the first simulated 1f1b-i row (configuration order) with the same sizes.
+  using SizeKey = std::tuple<int, int, int, int, int, bool, int>;
+  auto size_key = [](const Configuration& c) {
+    return SizeKey{c.tp, c.pp, c.seq, c.mbs, c.microbatches, c.sp, static_cast<int>(c.recompute)};
+  };
+  std::map<SizeKey, int> baseline;
+  for (int i = 0; i < n; ++i)
+    if (rows[i].status != RowStatus::Invalid && rows[i].config.schedule == "1f1b-i")
+      baseline.emplace(size_key(rows[i].config), i);
+  for (Evaluation& e : rows) {
+    e.speedup = 0;
+    e.group_best = false;
+    if (e.status == RowStatus::Invalid) continue;
+    auto it = baseline.find(size_key(e.config));
+    if (it != baseline.end() && rows[it->second].report.tokens_per_s > 0)
+      e.speedup = e.report.tokens_per_s / rows[it->second].report.tokens_per_s;
+  }
+  // Best of each (tp, pp, seq) group: its first row in the ranking that fits.
+  std::map<std::tuple<int, int, int>, int> best;
+  for (int i : ok)
+    best.emplace(std::tuple{rows[i].config.tp, rows[i].config.pp, rows[i].config.seq}, i);
+  for (const auto& [key, i] : best) rows[i].group_best = true;
+}
+
+void check_static_cap(const std::vector<double>& static_bytes, double cap) {
+  // static_bytes: per configuration that got that far; empty when none did.
+  if (static_bytes.empty()) return;
+  const double least = *std::min_element(static_bytes.begin(), static_bytes.end());
+  if (least > cap) {
+    char cap_text[32], text[160];
+    std::snprintf(cap_text, sizeof cap_text, "%.2f GiB", cap / kGiB);
+    std::snprintf(text, sizeof text,
+                  "below the static memory (weights, gradients, optimizer state) of every "
+                  "configuration; the smallest needs %.2f GiB",
+                  least / kGiB);
+    throw InputError("--mem-cap", cap_text, text);
+  }
+}
+
+void check_some_valid(const std::vector<Evaluation>& rows) {
+  for (const Evaluation& e : rows)
+    if (e.status != RowStatus::Invalid) return;
+  // Count the distinct reasons, most frequent first, for the one-line message.
+  std::map<std::string, int> count;
+  for (const Evaluation& e : rows) ++count[e.reason];
+  std::vector<std::pair<int, std::string>> by_count;
+  for (const auto& [reason, k] : count) by_count.emplace_back(-k, reason);
+  std::sort(by_count.begin(), by_count.end());
+  std::string text = "none of the " + std::to_string(rows.size()) + " combinations is valid: ";
+  text += std::to_string(-by_count.front().first) + " x " + by_count.front().second;
+  if (by_count.size() > 1)
+    text += " (and " + std::to_string(by_count.size() - 1) + " other reasons)";
+  throw InputError("sweep", "configurations", text);
+}
+
+SweepResult sweep_plain(const Study& base, const Profile& profile,
+                        const std::vector<Configuration>& configs, const ExploreOptions& options) {
+  SweepResult result;
+  const int n = static_cast<int>(configs.size());
+  result.rows.resize(n);
+  Progress progress{options, n};
+  explore::parallel_for(n, options.jobs, [&](int i) {
+    result.rows[i] = evaluate(base, profile, configs[i], options);
+    progress.tick();
+  });
+  check_some_valid(result.rows);
+  std::vector<double> statics;
+  const double overhead = profile.fixed_overhead_bytes;
+  for (const Evaluation& e : result.rows)
+    if (e.status != RowStatus::Invalid) statics.push_back(e.static_gib * kGiB - overhead);
+  check_static_cap(statics, explore::cap_bytes(profile, options));
+  return result;
+}
+
+SweepResult sweep_cached(const Study& base, const Profile& profile,
+                         const std::vector<Configuration>& configs, const ExploreOptions& options) {
+  SweepResult result;
+  const int n = static_cast<int>(configs.size());
+  result.rows.resize(n);
+  const double cap = explore::cap_bytes(profile, options);
+  const explore::Workbench wb =
+      explore::build_workbench(base, profile, configs, options, result.rows);
+
+  // The static memory against the cap needs no simulation.
+  std::vector<int> todo;
+  std::vector<double> statics;
+  for (int i = 0; i < n; ++i) {
+    if (!wb.ready(i)) continue;
+    statics.push_back(explore::max_static_bytes(wb.cost(i), wb.schedule(i)));
+    todo.push_back(i);
+  }
+  if (todo.empty()) check_some_valid(result.rows);
+  check_static_cap(statics, cap);
+
+  // Lower, simulate, report: the expensive part, one task per configuration. The largest
+  // configurations go first so that the last task to finish is a short one.
+  std::vector<std::pair<double, int>> order;
+  for (int i : todo) {
+    const Schedule& s = wb.schedule(i);
+    order.emplace_back(-static_cast<double>(s.microbatches) * s.pp * s.vpp, i);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  Progress progress{options, static_cast<int>(order.size())};
+  explore::parallel_for(static_cast<int>(order.size()), options.jobs, [&](int k) {
+    const int i = order[k].second;
+    explore::finish_row(result.rows[i], wb, i, cap, options);
+    progress.tick();
+  });
+  check_some_valid(result.rows);
+  return result;
+}
+
+}  // namespace
+
+SweepResult sweep(const Study& base, const Profile& profile,
+                  const std::vector<Configuration>& configs, const ExploreOptions& options) {
+  if (configs.empty())
+    throw InputError("sweep", "configurations",
+                     "the cross product is empty; give every list at "
+                     "least one value");
+  SweepResult result = options.cache ? sweep_cached(base, profile, configs, options)
+                                     : sweep_plain(base, profile, configs, options);
+  result.mem_cap_gib = explore::cap_bytes(profile, options) / kGiB;
+  result.fixed_overhead_gib = profile.fixed_overhead_bytes / kGiB;
+  rank_rows(result);
+  return result;
+}
+
+}  // namespace braid

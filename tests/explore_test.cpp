@@ -1,0 +1,418 @@
+// Explorer: sweep rows equal the `braid simulate` chain configuration by configuration; output
+// identical for any --jobs; invalid combinations carry their reasons; the cache changes nothing;
+// search returns the best of an exhaustive sweep of its space; the CLI end to end (bad input:
+// exit 2 and one line).
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "braid/config.hpp"
+#include "braid/cost_model.hpp"
+#include "braid/dag.hpp"
+#include "braid/error.hpp"
+#include "braid/explore.hpp"
+#include "braid/profile.hpp"
+#include "braid/report.hpp"
+#include "braid/schedule.hpp"
+#include "braid/simulator.hpp"
+
+namespace {
+
+using namespace braid;
+namespace fs = std::filesystem;
+
+struct Fixture {
+  Study study;
+  Profile profile;
+};
+
+// The default study (qwen2-12.1b on 2 x 8 A800) with a short sequence so that tests stay fast.
+const Fixture& fixture() {
+  static const Fixture f = [] {
+    Fixture x;
+    x.study = load_study(resolve_config("studies", "default"));
+    x.study.training.seq = 2048;
+    x.profile = load_profile(x.study.cluster.profile);
+    return x;
+  }();
+  return f;
+}
+
+SweepAxes small_axes() {
+  SweepAxes a;
+  a.tp = {4, 8};
+  a.pp = {2};
+  a.vpp = {2};
+  a.seq = {2048};
+  a.mbs = {1};
+  a.microbatches = {8};
+  a.sp = {false};
+  a.recompute = {Recompute::None};
+  a.schedules = {"1f1b-i", "zb-v", "stp"};
+  return a;
+}
+
+// What `braid simulate` computes for one configuration (src/cli/simulation.cpp, simulate_schedule).
+Report simulate_one(const Study& base, const Profile& profile, const Configuration& c) {
+  const Study s = configure(base, c);
+  ScheduleOptions o;
+  o.pp = s.parallel.pp;
+  o.vpp = s.parallel.vpp;
+  o.microbatches = s.training.microbatches;
+  const Schedule schedule = make_schedule(c.schedule, o);
+  const CostModel cost = build_cost_model(s, profile, schedule.virtual_stages());
+  const Dag dag = lower(schedule, cost);
+  const Timeline timeline = simulate(dag);
+  return make_report(s.name, schedule, cost, dag, timeline);
+}
+
+std::string csv_cell(const std::string& csv, int line, const std::string& column) {
+  std::stringstream in(csv);
+  std::string header, row;
+  std::getline(in, header);
+  for (int i = 0; i <= line; ++i) std::getline(in, row);
+  auto cells = [](const std::string& s) {
+    std::vector<std::string> out;
+    std::stringstream ss(s);
+    std::string c;
+    while (std::getline(ss, c, ',')) out.push_back(c);
+    return out;
+  };
+  const auto h = cells(header), r = cells(row);
+  for (std::size_t k = 0; k < h.size(); ++k)
+    if (h[k] == column) return k < r.size() ? r[k] : "";
+  return "<no column " + column + ">";
+}
+
+std::string exact(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+}  // namespace
+
+TEST_CASE("a small sweep's rows are exactly what simulate computes per configuration",
+          "[explore]") {
+  const Fixture& f = fixture();
+  const auto configs = cross_product(small_axes());
+  REQUIRE(configs.size() == 6);
+  ExploreOptions options;
+  options.jobs = 2;
+  const SweepResult result = sweep(f.study, f.profile, configs, options);
+  REQUIRE(result.valid == 6);
+  const std::string csv = sweep_csv(result);
+  for (std::size_t line = 0; line < result.ranking.size(); ++line) {
+    const Evaluation& e = result.rows[result.ranking[line]];
+    const Report expected = simulate_one(f.study, f.profile, e.config);
+    CHECK(report_json(e.report) == report_json(expected));
+    CHECK(csv_cell(csv, line, "schedule") == e.config.schedule);
+    CHECK(csv_cell(csv, line, "tp") == std::to_string(e.config.tp));
+    CHECK(csv_cell(csv, line, "tokens_per_s") == exact(expected.tokens_per_s));
+    CHECK(csv_cell(csv, line, "iteration_time_s") == exact(expected.iteration_time_s));
+    CHECK(csv_cell(csv, line, "mfu") == exact(expected.mfu));
+    CHECK(csv_cell(csv, line, "tp_bubble_rate") == exact(expected.tp_bubble_rate));
+    CHECK(csv_cell(csv, line, "pp_bubble_rate") == exact(expected.pp_bubble_rate));
+    CHECK(csv_cell(csv, line, "max_peak_memory_gib") == exact(expected.max_peak_memory_gib));
+  }
+  // Ranked by tokens/s; the 1f1b-i rows are their own baseline.
+  for (std::size_t k = 1; k < result.ranking.size(); ++k)
+    CHECK(result.rows[result.ranking[k - 1]].report.tokens_per_s >=
+          result.rows[result.ranking[k]].report.tokens_per_s);
+  for (const Evaluation& e : result.rows)
+    if (e.config.schedule == "1f1b-i") CHECK(e.speedup == 1.0);
+  // One best per (tp, pp, seq) group: two groups here.
+  int best = 0;
+  for (const Evaluation& e : result.rows) best += e.group_best;
+  CHECK(best == 2);
+}
+
+TEST_CASE("sweep output is byte-identical for --jobs 1, 2 and 3", "[explore]") {
+  const Fixture& f = fixture();
+  SweepAxes axes = small_axes();
+  axes.tp = {2, 4, 8, 16};
+  axes.microbatches = {4, 8};
+  const auto configs = cross_product(axes);
+  std::vector<std::string> outputs;
+  for (int jobs : {1, 2, 3}) {
+    ExploreOptions options;
+    options.jobs = jobs;
+    const SweepResult r = sweep(f.study, f.profile, configs, options);
+    outputs.push_back(sweep_csv(r) + sweep_json(r) + sweep_table(r) + sweep_svg(r, "t"));
+  }
+  CHECK(outputs[0] == outputs[1]);
+  CHECK(outputs[0] == outputs[2]);
+}
+
+TEST_CASE("the cache (shared schedules and cost models) changes no result", "[explore]") {
+  const Fixture& f = fixture();
+  SweepAxes axes = small_axes();
+  axes.tp = {4, 8, 3};
+  axes.vpp = {2, 3};
+  axes.mbs = {1, 2};
+  axes.recompute = {Recompute::None, Recompute::Selective};
+  axes.schedules = {"1f1b-i", "zb-v", "stp", "1f1b"};
+  const auto configs = cross_product(axes);
+  ExploreOptions cached, plain;
+  cached.jobs = plain.jobs = 2;
+  plain.cache = false;
+  const SweepResult a = sweep(f.study, f.profile, configs, cached);
+  const SweepResult b = sweep(f.study, f.profile, configs, plain);
+  CHECK(a.valid > 0);
+  CHECK(a.invalid > 0);
+  CHECK(sweep_json(a) == sweep_json(b));
+  CHECK(sweep_csv(a) == sweep_csv(b));
+  // And each row equals the configuration evaluated alone.
+  for (std::size_t i = 0; i < configs.size(); i += 5) {
+    const Evaluation alone = evaluate(f.study, f.profile, configs[i], cached);
+    CHECK(alone.reason == a.rows[i].reason);
+    CHECK(report_json(alone.report) == report_json(a.rows[i].report));
+  }
+}
+
+TEST_CASE("invalid combinations are listed with their reasons", "[explore]") {
+  const Fixture& f = fixture();
+  auto reason = [&](Configuration c) {
+    const SweepResult r = [&] {
+      // Pair the invalid configuration with a valid one so the sweep itself succeeds.
+      Configuration ok;
+      ok.schedule = "1f1b";
+      ok.tp = 8;
+      ok.pp = 2;
+      ok.vpp = 1;
+      ok.seq = 2048;
+      ok.microbatches = 4;
+      return sweep(f.study, f.profile, {ok, c}, ExploreOptions{});
+    }();
+    CHECK(r.rows[1].status == RowStatus::Invalid);
+    return r.rows[1].reason;
+  };
+  Configuration c;
+  c.schedule = "stp";
+  c.tp = 8;
+  c.pp = 2;
+  c.vpp = 2;
+  c.seq = 2048;
+  c.microbatches = 8;
+  Configuration tp16 = c;
+  tp16.tp = 16;
+  CHECK_THAT(reason(tp16), Catch::Contains("tp 16 > 8 GPUs per node"));
+  Configuration tp3 = c;
+  tp3.tp = 3;
+  CHECK_THAT(reason(tp3), Catch::Contains("does not divide the heads (64)"));
+  Configuration tp8pp4 = c;
+  tp8pp4.pp = 4;
+  CHECK_THAT(reason(tp8pp4), Catch::Contains("does not divide the 16 GPUs"));
+  Configuration pp8 = c;
+  pp8.tp = 2;
+  pp8.pp = 8;
+  pp8.microbatches = 16;
+  CHECK_THAT(reason(pp8), Catch::Contains("11 layers, fewer than the 16 virtual stages"));
+  Configuration few = c;
+  few.microbatches = 3;
+  CHECK(reason(few) == "microbatches 3 below the minimum 4 of stp at pp 2");
+  Configuration full = c;
+  full.recompute = Recompute::Full;
+  CHECK_THAT(reason(full), Catch::Contains("full recomputation is not modelled"));
+  Configuration sp = c;
+  sp.sp = true;
+  sp.seq = 2047;
+  CHECK_THAT(reason(sp), Catch::Contains("must be divisible by tp 8"));
+
+  // The table lists them after the ranking, each with its reason.
+  const SweepResult r = sweep(f.study, f.profile, cross_product([] {
+                                SweepAxes a = small_axes();
+                                a.tp = {8, 16};
+                                a.schedules = {"stp"};
+                                return a;
+                              }()),
+                              ExploreOptions{});
+  const std::string table = sweep_table(r);
+  CHECK_THAT(table,
+             Catch::Contains("invalid (1):\n  stp tp 16 pp 2 vpp 2 seq 2048 mbs 1 m 8 sp off "
+                             "recompute none: tp 16 > 8 GPUs per node"));
+}
+
+TEST_CASE("memory cap: oom rows kept and flagged; a cap below all static memory is an error",
+          "[explore]") {
+  const Fixture& f = fixture();
+  const auto configs = cross_product(small_axes());
+  const SweepResult free_run = sweep(f.study, f.profile, configs, ExploreOptions{});
+  // Default cap: the GPU less the fixed overhead, so the flag agrees with simulate's.
+  for (const Evaluation& e : free_run.rows) CHECK((e.status == RowStatus::Oom) == e.report.oom);
+  double least_static = 1e30, most_peak = 0;
+  for (const Evaluation& e : free_run.rows) {
+    least_static = std::min(least_static, e.static_gib - free_run.fixed_overhead_gib);
+    most_peak = std::max(most_peak, e.model_peak_gib);
+  }
+  ExploreOptions tight;
+  tight.mem_cap_bytes = (least_static + 0.001) * 1024.0 * 1024.0 * 1024.0;
+  const SweepResult all_oom = sweep(f.study, f.profile, configs, tight);
+  CHECK(all_oom.oom == 6);
+  CHECK(all_oom.ranking.size() == 6);
+  CHECK_THAT(sweep_table(all_oom), Catch::Contains("OOM"));
+  ExploreOptions below;
+  below.mem_cap_bytes = (least_static - 0.01) * 1024.0 * 1024.0 * 1024.0;
+  CHECK_THROWS_AS(sweep(f.study, f.profile, configs, below), InputError);
+  below.cache = false;
+  CHECK_THROWS_AS(sweep(f.study, f.profile, configs, below), InputError);
+  CHECK_THROWS_AS(sweep(f.study, f.profile, {}, ExploreOptions{}), InputError);
+}
+
+TEST_CASE("the throughput bound is never below the simulated throughput", "[explore]") {
+  const Fixture& f = fixture();
+  SweepAxes axes = small_axes();
+  axes.schedules = {"1f1b", "1f1b-i", "zb-h1", "zb-v", "stp", "stp-offload", "dualpipe-v"};
+  for (const Configuration& c : cross_product(axes)) {
+    const Study s = configure(f.study, c);
+    ScheduleOptions o;
+    o.pp = c.pp;
+    o.vpp = c.vpp;
+    o.microbatches = c.microbatches;
+    const Schedule schedule = make_schedule(c.schedule, o);
+    const CostModel cost = build_cost_model(s, f.profile, schedule.virtual_stages());
+    const Report r = simulate_one(f.study, f.profile, c);
+    INFO(c.schedule << " tp " << c.tp);
+    CHECK(throughput_upper_bound(cost, schedule) >= r.tokens_per_s);
+  }
+}
+
+TEST_CASE("search returns the best of an exhaustive sweep of its space", "[explore][search]") {
+  const Fixture& f = fixture();
+  SearchSpace space;
+  space.gpus = 16;
+  space.global_batch = 16;
+  space.mbs = {1, 2};
+  space.schedules = {"1f1b-i", "zb-v", "stp"};
+  space.top = 3;
+  ExploreOptions options;
+  options.jobs = 2;
+  const Study study = with_gpus(f.study, 16);
+  const SweepResult all = sweep(study, f.profile, search_candidates(study, space), options);
+  REQUIRE(all.ranking.size() >= 3);
+  for (int limit : {0, 1000}) {  // pruned, then exhaustive
+    space.exhaustive_limit = limit;
+    const SearchResult r = search(f.study, f.profile, space, options);
+    CHECK(r.exhaustive == (limit > 0));
+    REQUIRE(r.best.size() == 3);
+    for (int k = 0; k < 3; ++k) {
+      const Evaluation& e = all.rows[all.ranking[k]];
+      REQUIRE(e.status == RowStatus::Ok);
+      CHECK(r.best[k].config == e.config);
+      CHECK(report_json(r.best[k].report) == report_json(e.report));
+    }
+    CHECK(r.candidates == static_cast<int>(all.rows.size()));
+    CHECK(!r.why_runner_up.empty());
+    if (limit == 0) {
+      // The bound really prunes here: 16 of 51 simulated (one batch), 35 skipped.
+      CHECK(r.pruned_bound > 0);
+      CHECK(r.simulated + r.pruned_bound + r.pruned_memory + r.invalid == r.candidates);
+    }
+  }
+}
+
+namespace {
+
+struct Run {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Run braid_cli(const std::string& args, const fs::path& dir) {
+  const fs::path out = dir / "out.txt", err = dir / "err.txt";
+  const std::string cmd = std::string("cd '") + BRAID_SOURCE_DIR + "' && '" + BRAID_EXE + "' " +
+                          args + " >'" + out.string() + "' 2>'" + err.string() + "'";
+  const int status = std::system(cmd.c_str());
+  Run r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  return r;
+}
+
+int lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+
+}  // namespace
+
+TEST_CASE("braid sweep and search on the command line", "[explore][cli]") {
+  const fs::path dir =
+      fs::temp_directory_path() / ("braid_explore_test." + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string csv = (dir / "s.csv").string(), svg = (dir / "s.svg").string();
+  const std::string common =
+      "--tp 4,8,16 --pp 2 --seq 2048 --microbatches 8 --schedules 1f1b-i,stp";
+  const Run a = braid_cli("sweep " + common + " --jobs 1 --csv " + csv + " --svg " + svg, dir);
+  REQUIRE(a.exit_code == 0);
+  CHECK(a.err.empty());  // not a terminal: no progress bar
+  CHECK_THAT(a.out, Catch::Contains("tp 16 > 8 GPUs per node"));
+  const std::string csv1 = slurp(csv);
+  CHECK(lines(csv1) == 1 + 6);
+  CHECK_THAT(slurp(svg), Catch::Contains("Pareto front"));
+  const Run b = braid_cli("sweep " + common + " --jobs 2 --csv " + csv, dir);
+  CHECK(b.out == a.out);
+  CHECK(slurp(csv) == csv1);
+  // The CSV row of each configuration is what the library's simulate chain gives.
+  const Fixture& f = fixture();
+  Configuration c;
+  c.schedule = "stp";
+  c.tp = 8;
+  c.pp = 2;
+  c.vpp = 2;
+  c.seq = 2048;
+  c.microbatches = 8;
+  const Report expected = simulate_one(f.study, f.profile, c);
+  CHECK_THAT(csv1, Catch::Contains(",stp,8,2,2,1,2048,1,8,off,none,16," +
+                                   exact(expected.iteration_time_s) + "," +
+                                   exact(expected.tokens_per_s) + ","));
+
+  // And `braid simulate` itself prints the same report as the sweep's JSON row.
+  const Run sim =
+      braid_cli("simulate --schedule stp --tp 8 --pp 2 --seq 2048 --microbatches 8 --json", dir);
+  REQUIRE(sim.exit_code == 0);
+  const Run js = braid_cli("sweep " + common + " --json", dir);
+  REQUIRE(js.exit_code == 0);
+  const auto rows = nlohmann::json::parse(js.out)["rows"];
+  int matched = 0;
+  for (const auto& row : rows)
+    if (row["schedule"] == "stp" && row["tp"] == 8) {
+      CHECK(row["report"] == nlohmann::json::parse(sim.out));
+      ++matched;
+    }
+  CHECK(matched == 1);
+
+  // Bad input: one line on stderr, exit 2, no output file.
+  for (const std::string& bad : {"--tp 2,,4", "--tp x", "--tp ''", "--jobs 0", "--sp maybe",
+                                 "--schedules stp,nope", "--mem-cap 1", "--tp 3 --schedules stp"}) {
+    const std::string out_csv = (dir / "bad.csv").string();
+    const Run r =
+        braid_cli("sweep --pp 2 --seq 2048 --microbatches 8 " + bad + " --csv " + out_csv, dir);
+    INFO(bad << ": " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(lines(r.err) == 1);
+    CHECK(!fs::exists(out_csv));
+  }
+
+  const Run s = braid_cli(
+      "search --gpus 16 --global-batch 16 --mbs 1,2 --schedules 1f1b-i,stp --seq 2048", dir);
+  INFO(s.err);
+  REQUIRE(s.exit_code == 0);
+  CHECK_THAT(s.out, Catch::Contains("exhaustive"));
+  CHECK_THAT(s.out, Catch::Contains("the runner-up"));
+  fs::remove_all(dir);
+}
