@@ -121,7 +121,7 @@ TEST_CASE("first-stage placement folds the ViT into virtual stage 0", "[multimod
   CHECK(layers_of(build_cost_model(s, profile_of(s), 4)) == std::vector<int>{32, 6, 5, 5});
 }
 
-TEST_CASE("--layers-per-stage: one entry per virtual stage, each >= 1, summing to ViT + LM",
+TEST_CASE("layers per stage by hand: one entry per virtual stage, each >= 1, summing to ViT + LM",
           "[multimodal][layout]") {
   Study s = vl_study("qwen2-vl-14.9b", 8, 2);
   const Profile p = profile_of(s);
@@ -208,7 +208,7 @@ TEST_CASE("balancing by cost is exact: no contiguous split has a faster slowest 
   CHECK(layers_of(build_cost_model(s, p, 3)).back() < 10);
 }
 
-TEST_CASE("braided blocks pair ViT and LM layers by index; the surplus runs unbraided",
+TEST_CASE("braided blocks pair ViT and LM layers by index, the surplus unbraided",
           "[multimodal][dag]") {
   // STP on qwen2-vl-14.9b, pp 2: rank 0 holds the ViT stage (32 layers) and the last LM stage
   // (5 layers) — FB blocks there pair units of different widths.
@@ -245,11 +245,11 @@ TEST_CASE("braided blocks pair ViT and LM layers by index; the surplus runs unbr
   CHECK(tl.iteration_time_s > 0);
 }
 
-TEST_CASE("ViT stages braid with surplus: FF of a 32-layer and a 5-layer chunk",
+TEST_CASE("an FB of a 16-layer LM chunk with the 32-layer ViT chunk braids 16 pairs",
           "[multimodal][dag]") {
-  // A hand-made two-instruction schedule on one rank holding both chunks (V placement, p = 1):
-  // FF(F0.0, F1.0) would pair... instead check FB of chunk 1 forward with chunk 0 backward, which
-  // pairs 5 LM layers with 5 of the ViT's 32 and runs the other 27 unbraided.
+  // A hand-made schedule on one rank holding both chunks (V placement, p = 1): FB(F1.1, B0.0)
+  // pairs the forward of LM layer k with the backward of ViT layer 31 - k for k < 16, then runs
+  // the backward of ViT layers 15..0 unbraided.
   Study s = vl_study("qwen2-vl-14.9b", 8, 1);
   s.layout.layers_per_stage = {32, 16};
   const CostModel cm = build_cost_model(s, profile_of(s), 2);

@@ -64,7 +64,7 @@ ScheduleOptions options(int pp, int m, double offload) {
 
 }  // namespace
 
-TEST_CASE("--offload never changes a schedule's order, only adds OFFLOAD / RELOAD",
+TEST_CASE("offloading (--offload) never changes a schedule's order, only adds OFFLOAD / RELOAD",
           "[offload][schedule]") {
   for (const std::string& name : schedule_names()) {
     if (name == "stp-offload") continue;

@@ -66,7 +66,7 @@ std::vector<fs::path> grid_studies() {
 
 TEST_CASE("braid compare works on every study of the paper grid", "[grid][cli]") {
   const std::vector<fs::path> studies = grid_studies();
-  REQUIRE(studies.size() == 10);
+  REQUIRE(studies.size() == 12);
   for (const fs::path& study : studies) {
     INFO(study.filename().string());
     const Run r = braid("compare --study '" + study.string() + "' --microbatches 16");

@@ -6,9 +6,10 @@
 //   - first-stage placement: virtual stage 0 holds the whole ViT plus zero or more LM layers;
 //     uniform splits the LM evenly over all stages and adds the ViT to stage 0;
 //   - balance cost: among the splits these rules allow, the one whose slowest stage (range_time_s)
-//     is fastest, found exactly by dynamic programming over the split points (O(S N^2)); ties go
-//     to the split with earlier boundaries. Uniform is one of the allowed splits, so the result
-//     is never slower than it.
+//     is fastest, found exactly by dynamic programming over the split points (O(S N^2)); among
+//     those, the one with the least sum of squared stage times (a second exact pass), ties to
+//     earlier boundaries. Uniform is one of the allowed splits, so the result is never slower
+//     than it.
 #include <algorithm>
 #include <limits>
 #include <numeric>
@@ -127,26 +128,40 @@ std::vector<int> split_layers(const Study& study, int stages, const LayerSplit& 
     if (D > 0 && c.first_stage) out[0] += D;
     return out;
   }
-  // Balance by cost: best[k][j] = the smallest possible slowest stage when stages 0..k-1 hold
-  // layers [0, j).
+  // Balance by cost, two exact passes over the split points. 1: best[k][j] = the smallest
+  // possible slowest stage when stages 0..k-1 hold layers [0, j). 2: among the splits whose every
+  // stage is within that optimum, the one with the least sum of squared stage times (the
+  // minimax alone has many optima when one stage, such as a folded ViT, dominates; this picks
+  // the evenest of them).
   constexpr double kInf = std::numeric_limits<double>::infinity();
   std::vector<std::vector<double>> best(stages + 1, std::vector<double>(N + 1, kInf));
-  std::vector<std::vector<int>> from(stages + 1, std::vector<int>(N + 1, -1));
   best[0][0] = 0;
   for (int k = 1; k <= stages; ++k)
     for (int j = k; j <= N - (stages - k); ++j)
       for (int i = k - 1; i < j; ++i) {
         if (best[k - 1][i] == kInf || !allowed(c, k - 1, i, j)) continue;
-        const double t = std::max(best[k - 1][i], range_time_s(c, i, j));
-        if (t < best[k][j]) {
-          best[k][j] = t;
-          from[k][j] = i;
-        }
+        best[k][j] = std::min(best[k][j], std::max(best[k - 1][i], range_time_s(c, i, j)));
       }
-  if (best[stages][N] == kInf)
+  const double optimum = best[stages][N];
+  if (optimum == kInf)
     throw InputError(where, "layout.balance",
                      "no split of model " + model + "'s " + std::to_string(N) + " layers" + vit +
                          " over " + std::to_string(stages) + " virtual stages fits the placement");
+  const double limit = optimum * (1 + 1e-12);
+  std::vector<std::vector<double>> squares(stages + 1, std::vector<double>(N + 1, kInf));
+  std::vector<std::vector<int>> from(stages + 1, std::vector<int>(N + 1, -1));
+  squares[0][0] = 0;
+  for (int k = 1; k <= stages; ++k)
+    for (int j = k; j <= N - (stages - k); ++j)
+      for (int i = k - 1; i < j; ++i) {
+        if (squares[k - 1][i] == kInf || !allowed(c, k - 1, i, j)) continue;
+        const double t = range_time_s(c, i, j);
+        if (t > limit) continue;
+        if (squares[k - 1][i] + t * t < squares[k][j]) {
+          squares[k][j] = squares[k - 1][i] + t * t;
+          from[k][j] = i;
+        }
+      }
   out.assign(stages, 0);
   for (int k = stages, j = N; k > 0; --k) {
     const int i = from[k][j];

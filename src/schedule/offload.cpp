@@ -44,7 +44,7 @@ std::string fraction_text(double x) {
 
 void check_fraction(const char* option, double x) {
   if (!(x >= 0.0 && x <= 1.0))
-    throw InputError(option, fraction_text(x), "must be a fraction between 0 and 1");
+    throw InputError(option, fraction_text(x), "must be between 0 and 1");
 }
 
 void insert_offload(Schedule& s, double fraction) {
