@@ -91,7 +91,7 @@ TEST_CASE("compare --offload shows every schedule with and without offloading",
   CHECK_THAT(bad.err, Catch::Contains("--offload") && Catch::Contains("between 0 (off) and 1"));
 }
 
-TEST_CASE("info and simulate print per-virtual-stage times; the ViT's parameters apart",
+TEST_CASE("info and simulate print per-virtual-stage times and the ViT parameters apart",
           "[grid][cli][multimodal]") {
   const std::string study = "configs/studies/paper/mllm-qwen2-vl-14.9b-imbalanced.yaml";
   const Run info = braid("info --study " + study);

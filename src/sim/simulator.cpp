@@ -57,8 +57,6 @@ class Engine {
     // host link's bidirectional factors); copies do not slow compute or TP/P2P traffic.
     copy_slowdown_[0] = dag.copy_contention.d2h_slowdown;
     copy_slowdown_[1] = dag.copy_contention.h2d_slowdown;
-    contention_ = options.contention && (compute_slowdown_ != 1.0 || comm_slowdown_ != 1.0 ||
-                                         copy_slowdown_[0] != 1.0 || copy_slowdown_[1] != 1.0);
     out_.start_s.assign(n, 0.0);
     out_.end_s.assign(n, 0.0);
     out_.ranks = ranks_;
@@ -81,6 +79,13 @@ class Engine {
                : op.stream == StreamKind::D2H   ? kD2H
                                                 : kH2D;
     }
+    // The fluid model runs only when something can slow something: compute against
+    // communication, or copies (when the DAG has any) against each other.
+    const bool copies =
+        std::any_of(hot_.begin(), hot_.end(), [](const HotOp& h) { return h.role >= kCopy; });
+    contention_ =
+        options.contention && (compute_slowdown_ != 1.0 || comm_slowdown_ != 1.0 ||
+                               (copies && (copy_slowdown_[0] != 1.0 || copy_slowdown_[1] != 1.0)));
     if (contention_) {
       remaining_.assign(n, 0.0);
       slowdown_.assign(n, 1.0);
