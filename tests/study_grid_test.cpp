@@ -84,6 +84,10 @@ TEST_CASE("compare --offload shows every schedule with and without offloading",
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("1f1b+offload") && Catch::Contains("stp+offload") &&
                         Catch::Contains("offload stall"));
+  const Run sched = braid("schedule --schedule 1f1b --pp 2 --microbatches 4 --offload 1");
+  REQUIRE(sched.exit_code == 0);
+  CHECK_THAT(sched.out, Catch::Contains("schedule 1f1b+offload") &&
+                            Catch::Contains("rank 0: F0.0 OFF0.0 REL0.0 F0.1 OFF0.1 B0.0"));
   const Run bad = braid(
       "compare --study configs/studies/paper/offload-qwen2-26.3b-h20x16.yaml "
       "--offload 2");
