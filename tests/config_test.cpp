@@ -82,7 +82,7 @@ TEST_CASE("every shipped model, cluster, study and profile loads", "[config]") {
     CHECK(p.peak_flops > 0);
     ++files;
   }
-  // Studies, including the paper grid's under configs/studies/paper/.
+  // Studies, including configs/studies/megatron/ and the paper grid's configs/studies/paper/.
   for (const auto& e : fs::recursive_directory_iterator(kRoot / "configs/studies")) {
     if (!e.is_regular_file()) continue;
     Study s = load_study(e.path());

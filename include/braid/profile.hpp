@@ -7,12 +7,15 @@
 
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace braid {
 
 enum class Source { SpecDerived, Measured };
+
+struct MeasuredTables;  // measured.hpp: braid-profile's per-shape tables
 
 // One measured point of a collective or copy: group size, payload bytes per rank, seconds.
 struct MeasuredComm {
@@ -71,6 +74,10 @@ struct Profile {
   CopyContention copy_contention;            // host.bidir_*_slowdown; 1, 1 when absent
   Contention contention;
   double fixed_overhead_bytes = 0;  // CUDA context, NCCL buffers, allocator slack
+  // The `measured:` section braid-profile writes (GEMM, attention, elementwise, collective and
+  // copy tables); null for a spec-derived profile. Where it answers, the cost model uses it
+  // instead of the spec model (cost_model.hpp).
+  std::shared_ptr<const MeasuredTables> measured;
 
   const LinkProfile& link(const std::string& name) const;  // throws InputError if missing
 };

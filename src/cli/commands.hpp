@@ -16,5 +16,6 @@ void register_compare(CLI::App& app);
 void register_theory(CLI::App& app);
 void register_sweep(CLI::App& app);
 void register_search(CLI::App& app);
+void register_calibrate(CLI::App& app);
 
 }  // namespace braid::cli

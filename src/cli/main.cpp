@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   braid::cli::register_theory(app);
   braid::cli::register_sweep(app);
   braid::cli::register_search(app);
+  braid::cli::register_calibrate(app);
 
   try {
     app.parse(argc, argv);

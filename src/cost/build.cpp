@@ -31,19 +31,17 @@ CostModel build_cost_model(const Study& study, const Profile& profile, int virtu
   const ModelConfig& m = study.model;
   const ParallelConfig& par = study.parallel;
   const TrainingConfig& tr = study.training;
-  if (tr.recompute == Recompute::Full) {
-    throw InputError(study.file, "training.recompute",
-                     "full recomputation is not modelled yet (its backward reruns the forward "
-                     "with its collectives); allowed: none, selective");
-  }
 
-  detail::Roofline roof{&profile};
+  detail::Roofline roof{&profile};  // answers from profile.measured where it has tables
   detail::TpSetup tp;
   tp.tp = par.tp;
   tp.sp = par.sequence_parallel;
   tp.dtype_bytes = tr.dtype_bytes;
-  tp.source = profile.source;
+  // Every number starts spec-derived; a phase or collective that a measured table answered is
+  // tagged Measured (timed(), collective_source()).
+  tp.source = Source::SpecDerived;
   tp.recompute_attention = tr.recompute == Recompute::Selective;
+  tp.recompute_full = tr.recompute == Recompute::Full;
   const bool tp_spans_nodes = par.tp > study.cluster.gpus_per_node;
   tp.link =
       &profile.link(tp_spans_nodes ? study.cluster.inter_node.name : study.cluster.intra_node.name);
@@ -68,6 +66,7 @@ CostModel build_cost_model(const Study& study, const Profile& profile, int virtu
   cm.fixed_overhead_bytes = profile.fixed_overhead_bytes;
   cm.contention = profile.contention;
   cm.copy_contention = profile.copy_contention;
+  cm.recompute = tr.recompute;
 
   // The layer costs are identical for every layer of the LM (and of the ViT): compute once,
   // relabel per layer.
@@ -85,20 +84,25 @@ CostModel build_cost_model(const Study& study, const Profile& profile, int virtu
   lc.lm_layer_s = layer_s(lm_layer);
   lc.embedding_s = detail::unit_time_s(embedding);
   lc.head_s = detail::unit_time_s(head);
-  LayerCost vision_layer;
+  LayerCost vision_layer, folded_vision_layer;
   UnitCost patch, merger;
   double vision_layer_params = 0, patch_params = 0, merger_params = 0, vision_output_bytes = 0;
   if (m.vision) {
     const VisionConfig& vis = *m.vision;
     const detail::LayerShape vs = detail::vision_layer_shape(vis, samples);
     vision_layer = detail::layer_cost(vs, tp, roof, 0, true);
+    // Folded into stage 0's prologue, the ViT's units have no per-layer rerun: full
+    // recomputation applies to chunk layers only (the LM's, and a separate ViT's).
+    detail::TpSetup folded_tp = tp;
+    folded_tp.recompute_full = false;
+    folded_vision_layer = detail::layer_cost(vs, folded_tp, roof, 0, true);
     patch = detail::vision_patch_cost(vs.tokens, detail::vision_patch_inputs(vis), vis.hidden, tp,
                                       roof);
     merger = detail::vision_merger_cost(vs.tokens,
                                         static_cast<double>(vis.spatial_merge) * vis.spatial_merge,
                                         vis.hidden, m.hidden, tp, roof);
     lc.vision_layers = vis.depth;
-    lc.vision_layer_s = layer_s(vision_layer);
+    lc.vision_layer_s = layer_s(lc.first_stage ? folded_vision_layer : vision_layer);
     lc.patch_s = detail::unit_time_s(patch);
     lc.merger_s = detail::unit_time_s(merger);
     vision_layer_params = detail::layer_params_per_gpu(detail::vision_layer_shape(vis, 1), par.tp);
@@ -124,7 +128,7 @@ CostModel build_cost_model(const Study& study, const Profile& profile, int virtu
       // before the embedding, unbraided (prologue units).
       chunk.prologue.push_back(patch);
       for (int l = 0; l < D; ++l) {
-        for (UnitCost u : vision_layer) {
+        for (UnitCost u : folded_vision_layer) {
           u.layer = l;
           chunk.prologue.push_back(u);
         }
@@ -184,6 +188,7 @@ CostModel build_cost_model(const Study& study, const Profile& profile, int virtu
         flops_per_microbatch += p.flops;
         hw_flops_per_microbatch += p.hw_flops;
       }
+      hw_flops_per_microbatch += u.recompute.hw_flops;  // full recomputation's forward rerun
     });
   }
   const double microbatches_per_iteration = static_cast<double>(tr.microbatches) * par.dp;

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "braid/cost_model.hpp"
+#include "braid/measured.hpp"
 
 namespace braid {
 
@@ -22,16 +23,14 @@ const char* measured_key(CollectiveKind kind) {
   return "";
 }
 
-// Linear interpolation in bytes over the rows of one group size (sorted by bytes); below the
-// first row its time (the latency floor), above the last row its time scaled by bytes.
+// Log-log interpolation in bytes over the rows of one group size (sorted by bytes); below the
+// first row its time (the latency floor), above the last row its time scaled by bytes
+// (measured.hpp: interpolate_loglog).
 double interpolate(const std::vector<MeasuredComm>& rows, double bytes) {
-  if (bytes <= rows.front().bytes) return rows.front().time_s;
-  if (bytes >= rows.back().bytes) return rows.back().time_s * bytes / rows.back().bytes;
-  auto hi = std::lower_bound(rows.begin(), rows.end(), bytes,
-                             [](const MeasuredComm& m, double b) { return m.bytes < b; });
-  auto lo = hi - 1;
-  double w = (bytes - lo->bytes) / (hi->bytes - lo->bytes);
-  return lo->time_s + w * (hi->time_s - lo->time_s);
+  std::vector<std::pair<double, double>> xy;
+  xy.reserve(rows.size());
+  for (const MeasuredComm& m : rows) xy.emplace_back(m.bytes, m.time_s);
+  return interpolate_loglog(xy, bytes).time_s;
 }
 
 }  // namespace

@@ -1,15 +1,29 @@
 // Unit costs (units.hpp). Notation, per microbatch on one GPU of the TP group: T tokens, t TP size,
 // Ts = T/t with sequence parallelism else T (tokens of the hidden-size tensors a GPU holds), e
 // bytes per element, h hidden, q = heads x head_dim, k = kv_heads x head_dim, f ffn. Saved
-// activations (F alloc) follow Korthikanti et al. (arXiv 2205.05198) adapted to Qwen2: no dropout
-// masks, FlashAttention (no s^2 score matrix), GQA (K, V of width k), SwiGLU (gate and up saved,
-// FC2 input saved). The backward phase B allocates the output gradient its W needs and frees what W
-// does not need; W frees the rest (GEMM inputs + that gradient).
+// activations (F alloc) follow Korthikanti et al. (arXiv 2205.05198): for a GPT layer (GELU 4h,
+// MHA, dropout, unfused attention) exactly their 34 sbh + 5 a s^2 b per layer; for Qwen2 the same
+// derivation without dropout masks, with FlashAttention (no s^2 score matrix), GQA (K, V of width
+// k) and SwiGLU (gate and up saved, FC2 input saved). The backward phase B allocates the output
+// gradient its W needs and frees what W does not need; W frees the rest (GEMM inputs + that
+// gradient).
 #include "units.hpp"
+
+#include <functional>
 
 namespace braid::detail {
 
 namespace {
+
+// Measured when the link has measured rows for this collective and group size (collective_time_s
+// then answers from them).
+Source collective_source(const TpSetup& tp, CollectiveKind kind) {
+  const auto rows = tp.link->measured.find(name(kind));
+  if (rows == tp.link->measured.end()) return Source::SpecDerived;
+  for (const MeasuredComm& m : rows->second)
+    if (m.ranks == tp.tp) return Source::Measured;
+  return Source::SpecDerived;
+}
 
 Collective collective(const TpSetup& tp, CollectiveKind kind, CollectivePosition position,
                       double bytes) {
@@ -19,7 +33,7 @@ Collective collective(const TpSetup& tp, CollectiveKind kind, CollectivePosition
   c.position = position;
   c.bytes = bytes;
   c.time_s = collective_time_s(*tp.link, kind, tp.tp, bytes);
-  c.source = tp.source;
+  c.source = collective_source(tp, kind);
   return c;
 }
 
@@ -79,6 +93,12 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
   const double f = s.ffn;
   const double fc1_width = s.gated ? 2 * f : f;
   const double hidden_bytes = T * h * e;  // one full activation: the TP collective payload
+  // The measured RMSNorm kernel stands for the LM's norms (the ViT's LayerNorm is not measured);
+  // backward norms use it at their byte count.
+  auto norm_s = [&](double bytes) {
+    return s.norm_params == 1 ? roof.kernel_s(ElementwiseKernel::RmsNorm, bytes)
+                              : roof.memory_s(bytes);
+  };
 
   LayerCost c{make_unit(UnitKind::PreAttn, layer, vision, tp.source),
               make_unit(UnitKind::Attn, layer, vision, tp.source),
@@ -92,46 +112,92 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
     const double norm_in = Ts * h * e, gemm_in = Ts * h * e;
     const double grad_out = T * (q + 2 * k) / t * e;
     const double rope_bytes = 2 * T * (q + k) / t * e;  // read + write q, k
-    u[Phase::F].time_s =
-        roof.memory_s(2 * Ts * h * e) + roof.gemm_s(gemm) + roof.memory_s(rope_bytes);
+    const double qkv_width = (q + 2 * k) / t;
+    timed(u[Phase::F], roof, [&] {
+      return norm_s(2 * Ts * h * e) + roof.linear_s(T, h, qkv_width, Phase::F) +
+             roof.kernel_s(ElementwiseKernel::Rope, rope_bytes);
+    });
     set_flops(u[Phase::F], gemm);
     u[Phase::F].alloc_bytes = norm_in + gemm_in;
-    u[Phase::B].time_s =
-        roof.memory_s(rope_bytes) + roof.gemm_s(gemm) + roof.memory_s(3 * Ts * h * e);
+    timed(u[Phase::B], roof, [&] {
+      return roof.kernel_s(ElementwiseKernel::Rope, rope_bytes) +
+             roof.linear_s(T, h, qkv_width, Phase::B) + norm_s(3 * Ts * h * e);
+    });
     set_flops(u[Phase::B], gemm);
     u[Phase::B].alloc_bytes = grad_out;
     u[Phase::B].free_bytes = norm_in;
-    u[Phase::W].time_s = roof.gemm_s(gemm);
+    timed(u[Phase::W], roof, [&] { return roof.linear_s(T, h, qkv_width, Phase::W); });
     set_flops(u[Phase::W], gemm);
     u[Phase::W].free_bytes = gemm_in + grad_out;
     column_collectives(u, tp, hidden_bytes);
   }
 
-  // Attn: fused attention, out-projection (row-parallel), residual add.
+  // Attn: core attention, out-projection (row-parallel), residual add (with the hidden dropout
+  // of GPT models fused into it).
   {
     UnitCost& u = c[1];
-    // Scores QK^T and P.V: 2 x 2 x seq x q FLOPs per token, half of it when causal.
+    // Scores QK^T and P.V: 2 x 2 x seq x q FLOPs per token, half of it when causal (model FLOPs).
     const double core = (s.causal ? 2 : 4) * T * s.seq * q / t;
     const double proj = 2 * T * q * h / t;
     const double qkv = T * (q + 2 * k) / t * e, out = T * q / t * e;
     const double grad_out = T * h * e;  // the output gradient arrives whole (gathered under SP)
-    u[Phase::F].time_s =
-        roof.attention_fwd_s(core) + roof.gemm_s(proj) + roof.memory_s(3 * Ts * h * e);
-    set_flops(u[Phase::F], core + proj);
-    u[Phase::F].alloc_bytes = qkv + out;
-    // Selective recomputation reruns the attention forward before its backward. With
-    // FlashAttention it saves no memory (the s^2 scores are never stored; Q, K, V and the output
-    // stay saved as GEMM inputs), so it only costs time.
-    const double recompute = tp.recompute_attention ? core : 0;
-    u[Phase::B].time_s =
-        roof.gemm_s(proj) + roof.attention_fwd_s(recompute) + roof.attention_bwd_s(2.5 * core);
+    const double mask = s.dropout ? Ts * h : 0;  // hidden dropout mask, 1 byte per element
+    const double residual_s = roof.memory_s(3 * Ts * h * e + mask);
+    const double samples = T / s.seq;
+    auto attention = [&](bool backward, double flops) {
+      return roof.attention_s(samples, s.seq, s.heads / t, s.kv_heads / t, s.head_dim, s.causal,
+                              backward, flops);
+    };
+    // The core attention forward (also its rerun) and backward: time, hardware FLOPs, and the
+    // s x s bytes it saves. Times are computed inside `timed` so measured tables tag the phase.
+    std::function<double()> core_fwd_s, core_bwd_s;
+    double core_hw = 0, core_bwd_hw = 0, scores_saved = 0;
+    if (s.flash) {
+      // FlashAttention skips the masked half and stores no s x s matrix; its backward recomputes
+      // QK^T (2.5 x the forward FLOPs).
+      core_fwd_s = [&] { return attention(false, core); };
+      core_bwd_s = [&] { return attention(true, 2.5 * core); };
+      core_hw = core;
+      core_bwd_hw = 2.5 * core;
+    } else {
+      // Megatron's unfused attention: QK^T and P.V as batched GEMMs over the full s x s (the
+      // causal mask is applied in the softmax), elementwise passes over the scores. Per score
+      // element (heads/t x seq x tokens of them): forward writes QK^T (2 B), softmax reads and
+      // writes (4 B), dropout reads, writes and stores its mask (5 B), P.V reads (2 B); backward
+      // writes dP (2 B), reads P for dV (2 B), dropout backward (5 B), softmax backward reads
+      // dP and P and writes dS (6 B), dQ and dK read dS (4 B). Saved: softmax output (2 B), and
+      // with dropout its mask (1 B) and output (2 B) — Korthikanti et al.'s 5as^2b.
+      const double scores = s.heads / t * s.seq * T;
+      const double full = 4 * T * s.seq * q / t;
+      const double drop = s.dropout ? 5 : 0;
+      core_fwd_s = [&roof, full, drop, scores] {
+        return roof.gemm_s(full) + roof.memory_s((8 + drop) * scores);
+      };
+      core_bwd_s = [&roof, full, drop, scores] {
+        return roof.gemm_s(2 * full) + roof.memory_s((14 + drop) * scores);
+      };
+      core_hw = full;
+      core_bwd_hw = 2 * full;
+      scores_saved = (s.dropout ? 5 : 2) * scores;
+    }
+    timed(u[Phase::F], roof,
+          [&] { return core_fwd_s() + roof.linear_s(T, q / t, h, Phase::F) + residual_s; });
+    u[Phase::F].flops = core + proj;
+    u[Phase::F].hw_flops = core_hw + proj;
+    // Selective recomputation (Megatron: core attention) keeps no s x s scores: the backward runs
+    // the core attention forward again, holding its scores only while it runs. With
+    // FlashAttention it saves no memory (no scores are stored), so it only costs time.
+    const bool rerun = tp.recompute_attention;
+    u[Phase::F].alloc_bytes = qkv + out + mask + (rerun ? 0 : scores_saved);
+    timed(u[Phase::B], roof, [&] {
+      return roof.linear_s(T, q / t, h, Phase::B) + (rerun ? core_fwd_s() : 0) + core_bwd_s() +
+             roof.memory_s(mask);
+    });
     u[Phase::B].flops = 2 * core + proj;  // model FLOPs: backward = 2 x forward
-    // Hardware FLOPs: FlashAttention's backward recomputes QK^T (2.5 x the forward), plus the
-    // selective recomputation's forward.
-    u[Phase::B].hw_flops = 2.5 * core + recompute + proj;
-    u[Phase::B].alloc_bytes = grad_out;
-    u[Phase::B].free_bytes = qkv;
-    u[Phase::W].time_s = roof.gemm_s(proj);
+    u[Phase::B].hw_flops = core_bwd_hw + (rerun ? core_hw : 0) + proj;
+    u[Phase::B].alloc_bytes = grad_out + (rerun ? scores_saved : 0);
+    u[Phase::B].free_bytes = qkv + mask + scores_saved;
+    timed(u[Phase::W], roof, [&] { return roof.linear_s(T, q / t, h, Phase::W); });
     set_flops(u[Phase::W], proj);
     u[Phase::W].free_bytes = out + grad_out;
     row_collectives(u, tp, hidden_bytes);
@@ -143,14 +209,18 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
     const double gemm = 2 * T * h * fc1_width / t;
     const double norm_in = Ts * h * e, gemm_in = Ts * h * e;
     const double grad_out = T * fc1_width / t * e;
-    u[Phase::F].time_s = roof.memory_s(2 * Ts * h * e) + roof.gemm_s(gemm);
+    timed(u[Phase::F], roof, [&] {
+      return norm_s(2 * Ts * h * e) + roof.linear_s(T, h, fc1_width / t, Phase::F);
+    });
     set_flops(u[Phase::F], gemm);
     u[Phase::F].alloc_bytes = norm_in + gemm_in;
-    u[Phase::B].time_s = roof.gemm_s(gemm) + roof.memory_s(3 * Ts * h * e);
+    timed(u[Phase::B], roof, [&] {
+      return roof.linear_s(T, h, fc1_width / t, Phase::B) + norm_s(3 * Ts * h * e);
+    });
     set_flops(u[Phase::B], gemm);
     u[Phase::B].alloc_bytes = grad_out;
     u[Phase::B].free_bytes = norm_in;
-    u[Phase::W].time_s = roof.gemm_s(gemm);
+    timed(u[Phase::W], roof, [&] { return roof.linear_s(T, h, fc1_width / t, Phase::W); });
     set_flops(u[Phase::W], gemm);
     u[Phase::W].free_bytes = gemm_in + grad_out;
     column_collectives(u, tp, hidden_bytes);
@@ -166,18 +236,43 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
     // gradients.
     const double act_fwd_bytes = act_in + fc2_in;
     const double act_bwd_bytes = fc2_in + 2 * act_in;
-    u[Phase::F].time_s =
-        roof.memory_s(act_fwd_bytes) + roof.gemm_s(gemm) + roof.memory_s(3 * Ts * h * e);
+    const double mask = s.dropout ? Ts * h : 0;  // hidden dropout mask, 1 byte per element
+    // The measured SwiGLU kernel stands for the gated activation (GELU is not measured).
+    auto act_s = [&](double bytes) {
+      return s.gated ? roof.kernel_s(ElementwiseKernel::SwiGLU, bytes) : roof.memory_s(bytes);
+    };
+    timed(u[Phase::F], roof, [&] {
+      return act_s(act_fwd_bytes) + roof.linear_s(T, f / t, h, Phase::F) +
+             roof.memory_s(3 * Ts * h * e + mask);
+    });
     set_flops(u[Phase::F], gemm);
-    u[Phase::F].alloc_bytes = act_in + fc2_in;
-    u[Phase::B].time_s = roof.gemm_s(gemm) + roof.memory_s(act_bwd_bytes);
+    u[Phase::F].alloc_bytes = act_in + fc2_in + mask;
+    timed(u[Phase::B], roof, [&] {
+      return roof.linear_s(T, f / t, h, Phase::B) + act_s(act_bwd_bytes) + roof.memory_s(mask);
+    });
     set_flops(u[Phase::B], gemm);
     u[Phase::B].alloc_bytes = grad_out;
-    u[Phase::B].free_bytes = act_in;
-    u[Phase::W].time_s = roof.gemm_s(gemm);
+    u[Phase::B].free_bytes = act_in + mask;
+    timed(u[Phase::W], roof, [&] { return roof.linear_s(T, f / t, h, Phase::W); });
     set_flops(u[Phase::W], gemm);
     u[Phase::W].free_bytes = fc2_in + grad_out;
     row_collectives(u, tp, hidden_bytes);
+  }
+
+  // Full recomputation (Megatron --recompute-granularity full, one layer per checkpoint): the
+  // forward saves only the layer input (PreAttn's norm input, sharded under SP); the backward
+  // first runs the whole forward again, with its collectives, saving what B and W then free.
+  // The rerun's norm input is the kept layer input itself, not a second copy.
+  if (tp.recompute_full) {
+    const double layer_input = Ts * h * e;
+    for (UnitCost& u : c) {
+      PhaseCost& f = u[Phase::F];
+      u.recompute = f;
+      u.recompute.flops = 0;  // not model FLOPs
+      const double kept = u.kind == UnitKind::PreAttn ? layer_input : 0;
+      u.recompute.alloc_bytes = f.alloc_bytes - kept;
+      f.alloc_bytes = kept;
+    }
   }
   return c;
 }
@@ -226,16 +321,20 @@ UnitCost head_cost(double tokens, double hidden, double vocab_per_gpu, const TpS
   const double grad_logits = T * Vt * e;
   // Cross-entropy: read bf16 logits, write and re-read fp32 exp (10 B per logit); backward reads
   // the fp32 softmax and writes the bf16 gradient (6 B per logit).
-  u[Phase::F].time_s =
-      roof.memory_s(2 * Ts * h * e) + roof.gemm_s(gemm) + roof.memory_s(10 * T * Vt);
+  timed(u[Phase::F], roof, [&] {
+    return roof.kernel_s(ElementwiseKernel::RmsNorm, 2 * Ts * h * e) +
+           roof.linear_s(T, h, Vt, Phase::F) + roof.memory_s(10 * T * Vt);
+  });
   set_flops(u[Phase::F], gemm);
   u[Phase::F].alloc_bytes = norm_in + lm_in + logits_fp32;
-  u[Phase::B].time_s =
-      roof.memory_s(6 * T * Vt) + roof.gemm_s(gemm) + roof.memory_s(3 * Ts * h * e);
+  timed(u[Phase::B], roof, [&] {
+    return roof.memory_s(6 * T * Vt) + roof.linear_s(T, h, Vt, Phase::B) +
+           roof.kernel_s(ElementwiseKernel::RmsNorm, 3 * Ts * h * e);
+  });
   set_flops(u[Phase::B], gemm);
   u[Phase::B].alloc_bytes = grad_logits;
   u[Phase::B].free_bytes = norm_in + logits_fp32;
-  u[Phase::W].time_s = roof.gemm_s(gemm);
+  timed(u[Phase::W], roof, [&] { return roof.linear_s(T, h, Vt, Phase::W); });
   set_flops(u[Phase::W], gemm);
   u[Phase::W].free_bytes = lm_in + grad_logits;
   column_collectives(u, tp, T * h * e);
@@ -248,10 +347,12 @@ UnitCost vision_patch_cost(double patches, double patch_inputs, double vision_hi
   UnitCost u = make_unit(UnitKind::VisionPatch, -1, true, tp.source);
   const double gemm = 2 * patches * patch_inputs * vision_hidden;
   const double pixels = patches * patch_inputs * e;
-  u[Phase::F].time_s = roof.gemm_s(gemm);
+  timed(u[Phase::F], roof,
+        [&] { return roof.linear_s(patches, patch_inputs, vision_hidden, Phase::F); });
   set_flops(u[Phase::F], gemm);
   u[Phase::F].alloc_bytes = pixels;  // W needs the pixels; no input gradient is computed
-  u[Phase::W].time_s = roof.gemm_s(gemm);
+  timed(u[Phase::W], roof,
+        [&] { return roof.linear_s(patches, patch_inputs, vision_hidden, Phase::W); });
   set_flops(u[Phase::W], gemm);
   u[Phase::W].free_bytes = pixels;
   return u;
@@ -270,16 +371,23 @@ UnitCost vision_merger_cost(double patches, double merge_area, double vision_hid
   const double ln_in = P * vision_hidden * e, fc1_in = P * vision_hidden * e;
   const double gelu_in = merged * width / t * e, fc2_in = gelu_in;
   const double grad_fc1 = merged * width / t * e, grad_fc2 = merged * hidden * e;
-  u[Phase::F].time_s =
-      roof.memory_s(2 * ln_in) + roof.gemm_s(fc1) + roof.memory_s(2 * gelu_in) + roof.gemm_s(fc2);
+  timed(u[Phase::F], roof, [&] {
+    return roof.memory_s(2 * ln_in) + roof.linear_s(merged, width, width / t, Phase::F) +
+           roof.memory_s(2 * gelu_in) + roof.linear_s(merged, width / t, hidden, Phase::F);
+  });
   set_flops(u[Phase::F], fc1 + fc2);
   u[Phase::F].alloc_bytes = ln_in + fc1_in + gelu_in + fc2_in;
-  u[Phase::B].time_s =
-      roof.gemm_s(fc2) + roof.memory_s(3 * gelu_in) + roof.gemm_s(fc1) + roof.memory_s(3 * ln_in);
+  timed(u[Phase::B], roof, [&] {
+    return roof.linear_s(merged, width / t, hidden, Phase::B) + roof.memory_s(3 * gelu_in) +
+           roof.linear_s(merged, width, width / t, Phase::B) + roof.memory_s(3 * ln_in);
+  });
   set_flops(u[Phase::B], fc1 + fc2);
   u[Phase::B].alloc_bytes = grad_fc1 + grad_fc2;
   u[Phase::B].free_bytes = ln_in + gelu_in;
-  u[Phase::W].time_s = roof.gemm_s(fc1) + roof.gemm_s(fc2);
+  timed(u[Phase::W], roof, [&] {
+    return roof.linear_s(merged, width, width / t, Phase::W) +
+           roof.linear_s(merged, width / t, hidden, Phase::W);
+  });
   set_flops(u[Phase::W], fc1 + fc2);
   u[Phase::W].free_bytes = fc1_in + fc2_in + grad_fc1 + grad_fc2;
   // Column-parallel FC1, row-parallel FC2 (no SP inside the ViT): forward All-Reduce of the
@@ -289,14 +397,14 @@ UnitCost vision_merger_cost(double patches, double merge_area, double vision_hid
           ? Collective{CollectiveKind::AllReduce, CollectivePosition::After, merged * hidden * e,
                        collective_time_s(*tp.link, CollectiveKind::AllReduce, tp.tp,
                                          merged * hidden * e),
-                       tp.source}
+                       collective_source(tp, CollectiveKind::AllReduce)}
           : Collective{};
   u[Phase::B].collective =
       (tp.tp > 1)
           ? Collective{CollectiveKind::AllReduce, CollectivePosition::After, P * vision_hidden * e,
                        collective_time_s(*tp.link, CollectiveKind::AllReduce, tp.tp,
                                          P * vision_hidden * e),
-                       tp.source}
+                       collective_source(tp, CollectiveKind::AllReduce)}
           : Collective{};
   return u;
 }

@@ -9,6 +9,7 @@
 #include "../config/yaml_reader.hpp"
 #include "braid/config.hpp"
 #include "braid/error.hpp"
+#include "braid/measured.hpp"
 
 namespace braid {
 
@@ -60,6 +61,26 @@ LinkProfile read_link(YamlMap& l, const std::string& name) {
   }
   l.finish();
   return link;
+}
+
+// braid-profile's `measured:` section (measured.hpp). Its collective tables also become the links'
+// measured rows (unless the link lists its own), so collective_time_s uses them.
+void read_measured_tables(const YAML::Node& node, Profile& profile) {
+  auto tables = std::make_shared<MeasuredTables>(parse_measured(YAML::Dump(node), profile.file));
+  if (!(tables->peak_flops > 0)) tables->peak_flops = profile.peak_flops;
+  for (const auto& [link_name, ops] : tables->comm) {
+    auto link = profile.links.find(link_name);
+    if (link == profile.links.end()) continue;
+    for (const auto& [op, rows] : ops) {
+      if (op == CommOp::P2P || link->second.measured.count(name(op))) continue;
+      std::vector<MeasuredComm> sorted = rows;
+      std::sort(sorted.begin(), sorted.end(), [](const MeasuredComm& a, const MeasuredComm& b) {
+        return a.ranks != b.ranks ? a.ranks < b.ranks : a.bytes < b.bytes;
+      });
+      link->second.measured[name(op)] = std::move(sorted);
+    }
+  }
+  profile.measured = std::move(tables);
 }
 
 }  // namespace
@@ -138,6 +159,7 @@ Profile load_profile(const fs::path& name_or_file) {
   contention.finish();
 
   profile.fixed_overhead_bytes = p.nonnegative_number("fixed_overhead_gib") * kGiB;
+  if (p.has("measured")) read_measured_tables(p.node("measured"), profile);
   p.finish();
   return profile;
 }
