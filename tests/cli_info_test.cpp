@@ -2,6 +2,13 @@
 // bad input as exit code 2 with one line on stderr.
 #include <catch2/catch.hpp>
 
+#include "cli_run.hpp"
+
+using braid::test::CliRun;
+using braid::test::count_lines;
+using braid::test::run_braid;
+using braid::test::slurp;
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -16,46 +23,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Run {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-Run braid(const std::string& args) {
-  // One directory per test process: ctest runs the test cases in parallel processes.
-  static int counter = 0;
-  fs::path dir = fs::temp_directory_path() / ("braid_cli_info_test." + std::to_string(::getpid()) +
-                                              "." + std::to_string(counter++));
-  fs::create_directories(dir);
-  fs::path out = dir / "out.txt", err = dir / "err.txt";
-  std::string cmd = std::string("cd '") + BRAID_SOURCE_DIR + "' && '" + BRAID_EXE + "' " + args +
-                    " >'" + out.string() + "' 2>'" + err.string() + "'";
-  int status = std::system(cmd.c_str());
-  Run r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  fs::remove_all(dir);
-  return r;
-}
-
-int lines(const std::string& s) {
-  int n = 0;
-  for (char c : s) n += c == '\n';
-  return n;
-}
-
 }  // namespace
 
 TEST_CASE("braid info prints parameters, FLOPs, chunks and the unit cost table", "[cli][info]") {
-  Run r = braid("info --study configs/studies/default.yaml");
+  CliRun r = run_braid("info --study configs/studies/default.yaml");
   REQUIRE(r.exit_code == 0);
   CHECK(r.err.empty());
   CHECK_THAT(r.out, Catch::Contains("parameters: total 12.146 B"));
@@ -64,11 +35,11 @@ TEST_CASE("braid info prints parameters, FLOPs, chunks and the unit cost table",
   CHECK_THAT(r.out, Catch::Contains("all_reduce>"));
   CHECK_THAT(r.out, Catch::Contains("spec-derived"));
   // Same input, byte-identical output.
-  CHECK(braid("info --study configs/studies/default.yaml").out == r.out);
+  CHECK(run_braid("info --study configs/studies/default.yaml").out == r.out);
 }
 
 TEST_CASE("braid info --json has the documented fields", "[cli][info]") {
-  Run r = braid("info --study configs/studies/default.yaml --json");
+  CliRun r = run_braid("info --study configs/studies/default.yaml --json");
   REQUIRE(r.exit_code == 0);
   auto j = nlohmann::json::parse(r.out);
   CHECK(j["model"] == "qwen2-12.1b");
@@ -104,7 +75,7 @@ TEST_CASE("braid info --json has the documented fields", "[cli][info]") {
 }
 
 TEST_CASE("braid info accepts every override", "[cli][info]") {
-  Run r = braid(
+  CliRun r = run_braid(
       "info --model qwen2-7b --cluster h100x64 --tp 4 --pp 4 --vpp 1 --seq 4096 --mbs 2 "
       "--microbatches 128 --sp on --json");
   REQUIRE(r.exit_code == 0);
@@ -113,7 +84,7 @@ TEST_CASE("braid info accepts every override", "[cli][info]") {
   CHECK(j["sequence_parallel"] == true);
   CHECK(j["samples_per_iteration"] == 2 * 128 * 4);
   CHECK(j["units"][1]["phases"]["F"]["collective"] == "all_gather");
-  CHECK(braid("info --profile h200 --nodes 1 --pp 1 --json").exit_code == 0);
+  CHECK(run_braid("info --profile h200 --nodes 1 --pp 1 --json").exit_code == 0);
 }
 
 TEST_CASE("bad input to braid info: exit code 2 and one line on stderr", "[cli][info][errors]") {
@@ -131,10 +102,10 @@ TEST_CASE("bad input to braid info: exit code 2 and one line on stderr", "[cli][
                  Case{"info --pp 8 --tp 1", "fewer than the 16 virtual stages"},
                  Case{"info --sp maybe", "--sp"}, Case{"info --tp x", "--tp"},
                  Case{"info --recompute most", "--recompute"}}) {
-    Run r = braid(c.args);
+    CliRun r = run_braid(c.args);
     INFO(c.args << " -> " << r.err);
     CHECK(r.exit_code == 2);
-    CHECK(lines(r.err) == 1);
+    CHECK(count_lines(r.err) == 1);
     CHECK_THAT(r.err, Catch::Contains(c.message));
     CHECK(r.out.empty());
   }

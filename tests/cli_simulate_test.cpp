@@ -2,6 +2,13 @@
 // outputs, uniform-cost mode, and bad input as exit code 2 with one line on stderr.
 #include <catch2/catch.hpp>
 
+#include "cli_run.hpp"
+
+using braid::test::CliRun;
+using braid::test::count_lines;
+using braid::test::run_braid;
+using braid::test::slurp;
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -16,46 +23,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Run {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-Run braid(const std::string& args) {
-  static int counter = 0;
-  fs::path dir =
-      fs::temp_directory_path() /
-      ("braid_cli_simulate_test." + std::to_string(::getpid()) + "." + std::to_string(counter++));
-  fs::create_directories(dir);
-  fs::path out = dir / "out.txt", err = dir / "err.txt";
-  std::string cmd = std::string("cd '") + BRAID_SOURCE_DIR + "' && '" + BRAID_EXE + "' " + args +
-                    " >'" + out.string() + "' 2>'" + err.string() + "'";
-  int status = std::system(cmd.c_str());
-  Run r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  fs::remove_all(dir);
-  return r;
-}
-
-int lines(const std::string& s) {
-  int n = 0;
-  for (char c : s) n += c == '\n';
-  return n;
-}
-
 }  // namespace
 
 TEST_CASE("braid simulate prints the summary and one row per rank", "[cli][simulate]") {
-  const Run r = braid("simulate --study default --schedule stp");
+  const CliRun r = run_braid("simulate --study default --schedule stp");
   REQUIRE(r.exit_code == 0);
   CHECK(r.err.empty());
   CHECK_THAT(r.out, Catch::Contains("iteration time") && Catch::Contains("TP bubble") &&
@@ -63,7 +34,7 @@ TEST_CASE("braid simulate prints the summary and one row per rank", "[cli][simul
 }
 
 TEST_CASE("braid simulate --json and --csv", "[cli][simulate]") {
-  const Run j = braid("simulate --study default --schedule 1f1b-i --json");
+  const CliRun j = run_braid("simulate --study default --schedule 1f1b-i --json");
   REQUIRE(j.exit_code == 0);
   const nlohmann::json report = nlohmann::json::parse(j.out);
   CHECK(report["schedule"] == "1f1b-i");
@@ -72,17 +43,17 @@ TEST_CASE("braid simulate --json and --csv", "[cli][simulate]") {
        {"iteration_time_s", "tp_bubble_rate", "pp_bubble_rate", "mfu", "tokens_per_s",
         "samples_per_s", "tflops_per_gpu", "max_peak_memory_gib", "oom", "critical_path"})
     CHECK(report.contains(field));
-  CHECK(braid("simulate --study default --schedule 1f1b-i --json").out == j.out);  // stable
-  const Run c = braid("simulate --study default --schedule 1f1b-i --csv");
+  CHECK(run_braid("simulate --study default --schedule 1f1b-i --json").out == j.out);  // stable
+  const CliRun c = run_braid("simulate --study default --schedule 1f1b-i --csv");
   REQUIRE(c.exit_code == 0);
-  CHECK(lines(c.out) == 3);
+  CHECK(count_lines(c.out) == 3);
   CHECK(c.out.rfind("schedule,rank,iteration_time_s,busy_s,tp_exposed_s,pp_idle_s", 0) == 0);
 }
 
 TEST_CASE("braid simulate in uniform-cost mode replays the hand-computed 1F1B-I",
           "[cli][simulate]") {
-  const Run r =
-      braid("simulate --unit-costs 4,8,8,2,4 --pp 2 --microbatches 2 --schedule 1f1b-i --json");
+  const CliRun r =
+      run_braid("simulate --unit-costs 4,8,8,2,4 --pp 2 --microbatches 2 --schedule 1f1b-i --json");
   REQUIRE(r.exit_code == 0);
   const nlohmann::json j = nlohmann::json::parse(r.out);
   CHECK(j["iteration_time_s"] == 110.0);
@@ -92,7 +63,7 @@ TEST_CASE("braid simulate in uniform-cost mode replays the hand-computed 1F1B-I"
 
 TEST_CASE("blocking and async P2P differ on a study", "[cli][simulate]") {
   const auto time = [](const std::string& p2p) {
-    const Run r = braid("simulate --study default --schedule stp --json --p2p " + p2p);
+    const CliRun r = run_braid("simulate --study default --schedule stp --json --p2p " + p2p);
     REQUIRE(r.exit_code == 0);
     return nlohmann::json::parse(r.out)["iteration_time_s"].get<double>();
   };
@@ -101,16 +72,16 @@ TEST_CASE("blocking and async P2P differ on a study", "[cli][simulate]") {
 
 TEST_CASE("braid compare: one row per schedule, speed-up vs 1f1b-i, the best marked",
           "[cli][compare]") {
-  const Run r = braid("compare --study default");
+  const CliRun r = run_braid("compare --study default");
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("speed-up vs 1f1b-i") && Catch::Contains("<- best") &&
                         Catch::Contains("stp-offload") && Catch::Contains("dualpipe-v"));
-  const Run j = braid("compare --study default --schedules 1f1b-i,stp --json");
+  const CliRun j = run_braid("compare --study default --schedules 1f1b-i,stp --json");
   REQUIRE(j.exit_code == 0);
   CHECK(nlohmann::json::parse(j.out)["reports"].size() == 2);
-  const Run c = braid("compare --study default --schedules 1f1b,zb-v,stp --csv");
+  const CliRun c = run_braid("compare --study default --schedules 1f1b,zb-v,stp --csv");
   REQUIRE(c.exit_code == 0);
-  CHECK(lines(c.out) == 4);
+  CHECK(count_lines(c.out) == 4);
 }
 
 TEST_CASE("bad input to simulate and compare: exit code 2 and one line on stderr",
@@ -136,10 +107,10 @@ TEST_CASE("bad input to simulate and compare: exit code 2 and one line on stderr
       {"compare --study nope", "nope"},
   };
   for (const Case& c : cases) {
-    const Run r = braid(c.args);
+    const CliRun r = run_braid(c.args);
     INFO(c.args << " -> " << r.err);
     CHECK(r.exit_code == 2);
-    CHECK(lines(r.err) == 1);
+    CHECK(count_lines(r.err) == 1);
     CHECK_THAT(r.err, Catch::Contains(c.message));
     CHECK(r.out.empty());
   }
@@ -148,12 +119,13 @@ TEST_CASE("bad input to simulate and compare: exit code 2 and one line on stderr
 TEST_CASE("braid simulate --schedule-csv replays an exported schedule", "[cli][simulate]") {
   const fs::path csv =
       fs::temp_directory_path() / ("braid_cli_simulate_zbv." + std::to_string(::getpid()) + ".csv");
-  REQUIRE(braid("export --format pytorch-csv --schedule zb-v --pp 2 --microbatches 4 --output '" +
+  REQUIRE(
+      run_braid("export --format pytorch-csv --schedule zb-v --pp 2 --microbatches 4 --output '" +
                 csv.string() + "'")
-              .exit_code == 0);
-  const Run a = braid("simulate --study default --microbatches 4 --json --schedule-csv '" +
-                      csv.string() + "'");
-  const Run b = braid("simulate --study default --microbatches 4 --json --schedule zb-v");
+          .exit_code == 0);
+  const CliRun a = run_braid("simulate --study default --microbatches 4 --json --schedule-csv '" +
+                             csv.string() + "'");
+  const CliRun b = run_braid("simulate --study default --microbatches 4 --json --schedule zb-v");
   fs::remove(csv);
   REQUIRE(a.exit_code == 0);
   REQUIRE(b.exit_code == 0);

@@ -3,6 +3,13 @@
 // code 2 with one line on stderr and no output file.
 #include <catch2/catch.hpp>
 
+#include "cli_run.hpp"
+
+using braid::test::CliRun;
+using braid::test::count_lines;
+using braid::test::run_braid;
+using braid::test::slurp;
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -18,18 +25,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Run {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 fs::path scratch() {
   static int counter = 0;
   fs::path dir =
@@ -39,29 +34,15 @@ fs::path scratch() {
   return dir;
 }
 
-Run braid(const std::string& args) {
-  const fs::path dir = scratch();
-  const fs::path out = dir / "out.txt", err = dir / "err.txt";
-  const std::string cmd = std::string("cd '") + BRAID_SOURCE_DIR + "' && '" + BRAID_EXE + "' " +
-                          args + " >'" + out.string() + "' 2>'" + err.string() + "'";
-  const int status = std::system(cmd.c_str());
-  Run r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  fs::remove_all(dir);
-  return r;
-}
-
 }  // namespace
 
 TEST_CASE("braid theory prints closed form, simulated value and difference", "[cli][theory]") {
-  const Run t =
-      braid("theory --schedule 1f1b-i,stp --pp 4 --microbatches 16 --unit-costs 1,1,1,0.25");
+  const CliRun t =
+      run_braid("theory --schedule 1f1b-i,stp --pp 4 --microbatches 16 --unit-costs 1,1,1,0.25");
   REQUIRE(t.exit_code == 0);
   CHECK(t.out.find("TP bubble, rank 0             2m T_AR") != std::string::npos);
   CHECK(t.out.find("(2p+1) T_AR") != std::string::npos);
-  const Run j = braid(
+  const CliRun j = run_braid(
       "theory --schedule 1f1b-i,stp --pp 4 --microbatches 16 --unit-costs "
       "1,1,1,0.25 --json");
   REQUIRE(j.exit_code == 0);
@@ -77,15 +58,15 @@ TEST_CASE("braid theory prints closed form, simulated value and difference", "[c
   const nlohmann::json& s = doc["rows"][1];
   CHECK(s["tp_bubble"]["simulated_s"] == 2.25);  // (2p+1) T_AR
   CHECK(s["ranks"].size() == 4);
-  CHECK(braid("theory --schedule 1f1b-i,stp --pp 4 --microbatches 16 --unit-costs 1,1,1,0.25 "
-              "--json")
+  CHECK(run_braid("theory --schedule 1f1b-i,stp --pp 4 --microbatches 16 --unit-costs 1,1,1,0.25 "
+                  "--json")
             .out == j.out);  // byte-stable
 }
 
 TEST_CASE("braid theory --scan prints slopes and draws the chart", "[cli][theory]") {
   const fs::path dir = scratch();
   const fs::path svg = dir / "scan.svg";
-  const Run r = braid(
+  const CliRun r = run_braid(
       "theory --schedule stp,zb-v --pp 2 --unit-costs 1,1,1,0.25 --scan m=8..32 "
       "--json --svg '" +
       svg.string() + "'");
@@ -115,7 +96,7 @@ TEST_CASE("braid theory rejects bad input with one line and exit code 2", "[cli]
         std::string("theory --schedule stp --unit-costs 1,1,1,0.25 --svg '") + svg.string() + "'",
         std::string("theory --schedule stp --vpp 3 --unit-costs 1,1,1,0.25")}) {
     INFO(args);
-    const Run r = braid(args);
+    const CliRun r = run_braid(args);
     CHECK(r.exit_code == 2);
     CHECK(r.out.empty());
     CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);

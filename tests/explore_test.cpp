@@ -4,6 +4,13 @@
 // exit 2 and one line).
 #include <catch2/catch.hpp>
 
+#include "cli_run.hpp"
+
+using braid::test::CliRun;
+using braid::test::count_lines;
+using braid::test::run_braid;
+using braid::test::slurp;
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -220,7 +227,20 @@ TEST_CASE("invalid combinations are listed with their reasons", "[explore]") {
   Configuration few = c;
   few.microbatches = 3;
   CHECK(reason(few) == "microbatches 3 below the minimum 4 of stp at pp 2");
-  // Full recomputation is modelled since the megatron branch: such a row is valid now.
+  {
+    // Full recomputation is modelled (cost model, lowering), so it is a valid row, not a reason.
+    Configuration ok;
+    ok.schedule = "1f1b";
+    ok.tp = 8;
+    ok.pp = 2;
+    ok.vpp = 1;
+    ok.seq = 2048;
+    ok.microbatches = 4;
+    Configuration full = c;
+    full.recompute = Recompute::Full;
+    const SweepResult r = sweep(f.study, f.profile, {ok, full}, ExploreOptions{});
+    CHECK(r.rows[1].status != RowStatus::Invalid);
+  }
   Configuration sp = c;
   sp.sp = true;
   sp.seq = 2047;
@@ -318,35 +338,7 @@ TEST_CASE("search returns the best of an exhaustive sweep of its space", "[explo
   }
 }
 
-namespace {
-
-struct Run {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-Run braid_cli(const std::string& args, const fs::path& dir) {
-  const fs::path out = dir / "out.txt", err = dir / "err.txt";
-  const std::string cmd = std::string("cd '") + BRAID_SOURCE_DIR + "' && '" + BRAID_EXE + "' " +
-                          args + " >'" + out.string() + "' 2>'" + err.string() + "'";
-  const int status = std::system(cmd.c_str());
-  Run r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  return r;
-}
-
-int lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("braid sweep and search on the command line", "[explore][cli]") {
   const fs::path dir =
@@ -355,14 +347,14 @@ TEST_CASE("braid sweep and search on the command line", "[explore][cli]") {
   const std::string csv = (dir / "s.csv").string(), svg = (dir / "s.svg").string();
   const std::string common =
       "--tp 4,8,16 --pp 2 --seq 2048 --microbatches 8 --schedules 1f1b-i,stp";
-  const Run a = braid_cli("sweep " + common + " --jobs 1 --csv " + csv + " --svg " + svg, dir);
+  const CliRun a = run_braid("sweep " + common + " --jobs 1 --csv " + csv + " --svg " + svg, dir);
   REQUIRE(a.exit_code == 0);
   CHECK(a.err.empty());  // not a terminal: no progress bar
   CHECK_THAT(a.out, Catch::Contains("tp 16 > 8 GPUs per node"));
   const std::string csv1 = slurp(csv);
-  CHECK(lines(csv1) == 1 + 6);
+  CHECK(count_lines(csv1) == 1 + 6);
   CHECK_THAT(slurp(svg), Catch::Contains("Pareto front"));
-  const Run b = braid_cli("sweep " + common + " --jobs 2 --csv " + csv, dir);
+  const CliRun b = run_braid("sweep " + common + " --jobs 2 --csv " + csv, dir);
   CHECK(b.out == a.out);
   CHECK(slurp(csv) == csv1);
   // The CSV row of each configuration is what the library's simulate chain gives.
@@ -380,10 +372,10 @@ TEST_CASE("braid sweep and search on the command line", "[explore][cli]") {
                                    exact(expected.tokens_per_s) + ","));
 
   // And `braid simulate` itself prints the same report as the sweep's JSON row.
-  const Run sim =
-      braid_cli("simulate --schedule stp --tp 8 --pp 2 --seq 2048 --microbatches 8 --json", dir);
+  const CliRun sim =
+      run_braid("simulate --schedule stp --tp 8 --pp 2 --seq 2048 --microbatches 8 --json", dir);
   REQUIRE(sim.exit_code == 0);
-  const Run js = braid_cli("sweep " + common + " --json", dir);
+  const CliRun js = run_braid("sweep " + common + " --json", dir);
   REQUIRE(js.exit_code == 0);
   const auto rows = nlohmann::json::parse(js.out)["rows"];
   int matched = 0;
@@ -398,15 +390,15 @@ TEST_CASE("braid sweep and search on the command line", "[explore][cli]") {
   for (const std::string& bad : {"--tp 2,,4", "--tp x", "--tp ''", "--jobs 0", "--sp maybe",
                                  "--schedules stp,nope", "--mem-cap 1", "--tp 3 --schedules stp"}) {
     const std::string out_csv = (dir / "bad.csv").string();
-    const Run r =
-        braid_cli("sweep --pp 2 --seq 2048 --microbatches 8 " + bad + " --csv " + out_csv, dir);
+    const CliRun r =
+        run_braid("sweep --pp 2 --seq 2048 --microbatches 8 " + bad + " --csv " + out_csv, dir);
     INFO(bad << ": " << r.err);
     CHECK(r.exit_code == 2);
-    CHECK(lines(r.err) == 1);
+    CHECK(count_lines(r.err) == 1);
     CHECK(!fs::exists(out_csv));
   }
 
-  const Run s = braid_cli(
+  const CliRun s = run_braid(
       "search --gpus 16 --global-batch 16 --mbs 1,2 --schedules 1f1b-i,stp --seq 2048", dir);
   INFO(s.err);
   REQUIRE(s.exit_code == 0);

@@ -4,6 +4,13 @@
 // identity, and `braid compare` on all eight studies end to end (and fast).
 #include <catch2/catch.hpp>
 
+#include "cli_run.hpp"
+
+using braid::test::CliRun;
+using braid::test::count_lines;
+using braid::test::run_braid;
+using braid::test::slurp;
+
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -91,36 +98,6 @@ double busy_total(const Report& r) {
   double sum = 0;
   for (const RankReport& rr : r.ranks) sum += rr.busy_s;
   return sum;
-}
-
-struct Run {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-Run run_braid(const std::string& args) {
-  static int counter = 0;
-  fs::path dir =
-      fs::temp_directory_path() /
-      ("braid_megatron_sim_test." + std::to_string(::getpid()) + "." + std::to_string(counter++));
-  fs::create_directories(dir);
-  fs::path out = dir / "out.txt", err = dir / "err.txt";
-  std::string cmd = std::string("cd '") + BRAID_SOURCE_DIR + "' && '" + BRAID_EXE + "' " + args +
-                    " >'" + out.string() + "' 2>'" + err.string() + "'";
-  int status = std::system(cmd.c_str());
-  Run r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  r.out = slurp(out);
-  r.err = slurp(err);
-  fs::remove_all(dir);
-  return r;
 }
 
 }  // namespace
@@ -231,7 +208,7 @@ TEST_CASE("braid compare runs each of the eight Megatron studies in a few second
           "compare --study " + study_path(model, variant) + " --schedules 1f1b-i --json";
       INFO(args);
       const auto start = std::chrono::steady_clock::now();
-      const Run r = run_braid(args);
+      const CliRun r = run_braid(args);
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       REQUIRE(r.exit_code == 0);
@@ -250,13 +227,14 @@ TEST_CASE("braid compare runs each of the eight Megatron studies in a few second
 }
 
 TEST_CASE("the --nodes override changes the cluster a Megatron study runs on", "[megatron][cli]") {
-  const Run r = run_braid("info --study " + study_path("gpt3-175b", "full") + " --nodes 16 --json");
+  const CliRun r =
+      run_braid("info --study " + study_path("gpt3-175b", "full") + " --nodes 16 --json");
   REQUIRE(r.exit_code == 0);
   const auto j = nlohmann::json::parse(r.out);
   CHECK(j.at("gpus") == 128);
   CHECK(j.at("dp") == 2);
   CHECK(j.at("recompute") == "full");
-  const Run bad = run_braid("info --study " + study_path("gpt3-175b", "full") + " --nodes 3");
+  const CliRun bad = run_braid("info --study " + study_path("gpt3-175b", "full") + " --nodes 3");
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.err, Catch::Contains("does not divide the 24 GPUs"));
 }

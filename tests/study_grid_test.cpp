@@ -7,28 +7,19 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <unistd.h>
 
+#include "cli_run.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Run {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using Run = braid::test::CliRun;
+using braid::test::slurp;
 
 fs::path scratch() {
   static int counter = 0;
@@ -39,6 +30,7 @@ fs::path scratch() {
   return dir;
 }
 
+// A shell command from the source root (the grid script), like run_braid for the binary.
 Run shell(const std::string& command) {
   const fs::path dir = scratch();
   const fs::path out = dir / "out.txt", err = dir / "err.txt";
@@ -52,7 +44,7 @@ Run shell(const std::string& command) {
   return r;
 }
 
-Run braid(const std::string& args) { return shell(std::string("'") + BRAID_EXE + "' " + args); }
+Run braid(const std::string& args) { return braid::test::run_braid(args); }
 
 std::vector<fs::path> grid_studies() {
   std::vector<fs::path> out;

@@ -14,8 +14,8 @@ void register_export(CLI::App& app);
 void register_simulate(CLI::App& app);
 void register_compare(CLI::App& app);
 void register_theory(CLI::App& app);
+void register_calibrate(CLI::App& app);
 void register_sweep(CLI::App& app);
 void register_search(CLI::App& app);
-void register_calibrate(CLI::App& app);
 
 }  // namespace braid::cli

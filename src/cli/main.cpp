@@ -21,9 +21,9 @@ int main(int argc, char** argv) {
   braid::cli::register_simulate(app);
   braid::cli::register_compare(app);
   braid::cli::register_theory(app);
+  braid::cli::register_calibrate(app);
   braid::cli::register_sweep(app);
   braid::cli::register_search(app);
-  braid::cli::register_calibrate(app);
 
   try {
     app.parse(argc, argv);

@@ -1,0 +1,44 @@
+#include "cli_run.hpp"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace braid::test {
+
+namespace fs = std::filesystem;
+
+std::string slurp(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+CliRun run_braid(const std::string& args, const fs::path& cwd) {
+  static std::atomic<int> counter{0};
+  const fs::path dir = fs::temp_directory_path() / ("braid_cli_test." + std::to_string(::getpid()) +
+                                                    "." + std::to_string(counter++));
+  fs::create_directories(dir);
+  const fs::path out = dir / "out.txt", err = dir / "err.txt";
+  const std::string cmd = "cd '" + cwd.string() + "' && '" + BRAID_EXE + "' " + args + " >'" +
+                          out.string() + "' 2>'" + err.string() + "'";
+  const int status = std::system(cmd.c_str());
+  CliRun r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(out);
+  r.err = slurp(err);
+  fs::remove_all(dir);
+  return r;
+}
+
+int count_lines(const std::string& text) {
+  return static_cast<int>(std::count(text.begin(), text.end(), '\n'));
+}
+
+}  // namespace braid::test

@@ -1,0 +1,20 @@
+// Runs the built `braid` binary (BRAID_EXE) for the CLI tests: exit code, stdout and stderr, from
+// the source root so that names like `--study default` resolve as they do for a user.
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+namespace braid::test {
+
+struct CliRun {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+std::string slurp(const std::filesystem::path& file);
+CliRun run_braid(const std::string& args,
+                 const std::filesystem::path& cwd = std::filesystem::path(BRAID_SOURCE_DIR));
+int count_lines(const std::string& text);
+
+}  // namespace braid::test
