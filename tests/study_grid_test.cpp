@@ -44,7 +44,7 @@ Run shell(const std::string& command) {
   return r;
 }
 
-Run braid(const std::string& args) { return braid::test::run_braid(args); }
+Run cli(const std::string& args) { return braid::test::run_braid(args); }
 
 std::vector<fs::path> grid_studies() {
   std::vector<fs::path> out;
@@ -61,7 +61,7 @@ TEST_CASE("braid compare works on every study of the paper grid", "[grid][cli]")
   REQUIRE(studies.size() == 12);
   for (const fs::path& study : studies) {
     INFO(study.filename().string());
-    const Run r = braid("compare --study '" + study.string() + "' --microbatches 16");
+    const Run r = cli("compare --study '" + study.string() + "' --microbatches 16");
     CHECK(r.exit_code == 0);
     CHECK(r.err.empty());
     CHECK_THAT(r.out, Catch::Contains("stp") && Catch::Contains("peak GiB"));
@@ -70,19 +70,19 @@ TEST_CASE("braid compare works on every study of the paper grid", "[grid][cli]")
 
 TEST_CASE("compare --offload shows every schedule with and without offloading",
           "[grid][cli][offload]") {
-  const Run r = braid(
-      "compare --study configs/studies/paper/offload-qwen2-26.3b-h20x16.yaml --microbatches 16 "
-      "--schedules 1f1b,stp --offload 1");
+  const Run r =
+      cli("compare --study configs/studies/paper/offload-qwen2-26.3b-h20x16.yaml --microbatches 16 "
+          "--schedules 1f1b,stp --offload 1");
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("1f1b+offload") && Catch::Contains("stp+offload") &&
                         Catch::Contains("offload stall"));
-  const Run sched = braid("schedule --schedule 1f1b --pp 2 --microbatches 4 --offload 1");
+  const Run sched = cli("schedule --schedule 1f1b --pp 2 --microbatches 4 --offload 1");
   REQUIRE(sched.exit_code == 0);
   CHECK_THAT(sched.out, Catch::Contains("schedule 1f1b+offload") &&
                             Catch::Contains("rank 0: F0.0 OFF0.0 REL0.0 F0.1 OFF0.1 B0.0"));
-  const Run bad = braid(
-      "compare --study configs/studies/paper/offload-qwen2-26.3b-h20x16.yaml "
-      "--offload 2");
+  const Run bad =
+      cli("compare --study configs/studies/paper/offload-qwen2-26.3b-h20x16.yaml "
+          "--offload 2");
   CHECK(bad.exit_code == 2);
   CHECK_THAT(bad.err, Catch::Contains("--offload") && Catch::Contains("between 0 (off) and 1"));
 }
@@ -90,22 +90,22 @@ TEST_CASE("compare --offload shows every schedule with and without offloading",
 TEST_CASE("info and simulate print per-virtual-stage times and the ViT parameters apart",
           "[grid][cli][multimodal]") {
   const std::string study = "configs/studies/paper/mllm-qwen2-vl-14.9b-imbalanced.yaml";
-  const Run info = braid("info --study " + study);
+  const Run info = cli("info --study " + study);
   REQUIRE(info.exit_code == 0);
   CHECK_THAT(info.out, Catch::Contains("vision 0.699 B") && Catch::Contains("vit_layers") &&
                            Catch::Contains("ViT on virtual stage(s) of its own"));
-  const Run sim = braid("simulate --study " + study + " --schedule stp --microbatches 8");
+  const Run sim = cli("simulate --study " + study + " --schedule stp --microbatches 8");
   REQUIRE(sim.exit_code == 0);
   CHECK_THAT(sim.out,
              Catch::Contains("virtual stages (forward + backward") && Catch::Contains("imbalance"));
   const Run balanced =
-      braid("info --study " + study + " --balance cost --vision-placement " + "first-stage --json");
+      cli("info --study " + study + " --balance cost --vision-placement " + "first-stage --json");
   REQUIRE(balanced.exit_code == 0);
   CHECK_THAT(balanced.out, Catch::Contains("\"stage_times\""));
-  const Run hand = braid("info --study " + study + " --layers-per-stage 32,16,0,0");
+  const Run hand = cli("info --study " + study + " --layers-per-stage 32,16,0,0");
   CHECK(hand.exit_code == 2);
   CHECK_THAT(hand.err, Catch::Contains("layers_per_stage") && Catch::Contains("1 or more"));
-  const Run typo = braid("info --study " + study + " --layers-per-stage 32,x");
+  const Run typo = cli("info --study " + study + " --layers-per-stage 32,x");
   CHECK(typo.exit_code == 2);
   CHECK_THAT(typo.err, Catch::Contains("--layers-per-stage"));
 }
