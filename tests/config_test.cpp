@@ -82,8 +82,9 @@ TEST_CASE("every shipped model, cluster, study and profile loads", "[config]") {
     CHECK(p.peak_flops > 0);
     ++files;
   }
+  // Studies, including configs/studies/megatron/ and the paper grid's configs/studies/paper/.
   for (const auto& e : fs::recursive_directory_iterator(kRoot / "configs/studies")) {
-    if (!e.is_regular_file()) continue;  // configs/studies/megatron/
+    if (!e.is_regular_file()) continue;
     Study s = load_study(e.path());
     CHECK(s.parallel.dp * s.parallel.tp * s.parallel.pp == s.cluster.gpus());
     CHECK_FALSE(s.schedules.empty());

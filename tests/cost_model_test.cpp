@@ -338,6 +338,7 @@ TEST_CASE("a vision-language model puts the ViT before the embedding on stage 0"
           "[cost][vision]") {
   StudyOverrides o;
   o.model = "qwen2-vl-28.8b";
+  o.vision_placement = VisionPlacement::FirstStage;  // the default (separate): multimodal_test
   Study s = load_study(resolve_config("studies", "default"), o);
   CostModel cm = build_cost_model(s, load_profile("a800"), 4);
   const auto& pro = cm.chunks[0].prologue;

@@ -14,6 +14,13 @@ namespace braid {
 enum class MlpActivation { SwiGLU, GeLU };
 enum class PositionEmbedding { Rotary, Learned };
 enum class Recompute { None, Selective, Full };
+// Where a multimodal model's ViT runs: on virtual stage(s) of its own (no LM layers with it), or
+// folded into the first LM virtual stage.
+enum class VisionPlacement { Separate, FirstStage };
+// How layers are assigned to virtual stages when no explicit list is given: uniformly (LM layers
+// evenly, the remainder on earlier stages; a separate ViT alone on virtual stage 0), or by cost
+// (the contiguous split that minimises the slowest virtual stage's forward + backward time).
+enum class StageBalance { Uniform, Cost };
 
 // The ViT encoder of a multimodal model (Qwen2-VL style).
 struct VisionConfig {
@@ -87,6 +94,19 @@ struct TrainingConfig {
   double weight_bytes_per_param = 2;      // bf16 weights
   bool distributed_optimizer = false;     // optimizer state divided by dp
   Recompute recompute = Recompute::None;
+  // Activation offloading for schedules other than stp-offload: share of the microbatches whose
+  // chunk-0 activations are copied to host after their forward and back before their backward.
+  // 0 = off (default).
+  double offload = 0;
+};
+
+// How the layers of the model are laid out on virtual stages (docs/multimodal.md).
+struct LayoutConfig {
+  VisionPlacement vision_placement = VisionPlacement::Separate;
+  StageBalance balance = StageBalance::Uniform;
+  // Explicit layers per virtual stage (empty: the balance rule). With a ViT the list counts the
+  // ViT's layers first, then the LM's: entries sum to vision depth + layers, each >= 1.
+  std::vector<int> layers_per_stage;
 };
 
 struct Study {
@@ -98,6 +118,7 @@ struct Study {
   ClusterConfig cluster;
   ParallelConfig parallel;
   TrainingConfig training;
+  LayoutConfig layout;
   std::vector<std::string> schedules;  // default schedule list for `compare`
 };
 
@@ -107,6 +128,10 @@ struct StudyOverrides {
   std::optional<int> tp, pp, vpp, seq, mbs, microbatches, nodes;
   std::optional<bool> sequence_parallel;
   std::optional<Recompute> recompute;
+  std::optional<VisionPlacement> vision_placement;
+  std::optional<StageBalance> balance;
+  std::optional<std::vector<int>> layers_per_stage;
+  std::optional<double> offload;
 };
 
 // Where named configs live: $BRAID_HOME if set, else the source tree braid was built from.

@@ -91,6 +91,7 @@ struct CostModel {
   double hbm_bytes = 0;           // device memory per GPU
   double fixed_overhead_bytes = 0;
   Contention contention;
+  CopyContention copy_contention;  // D2H against H2D on one GPU (the profile's)
   double model_flops = 0;         // per iteration, whole job, forward + backward, no recompute
   double hardware_flops = 0;      // the same with recompute
   double tokens_per_iteration = 0;
@@ -131,8 +132,25 @@ double collective_time_s(const LinkProfile& link, CollectiveKind kind, int ranks
 
 // How layers are assigned to virtual stages.
 struct LayerSplit {
-  std::vector<int> layers_per_stage;  // empty: uniform (earlier stages take the remainder)
+  // Empty: the study's layout (study.layout: explicit list, balance by cost, or uniform with the
+  // remainder on earlier stages). With a ViT the list counts its layers first, then the LM's.
+  std::vector<int> layers_per_stage;
 };
+
+// Forward + backward work of one microbatch on one virtual stage: the F, B and W compute of every
+// unit and their TP collectives, each alone and added up (no overlap, no contention, no P2P). The
+// measure --balance cost minimises the largest of, and what `info` / `simulate` print per stage.
+struct StageTime {
+  int virtual_stage = 0;
+  int vision_layers = 0;  // ViT layers on the stage
+  int layers = 0;         // LM layers on the stage
+  double compute_s = 0;
+  double collective_s = 0;
+  double total_s() const { return compute_s + collective_s; }
+};
+std::vector<StageTime> stage_times(const CostModel& cost);
+// A fixed-width table of stage_times with the slowest / mean ratio (for the CLI).
+std::string stage_times_table(const std::vector<StageTime>& stages);
 
 // Builds the cost model of `study` on `profile` for `virtual_stages` chunks (pp * chunks per
 // rank). Throws InputError when the split is impossible (fewer layers than virtual stages).

@@ -90,6 +90,7 @@ struct Dag {
   int microbatches = 1;
   Placement placement = Placement::Loop;
   Contention contention;  // from the cost model (1, 1 when uniform)
+  CopyContention copy_contention;  // D2H against H2D, from the cost model (1, 1 when uniform)
   bool p2p_blocking = true;
 
   int size() const { return static_cast<int>(ops.size()); }

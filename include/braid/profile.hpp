@@ -48,6 +48,14 @@ struct Contention {
   double comm_slowdown = 1.0;
 };
 
+// Copy contention on the host link: while a D2H and an H2D copy run at the same time on one GPU,
+// each runs this many times slower than alone (PCIe is full duplex, but measured bidirectional
+// copies fall short of twice one direction; sources in the profiles).
+struct CopyContention {
+  double d2h_slowdown = 1.0;
+  double h2d_slowdown = 1.0;
+};
+
 struct Profile {
   std::string name;
   std::string file;
@@ -63,6 +71,7 @@ struct Profile {
   std::map<std::string, LinkProfile> links;  // keyed by link class name (nvlink, ib, pcie, ...)
   double host_d2h_Bps = 0;                   // pinned copies over the host link, per direction
   double host_h2d_Bps = 0;
+  CopyContention copy_contention;            // host.bidir_*_slowdown; 1, 1 when absent
   Contention contention;
   double fixed_overhead_bytes = 0;  // CUDA context, NCCL buffers, allocator slack
   // The `measured:` section braid-profile writes (GEMM, attention, elementwise, collective and

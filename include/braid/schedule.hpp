@@ -64,6 +64,9 @@ struct ScheduleOptions {
   int microbatches = 1;
   int group_size = 0;        // 1f1b-i: Megatron's microbatch group size N; 0 = p
   double offload_fraction = 1.0;  // stp-offload: share of chunk-0 microbatches offloaded
+  // Every other schedule: share of chunk-0 microbatches offloaded by the shared post-pass (0 =
+  // off). A schedule built with offload > 0 is named "<name>+offload".
+  double offload = 0.0;
 };
 
 // Names accepted by make_schedule, in the order `compare` lists them.

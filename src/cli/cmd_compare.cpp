@@ -55,15 +55,23 @@ void register_compare(CLI::App& app) {
         if (explicit_list) make_schedule(name, schedule_options(ctx, args->sim));  // names them
         continue;  // a default that this build does not have
       }
-      Schedule schedule;
-      try {
-        schedule = make_schedule(name, schedule_options(ctx, args->sim));
-      } catch (const InputError& e) {
-        if (explicit_list) throw;
-        std::cerr << "braid compare: skipping " << name << ": " << e.what() << "\n";
-        continue;
+      // With --offload (training.offload) every schedule but stp-offload runs twice: without
+      // and with offloading ("<name>+offload"), so peak memory and throughput show side by side.
+      ScheduleOptions options = schedule_options(ctx, args->sim);
+      std::vector<double> offloads{0.0};
+      if (options.offload > 0 && name != "stp-offload") offloads.push_back(options.offload);
+      for (double offload : offloads) {
+        options.offload = offload;
+        Schedule schedule;
+        try {
+          schedule = make_schedule(name, options);
+        } catch (const InputError& e) {
+          if (explicit_list) throw;
+          std::cerr << "braid compare: skipping " << name << ": " << e.what() << "\n";
+          break;
+        }
+        reports.push_back(simulate_schedule(ctx, schedule).report);
       }
-      reports.push_back(simulate_schedule(ctx, schedule).report);
     }
     if (reports.empty())
       throw InputError("--schedules", "default", "no schedule applies to this study");

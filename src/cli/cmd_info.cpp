@@ -29,22 +29,27 @@ struct UnitRow {
 
 std::vector<UnitRow> distinct_units(const CostModel& cm) {
   std::vector<UnitRow> rows;
-  const ChunkCost& first = cm.chunks.front();
-  for (const auto& u : first.prologue) {
-    if (u.layer >= 0) {
-      if (u.layer == 0) rows.push_back({"every vision layer", &u});
-      continue;
-    }
-    rows.push_back({"stage 0", &u});
-  }
+  bool vision_done = false, lm_done = false;
+  // Non-layer units where they run, and the first ViT layer and the first LM layer (wherever the
+  // layout put them: a folded ViT's layers are prologue units of stage 0).
   for (const auto& c : cm.chunks) {
-    if (!c.layers.empty()) {
-      for (const auto& u : c.layers.front()) rows.push_back({"every layer", &u});
-      break;
+    const std::string where = "stage " + std::to_string(c.virtual_stage);
+    for (const auto& u : c.prologue) {
+      if (u.layer < 0) {
+        rows.push_back({where, &u});
+      } else if (u.vision && !vision_done && u.kind == UnitKind::MLP) {
+        for (int k = 3; k >= 0; --k) rows.push_back({"every vision layer", &u - k});
+        vision_done = true;
+      }
     }
-  }
-  for (const auto& u : cm.chunks.back().epilogue) {
-    rows.push_back({"stage " + std::to_string(cm.chunks.size() - 1), &u});
+    for (const auto& l : c.layers) {
+      bool& done = l[0].vision ? vision_done : lm_done;
+      if (done) continue;
+      for (const auto& u : l)
+        rows.push_back({l[0].vision ? "every vision layer" : "every layer", &u});
+      done = true;
+    }
+    for (const auto& u : c.epilogue) rows.push_back({where, &u});
   }
   return rows;
 }
@@ -122,6 +127,19 @@ void print_json(const Study& s, const Profile& prof, const CostModel& cm,
     cj["output_bytes"] = c.output_bytes;
     chunks.push_back(cj);
   }
+  // Per-virtual-stage forward + backward work (StageTime): the imbalance between stages.
+  nlohmann::ordered_json stages = nlohmann::ordered_json::array();
+  for (const StageTime& st : stage_times(cm)) {
+    nlohmann::ordered_json sj;
+    sj["virtual_stage"] = st.virtual_stage;
+    sj["vision_layers"] = st.vision_layers;
+    sj["layers"] = st.layers;
+    sj["compute_s"] = st.compute_s;
+    sj["collective_s"] = st.collective_s;
+    sj["total_s"] = st.total_s();
+    stages.push_back(sj);
+  }
+  j["stage_times"] = stages;
   j["chunks"] = chunks;
   nlohmann::ordered_json units = nlohmann::ordered_json::array();
   for (const auto& row : distinct_units(cm)) {
@@ -161,6 +179,22 @@ void print_table(const Study& s, const Profile& prof, const CostModel& cm,
               source_name(prof.source));
   std::printf("parallel: tp %d, pp %d, vpp %d (%zu virtual stages), dp %d, sequence parallel %s\n",
               p.tp, p.pp, p.vpp, cm.chunks.size(), p.dp, p.sequence_parallel ? "on" : "off");
+  std::printf("layout: %s%s\n",
+              !s.layout.layers_per_stage.empty()       ? "layers per stage by hand"
+              : s.layout.balance == StageBalance::Cost ? "balanced by cost"
+                                                       : "uniform",
+              !m.vision ? ""
+              : s.layout.vision_placement == VisionPlacement::FirstStage
+                  ? ", ViT folded into the first stage"
+                  : ", ViT on virtual stage(s) of its own");
+  if (m.vision) {
+    std::printf(
+        "  ViT: %d layers, hidden %d, heads %d, %d patches -> %d LM tokens per sample "
+        "(part of seq %d)\n",
+        m.vision->depth, m.vision->hidden, m.vision->heads,
+        m.vision->tokens_per_sample * m.vision->spatial_merge * m.vision->spatial_merge,
+        m.vision->tokens_per_sample, t.seq);
+  }
   std::printf(
       "training: seq %d, micro-batch %d, %d microbatches x dp %d = %.0f samples, %.0f "
       "tokens per iteration\n",
@@ -192,6 +226,7 @@ void print_table(const Study& s, const Profile& prof, const CostModel& cm,
                 extra.empty() ? "-" : extra.c_str(), c.params / 1e6, c.static_bytes / kGiB,
                 c.activation_bytes / kGiB, c.output_bytes / kMiB);
   }
+  std::printf("\n%s", stage_times_table(stage_times(cm)).c_str());
   std::printf("\nunit costs per microbatch on one GPU (time alone, no contention):\n");
   std::printf("%-13s %-19s %-5s %9s %9s %-14s %10s %9s %9s %9s %-12s\n", "unit", "where", "phase",
               "time_ms", "gflop", "collective", "coll_mib", "coll_ms", "alloc_mib", "free_mib",

@@ -69,8 +69,10 @@ void register_simulate(CLI::App& app) {
       std::cout << report_json(result.report);
     else if (args->csv)
       std::cout << ranks_csv(result.report);
-    else
+    else {
       std::cout << simulate_table(result.report);
+      if (!result.cost.uniform) std::cout << "\n" << stage_times_table(stage_times(result.cost));
+    }
   });
 }
 

@@ -41,6 +41,9 @@ void add_schedule_options(CLI::App& cmd, ScheduleArgs& args) {
       cmd.add_option("--offload-fraction", args.options.offload_fraction,
                      "stp-offload: share of microbatches whose chunk-0 activations are offloaded "
                      "(default 1)");
+  args.offload = cmd.add_option("--offload", args.options.offload,
+                                "every schedule but stp-offload: share of microbatches whose "
+                                "chunk-0 activations are offloaded (default 0 = off)");
 }
 
 Schedule resolve_schedule(const ScheduleArgs& args) {
@@ -48,9 +51,11 @@ Schedule resolve_schedule(const ScheduleArgs& args) {
     throw InputError("--schedule", args.name.empty() ? "missing" : args.name,
                      "give either a schedule name (" + known() + ") or --schedule-csv FILE");
   if (!args.csv.empty()) {
-    if (given(args.group_size) || given(args.offload_fraction))
-      throw InputError(given(args.group_size) ? "--group-size" : "--offload-fraction", "given",
-                       "applies to generated schedules, not to --schedule-csv");
+    if (given(args.group_size) || given(args.offload_fraction) || given(args.offload))
+      throw InputError(given(args.group_size)         ? "--group-size"
+                       : given(args.offload_fraction) ? "--offload-fraction"
+                                                      : "--offload",
+                       "given", "applies to generated schedules, not to --schedule-csv");
     std::ifstream in(args.csv);
     if (!in) throw InputError("--schedule-csv", args.csv, "cannot open the file");
     Schedule s =
@@ -83,6 +88,9 @@ Schedule resolve_schedule(const ScheduleArgs& args) {
   if (given(args.offload_fraction) && args.name != "stp-offload")
     throw InputError("--offload-fraction", number_text(options.offload_fraction),
                      "applies to stp-offload only");
+  if (given(args.offload) && args.name == "stp-offload")
+    throw InputError("--offload", number_text(options.offload),
+                     "stp-offload offloads by --offload-fraction; --offload is for the others");
   return make_schedule(args.name, options);
 }
 

@@ -22,6 +22,7 @@ struct ScheduleArgs {
   CLI::Option* vpp = nullptr;
   CLI::Option* group_size = nullptr;
   CLI::Option* offload_fraction = nullptr;
+  CLI::Option* offload = nullptr;
 };
 
 void add_schedule_options(CLI::App& cmd, ScheduleArgs& args);

@@ -95,6 +95,7 @@ ScheduleOptions schedule_options(const SimulationContext& ctx, const SimulationA
   options.microbatches = ctx.microbatches;
   options.group_size = args.group_size;
   options.offload_fraction = args.offload_fraction;
+  if (ctx.study) options.offload = ctx.study->training.offload;
   return options;
 }
 

@@ -1,7 +1,9 @@
 // The study options shared by every simulation command (study_options.hpp).
 #include "study_options.hpp"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "braid/error.hpp"
 
@@ -52,6 +54,50 @@ void add_study_options(CLI::App& cmd, StudyArgs& args) {
   cmd.add_option_function<int>(
       "--nodes", [&o](int v) { o.nodes = v; },
       "nodes of the cluster (GPUs per node from the cluster file); default: the cluster's");
+  cmd.add_option_function<std::string>(
+         "--vision-placement",
+         [&o](const std::string& v) {
+           o.vision_placement =
+               v == "first-stage" ? VisionPlacement::FirstStage : VisionPlacement::Separate;
+         },
+         "multimodal models: the ViT on virtual stage(s) of its own (separate) or folded into "
+         "the first LM stage (first-stage); default: the study's (separate)")
+      ->check(CLI::IsMember({"separate", "first-stage"}));
+  cmd.add_option_function<std::string>(
+         "--balance",
+         [&o](const std::string& v) {
+           o.balance = v == "cost" ? StageBalance::Cost : StageBalance::Uniform;
+         },
+         "layers per virtual stage: uniform, or cost (the split minimising the slowest virtual "
+         "stage's forward + backward time); default: the study's (uniform)")
+      ->check(CLI::IsMember({"uniform", "cost"}));
+  cmd.add_option_function<std::string>(
+      "--layers-per-stage",
+      [&o](const std::string& v) { o.layers_per_stage = parse_layers_per_stage(v); },
+      "layers per virtual stage by hand, e.g. 32,6,5,5: one entry per virtual stage, each >= 1, "
+      "summing to the layers (with a ViT: its layers first, then the LM's)");
+  cmd.add_option_function<double>(
+      "--offload", [&o](double v) { o.offload = v; },
+      "activation offloading for schedules other than stp-offload: share (0..1) of the "
+      "microbatches whose chunk-0 activations go to host memory; default: the study's (0 = off)");
+}
+
+std::vector<int> parse_layers_per_stage(const std::string& text) {
+  std::vector<int> out;
+  std::string item;
+  const std::string expected = "expected comma-separated layer counts such as 32,6,5,5";
+  if (text.empty() || text.back() == ',') throw InputError("--layers-per-stage", text, expected);
+  for (std::size_t pos = 0; pos <= text.size();) {
+    const std::size_t comma = std::min(text.find(',', pos), text.size());
+    item = text.substr(pos, comma - pos);
+    const bool digits = !item.empty() && item.size() <= 6 &&
+                        item.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits)
+      throw InputError("--layers-per-stage", text, "'" + item + "' is not a count; " + expected);
+    out.push_back(std::stoi(item));
+    pos = comma + 1;
+  }
+  return out;
 }
 
 Study resolve_study(const StudyArgs& args) {

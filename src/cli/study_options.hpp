@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -20,6 +21,8 @@ struct StudyArgs {
 
 void add_study_options(CLI::App& cmd, StudyArgs& args);
 Study resolve_study(const StudyArgs& args);
+// "32,6,5,5" -> {32, 6, 5, 5}; throws InputError naming --layers-per-stage.
+std::vector<int> parse_layers_per_stage(const std::string& text);
 Profile resolve_profile(const StudyArgs& args, const Study& study);
 
 }  // namespace braid::cli

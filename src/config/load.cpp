@@ -181,6 +181,11 @@ void validate(Study& s, const StudyOverrides* ov) {
                          std::to_string(m.vision->tokens_per_sample) +
                          " image tokens per sample of model " + m.name);
   }
+  if (!(t.offload >= 0 && t.offload <= 1)) {
+    throw InputError(origin.where(o.offload.has_value(), "--offload"), "training.offload",
+                     "must be a fraction between 0 (off) and 1 (every microbatch), got " +
+                         std::to_string(t.offload));
+  }
   int virtual_stages = p.pp * p.vpp;
   if (m.layers < p.pp * p.vpp) {
     throw InputError(origin.where(o.pp.has_value() || o.vpp.has_value(), "--pp"), "parallel.pp",
@@ -253,7 +258,24 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
   t.optimizer_bytes_per_param = tr.nonnegative_number_or("optimizer_bytes_per_param", 12);
   t.distributed_optimizer = tr.boolean_or("distributed_optimizer", false);
   t.recompute = static_cast<Recompute>(tr.choice_or("recompute", recompute_names(), 0));
+  t.offload = tr.nonnegative_number_or("offload", 0);
   tr.finish();
+
+  // Layer layout (multimodal placement, balancing, explicit split): optional.
+  if (auto lay = s.map_if_present("layout")) {
+    static const std::vector<std::string> placements = {"separate", "first-stage"};
+    static const std::vector<std::string> balances = {"uniform", "cost"};
+    study.layout.vision_placement =
+        static_cast<VisionPlacement>(lay->choice_or("vision_placement", placements, 0));
+    study.layout.balance = static_cast<StageBalance>(lay->choice_or("balance", balances, 0));
+    for (const std::string& item : lay->string_list_or("layers_per_stage", {})) {
+      const bool digits = !item.empty() && item.size() <= 6 &&
+                          item.find_first_not_of("0123456789") == std::string::npos;
+      if (!digits) lay->fail("layers_per_stage", "'" + item + "' is not a layer count (0 or more)");
+      study.layout.layers_per_stage.push_back(std::stoi(item));
+    }
+    lay->finish();
+  }
 
   study.schedules = s.string_list_or("schedules", {});
   s.finish();
@@ -268,6 +290,10 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
   if (o.microbatches) t.microbatches = *o.microbatches;
   if (o.recompute) t.recompute = *o.recompute;
   if (o.nodes) study.cluster.nodes = *o.nodes;
+  if (o.vision_placement) study.layout.vision_placement = *o.vision_placement;
+  if (o.balance) study.layout.balance = *o.balance;
+  if (o.layers_per_stage) study.layout.layers_per_stage = *o.layers_per_stage;
+  if (o.offload) t.offload = *o.offload;
 
   validate(study, &o);
   return study;

@@ -6,48 +6,12 @@
 
 #include "braid/cost_model.hpp"
 #include "braid/error.hpp"
+#include "layout.hpp"
 #include "shapes.hpp"
 
 namespace braid {
 
 namespace {
-
-// Layers per virtual stage: the explicit split, or uniform with the remainder on earlier stages.
-std::vector<int> layers_per_stage(const Study& study, int virtual_stages, const LayerSplit& split) {
-  const int layers = study.model.layers;
-  if (virtual_stages <= 0) {
-    throw InputError(study.file, "virtual_stages",
-                     "must be 1 or more, got " + std::to_string(virtual_stages));
-  }
-  if (!split.layers_per_stage.empty()) {
-    if (static_cast<int>(split.layers_per_stage.size()) != virtual_stages) {
-      throw InputError(study.file, "layer_split",
-                       "has " + std::to_string(split.layers_per_stage.size()) +
-                           " entries; one per virtual stage (" + std::to_string(virtual_stages) +
-                           ") is required");
-    }
-    int sum = 0;
-    for (int n : split.layers_per_stage) {
-      if (n <= 0) throw InputError(study.file, "layer_split", "every stage needs 1 or more layers");
-      sum += n;
-    }
-    if (sum != layers) {
-      throw InputError(study.file, "layer_split",
-                       "sums to " + std::to_string(sum) + " layers; model " + study.model.name +
-                           " has " + std::to_string(layers));
-    }
-    return split.layers_per_stage;
-  }
-  if (layers < virtual_stages) {
-    throw InputError(study.file, "parallel.pp",
-                     "model " + study.model.name + " has " + std::to_string(layers) +
-                         " layers, fewer than the " + std::to_string(virtual_stages) +
-                         " virtual stages; each virtual stage needs at least one layer");
-  }
-  std::vector<int> out(virtual_stages, layers / virtual_stages);
-  for (int v = 0; v < layers % virtual_stages; ++v) ++out[v];
-  return out;
-}
 
 double sum_alloc(const UnitCost& u, Phase p) { return u[p].alloc_bytes; }
 
@@ -67,7 +31,6 @@ CostModel build_cost_model(const Study& study, const Profile& profile, int virtu
   const ModelConfig& m = study.model;
   const ParallelConfig& par = study.parallel;
   const TrainingConfig& tr = study.training;
-  const std::vector<int> split_layers = layers_per_stage(study, virtual_stages, split);
 
   detail::Roofline roof{&profile};  // answers from profile.measured where it has tables
   detail::TpSetup tp;
@@ -102,52 +65,101 @@ CostModel build_cost_model(const Study& study, const Profile& profile, int virtu
   cm.hbm_bytes = profile.hbm_bytes;
   cm.fixed_overhead_bytes = profile.fixed_overhead_bytes;
   cm.contention = profile.contention;
+  cm.copy_contention = profile.copy_contention;
   cm.recompute = tr.recompute;
 
-  // The layer costs are identical for every layer of the LM: compute once, relabel per layer.
+  // The layer costs are identical for every layer of the LM (and of the ViT): compute once,
+  // relabel per layer.
   const LayerCost lm_layer = detail::layer_cost(lm, tp, roof, 0, false);
+  const UnitCost embedding = detail::embedding_cost(tokens, m.hidden, tp, roof);
+  const UnitCost head = detail::head_cost(tokens, m.hidden, vocab_per_gpu, tp, roof);
+  detail::LayoutCosts lc;
+  lc.lm_layers = m.layers;
+  lc.first_stage = study.layout.vision_placement == VisionPlacement::FirstStage;
+  auto layer_s = [](const LayerCost& l) {
+    double t = 0;
+    for (const UnitCost& u : l) t += detail::unit_time_s(u);
+    return t;
+  };
+  lc.lm_layer_s = layer_s(lm_layer);
+  lc.embedding_s = detail::unit_time_s(embedding);
+  lc.head_s = detail::unit_time_s(head);
+  LayerCost vision_layer, folded_vision_layer;
+  UnitCost patch, merger;
+  double vision_layer_params = 0, patch_params = 0, merger_params = 0, vision_output_bytes = 0;
+  if (m.vision) {
+    const VisionConfig& vis = *m.vision;
+    const detail::LayerShape vs = detail::vision_layer_shape(vis, samples);
+    vision_layer = detail::layer_cost(vs, tp, roof, 0, true);
+    // Folded into stage 0's prologue, the ViT's units have no per-layer rerun: full
+    // recomputation applies to chunk layers only (the LM's, and a separate ViT's).
+    detail::TpSetup folded_tp = tp;
+    folded_tp.recompute_full = false;
+    folded_vision_layer = detail::layer_cost(vs, folded_tp, roof, 0, true);
+    patch = detail::vision_patch_cost(vs.tokens, detail::vision_patch_inputs(vis), vis.hidden, tp,
+                                      roof);
+    merger = detail::vision_merger_cost(vs.tokens,
+                                        static_cast<double>(vis.spatial_merge) * vis.spatial_merge,
+                                        vis.hidden, m.hidden, tp, roof);
+    lc.vision_layers = vis.depth;
+    lc.vision_layer_s = layer_s(lc.first_stage ? folded_vision_layer : vision_layer);
+    lc.patch_s = detail::unit_time_s(patch);
+    lc.merger_s = detail::unit_time_s(merger);
+    vision_layer_params = detail::layer_params_per_gpu(detail::vision_layer_shape(vis, 1), par.tp);
+    patch_params = detail::vision_patch_inputs(vis) * vis.hidden;
+    merger_params = detail::vision_params_per_gpu(vis, m.hidden, par.tp) - patch_params -
+                    vis.depth * vision_layer_params;
+    // Between ViT stages: the patches' hidden states (sharded under SP like the LM's).
+    vision_output_bytes = vs.tokens * vis.hidden * tr.dtype_bytes / (par.sequence_parallel ? t : 1);
+  }
+  const int D = lc.vision_layers;
+  const std::vector<int> split_layers = detail::split_layers(study, virtual_stages, split, lc);
+  const bool folded = D > 0 && lc.first_stage;
+  const double lm_output_bytes =
+      tokens * m.hidden * tr.dtype_bytes / (par.sequence_parallel ? t : 1);
 
-  int next_layer = 0;
+  int next = 0;  // index in the combined sequence: ViT layers 0..D-1, then LM layers
   for (int v = 0; v < virtual_stages; ++v) {
     ChunkCost chunk;
     chunk.virtual_stage = v;
-    if (v == 0) {
-      if (m.vision) {
-        const VisionConfig& vis = *m.vision;
-        const detail::LayerShape vs = detail::vision_layer_shape(vis, samples);
-        chunk.prologue.push_back(detail::vision_patch_cost(
-            vs.tokens, detail::vision_patch_inputs(vis), vis.hidden, tp, roof));
-        // Full recomputation applies to the LM's layers (the ViT units are flattened into the
-        // prologue, which has no per-layer rerun).
-        detail::TpSetup vision_tp = tp;
-        vision_tp.recompute_full = false;
-        const LayerCost vision_layer = detail::layer_cost(vs, vision_tp, roof, 0, true);
-        for (int l = 0; l < vis.depth; ++l) {
-          for (UnitCost u : vision_layer) {
-            u.layer = l;
-            chunk.prologue.push_back(u);
-          }
+    const int first = next, last = next + split_layers[v];  // [first, last)
+    if (folded && v == 0) {
+      // The ViT folded into the first LM stage: patch embedding, its layers and the merger run
+      // before the embedding, unbraided (prologue units).
+      chunk.prologue.push_back(patch);
+      for (int l = 0; l < D; ++l) {
+        for (UnitCost u : folded_vision_layer) {
+          u.layer = l;
+          chunk.prologue.push_back(u);
         }
-        chunk.prologue.push_back(detail::vision_merger_cost(
-            vs.tokens, static_cast<double>(vis.spatial_merge) * vis.spatial_merge, vis.hidden,
-            m.hidden, tp, roof));
-        chunk.params += detail::vision_params_per_gpu(vis, m.hidden, par.tp);
       }
-      chunk.prologue.push_back(detail::embedding_cost(tokens, m.hidden, tp, roof));
+      chunk.prologue.push_back(merger);
+      chunk.params += patch_params + D * vision_layer_params + merger_params;
+      next = D;
+    } else if (D > 0 && first == 0) {
+      chunk.prologue.push_back(patch);
+      chunk.params += patch_params;
+    }
+    const bool embeds = (D == 0 || folded) ? v == 0 : (first <= D && D < last);
+    if (embeds) {
+      chunk.prologue.push_back(embedding);
       chunk.params += vocab_per_gpu * m.hidden;
       if (m.position == PositionEmbedding::Learned) {
         chunk.params += static_cast<double>(m.max_positions) * m.hidden;
       }
     }
-    for (int l = 0; l < split_layers[v]; ++l) {
-      LayerCost layer = lm_layer;
-      for (auto& u : layer) u.layer = next_layer;
-      ++next_layer;
+    for (; next < last; ++next) {
+      LayerCost layer = next < D ? vision_layer : lm_layer;
+      for (auto& u : layer) u.layer = next < D ? next : next - D;
       chunk.layers.push_back(layer);
+      chunk.params += next < D ? vision_layer_params : layer_params;
     }
-    chunk.params += layer_params * split_layers[v];
+    if (D > 0 && !folded && first < D && D <= last) {
+      chunk.epilogue.push_back(merger);
+      chunk.params += merger_params;
+    }
     if (v == virtual_stages - 1) {
-      chunk.epilogue.push_back(detail::head_cost(tokens, m.hidden, vocab_per_gpu, tp, roof));
+      chunk.epilogue.push_back(head);
       // Final norm + LM head; with tied embeddings the last stage still holds a copy of the
       // embedding (Megatron keeps it there and all-reduces its gradient with the first stage).
       chunk.params += lm.norm_params * m.hidden + vocab_per_gpu * m.hidden;
@@ -156,7 +168,15 @@ CostModel build_cost_model(const Study& study, const Profile& profile, int virtu
                                          tr.optimizer_bytes_per_param / optimizer_share);
     for_each_unit(chunk,
                   [&](const UnitCost& u) { chunk.activation_bytes += sum_alloc(u, Phase::F); });
-    chunk.output_bytes = tokens * m.hidden * tr.dtype_bytes / (par.sequence_parallel ? t : 1);
+    // A separate ViT stage sends the patches' hidden states, or after the merger the image
+    // tokens at the LM width (the text tokens join at the embedding on the next stage).
+    if (D > 0 && !folded && last < D) {
+      chunk.output_bytes = vision_output_bytes;
+    } else if (D > 0 && !folded && last == D) {
+      chunk.output_bytes = samples * m.vision->tokens_per_sample * m.hidden * tr.dtype_bytes;
+    } else {
+      chunk.output_bytes = lm_output_bytes;
+    }
     cm.chunks.push_back(std::move(chunk));
   }
 

@@ -54,6 +54,7 @@ class Lowerer {
     dag_.microbatches = schedule.microbatches;
     dag_.placement = schedule.placement;
     dag_.contention = cost.uniform ? Contention{1.0, 1.0} : cost.contention;
+    dag_.copy_contention = cost.uniform ? CopyContention{} : cost.copy_contention;
     dag_.p2p_blocking =
         options.p2p == P2pMode::Blocking || (options.p2p == P2pMode::Auto && !cost.uniform);
     stages_ = schedule.virtual_stages();

@@ -55,6 +55,7 @@ std::optional<Prepared> prepare(const Study& base, const Configuration& c,
   p.schedule.pp = c.pp;
   p.schedule.vpp = c.vpp;
   p.schedule.microbatches = c.microbatches;
+  p.schedule.offload = p.study.training.offload;  // the study's --offload (0 = off)
   try {
     const int minimum = min_microbatches(c.schedule, p.schedule);
     if (c.microbatches < minimum) {

@@ -139,6 +139,12 @@ Profile load_profile(const fs::path& name_or_file) {
   YamlMap host = p.map("host");
   profile.host_d2h_Bps = host.positive_number("d2h_gbps") * kGB;
   profile.host_h2d_Bps = host.positive_number("h2d_gbps") * kGB;
+  profile.copy_contention.d2h_slowdown = host.positive_number_or("bidir_d2h_slowdown", 1.0);
+  profile.copy_contention.h2d_slowdown = host.positive_number_or("bidir_h2d_slowdown", 1.0);
+  if (profile.copy_contention.d2h_slowdown < 1)
+    host.fail("bidir_d2h_slowdown", "must be 1 or more (1 = no slowdown)");
+  if (profile.copy_contention.h2d_slowdown < 1)
+    host.fail("bidir_h2d_slowdown", "must be 1 or more (1 = no slowdown)");
   host.finish();
 
   YamlMap contention = p.map("contention");

@@ -74,6 +74,13 @@ void check_min_microbatches(std::string_view name, const ScheduleOptions& option
 // schedule stays valid (used to build small-m variants from a larger valid order).
 void prune_microbatches(Schedule& schedule, int m);
 
+// Activation offloading post-pass (offload.cpp): OFFLOAD of chunk-0 microbatches
+// 0 .. round(fraction * m) - 1 right after their forward, RELOAD one instruction before their
+// backward; the compute instructions and their order are unchanged.
+void insert_offload(Schedule& schedule, double fraction);
+// Throws InputError(option, value, ...) unless 0 <= x <= 1.
+void check_fraction(const char* option, double x);
+
 // Generators, one per file.
 Schedule make_gpipe(const ScheduleOptions& options);
 Schedule make_1f1b(const ScheduleOptions& options);

@@ -72,8 +72,15 @@ int min_microbatches(std::string_view name, const ScheduleOptions& options) {
 Schedule make_schedule(std::string_view name, const ScheduleOptions& options) {
   const Entry& entry = find(name);
   detail::check_pp(options);
+  detail::check_fraction("--offload", options.offload);
   Schedule s = entry.make(options);
   s.name = entry.name;
+  // --offload: the shared post-pass on any schedule but stp-offload (which offloads by its own
+  // --offload-fraction).
+  if (options.offload > 0 && name != "stp-offload") {
+    detail::insert_offload(s, options.offload);
+    s.name += "+offload";
+  }
   return s;
 }
 

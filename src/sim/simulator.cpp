@@ -40,10 +40,10 @@ struct HotOp {
   double alloc_bytes;
   double free_bytes;
   std::int32_t rank;
-  std::uint8_t role;  // 0 compute, 1..3 comm slot (tp, p2p next, p2p prev) + 1, 4 copy
+  std::uint8_t role;  // 0 compute, 1..3 comm slot (tp, p2p next, p2p prev) + 1, 4 D2H, 5 H2D
   std::uint8_t pad[3];
 };
-constexpr std::uint8_t kCompute = 0, kCopy = 4;
+constexpr std::uint8_t kCompute = 0, kCopy = 4, kD2H = 4, kH2D = 5;
 
 class Engine {
  public:
@@ -53,7 +53,10 @@ class Engine {
     ranks_ = dag.pp;
     compute_slowdown_ = dag.contention.compute_slowdown;
     comm_slowdown_ = dag.contention.comm_slowdown;
-    contention_ = options.contention && (compute_slowdown_ != 1.0 || comm_slowdown_ != 1.0);
+    // Copy contention: a D2H and an H2D copy running together on a rank slow each other (the
+    // host link's bidirectional factors); copies do not slow compute or TP/P2P traffic.
+    copy_slowdown_[0] = dag.copy_contention.d2h_slowdown;
+    copy_slowdown_[1] = dag.copy_contention.h2d_slowdown;
     out_.start_s.assign(n, 0.0);
     out_.end_s.assign(n, 0.0);
     out_.ranks = ranks_;
@@ -73,8 +76,16 @@ class Engine {
       h.rank = op.rank;
       h.role = op.stream == StreamKind::Compute ? kCompute
                : is_comm(op.stream)             ? static_cast<std::uint8_t>(op.stream)
-                                                : kCopy;
+               : op.stream == StreamKind::D2H   ? kD2H
+                                                : kH2D;
     }
+    // The fluid model runs only when something can slow something: compute against
+    // communication, or copies (when the DAG has any) against each other.
+    const bool copies =
+        std::any_of(hot_.begin(), hot_.end(), [](const HotOp& h) { return h.role >= kCopy; });
+    contention_ =
+        options.contention && (compute_slowdown_ != 1.0 || comm_slowdown_ != 1.0 ||
+                               (copies && (copy_slowdown_[0] != 1.0 || copy_slowdown_[1] != 1.0)));
     if (contention_) {
       remaining_.assign(n, 0.0);
       slowdown_.assign(n, 1.0);
@@ -83,6 +94,7 @@ class Engine {
       running_compute_.assign(ranks_, -1);
       running_comm_.assign(static_cast<std::size_t>(ranks_) * 3, -1);
       comm_count_.assign(ranks_, 0);
+      running_copy_.assign(static_cast<std::size_t>(ranks_) * 2, -1);
     }
     memory_.assign(ranks_, 0.0);
     last_sample_.assign(ranks_, -1);
@@ -167,13 +179,21 @@ class Engine {
         slowdown = compute_slowdown_;
         retime_comm(r, comm_slowdown_);
       }
-    } else if (op.role != kCopy) {
+    } else if (op.role < kCopy) {
       running_comm_[static_cast<std::size_t>(r) * 3 + op.role - 1] = i;
       if (running_compute_[r] >= 0) {
         slowdown = comm_slowdown_;
         if (comm_count_[r] == 0) retime(running_compute_[r], compute_slowdown_);
       }
       ++comm_count_[r];
+    } else {
+      const int dir = op.role - kCopy, other = 1 - dir;
+      running_copy_[static_cast<std::size_t>(r) * 2 + dir] = i;
+      const int peer = running_copy_[static_cast<std::size_t>(r) * 2 + other];
+      if (peer >= 0) {
+        slowdown = copy_slowdown_[dir];
+        retime(peer, copy_slowdown_[other]);
+      }
     }
     remaining_[i] = op.duration_s;
     since_[i] = now_;
@@ -194,9 +214,14 @@ class Engine {
       if (op.role == kCompute) {
         running_compute_[r] = -1;
         if (comm_count_[r] > 0) retime_comm(r, 1.0);
-      } else if (op.role != kCopy) {
+      } else if (op.role < kCopy) {
         running_comm_[static_cast<std::size_t>(r) * 3 + op.role - 1] = -1;
         if (--comm_count_[r] == 0 && running_compute_[r] >= 0) retime(running_compute_[r], 1.0);
+      } else {
+        const int dir = op.role - kCopy;
+        running_copy_[static_cast<std::size_t>(r) * 2 + dir] = -1;
+        const int peer = running_copy_[static_cast<std::size_t>(r) * 2 + (1 - dir)];
+        if (peer >= 0) retime(peer, 1.0);
       }
     }
     const std::int32_t* succ = dag_.succs.data();
@@ -242,6 +267,7 @@ class Engine {
   bool record_ = false;
   bool contention_ = false;
   double compute_slowdown_ = 1.0, comm_slowdown_ = 1.0;
+  double copy_slowdown_[2] = {1.0, 1.0};  // D2H, H2D while the other direction runs
   int ranks_ = 0;
   int finished_ = 0;
   double now_ = 0;
@@ -250,6 +276,7 @@ class Engine {
   std::vector<double> remaining_, slowdown_, since_;
   std::vector<std::uint32_t> version_;
   std::vector<std::int32_t> running_compute_, running_comm_, comm_count_;
+  std::vector<std::int32_t> running_copy_;  // per rank: D2H, H2D op running (-1 none)
   std::vector<double> memory_;
   std::vector<int> last_sample_;
   std::vector<Event> heap_;

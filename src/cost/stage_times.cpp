@@ -1,0 +1,66 @@
+// stage_times / stage_times_table (cost_model.hpp): per virtual stage, the forward + backward
+// work of one microbatch, so the imbalance between stages (a light ViT stage, a heavy LM-head
+// stage) is visible next to the simulated iteration.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "braid/cost_model.hpp"
+#include "layout.hpp"
+
+namespace braid {
+
+std::vector<StageTime> stage_times(const CostModel& cost) {
+  std::vector<StageTime> out;
+  out.reserve(cost.chunks.size());
+  for (const ChunkCost& c : cost.chunks) {
+    StageTime st;
+    st.virtual_stage = c.virtual_stage;
+    auto add = [&st](const UnitCost& u) {
+      for (const PhaseCost& p : u.phase) {
+        st.compute_s += p.time_s;
+        st.collective_s += p.collective.time_s;
+      }
+    };
+    for (const UnitCost& u : c.prologue) {
+      add(u);
+      if (u.vision && u.layer >= 0 && u.kind == UnitKind::PreAttn) ++st.vision_layers;
+    }
+    for (const LayerCost& l : c.layers) {
+      for (const UnitCost& u : l) add(u);
+      ++(l[0].vision ? st.vision_layers : st.layers);
+    }
+    for (const UnitCost& u : c.epilogue) add(u);
+    out.push_back(st);
+  }
+  return out;
+}
+
+std::string stage_times_table(const std::vector<StageTime>& stages) {
+  double slowest = 0, sum = 0;
+  for (const StageTime& s : stages) {
+    slowest = std::max(slowest, s.total_s());
+    sum += s.total_s();
+  }
+  const double mean = stages.empty() ? 0 : sum / stages.size();
+  std::string out =
+      "virtual stages (forward + backward of one microbatch, compute and TP collectives alone):\n";
+  char line[160];
+  std::snprintf(line, sizeof line, "%5s %10s %10s %12s %12s %10s %12s\n", "stage", "vit_layers",
+                "lm_layers", "compute_ms", "tp_comm_ms", "total_ms", "of_slowest");
+  out += line;
+  for (const StageTime& s : stages) {
+    std::snprintf(line, sizeof line, "%5d %10d %10d %12.3f %12.3f %10.3f %11.1f%%\n",
+                  s.virtual_stage, s.vision_layers, s.layers, s.compute_s * 1e3,
+                  s.collective_s * 1e3, s.total_s() * 1e3,
+                  slowest > 0 ? 100.0 * s.total_s() / slowest : 0.0);
+    out += line;
+  }
+  std::snprintf(line, sizeof line, "slowest %.3f ms, mean %.3f ms: imbalance %.3f (slowest/mean)\n",
+                slowest * 1e3, mean * 1e3, mean > 0 ? slowest / mean : 0.0);
+  out += line;
+  return out;
+}
+
+}  // namespace braid
