@@ -122,7 +122,7 @@ TEST_CASE("bad input to braid info: exit code 2 and one line on stderr", "[cli][
     const char* message;
   };
   for (Case c : {Case{"info --tp 3", "--tp: parallel.tp: tp 3 does not divide the heads"},
-                 Case{"info --model qwen9", "unknown model 'qwen9'; known: qwen2-12.1b"},
+                 Case{"info --model qwen9", "unknown model 'qwen9'; known: gpt3-175b"},
                  Case{"info --cluster nope", "unknown cluster 'nope'"},
                  Case{"info --profile nope", "unknown profile 'nope'"},
                  Case{"info --study nope", "unknown study 'nope'"},
@@ -130,7 +130,7 @@ TEST_CASE("bad input to braid info: exit code 2 and one line on stderr", "[cli][
                  Case{"info --pp 3", "does not divide the 16 GPUs"},
                  Case{"info --pp 8 --tp 1", "fewer than the 16 virtual stages"},
                  Case{"info --sp maybe", "--sp"}, Case{"info --tp x", "--tp"},
-                 Case{"info --recompute full", "training.recompute: full recomputation"}}) {
+                 Case{"info --recompute most", "--recompute"}}) {
     Run r = braid(c.args);
     INFO(c.args << " -> " << r.err);
     CHECK(r.exit_code == 2);

@@ -312,7 +312,7 @@ TEST_CASE("uneven and explicit layer splits; impossible splits are errors", "[co
   CHECK_THROWS_AS(build_cost_model(s, p, 4, LayerSplit{{2, 3, 3, 4}}), InputError);
 }
 
-TEST_CASE("selective recomputation reruns the attention forward; full is rejected for now",
+TEST_CASE("selective recomputation reruns the attention forward (full: tests/megatron_test.cpp)",
           "[cost][recompute]") {
   Profile p = load_profile("a800");
   Study plain = load_study(resolve_config("studies", "default"));
@@ -329,15 +329,6 @@ TEST_CASE("selective recomputation reruns the attention forward; full is rejecte
   CHECK(b.chunks[1].activation_bytes == a.chunks[1].activation_bytes);  // FlashAttention: no s^2
   CHECK(b.model_flops == a.model_flops);
   CHECK(b.hardware_flops > a.hardware_flops);
-
-  o.recompute = Recompute::Full;
-  Study full = load_study(resolve_config("studies", "default"), o);
-  try {
-    build_cost_model(full, p, 4);
-    FAIL("expected InputError");
-  } catch (const InputError& e) {
-    CHECK(e.field == "training.recompute");
-  }
 }
 
 TEST_CASE("a vision-language model puts the ViT before the embedding on stage 0",

@@ -225,7 +225,7 @@ TEST_CASE("bad sizes and names are one clear InputError", "[schedule][errors]") 
   CHECK_THROWS_WITH(make("1f1b-i", 4, 10),
                     Catch::Contains("needs m mod N to be 0 or at least p = 4"));
   CHECK_THROWS_WITH(make("1f1b-i", 4, 3), Catch::Contains("needs at least 4 microbatches"));
-  CHECK_THROWS_WITH(make("1f1b-i", 4, 8, 1), Catch::Contains("--vpp: 1"));
+  CHECK_THROWS_WITH(make("1f1b-i", 4, 8, 0), Catch::Contains("--vpp: 0"));  // vpp 1: 1f1b
   ScheduleOptions o;
   o.pp = 4;
   o.microbatches = 10;

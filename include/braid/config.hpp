@@ -43,6 +43,12 @@ struct ModelConfig {
   MlpActivation activation = MlpActivation::SwiGLU;
   PositionEmbedding position = PositionEmbedding::Rotary;
   int max_positions = 0;  // learned position embeddings only
+  // Megatron GPT (Korthikanti et al.): dropout after attention softmax and after both residual
+  // branches, saved as 1-byte masks. Qwen2 trains without dropout.
+  bool dropout = false;
+  // Fused FlashAttention (no s x s score matrix is stored) or Megatron's unfused core attention
+  // (QK^T and P.V as batched GEMMs; softmax output, and with dropout its mask and output, saved).
+  bool flash_attention = true;
   std::optional<VisionConfig> vision;
 };
 
@@ -87,6 +93,8 @@ struct Study {
   std::string name;
   std::string file;
   ModelConfig model;
+  // The cluster, with `nodes` from the study's optional `nodes:` key (a study using part of a
+  // cluster), else the cluster file's, overridden by --nodes.
   ClusterConfig cluster;
   ParallelConfig parallel;
   TrainingConfig training;

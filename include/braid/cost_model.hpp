@@ -60,6 +60,10 @@ struct UnitCost {
   int layer = -1;       // global layer index (vision layers are numbered separately); -1 if none
   bool vision = false;  // a ViT layer unit
   std::array<PhaseCost, 3> phase;  // indexed by Phase
+  // Full recomputation (training.recompute: full): this unit's forward run again before its
+  // layer's backward — time, collective and the activations it saves again (B and W then free
+  // them). flops = 0 (not model FLOPs); hw_flops = the forward's. All zero otherwise.
+  PhaseCost recompute;
   const PhaseCost& operator[](Phase p) const { return phase[static_cast<int>(p)]; }
   PhaseCost& operator[](Phase p) { return phase[static_cast<int>(p)]; }
 };
@@ -92,6 +96,7 @@ struct CostModel {
   double tokens_per_iteration = 0;
   double samples_per_iteration = 0;
   bool uniform = false;           // built by uniform_cost_model (theory mode)
+  Recompute recompute = Recompute::None;  // Full: layer units carry a `recompute` forward
 
   // P2P transfer time of `bytes` between pipeline ranks (they may sit on different nodes).
   double p2p_time_s(int from_rank, int to_rank, double bytes) const;

@@ -57,6 +57,9 @@ struct DagOp {
   OpCode instruction_op = OpCode::F;                 // the instruction it was lowered from
   BlockSide side = BlockSide::Plain;
   bool vision = false;  // a ViT layer unit
+  // Full recomputation: a unit's forward run again (phase F) inside the backward pass, right
+  // before its layer's B units ("R0.3 Attn L12").
+  bool recompute = false;
 };
 
 // Options of the lowering.

@@ -52,6 +52,7 @@ struct Report {
   double pp_bubble_rate = 0;      // sum_r pp_idle / (p * iteration_time)
   double offload_stall_rate = 0;  // sum_r offload_stall / (p * iteration_time)
   double mfu = 0;                 // model_flops / (iteration_time * gpus * peak_flops)
+  double hfu = 0;                 // hardware_flops (recomputation included) / the same
   double tokens_per_s = 0;
   double samples_per_s = 0;
   double tflops_per_gpu = 0;  // model TFLOP/s per GPU

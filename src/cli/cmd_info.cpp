@@ -91,6 +91,9 @@ void print_json(const Study& s, const Profile& prof, const CostModel& cm,
   j["params_vision"] = pc.vision;
   j["model_flops_per_iteration"] = cm.model_flops;
   j["hardware_flops_per_iteration"] = cm.hardware_flops;
+  j["recompute"] = s.training.recompute == Recompute::Full        ? "full"
+                   : s.training.recompute == Recompute::Selective ? "selective"
+                                                                  : "none";
   j["tokens_per_iteration"] = cm.tokens_per_iteration;
   j["samples_per_iteration"] = cm.samples_per_iteration;
   j["model_flops_per_token"] = cm.model_flops / cm.tokens_per_iteration;
@@ -128,6 +131,10 @@ void print_json(const Study& s, const Profile& prof, const CostModel& cm,
     uj["vision"] = row.unit->vision;
     nlohmann::ordered_json phases;
     for (Phase p : {Phase::F, Phase::B, Phase::W}) phases[name(p)] = phase_json((*row.unit)[p]);
+    // Full recomputation: the forward rerun before the layer's backward.
+    if (cm.recompute == Recompute::Full && row.unit->layer >= 0) {
+      phases["recompute"] = phase_json(row.unit->recompute);
+    }
     uj["phases"] = phases;
     units.push_back(uj);
   }
@@ -163,6 +170,9 @@ void print_table(const Study& s, const Profile& prof, const CostModel& cm,
       "model FLOPs per iteration: %.4e (%.3f GFLOP per token; forward + backward, causal "
       "attention halved, no recompute)\n",
       cm.model_flops, cm.model_flops / cm.tokens_per_iteration / 1e9);
+  std::printf(
+      "hardware FLOPs per iteration: %.4e (what the GPUs execute, recomputation included)\n",
+      cm.hardware_flops);
   std::printf("\nchunks (per GPU of the TP group):\n");
   std::printf("%5s %7s %-40s %12s %10s %10s %12s\n", "stage", "layers", "non-layer units",
               "params_M", "static_gib", "M_a_gib", "output_mib");
@@ -187,15 +197,18 @@ void print_table(const Study& s, const Profile& prof, const CostModel& cm,
               "time_ms", "gflop", "collective", "coll_mib", "coll_ms", "alloc_mib", "free_mib",
               "source");
   for (const auto& row : distinct_units(cm)) {
-    for (Phase ph : {Phase::F, Phase::B, Phase::W}) {
-      const PhaseCost& c = (*row.unit)[ph];
+    const bool rerun = cm.recompute == Recompute::Full && row.unit->layer >= 0;
+    for (int k = 0; k < (rerun ? 4 : 3); ++k) {
+      // Phases F, B, W, then R: full recomputation's forward rerun before the layer's backward.
+      const Phase ph = static_cast<Phase>(k < 3 ? k : 0);
+      const PhaseCost& c = k < 3 ? (*row.unit)[ph] : row.unit->recompute;
       std::string coll = name(c.collective.kind);
       if (c.collective.kind != CollectiveKind::None) {
         coll += c.collective.position == CollectivePosition::Before ? "<" : ">";
       }
       std::printf("%-13s %-19s %-5s %9.4f %9.2f %-14s %10.2f %9.4f %9.2f %9.2f %-12s\n",
-                  name(row.unit->kind), row.where.c_str(), name(ph), c.time_s * 1e3, c.flops / 1e9,
-                  coll.c_str(), c.collective.bytes / kMiB, c.collective.time_s * 1e3,
+                  name(row.unit->kind), row.where.c_str(), k < 3 ? name(ph) : "R", c.time_s * 1e3,
+                  c.flops / 1e9, coll.c_str(), c.collective.bytes / kMiB, c.collective.time_s * 1e3,
                   c.alloc_bytes / kMiB, c.free_bytes / kMiB, source_name(c.source));
     }
   }

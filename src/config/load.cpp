@@ -50,6 +50,8 @@ ModelConfig read_model(YamlMap& m, const fs::path& file) {
   model.position = m.choice_or("position", {"rotary", "learned"}, 0) == 0
                        ? PositionEmbedding::Rotary
                        : PositionEmbedding::Learned;
+  model.dropout = m.boolean_or("dropout", false);
+  model.flash_attention = m.boolean_or("flash_attention", true);
   // Required for learned position embeddings, optional (and unused) for rotary ones.
   if (model.position == PositionEmbedding::Learned || m.has("max_positions")) {
     model.max_positions = m.positive_int("max_positions");
@@ -228,6 +230,8 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
                 : detail::resolve_named("clusters", cluster_name, study.file, "cluster");
   study.model = load_model(model_file);
   study.cluster = load_cluster(cluster_file);
+  // A study may use part of a cluster (or more nodes of the same kind).
+  if (s.has("nodes")) study.cluster.nodes = s.positive_int("nodes");
 
   YamlMap par = s.map("parallel");
   study.parallel.tp = par.positive_int("tp");

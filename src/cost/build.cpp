@@ -67,11 +67,6 @@ CostModel build_cost_model(const Study& study, const Profile& profile, int virtu
   const ModelConfig& m = study.model;
   const ParallelConfig& par = study.parallel;
   const TrainingConfig& tr = study.training;
-  if (tr.recompute == Recompute::Full) {
-    throw InputError(study.file, "training.recompute",
-                     "full recomputation is not modelled yet (its backward reruns the forward "
-                     "with its collectives); allowed: none, selective");
-  }
   const std::vector<int> split_layers = layers_per_stage(study, virtual_stages, split);
 
   detail::Roofline roof{&profile};
@@ -81,6 +76,7 @@ CostModel build_cost_model(const Study& study, const Profile& profile, int virtu
   tp.dtype_bytes = tr.dtype_bytes;
   tp.source = profile.source;
   tp.recompute_attention = tr.recompute == Recompute::Selective;
+  tp.recompute_full = tr.recompute == Recompute::Full;
   const bool tp_spans_nodes = par.tp > study.cluster.gpus_per_node;
   tp.link =
       &profile.link(tp_spans_nodes ? study.cluster.inter_node.name : study.cluster.intra_node.name);
@@ -104,6 +100,7 @@ CostModel build_cost_model(const Study& study, const Profile& profile, int virtu
   cm.hbm_bytes = profile.hbm_bytes;
   cm.fixed_overhead_bytes = profile.fixed_overhead_bytes;
   cm.contention = profile.contention;
+  cm.recompute = tr.recompute;
 
   // The layer costs are identical for every layer of the LM: compute once, relabel per layer.
   const LayerCost lm_layer = detail::layer_cost(lm, tp, roof, 0, false);
@@ -118,7 +115,11 @@ CostModel build_cost_model(const Study& study, const Profile& profile, int virtu
         const detail::LayerShape vs = detail::vision_layer_shape(vis, samples);
         chunk.prologue.push_back(detail::vision_patch_cost(
             vs.tokens, detail::vision_patch_inputs(vis), vis.hidden, tp, roof));
-        const LayerCost vision_layer = detail::layer_cost(vs, tp, roof, 0, true);
+        // Full recomputation applies to the LM's layers (the ViT units are flattened into the
+        // prologue, which has no per-layer rerun).
+        detail::TpSetup vision_tp = tp;
+        vision_tp.recompute_full = false;
+        const LayerCost vision_layer = detail::layer_cost(vs, vision_tp, roof, 0, true);
         for (int l = 0; l < vis.depth; ++l) {
           for (UnitCost u : vision_layer) {
             u.layer = l;
@@ -165,6 +166,7 @@ CostModel build_cost_model(const Study& study, const Profile& profile, int virtu
         flops_per_microbatch += p.flops;
         hw_flops_per_microbatch += p.hw_flops;
       }
+      hw_flops_per_microbatch += u.recompute.hw_flops;  // full recomputation's forward rerun
     });
   }
   const double microbatches_per_iteration = static_cast<double>(tr.microbatches) * par.dp;

@@ -24,6 +24,8 @@ LayerShape lm_layer_shape(const ModelConfig& m, double samples, double seq) {
   s.proj_bias = !s.gated;
   s.mlp_bias = !s.gated;
   if (!s.gated) s.qkv_bias = true;
+  s.flash = m.flash_attention;
+  s.dropout = m.dropout;
   return s;
 }
 

@@ -1,10 +1,12 @@
 // Unit costs (units.hpp). Notation, per microbatch on one GPU of the TP group: T tokens, t TP size,
 // Ts = T/t with sequence parallelism else T (tokens of the hidden-size tensors a GPU holds), e
 // bytes per element, h hidden, q = heads x head_dim, k = kv_heads x head_dim, f ffn. Saved
-// activations (F alloc) follow Korthikanti et al. (arXiv 2205.05198) adapted to Qwen2: no dropout
-// masks, FlashAttention (no s^2 score matrix), GQA (K, V of width k), SwiGLU (gate and up saved,
-// FC2 input saved). The backward phase B allocates the output gradient its W needs and frees what W
-// does not need; W frees the rest (GEMM inputs + that gradient).
+// activations (F alloc) follow Korthikanti et al. (arXiv 2205.05198): for a GPT layer (GELU 4h,
+// MHA, dropout, unfused attention) exactly their 34 sbh + 5 a s^2 b per layer; for Qwen2 the same
+// derivation without dropout masks, with FlashAttention (no s^2 score matrix), GQA (K, V of width
+// k) and SwiGLU (gate and up saved, FC2 input saved). The backward phase B allocates the output
+// gradient its W needs and frees what W does not need; W frees the rest (GEMM inputs + that
+// gradient).
 #include "units.hpp"
 
 namespace braid::detail {
@@ -107,30 +109,56 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
     column_collectives(u, tp, hidden_bytes);
   }
 
-  // Attn: fused attention, out-projection (row-parallel), residual add.
+  // Attn: core attention, out-projection (row-parallel), residual add (with the hidden dropout
+  // of GPT models fused into it).
   {
     UnitCost& u = c[1];
-    // Scores QK^T and P.V: 2 x 2 x seq x q FLOPs per token, half of it when causal.
+    // Scores QK^T and P.V: 2 x 2 x seq x q FLOPs per token, half of it when causal (model FLOPs).
     const double core = (s.causal ? 2 : 4) * T * s.seq * q / t;
     const double proj = 2 * T * q * h / t;
     const double qkv = T * (q + 2 * k) / t * e, out = T * q / t * e;
     const double grad_out = T * h * e;  // the output gradient arrives whole (gathered under SP)
-    u[Phase::F].time_s =
-        roof.attention_fwd_s(core) + roof.gemm_s(proj) + roof.memory_s(3 * Ts * h * e);
-    set_flops(u[Phase::F], core + proj);
-    u[Phase::F].alloc_bytes = qkv + out;
-    // Selective recomputation reruns the attention forward before its backward. With
-    // FlashAttention it saves no memory (the s^2 scores are never stored; Q, K, V and the output
-    // stay saved as GEMM inputs), so it only costs time.
-    const double recompute = tp.recompute_attention ? core : 0;
+    const double mask = s.dropout ? Ts * h : 0;  // hidden dropout mask, 1 byte per element
+    const double residual_s = roof.memory_s(3 * Ts * h * e + mask);
+    // Forward (and rerun) of the core attention: time, hardware FLOPs, s x s bytes it saves.
+    double core_fwd_s = 0, core_bwd_s = 0, core_hw = 0, core_bwd_hw = 0, scores_saved = 0;
+    if (s.flash) {
+      // FlashAttention skips the masked half and stores no s x s matrix; its backward recomputes
+      // QK^T (2.5 x the forward FLOPs).
+      core_fwd_s = roof.attention_fwd_s(core);
+      core_bwd_s = roof.attention_bwd_s(2.5 * core);
+      core_hw = core;
+      core_bwd_hw = 2.5 * core;
+    } else {
+      // Megatron's unfused attention: QK^T and P.V as batched GEMMs over the full s x s (the
+      // causal mask is applied in the softmax), elementwise passes over the scores. Per score
+      // element (heads/t x seq x tokens of them): forward writes QK^T (2 B), softmax reads and
+      // writes (4 B), dropout reads, writes and stores its mask (5 B), P.V reads (2 B); backward
+      // writes dP (2 B), reads P for dV (2 B), dropout backward (5 B), softmax backward reads
+      // dP and P and writes dS (6 B), dQ and dK read dS (4 B). Saved: softmax output (2 B), and
+      // with dropout its mask (1 B) and output (2 B) — Korthikanti et al.'s 5as^2b.
+      const double scores = s.heads / t * s.seq * T;
+      const double full = 4 * T * s.seq * q / t;
+      const double drop = s.dropout ? 5 : 0;
+      core_fwd_s = roof.gemm_s(full) + roof.memory_s((8 + drop) * scores);
+      core_bwd_s = roof.gemm_s(2 * full) + roof.memory_s((14 + drop) * scores);
+      core_hw = full;
+      core_bwd_hw = 2 * full;
+      scores_saved = (s.dropout ? 5 : 2) * scores;
+    }
+    u[Phase::F].time_s = core_fwd_s + roof.gemm_s(proj) + residual_s;
+    u[Phase::F].flops = core + proj;
+    u[Phase::F].hw_flops = core_hw + proj;
+    // Selective recomputation (Megatron: core attention) keeps no s x s scores: the backward runs
+    // the core attention forward again, holding its scores only while it runs.
+    const bool rerun = tp.recompute_attention;
+    u[Phase::F].alloc_bytes = qkv + out + mask + (rerun ? 0 : scores_saved);
     u[Phase::B].time_s =
-        roof.gemm_s(proj) + roof.attention_fwd_s(recompute) + roof.attention_bwd_s(2.5 * core);
+        roof.gemm_s(proj) + (rerun ? core_fwd_s : 0) + core_bwd_s + roof.memory_s(mask);
     u[Phase::B].flops = 2 * core + proj;  // model FLOPs: backward = 2 x forward
-    // Hardware FLOPs: FlashAttention's backward recomputes QK^T (2.5 x the forward), plus the
-    // selective recomputation's forward.
-    u[Phase::B].hw_flops = 2.5 * core + recompute + proj;
-    u[Phase::B].alloc_bytes = grad_out;
-    u[Phase::B].free_bytes = qkv;
+    u[Phase::B].hw_flops = core_bwd_hw + (rerun ? core_hw : 0) + proj;
+    u[Phase::B].alloc_bytes = grad_out + (rerun ? scores_saved : 0);
+    u[Phase::B].free_bytes = qkv + mask + scores_saved;
     u[Phase::W].time_s = roof.gemm_s(proj);
     set_flops(u[Phase::W], proj);
     u[Phase::W].free_bytes = out + grad_out;
@@ -166,18 +194,35 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
     // gradients.
     const double act_fwd_bytes = act_in + fc2_in;
     const double act_bwd_bytes = fc2_in + 2 * act_in;
+    const double mask = s.dropout ? Ts * h : 0;  // hidden dropout mask, 1 byte per element
     u[Phase::F].time_s =
-        roof.memory_s(act_fwd_bytes) + roof.gemm_s(gemm) + roof.memory_s(3 * Ts * h * e);
+        roof.memory_s(act_fwd_bytes) + roof.gemm_s(gemm) + roof.memory_s(3 * Ts * h * e + mask);
     set_flops(u[Phase::F], gemm);
-    u[Phase::F].alloc_bytes = act_in + fc2_in;
-    u[Phase::B].time_s = roof.gemm_s(gemm) + roof.memory_s(act_bwd_bytes);
+    u[Phase::F].alloc_bytes = act_in + fc2_in + mask;
+    u[Phase::B].time_s = roof.gemm_s(gemm) + roof.memory_s(act_bwd_bytes + mask);
     set_flops(u[Phase::B], gemm);
     u[Phase::B].alloc_bytes = grad_out;
-    u[Phase::B].free_bytes = act_in;
+    u[Phase::B].free_bytes = act_in + mask;
     u[Phase::W].time_s = roof.gemm_s(gemm);
     set_flops(u[Phase::W], gemm);
     u[Phase::W].free_bytes = fc2_in + grad_out;
     row_collectives(u, tp, hidden_bytes);
+  }
+
+  // Full recomputation (Megatron --recompute-granularity full, one layer per checkpoint): the
+  // forward saves only the layer input (PreAttn's norm input, sharded under SP); the backward
+  // first runs the whole forward again, with its collectives, saving what B and W then free.
+  // The rerun's norm input is the kept layer input itself, not a second copy.
+  if (tp.recompute_full) {
+    const double layer_input = Ts * h * e;
+    for (UnitCost& u : c) {
+      PhaseCost& f = u[Phase::F];
+      u.recompute = f;
+      u.recompute.flops = 0;  // not model FLOPs
+      const double kept = u.kind == UnitKind::PreAttn ? layer_input : 0;
+      u.recompute.alloc_bytes = f.alloc_bytes - kept;
+      f.alloc_bytes = kept;
+    }
   }
   return c;
 }

@@ -24,6 +24,8 @@ struct LayerShape {
   bool proj_bias = false;  // out-projection and FC2 biases (ViT)
   bool mlp_bias = false;   // FC1 bias (ViT)
   double norm_params = 1;  // parameters per norm per hidden unit: 1 RMSNorm, 2 LayerNorm
+  bool flash = true;       // fused FlashAttention; false: Megatron's unfused core attention
+  bool dropout = false;    // attention-probability and two hidden dropouts (1-byte masks)
 };
 
 // How the TP group runs the units.
@@ -34,6 +36,9 @@ struct TpSetup {
   const LinkProfile* link = nullptr;  // the link class the TP group spans
   // Selective recomputation (Megatron: core attention): B runs the attention forward again.
   bool recompute_attention = false;
+  // Full recomputation: each layer keeps only its input; its forward runs again before its
+  // backward (UnitCost::recompute).
+  bool recompute_full = false;
   Source source = Source::SpecDerived;
 };
 

@@ -46,8 +46,8 @@ Graph make_graph(const Dag& dag, const std::vector<double>* weight, bool source)
       w.push_back(weight ? (*weight)[dag.stream_prev[v]] : 0.0);
     }
   }
-  return Graph(boost::edges_are_unsorted_multi_pass, edges.begin(), edges.end(), w.begin(),
-               static_cast<std::size_t>(n + (source ? 1 : 0)));
+  return {boost::edges_are_unsorted_multi_pass, edges.begin(), edges.end(), w.begin(),
+          static_cast<std::size_t>(n + (source ? 1 : 0))};
 }
 
 // Records the DFS tree and the first back edge.
@@ -129,7 +129,7 @@ std::vector<int> longest_path(const Dag& dag, const std::vector<double>& weight_
       boost::weight_map(get(boost::edge_bundle, g))
           .distance_map(boost::make_iterator_property_map(dist.begin(), index))
           .predecessor_map(boost::make_iterator_property_map(pred.begin(), index))
-          .distance_compare(std::greater<double>())
+          .distance_compare(std::greater<>())
           .distance_inf(-std::numeric_limits<double>::infinity())
           .distance_zero(0.0));
   // The path ends at the op that ends last (start distance + its own weight); ties: lowest index.
@@ -143,7 +143,7 @@ std::vector<int> longest_path(const Dag& dag, const std::vector<double>& weight_
     }
   }
   std::vector<int> path;
-  for (Vertex v = static_cast<Vertex>(last); v != static_cast<Vertex>(n); v = pred[v]) {
+  for (auto v = static_cast<Vertex>(last); v != static_cast<Vertex>(n); v = pred[v]) {
     path.push_back(static_cast<int>(v));
     if (pred[v] == v) break;
   }

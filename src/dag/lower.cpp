@@ -9,9 +9,11 @@
 //   - braided blocks (FB, FW, FF): every collective is asynchronous; only its data consumer waits,
 //     so a collective at the end of a block overlaps whatever follows;
 //   - blocking P2P: the next compute op on the sender waits for its sends (sent at the end of the
-//     instruction, as Megatron batches them).
+//     instruction, as Megatron batches them);
+//   - full recomputation: a layer's forward rerun precedes its B units inside the backward pass.
 #include <algorithm>
 #include <cstdint>
+#include <ranges>
 #include <string>
 #include <utility>
 #include <vector>
@@ -114,7 +116,7 @@ class Lowerer {
       if (s_.ranks[r].rank != r) fail("rank programs must be listed in rank order 0..pp-1");
   }
 
-  std::string pass_text(Phase phase, int stage, int mb) const {
+  [[nodiscard]] std::string pass_text(Phase phase, int stage, int mb) const {
     return std::string(name(phase)) + std::to_string(s_.chunk_of(stage)) + "." +
            std::to_string(mb) + " on rank " + std::to_string(rank_) + " (instruction " +
            std::to_string(instruction_) + ")";
@@ -157,7 +159,7 @@ class Lowerer {
     if (from != kNone) edges_.emplace_back(from, to);
   }
 
-  DagOp base_op(const PassState& pass, const UnitCost& unit, Phase phase) const {
+  [[nodiscard]] DagOp base_op(const PassState& pass, const UnitCost& unit, Phase phase) const {
     DagOp op;
     op.mb = pass.mb;
     op.chunk = static_cast<std::int16_t>(pass.chunk);
@@ -171,9 +173,10 @@ class Lowerer {
     return op;
   }
 
-  int emit_collective(const PassState& pass, const UnitCost& unit, Phase phase,
-                      const Collective& c) {
+  int emit_collective(const PassState& pass, const UnitCost& unit, Phase phase, const Collective& c,
+                      bool recompute = false) {
     DagOp op = base_op(pass, unit, phase);
+    op.recompute = recompute;
     op.kind = OpKind::Collective;
     op.stream = StreamKind::Tp;
     op.collective = c.kind;
@@ -188,17 +191,37 @@ class Lowerer {
   // soon as this unit's output exists, so it can run under the partner's compute instead of
   // queueing behind the partner's collectives right before its own unit.
   void emit_unit(PassState& pass, const UnitCost& unit, Phase phase, CollectiveMode mode) {
-    const PhaseCost& cost = unit[phase];
+    emit_cost(pass, unit, phase, unit[phase], mode, false);
+  }
+
+  // Full recomputation: the layer's forward again, its units in order with their collectives, on
+  // the compute stream right before the layer's B units (DagOp::recompute). It is part of the
+  // backward pass: it starts once the gradient of the layer's output exists (Megatron's
+  // checkpoint backward reruns the forward when autograd reaches it) and the layer's first B unit
+  // waits for its end. Its collectives are synchronous as in a plain forward, asynchronous inside
+  // braided blocks.
+  void emit_recompute(PassState& b, const LayerCost& layer, CollectiveMode mode) {
+    if (cost_.recompute != Recompute::Full) return;
+    const CollectiveMode rerun = b.instruction_op == OpCode::B ? CollectiveMode::Sync : mode;
+    for (const UnitCost& unit : layer) emit_cost(b, unit, Phase::F, unit.recompute, rerun, true);
+  }
+
+  // emit_unit with an explicit cost; `recompute` ops chain on the pass cursor but leave the
+  // pass's unit position and prefetched collective to the B units around them.
+  void emit_cost(PassState& pass, const UnitCost& unit, Phase phase, const PhaseCost& cost,
+                 CollectiveMode mode, bool recompute) {
     const bool flows = phase != Phase::W;
     int input = flows ? pass.cursor : kNone;
+    bool prefetched = false;
     if (cost.collective.kind != CollectiveKind::None &&
         cost.collective.position == CollectivePosition::Before) {
       int c = kNone;
-      if (flows && pass.prefetched != kNone) {
+      if (flows && !recompute && pass.prefetched != kNone) {
+        prefetched = true;
         c = pass.prefetched;
         pass.prefetched = kNone;
       } else {
-        c = emit_collective(pass, unit, phase, cost.collective);
+        c = emit_collective(pass, unit, phase, cost.collective, recompute);
         edge(input, c);
         if (mode == CollectiveMode::Sync) pending_sync_[rank_].push_back(c);
       }
@@ -206,6 +229,7 @@ class Lowerer {
       input = c;
     }
     DagOp op = base_op(pass, unit, phase);
+    op.recompute = recompute;
     op.kind = OpKind::Compute;
     op.stream = StreamKind::Compute;
     op.duration_s = cost.time_s;
@@ -213,17 +237,19 @@ class Lowerer {
     op.free_bytes = cost.free_bytes;
     const int compute = new_op(op);
     edge(input, compute);
+    if (prefetched) edge(pass.cursor, compute);  // a rerun may have run since the prefetch
     if (flows && pass.first == kNone) pass.first = compute;
     int output = compute;
     if (cost.collective.kind != CollectiveKind::None &&
         cost.collective.position == CollectivePosition::After) {
-      const int c = emit_collective(pass, unit, phase, cost.collective);
+      const int c = emit_collective(pass, unit, phase, cost.collective, recompute);
       edge(compute, c);
       if (mode == CollectiveMode::Sync) pending_sync_[rank_].push_back(c);
       output = c;
     }
     if (!flows) return;
     pass.cursor = output;
+    if (recompute) return;
     ++pass.pos;
     const std::vector<const UnitCost*>& flow = flow_[pass.stage];
     const int n = static_cast<int>(flow.size());
@@ -279,7 +305,7 @@ class Lowerer {
     return pass;
   }
 
-  std::size_t idx_of(const PassState& pass) const {
+  [[nodiscard]] std::size_t idx_of(const PassState& pass) const {
     return static_cast<std::size_t>(pass.stage) * m_ + pass.mb;
   }
 
@@ -343,30 +369,32 @@ class Lowerer {
   // Backward of layers [0, to_layer) in reverse, then the prologue.
   void backward_units(PassState& b, int to_layer, bool with_w, CollectiveMode mode) {
     const ChunkCost& chunk = cost_.chunks[b.stage];
-    for (int l = to_layer - 1; l >= 0; --l)
+    for (int l = to_layer - 1; l >= 0; --l) {
+      emit_recompute(b, chunk.layers[l], mode);
       for (int u = 3; u >= 0; --u) emit_backward_unit(b, chunk.layers[l][u], with_w, mode);
-    for (auto it = chunk.prologue.rbegin(); it != chunk.prologue.rend(); ++it)
-      emit_backward_unit(b, *it, with_w, mode);
+    }
+    for (const UnitCost& unit : std::views::reverse(chunk.prologue))
+      emit_backward_unit(b, unit, with_w, mode);
   }
   void backward_epilogue(PassState& b, bool with_w, CollectiveMode mode) {
     const ChunkCost& chunk = cost_.chunks[b.stage];
-    for (auto it = chunk.epilogue.rbegin(); it != chunk.epilogue.rend(); ++it)
-      emit_backward_unit(b, *it, with_w, mode);
+    for (const UnitCost& unit : std::views::reverse(chunk.epilogue))
+      emit_backward_unit(b, unit, with_w, mode);
   }
   void w_units(PassState& w, int to_layer, CollectiveMode mode) {
     const ChunkCost& chunk = cost_.chunks[w.stage];
     for (int l = to_layer - 1; l >= 0; --l)
       for (int u = 3; u >= 0; --u) emit_unit(w, chunk.layers[l][u], Phase::W, mode);
-    for (auto it = chunk.prologue.rbegin(); it != chunk.prologue.rend(); ++it)
-      emit_unit(w, *it, Phase::W, mode);
+    for (const UnitCost& unit : std::views::reverse(chunk.prologue))
+      emit_unit(w, unit, Phase::W, mode);
   }
   void w_epilogue(PassState& w, CollectiveMode mode) {
     const ChunkCost& chunk = cost_.chunks[w.stage];
-    for (auto it = chunk.epilogue.rbegin(); it != chunk.epilogue.rend(); ++it)
-      emit_unit(w, *it, Phase::W, mode);
+    for (const UnitCost& unit : std::views::reverse(chunk.epilogue))
+      emit_unit(w, unit, Phase::W, mode);
   }
 
-  int layers_of(const PassState& p) const {
+  [[nodiscard]] int layers_of(const PassState& p) const {
     return static_cast<int>(cost_.chunks[p.stage].layers.size());
   }
 
@@ -440,6 +468,7 @@ class Lowerer {
       const LayerCost& bl = bc.layers[nb - 1 - k];
       emit_unit(f, fl[0], Phase::F, A);
       emit_unit(f, fl[1], Phase::F, A);
+      emit_recompute(b, bl, A);
       emit_unit(b, bl[3], Phase::B, A);
       emit_unit(b, bl[2], Phase::B, A);
       if (with_w) emit_w_pair(b, bl[3], bl[2]);

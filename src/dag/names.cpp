@@ -57,7 +57,7 @@ const char* short_name(CollectiveKind k) {
 
 // "F1.3 Attn L12" (vision layers: "V12").
 std::string unit_name(const DagOp& op) {
-  std::string s = name(op.phase);
+  std::string s = op.recompute ? "R" : name(op.phase);
   s += std::to_string(op.chunk);
   s += '.';
   s += std::to_string(op.mb);

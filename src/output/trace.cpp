@@ -88,6 +88,7 @@ json op_args(const DagOp& op) {
     if (op.vision) a["vision"] = true;
   }
   a["phase"] = name(op.phase);
+  if (op.recompute) a["recompute"] = true;  // full recomputation's forward rerun
   if (op.kind == OpKind::Collective) a["collective"] = name(op.collective);
   if (op.instruction >= 0) {
     a["instruction"] = op.instruction;

@@ -47,6 +47,7 @@ nlohmann::ordered_json to_json(const Report& r) {
   j["pp_bubble_rate"] = r.pp_bubble_rate;
   j["offload_stall_rate"] = r.offload_stall_rate;
   j["mfu"] = r.mfu;
+  j["hfu"] = r.hfu;
   j["tokens_per_s"] = r.tokens_per_s;
   j["samples_per_s"] = r.samples_per_s;
   j["tflops_per_gpu"] = r.tflops_per_gpu;
@@ -133,7 +134,7 @@ std::string reports_json(const std::vector<Report>& reports) {
 std::string reports_csv(const std::vector<Report>& reports) {
   std::string out =
       "study,schedule,pp,vpp,tp,microbatches,gpus,iteration_time_s,tp_bubble_rate,"
-      "pp_bubble_rate,offload_stall_rate,mfu,tokens_per_s,samples_per_s,tflops_per_gpu,"
+      "pp_bubble_rate,offload_stall_rate,mfu,hfu,tokens_per_s,samples_per_s,tflops_per_gpu,"
       "max_peak_memory_gib,max_activation_peak_ma,oom,oom_rank,oom_over_gib\n";
   for (const Report& r : reports) {
     double peak_ma = 0;
@@ -142,8 +143,8 @@ std::string reports_csv(const std::vector<Report>& reports) {
            "," + std::to_string(r.tp) + "," + std::to_string(r.microbatches) + "," +
            std::to_string(r.gpus) + "," + csv_number(r.iteration_time_s) + "," +
            csv_number(r.tp_bubble_rate) + "," + csv_number(r.pp_bubble_rate) + "," +
-           csv_number(r.offload_stall_rate) + "," + csv_number(r.mfu) + "," +
-           csv_number(r.tokens_per_s) + "," + csv_number(r.samples_per_s) + "," +
+           csv_number(r.offload_stall_rate) + "," + csv_number(r.mfu) + "," + csv_number(r.hfu) +
+           "," + csv_number(r.tokens_per_s) + "," + csv_number(r.samples_per_s) + "," +
            csv_number(r.tflops_per_gpu) + "," + csv_number(r.max_peak_memory_gib) + "," +
            csv_number(peak_ma) + "," + (r.oom ? "true" : "false") + "," +
            (r.oom ? std::to_string(r.oom_rank) : std::string()) + "," + csv_number(r.oom_over_gib) +
@@ -183,6 +184,7 @@ std::string simulate_table(const Report& r) {
   if (r.offload_stall_rate > 0) out += "offload stall    " + percent(r.offload_stall_rate) + "\n";
   if (!uniform(r)) {
     out += "MFU              " + percent(r.mfu) + "\n";
+    out += "HFU              " + percent(r.hfu) + "  (hardware FLOPs: recomputation included)\n";
     out += "throughput       " + fmt("%.0f tokens/s", r.tokens_per_s) + ", " +
            fmt("%.2f samples/s", r.samples_per_s) + ", " +
            fmt("%.1f TFLOP/s per GPU", r.tflops_per_gpu) + "\n";
@@ -244,8 +246,8 @@ std::string compare_table(const std::vector<Report>& reports, const std::string&
                     "\n\n";
   std::vector<std::vector<std::string>> rows;
   rows.push_back({"schedule", "iteration", base ? "speed-up vs " + baseline : "speed-up",
-                  "TP bubble", "PP bubble", "offload stall", "MFU", "tokens/s", "act peak Ma",
-                  "peak GiB", ""});
+                  "TP bubble", "PP bubble", "offload stall", "MFU", "HFU", "tokens/s",
+                  "act peak Ma", "peak GiB", ""});
   for (std::size_t i = 0; i < reports.size(); ++i) {
     const Report& r = reports[i];
     double peak_ma = 0;
@@ -257,8 +259,8 @@ std::string compare_table(const std::vector<Report>& reports, const std::string&
                     fmt("%.3fx", r.iteration_time_s > 0 ? ref / r.iteration_time_s : 0),
                     percent(r.tp_bubble_rate), percent(r.pp_bubble_rate),
                     percent(r.offload_stall_rate), uni ? "-" : percent(r.mfu),
-                    uni ? "-" : fmt("%.0f", r.tokens_per_s), fmt("%.2f", peak_ma),
-                    uni ? "-" : fmt("%.2f", r.max_peak_memory_gib), mark});
+                    uni ? "-" : percent(r.hfu), uni ? "-" : fmt("%.0f", r.tokens_per_s),
+                    fmt("%.2f", peak_ma), uni ? "-" : fmt("%.2f", r.max_peak_memory_gib), mark});
   }
   out += table(rows);
   return out;

@@ -235,8 +235,10 @@ Report make_report(const std::string& study, const Schedule& schedule, const Cos
     rep.offload_stall_rate = off / denom;
   }
   if (T > 0) {
-    if (cost.gpus > 0 && cost.peak_flops > 0)
+    if (cost.gpus > 0 && cost.peak_flops > 0) {
       rep.mfu = cost.model_flops / (T * cost.gpus * cost.peak_flops);
+      rep.hfu = cost.hardware_flops / (T * cost.gpus * cost.peak_flops);
+    }
     rep.tokens_per_s = cost.tokens_per_iteration / T;
     rep.samples_per_s = cost.samples_per_iteration / T;
     if (cost.gpus > 0) rep.tflops_per_gpu = cost.model_flops / T / cost.gpus / 1e12;

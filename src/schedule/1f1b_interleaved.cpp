@@ -4,7 +4,8 @@
 // runs all of the group's microbatches. The k-th backward takes the table's k-th entry with the
 // chunk mirrored (v-1-c), so backwards walk the chunks in reverse. Rank r runs
 // (p-r-1)*2 + (v-1)*N warm-up forwards (all of them when that reaches v*m), then one forward
-// and one full backward per step, then the remaining backwards.
+// and one full backward per step, then the remaining backwards. With one chunk per rank it is
+// plain 1F1B, and with one rank there is no pipeline (as in Megatron).
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -41,9 +42,26 @@ Schedule make_1f1b_interleaved(const ScheduleOptions& options) {
   const int v = options.vpp;
   const int m = options.microbatches;
   const int n = interleaved_group_size(options);
-  if (v < 2)
-    throw InputError("--vpp", std::to_string(v),
-                     "1f1b-i needs at least 2 chunks per rank (use 1f1b for one)");
+  if (v < 1) throw InputError("--vpp", std::to_string(v), "chunks per rank must be >= 1");
+  // One chunk per rank: Megatron runs its non-interleaved schedule, plain 1F1B (with p = 1 that
+  // is F, B per microbatch: no pipeline).
+  if (v == 1) return make_1f1b(options);
+  // No pipeline (p = 1, Megatron's forward_backward_no_pipelining): each microbatch runs the
+  // forward through every chunk, then the backward back through them.
+  if (p == 1) {
+    Schedule s;
+    s.pp = 1;
+    s.vpp = v;
+    s.microbatches = m;
+    s.placement = Placement::Loop;
+    RankBuilder rank(0, v);
+    for (int mb = 0; mb < m; ++mb) {
+      for (int c = 0; c < v; ++c) rank.f(c);
+      for (int c = v - 1; c >= 0; --c) rank.b(c, false);
+    }
+    s.ranks.push_back(std::move(rank.program()));
+    return s;
+  }
   if (n < p)
     throw InputError("--group-size", std::to_string(n),
                      "Megatron's microbatch group size must be between p = " + std::to_string(p) +

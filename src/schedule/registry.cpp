@@ -61,7 +61,11 @@ int fixed_vpp(std::string_view name) { return find(name).vpp; }
 int min_microbatches(std::string_view name, const ScheduleOptions& options) {
   find(name);
   if (name == "stp" || name == "stp-offload" || name == "dualpipe-v") return 2 * options.pp;
-  if (name == "1f1b-i") return detail::interleaved_group_size(options);
+  if (name == "1f1b-i") {
+    // One chunk per rank (plain 1F1B) or one rank (no pipeline) needs a single microbatch.
+    if (options.vpp == 1 || options.pp == 1) return 1;
+    return detail::interleaved_group_size(options);
+  }
   return 1;
 }
 

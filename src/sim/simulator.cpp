@@ -102,9 +102,9 @@ class Engine {
     for (;;) {
       // Start everything ready at `now_`; zero-length ops end at once and may ready more.
       while (!ready_.empty()) {
-        for (std::size_t k = 0; k < ready_.size(); ++k) start(ready_[k]);
+        for (const int op : ready_) start(op);  // start() never touches ready_
         ready_.clear();
-        for (std::size_t k = 0; k < zero_.size(); ++k) finish(zero_[k]);
+        for (const int op : zero_) finish(op);  // finish() never touches zero_
         zero_.clear();
       }
       if (heap_.empty()) break;
