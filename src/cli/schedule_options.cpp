@@ -1,10 +1,12 @@
 #include "schedule_options.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include "braid/error.hpp"
+#include "braid/size_limit.hpp"
 
 namespace braid::cli {
 
@@ -91,6 +93,7 @@ Schedule resolve_schedule(const ScheduleArgs& args) {
   if (given(args.offload) && args.name == "stp-offload")
     throw InputError("--offload", number_text(options.offload),
                      "stp-offload offloads by --offload-fraction; --offload is for the others");
+  check_schedule_size(options.pp, std::max(options.vpp, 2), options.microbatches, "--microbatches");
   return make_schedule(args.name, options);
 }
 

@@ -1,10 +1,12 @@
 #include "simulation.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <sstream>
 
 #include "braid/error.hpp"
+#include "braid/size_limit.hpp"
 #include "output.hpp"
 
 namespace braid::cli {
@@ -27,6 +29,9 @@ void add_simulation_options(CLI::App& cmd, SimulationArgs& args) {
   args.offload_fraction_option =
       cmd.add_option("--offload-fraction", args.offload_fraction,
                      "stp-offload: share of microbatches whose chunk-0 activations are offloaded");
+  cmd.add_flag("--force", args.force,
+               "simulate even when the estimated memory is above the size limit (see "
+               "docs/limits.md)");
 }
 
 UniformCosts parse_unit_costs(const std::string& text) {
@@ -53,6 +58,26 @@ UniformCosts parse_unit_costs(const std::string& text) {
   return c;
 }
 
+namespace {
+
+// The size guard, before any schedule is built: the op count of a unit does not depend on how
+// layers are split, so the study's cost model is built for pp stages; the schedules' largest
+// number of chunks per rank (vpp for loop placement, 2 for V) bounds the P2P sends and copies.
+// Uniform costs are one layer per virtual stage: a one-chunk model repeated. Sizes that are not
+// positive are left to the schedule builders, which name the option.
+void check_context_size(const SimulationContext& ctx, const SimulationArgs& args) {
+  if (ctx.pp <= 0 || ctx.vpp <= 0 || ctx.microbatches <= 0) return;
+  const double virtual_stages = static_cast<double>(ctx.pp) * std::max(ctx.vpp, 2);
+  const SizeEstimate estimate =
+      ctx.uniform ? estimate_size(uniform_cost_model(*ctx.uniform, 1), virtual_stages,
+                                  virtual_stages, ctx.microbatches)
+                  : estimate_size(build_cost_model(*ctx.study, *ctx.profile, ctx.pp), 1,
+                                  virtual_stages, ctx.microbatches);
+  check_size(estimate, kDefaultMaxSimulationBytes, args.force, "--microbatches");
+}
+
+}  // namespace
+
 SimulationContext resolve_context(const SimulationArgs& args) {
   SimulationContext ctx;
   ctx.lower.p2p = args.p2p == "blocking" ? P2pMode::Blocking
@@ -77,6 +102,7 @@ SimulationContext resolve_context(const SimulationArgs& args) {
     ctx.pp = *o.pp;
     ctx.vpp = o.vpp.value_or(2);
     ctx.microbatches = *o.microbatches;
+    check_context_size(ctx, args);
     return ctx;
   }
   ctx.study = resolve_study(args.study);
@@ -85,6 +111,7 @@ SimulationContext resolve_context(const SimulationArgs& args) {
   ctx.pp = ctx.study->parallel.pp;
   ctx.vpp = ctx.study->parallel.vpp;
   ctx.microbatches = ctx.study->training.microbatches;
+  check_context_size(ctx, args);
   return ctx;
 }
 

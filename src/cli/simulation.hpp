@@ -26,6 +26,7 @@ struct SimulationArgs {
   bool no_contention = false;
   int group_size = 0;
   double offload_fraction = 1.0;
+  bool force = false;  // run even above the size guard's memory limit (size_limit.hpp)
   CLI::Option* study_option = nullptr;
   CLI::Option* group_size_option = nullptr;
   CLI::Option* offload_fraction_option = nullptr;
@@ -34,7 +35,9 @@ struct SimulationArgs {
 // --unit-costs, --p2p, --no-contention, --group-size, --offload-fraction and the study options.
 void add_simulation_options(CLI::App& cmd, SimulationArgs& args);
 
-// The cost side, resolved once per command: the study (or uniform costs) and its profile.
+// The cost side, resolved once per command: the study (or uniform costs) and its profile. Refuses
+// (InputError) a request whose simulation is estimated beyond the size limits (size_limit.hpp)
+// unless --force.
 struct SimulationContext {
   std::string study_name;  // "uniform" in uniform-cost mode
   std::optional<Study> study;

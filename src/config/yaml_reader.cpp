@@ -170,9 +170,16 @@ YAML::Node YamlMap::node(const std::string& key) {
   return lookup(key);
 }
 
+std::string YamlMap::key_name(const YAML::Node& key) const {
+  if (!key.IsScalar())
+    throw InputError(file_, prefix_.empty() ? "(top level)" : prefix_,
+                     "a key is a list or a mapping; keys must be plain names");
+  return key.Scalar();
+}
+
 void YamlMap::finish() const {
   for (const auto& kv : node_) {
-    std::string key = kv.first.as<std::string>();
+    std::string key = key_name(kv.first);
     if (!asked_.count(key)) {
       std::vector<std::string> allowed(asked_.begin(), asked_.end());
       fail(key, "unknown field; allowed here: " + join(allowed));

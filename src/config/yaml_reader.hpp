@@ -46,6 +46,9 @@ class YamlMap {
 
   // Throws InputError for the first key no accessor asked for, listing the allowed keys.
   void finish() const;
+  // The text of a key of this mapping; throws InputError when the key is a list or a mapping
+  // ({[a, b]: 1} is valid YAML but names no field).
+  std::string key_name(const YAML::Node& key) const;
 
   const std::string& file() const { return file_; }
   std::string path(const std::string& key) const;  // dotted field path of `key`

@@ -13,7 +13,6 @@
 //   - full recomputation: a layer's forward rerun precedes its B units inside the backward pass.
 #include <algorithm>
 #include <cstdint>
-#include <ranges>
 #include <string>
 #include <utility>
 #include <vector>
@@ -374,25 +373,27 @@ class Lowerer {
       emit_recompute(b, chunk.layers[l], mode);
       for (int u = 3; u >= 0; --u) emit_backward_unit(b, chunk.layers[l][u], with_w, mode);
     }
-    for (const UnitCost& unit : std::views::reverse(chunk.prologue))
-      emit_backward_unit(b, unit, with_w, mode);
+    // Reverse iterators, not std::views::reverse: clang 14 (the sanitizer and fuzz build) cannot
+    // compile libstdc++ 12's ranges.
+    for (auto it = chunk.prologue.rbegin(); it != chunk.prologue.rend(); ++it)
+      emit_backward_unit(b, *it, with_w, mode);
   }
   void backward_epilogue(PassState& b, bool with_w, CollectiveMode mode) {
     const ChunkCost& chunk = cost_.chunks[b.stage];
-    for (const UnitCost& unit : std::views::reverse(chunk.epilogue))
-      emit_backward_unit(b, unit, with_w, mode);
+    for (auto it = chunk.epilogue.rbegin(); it != chunk.epilogue.rend(); ++it)
+      emit_backward_unit(b, *it, with_w, mode);
   }
   void w_units(PassState& w, int to_layer, CollectiveMode mode) {
     const ChunkCost& chunk = cost_.chunks[w.stage];
     for (int l = to_layer - 1; l >= 0; --l)
       for (int u = 3; u >= 0; --u) emit_unit(w, chunk.layers[l][u], Phase::W, mode);
-    for (const UnitCost& unit : std::views::reverse(chunk.prologue))
-      emit_unit(w, unit, Phase::W, mode);
+    for (auto it = chunk.prologue.rbegin(); it != chunk.prologue.rend(); ++it)
+      emit_unit(w, *it, Phase::W, mode);
   }
   void w_epilogue(PassState& w, CollectiveMode mode) {
     const ChunkCost& chunk = cost_.chunks[w.stage];
-    for (const UnitCost& unit : std::views::reverse(chunk.epilogue))
-      emit_unit(w, unit, Phase::W, mode);
+    for (auto it = chunk.epilogue.rbegin(); it != chunk.epilogue.rend(); ++it)
+      emit_unit(w, *it, Phase::W, mode);
   }
 
   [[nodiscard]] int layers_of(const PassState& p) const {

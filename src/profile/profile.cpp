@@ -129,7 +129,7 @@ Profile load_profile(const fs::path& name_or_file) {
   YamlMap links = p.map("links");
   YAML::Node links_node = p.node("links");
   for (const auto& kv : links_node) {
-    std::string link_name = kv.first.as<std::string>();
+    std::string link_name = links.key_name(kv.first);
     YamlMap l = links.map(link_name);
     profile.links[link_name] = read_link(l, link_name);
   }

@@ -75,7 +75,9 @@ class IdleAttribution {
     out.busy_s = busy;
     out.tp_exposed_s = tp;
     out.offload_stall_s = off;
-    out.pp_idle_s = end - busy - tp - off;
+    // The remainder; a rank that is never idle can come out a few ulps below zero (PP 1), which
+    // is rounding, not idle time.
+    out.pp_idle_s = std::max(0.0, end - busy - tp - off);
   }
 
  private:

@@ -216,6 +216,21 @@ Schedule read_pytorch_csv(std::istream& in, const std::string& file, int microba
                        "blank line counts as a row)");
   }
 
+  // Every stage and every microbatch has at least one action of its own (its F), so an index at
+  // or above the number of actions names a stage or microbatch that cannot be complete; refusing
+  // it here also keeps a typo such as 2F99999999 from sizing the tables below.
+  long long actions = 0;
+  for (const auto& cells : rows)
+    for (const Cell& cell : cells) actions += static_cast<long long>(cell.actions.size());
+  for (int r = 0; r < p; ++r)
+    for (const Cell& cell : rows[r])
+      for (const Action& a : cell.actions)
+        if (a.stage >= actions || a.mb >= actions)
+          reader.fail(r, cell.column,
+                      "'" + cell.text + "': stage " + std::to_string(a.stage) + " or microbatch " +
+                          std::to_string(a.mb) + " is not below the " + std::to_string(actions) +
+                          " actions of the file, so it cannot have all its passes");
+
   // PyTorch _validate_schedule, rank by rank, step by step.
   int stages = 0;
   for (const auto& cells : rows)

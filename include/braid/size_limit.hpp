@@ -1,0 +1,48 @@
+// SizeEstimate: how many DAG ops one simulation lowers to and about how much memory lowering,
+// simulating and reporting them takes, computed from the cost model's shape and the schedule's
+// sizes before anything big is allocated. The CLI uses it to refuse requests far beyond what fits
+// (one line, exit 2) instead of running out of memory. An estimate for a guard, not an accounting.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "braid/cost_model.hpp"
+
+namespace braid {
+
+struct SizeEstimate {
+  double ops = 0;    // DAG ops (compute, collectives, P2P, copies), an upper bound; a double so
+                     // that absurd requests (2^31 microbatches x 2^31 stages) do not overflow
+  double bytes = 0;  // peak memory of lower + simulate + report, estimated
+};
+
+// Peak resident bytes per DAG op of lower + simulate + report, measured on x86-64 with
+// `braid simulate` (docs/limits.md), rounded up.
+inline constexpr double kBytesPerOp = 400;
+// Ops and dependency edges are indexed by int32: beyond this no --force helps.
+inline constexpr double kMaxOps = 400e6;
+// Default refusal threshold on the estimated memory (a 24 GiB machine with room to spare).
+inline constexpr double kDefaultMaxSimulationBytes = 16.0 * (1ull << 30);
+
+// `braid schedule` / `export` build a schedule without simulating it: at most this many
+// instructions (pp x chunks per rank x microbatches x F, B, W), a few GiB.
+inline constexpr double kMaxScheduleInstructions = 100e6;
+
+// `cost` holds the units of every layer once (any split into virtual stages: a unit's op count
+// does not depend on it), and is repeated `cost_repeats` times (uniform costs: a one-chunk model
+// repeated once per virtual stage); `virtual_stages` = pp x chunks per rank of the schedule (the
+// P2P sends and activation copies grow with it).
+SizeEstimate estimate_size(const CostModel& cost, double cost_repeats, double virtual_stages,
+                           double microbatches);
+
+// Throws InputError(where, "size", ...) naming the estimate and the limit when the estimate is
+// above kMaxOps, or above max_bytes unless `force`.
+void check_size(const SizeEstimate& estimate, double max_bytes, bool force,
+                const std::string& where);
+
+// Throws InputError(where, "size", ...) when pp x chunks_per_rank x microbatches x 3 instructions
+// exceed kMaxScheduleInstructions. Sizes that are not positive pass (the builders name them).
+void check_schedule_size(int pp, int chunks_per_rank, int microbatches, const std::string& where);
+
+}  // namespace braid
