@@ -135,3 +135,15 @@ TEST_CASE("braid simulate --schedule-csv replays an exported schedule", "[cli][s
   CHECK(nlohmann::json::parse(a.out)["tp_bubble_rate"] ==
         nlohmann::json::parse(b.out)["tp_bubble_rate"]);
 }
+
+TEST_CASE("a hand-written layer split names one entry per virtual stage of the schedule",
+          "[cli][simulate]") {
+  // The default study is pp 2: stp has 4 virtual stages, 1f1b has 2.
+  CHECK(run_braid("simulate --study default --schedule stp --layers-per-stage 3,3,3,2").exit_code ==
+        0);
+  CHECK(run_braid("simulate --study default --schedule 1f1b --layers-per-stage 6,5").exit_code ==
+        0);
+  const CliRun wrong = run_braid("simulate --study default --schedule stp --layers-per-stage 6,5");
+  CHECK(wrong.exit_code == 2);
+  CHECK_THAT(wrong.err, Catch::Contains("one per virtual stage (4)"));
+}

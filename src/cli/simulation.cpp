@@ -68,11 +68,19 @@ namespace {
 void check_context_size(const SimulationContext& ctx, const SimulationArgs& args) {
   if (ctx.pp <= 0 || ctx.vpp <= 0 || ctx.microbatches <= 0) return;
   const double virtual_stages = static_cast<double>(ctx.pp) * std::max(ctx.vpp, 2);
-  const SizeEstimate estimate =
-      ctx.uniform ? estimate_size(uniform_cost_model(*ctx.uniform, 1), virtual_stages,
-                                  virtual_stages, ctx.microbatches)
-                  : estimate_size(build_cost_model(*ctx.study, *ctx.profile, ctx.pp), 1,
-                                  virtual_stages, ctx.microbatches);
+  SizeEstimate estimate;
+  if (ctx.uniform) {
+    estimate = estimate_size(uniform_cost_model(*ctx.uniform, 1), virtual_stages, virtual_stages,
+                             ctx.microbatches);
+  } else {
+    // A hand-written split names one entry per virtual stage of the schedule, not per pp stage;
+    // the shape model splits uniformly (the op count does not depend on the split).
+    Study shape = *ctx.study;
+    shape.layout.layers_per_stage.clear();
+    shape.layout.balance = StageBalance::Uniform;
+    estimate = estimate_size(build_cost_model(shape, *ctx.profile, ctx.pp), 1, virtual_stages,
+                             ctx.microbatches);
+  }
   check_size(estimate, kDefaultMaxSimulationBytes, args.force, "--microbatches");
 }
 
