@@ -8,6 +8,7 @@
 
 #include "braid/explore.hpp"
 #include "braid/schedule.hpp"
+#include "braid/svg_text.hpp"
 #include "format.hpp"
 
 namespace braid {
@@ -26,16 +27,6 @@ const char* colour(const std::string& schedule) {
   for (std::size_t i = 0; i < names.size(); ++i)
     if (names[i] == schedule) return palette[i % 8];
   return "#000000";
-}
-
-// Tick step of 1, 2 or 5 x 10^k giving about `target` intervals over `range`.
-double nice_step(double range, int target) {
-  if (range <= 0) return 1;
-  const double raw = range / target;
-  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double f : {1.0, 2.0, 5.0, 10.0})
-    if (raw <= f * mag) return f * mag;
-  return 10 * mag;
 }
 
 struct Axis {
@@ -60,21 +51,6 @@ Axis make_axis(double lo, double hi, int target) {
 std::string tokens_label(double v) {
   if (std::fabs(v) >= 1000) return fmt("%gk", std::round(v / 100) / 10);
   return fmt("%g", v);
-}
-
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '<')
-      out += "&lt;";
-    else if (c == '>')
-      out += "&gt;";
-    else if (c == '&')
-      out += "&amp;";
-    else
-      out += c;
-  }
-  return out;
 }
 
 }  // namespace
@@ -117,7 +93,7 @@ std::string sweep_svg(const SweepResult& result, const std::string& title) {
        fmt("%.0f", kHeight) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   s += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
   s += "<text x=\"" + fmt("%.1f", (x0 + x1) / 2) + "\" y=\"28\" text-anchor=\"middle\" " +
-       "font-size=\"16\">" + escape(title) + "</text>\n";
+       "font-size=\"16\">" + xml_escape(title) + "</text>\n";
   // Grid and ticks.
   for (double v = xa.lo; v <= xa.hi + xa.step * 1e-9; v += xa.step) {
     const double x = X(v);
@@ -156,7 +132,7 @@ std::string sweep_svg(const SweepResult& result, const std::string& title) {
     s += "<circle cx=\"" + fmt("%.1f", X(e.report.max_peak_memory_gib)) + "\" cy=\"" +
          fmt("%.1f", Y(e.report.tokens_per_s)) + "\" r=\"4\" fill=\"" + (oom ? "none" : c) +
          "\" stroke=\"" + c + "\" stroke-width=\"1.5\"><title>" +
-         escape(explore::describe(e.config)) + ": " + fmt("%.0f", e.report.tokens_per_s) +
+         xml_escape(explore::describe(e.config)) + ": " + fmt("%.0f", e.report.tokens_per_s) +
          " tokens/s, " + fmt("%.2f", e.report.max_peak_memory_gib) + " GiB" +
          (oom ? " (oom)" : "") + "</title></circle>\n";
   }

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "braid/svg_text.hpp"
 #include "braid/timeline_output.hpp"
 
 namespace braid {
@@ -54,29 +55,6 @@ std::string fixed(double v, int decimals) {
   char buf[48];
   std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
   return buf;
-}
-
-std::string escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
 }
 
 // ---- colours ----------------------------------------------------------------------------------
@@ -139,16 +117,6 @@ AxisUnit axis_unit(const Report& report, double total) {
   if (total >= 10) return {1.0, "s"};
   if (total >= 1e-3) return {1e3, "ms"};
   return {1e6, "us"};
-}
-
-// A 1-2-5 step giving about `target` ticks over `span`.
-double nice_step(double span, int target) {
-  if (span <= 0) return 1;
-  const double raw = span / target;
-  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double m : {1.0, 2.0, 5.0, 10.0})
-    if (raw <= m * mag * 1.0000001) return m * mag;
-  return 10 * mag;
 }
 
 // ---- the picture ------------------------------------------------------------------------------
@@ -288,7 +256,7 @@ class SvgWriter {
             const char* anchor = nullptr) {
     out_ += "<text x=\"" + num(x) + "\" y=\"" + num(y) + "\" class=\"" + cls + "\"";
     if (anchor) out_ += std::string(" text-anchor=\"") + anchor + "\"";
-    out_ += ">" + escape(s) + "</text>\n";
+    out_ += ">" + xml_escape(s) + "</text>\n";
   }
 
   void rect(double x, double y, double w, double h, const std::string& cls) {

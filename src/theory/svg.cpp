@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "braid/svg_text.hpp"
 #include "braid/theory.hpp"
 
 namespace braid {
@@ -21,31 +22,6 @@ std::string fmt(const char* f, double v) {
 }
 std::string px(double v) { return fmt("%.2f", v); }
 std::string label(double v) { return fmt("%.6g", v); }
-
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    if (c == '<')
-      out += "&lt;";
-    else if (c == '>')
-      out += "&gt;";
-    else if (c == '&')
-      out += "&amp;";
-    else
-      out += c;
-  }
-  return out;
-}
-
-// Tick step of about `target` ticks over [0, span]: 1, 2 or 5 times a power of ten.
-double nice_step(double span, int target) {
-  if (span <= 0) return 1;
-  const double raw = span / target;
-  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
-  for (double k : {1.0, 2.0, 5.0, 10.0})
-    if (raw <= k * mag) return k * mag;
-  return 10 * mag;
-}
 
 // Colour-blind-safe palette (Okabe-Ito).
 const char* kColours[] = {"#0072B2", "#D55E00", "#009E73", "#CC79A7",
@@ -142,12 +118,13 @@ std::string scan_svg(const ScanResult& scan) {
     ly += 24;
     o += "<line x1=\"" + px(lx) + "\" y1=\"" + px(ly - 4) + "\" x2=\"" + px(lx + 26) + "\" y2=\"" +
          px(ly - 4) + "\" stroke=\"" + colour + "\" stroke-width=\"2.5\"/>\n";
-    o += "<text x=\"" + px(lx + 34) + "\" y=\"" + px(ly) + "\">" + escape(s.schedule) + ": " +
+    o += "<text x=\"" + px(lx + 34) + "\" y=\"" + px(ly) + "\">" + xml_escape(s.schedule) + ": " +
          label(s.slope) + "</text>\n";
     if (s.form.known) {
       ly += 17;
       o += "<text x=\"" + px(lx + 34) + "\" y=\"" + px(ly) +
-           "\" fill=\"#555555\" font-size=\"11\">" + escape("form " + s.form.formula) + "</text>\n";
+           "\" fill=\"#555555\" font-size=\"11\">" + xml_escape("form " + s.form.formula) +
+           "</text>\n";
     }
   }
   o += "</svg>\n";
