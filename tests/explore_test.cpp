@@ -387,11 +387,11 @@ TEST_CASE("braid sweep and search on the command line", "[explore][cli]") {
   CHECK(matched == 1);
 
   // Bad input: one line on stderr, exit 2, no output file.
-  for (const std::string& bad : {"--tp 2,,4", "--tp x", "--tp ''", "--jobs 0", "--sp maybe",
-                                 "--schedules stp,nope", "--mem-cap 1", "--tp 3 --schedules stp"}) {
+  for (const char* bad : {"--tp 2,,4", "--tp x", "--tp ''", "--jobs 0", "--sp maybe",
+                          "--schedules stp,nope", "--mem-cap 1", "--tp 3 --schedules stp"}) {
     const std::string out_csv = (dir / "bad.csv").string();
-    const CliRun r =
-        run_braid("sweep --pp 2 --seq 2048 --microbatches 8 " + bad + " --csv " + out_csv, dir);
+    const CliRun r = run_braid(
+        std::string("sweep --pp 2 --seq 2048 --microbatches 8 ") + bad + " --csv " + out_csv, dir);
     INFO(bad << ": " << r.err);
     CHECK(r.exit_code == 2);
     CHECK(count_lines(r.err) == 1);

@@ -45,7 +45,7 @@ Report simulate_study(const StudyRun& s, const std::string& schedule) {
 
 TEST_CASE("every schedule on every study keeps busy + tp + pp + offload == iteration time",
           "[report][study]") {
-  for (const std::string& study : {"default", "qwen2-26.3b-a800x32", "qwen2-7b-h20x16"}) {
+  for (const char* study : {"default", "qwen2-26.3b-a800x32", "qwen2-7b-h20x16"}) {
     const StudyRun s = load(study);
     for (const std::string& name : schedule_names()) {
       INFO(study << " " << name);

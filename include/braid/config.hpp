@@ -24,11 +24,11 @@ enum class StageBalance { Uniform, Cost };
 
 // The ViT encoder of a multimodal model (Qwen2-VL style).
 struct VisionConfig {
-  int depth = 0;              // transformer layers
-  int hidden = 0;             // embed_dim
+  int depth = 0;   // transformer layers
+  int hidden = 0;  // embed_dim
   int heads = 0;
-  double mlp_ratio = 4.0;     // fc1 width = mlp_ratio * hidden, GELU, not gated
-  int patch = 14;             // spatial patch size (pixels)
+  double mlp_ratio = 4.0;  // fc1 width = mlp_ratio * hidden, GELU, not gated
+  int patch = 14;          // spatial patch size (pixels)
   int temporal_patch = 2;
   int in_channels = 3;
   int spatial_merge = 2;      // merge x merge patches become one LM token
@@ -81,14 +81,14 @@ struct ParallelConfig {
   int pp = 1;
   int vpp = 2;  // chunks per rank for loop-placement schedules (1f1b-i)
   bool sequence_parallel = false;
-  int dp = 1;   // derived: gpus / (tp * pp)
+  int dp = 1;  // derived: gpus / (tp * pp)
 };
 
 struct TrainingConfig {
-  int seq = 0;               // tokens per sample
-  int micro_batch_size = 1;  // samples per microbatch
-  int microbatches = 0;      // microbatches per iteration (per data-parallel replica)
-  int dtype_bytes = 2;       // bf16
+  int seq = 0;                            // tokens per sample
+  int micro_batch_size = 1;               // samples per microbatch
+  int microbatches = 0;                   // microbatches per iteration (per data-parallel replica)
+  int dtype_bytes = 2;                    // bf16
   double optimizer_bytes_per_param = 12;  // Adam: fp32 master + two moments
   double grad_bytes_per_param = 4;        // fp32 main grads (Megatron)
   double weight_bytes_per_param = 2;      // bf16 weights

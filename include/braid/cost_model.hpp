@@ -46,12 +46,12 @@ struct Collective {
 };
 
 struct PhaseCost {
-  double time_s = 0;        // compute time alone on one GPU of the TP group
-  double flops = 0;         // model FLOPs on one GPU (no recompute)
-  double hw_flops = 0;      // hardware FLOPs (with recompute) on one GPU
-  Collective collective;    // at most one TP collective per unit and phase
-  double alloc_bytes = 0;   // activation bytes allocated when the op starts
-  double free_bytes = 0;    // activation bytes freed when the op ends
+  double time_s = 0;       // compute time alone on one GPU of the TP group
+  double flops = 0;        // model FLOPs on one GPU (no recompute)
+  double hw_flops = 0;     // hardware FLOPs (with recompute) on one GPU
+  Collective collective;   // at most one TP collective per unit and phase
+  double alloc_bytes = 0;  // activation bytes allocated when the op starts
+  double free_bytes = 0;   // activation bytes freed when the op ends
   Source source = Source::SpecDerived;
 };
 
@@ -86,17 +86,17 @@ struct ChunkCost {
 struct CostModel {
   std::vector<ChunkCost> chunks;  // indexed by virtual stage
   int tp = 1;
-  int gpus = 1;                   // all GPUs of the job (tp * pp * dp)
-  double peak_flops = 0;          // per GPU, dense bf16
-  double hbm_bytes = 0;           // device memory per GPU
+  int gpus = 1;           // all GPUs of the job (tp * pp * dp)
+  double peak_flops = 0;  // per GPU, dense bf16
+  double hbm_bytes = 0;   // device memory per GPU
   double fixed_overhead_bytes = 0;
   Contention contention;
   CopyContention copy_contention;  // D2H against H2D on one GPU (the profile's)
-  double model_flops = 0;         // per iteration, whole job, forward + backward, no recompute
-  double hardware_flops = 0;      // the same with recompute
+  double model_flops = 0;          // per iteration, whole job, forward + backward, no recompute
+  double hardware_flops = 0;       // the same with recompute
   double tokens_per_iteration = 0;
   double samples_per_iteration = 0;
-  bool uniform = false;           // built by uniform_cost_model (theory mode)
+  bool uniform = false;                   // built by uniform_cost_model (theory mode)
   Recompute recompute = Recompute::None;  // Full: layer units carry a `recompute` forward
 
   // P2P transfer time of `bytes` between pipeline ranks (they may sit on different nodes).

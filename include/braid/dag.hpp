@@ -89,7 +89,7 @@ struct Dag {
   int vpp = 1;
   int microbatches = 1;
   Placement placement = Placement::Loop;
-  Contention contention;  // from the cost model (1, 1 when uniform)
+  Contention contention;           // from the cost model (1, 1 when uniform)
   CopyContention copy_contention;  // D2H against H2D, from the cost model (1, 1 when uniform)
   bool p2p_blocking = true;
 

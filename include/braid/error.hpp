@@ -1,6 +1,6 @@
 // InputError: the one way braid reports bad user input (configs, CSV files, command-line values).
-// It carries the file (or "--option"), the field and what is allowed, and formats them as the single
-// line that `main` prints before exiting with code 2. It is not for internal bugs: those are
+// It carries the file (or "--option"), the field and what is allowed, and formats them as the
+// single line that `main` prints before exiting with code 2. It is not for internal bugs: those are
 // assertions, and the simulator's inner loop never throws.
 #pragma once
 

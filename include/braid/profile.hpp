@@ -60,18 +60,18 @@ struct Profile {
   std::string name;
   std::string file;
   Source source = Source::SpecDerived;
-  std::string gpu;                // marketing name
-  double peak_flops = 0;          // dense bf16, FLOP/s
-  double hbm_bytes = 0;           // device memory, bytes
-  double hbm_bandwidth_Bps = 0;   // bytes/s
+  std::string gpu;               // marketing name
+  double peak_flops = 0;         // dense bf16, FLOP/s
+  double hbm_bytes = 0;          // device memory, bytes
+  double hbm_bandwidth_Bps = 0;  // bytes/s
   GemmEfficiency gemm;
   double attention_fwd_efficiency = 0;  // fraction of peak for fused attention forward
   double attention_bwd_efficiency = 0;
-  double memory_bound_efficiency = 0.85;  // fraction of HBM bandwidth elementwise kernels reach
+  double memory_bound_efficiency = 0.85;     // fraction of HBM bandwidth elementwise kernels reach
   std::map<std::string, LinkProfile> links;  // keyed by link class name (nvlink, ib, pcie, ...)
   double host_d2h_Bps = 0;                   // pinned copies over the host link, per direction
   double host_h2d_Bps = 0;
-  CopyContention copy_contention;            // host.bidir_*_slowdown; 1, 1 when absent
+  CopyContention copy_contention;  // host.bidir_*_slowdown; 1, 1 when absent
   Contention contention;
   double fixed_overhead_bytes = 0;  // CUDA context, NCCL buffers, allocator slack
   // The `measured:` section braid-profile writes (GEMM, attention, elementwise, collective and

@@ -60,9 +60,9 @@ struct Schedule {
 
 struct ScheduleOptions {
   int pp = 1;
-  int vpp = 2;               // chunks per rank, loop placement only
+  int vpp = 2;  // chunks per rank, loop placement only
   int microbatches = 1;
-  int group_size = 0;        // 1f1b-i: Megatron's microbatch group size N; 0 = p
+  int group_size = 0;             // 1f1b-i: Megatron's microbatch group size N; 0 = p
   double offload_fraction = 1.0;  // stp-offload: share of chunk-0 microbatches offloaded
   // Every other schedule: share of chunk-0 microbatches offloaded by the shared post-pass (0 =
   // off). A schedule built with offload > 0 is named "<name>+offload".
@@ -89,9 +89,9 @@ std::string to_json(const Schedule& schedule);
 
 // The result of validation: empty `error` means valid.
 struct ValidationResult {
-  std::string error;                 // names rank, position and instruction
-  std::vector<int> peak_in_flight;   // per rank, in chunk-microbatches (F done, B not yet done)
-  std::vector<int> peak_on_device;   // as peak_in_flight, less those offloaded and not reloaded
+  std::string error;                // names rank, position and instruction
+  std::vector<int> peak_in_flight;  // per rank, in chunk-microbatches (F done, B not yet done)
+  std::vector<int> peak_on_device;  // as peak_in_flight, less those offloaded and not reloaded
   bool ok() const { return error.empty(); }
 };
 ValidationResult validate(const Schedule& schedule);

@@ -4,33 +4,48 @@ namespace braid {
 
 const char* name(UnitKind k) {
   switch (k) {
-    case UnitKind::PreAttn: return "PreAttn";
-    case UnitKind::Attn: return "Attn";
-    case UnitKind::PreMLP: return "PreMLP";
-    case UnitKind::MLP: return "MLP";
-    case UnitKind::Embedding: return "Embedding";
-    case UnitKind::Head: return "Head";
-    case UnitKind::VisionPatch: return "VisionPatch";
-    case UnitKind::VisionMerger: return "VisionMerger";
+    case UnitKind::PreAttn:
+      return "PreAttn";
+    case UnitKind::Attn:
+      return "Attn";
+    case UnitKind::PreMLP:
+      return "PreMLP";
+    case UnitKind::MLP:
+      return "MLP";
+    case UnitKind::Embedding:
+      return "Embedding";
+    case UnitKind::Head:
+      return "Head";
+    case UnitKind::VisionPatch:
+      return "VisionPatch";
+    case UnitKind::VisionMerger:
+      return "VisionMerger";
   }
   return "?";
 }
 
 const char* name(Phase p) {
   switch (p) {
-    case Phase::F: return "F";
-    case Phase::B: return "B";
-    case Phase::W: return "W";
+    case Phase::F:
+      return "F";
+    case Phase::B:
+      return "B";
+    case Phase::W:
+      return "W";
   }
   return "?";
 }
 
 const char* name(CollectiveKind k) {
   switch (k) {
-    case CollectiveKind::None: return "none";
-    case CollectiveKind::AllReduce: return "all_reduce";
-    case CollectiveKind::AllGather: return "all_gather";
-    case CollectiveKind::ReduceScatter: return "reduce_scatter";
+    case CollectiveKind::None:
+      return "none";
+    case CollectiveKind::AllReduce:
+      return "all_reduce";
+    case CollectiveKind::AllGather:
+      return "all_gather";
+    case CollectiveKind::ReduceScatter:
+      return "reduce_scatter";
   }
   return "?";
 }

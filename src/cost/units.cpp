@@ -209,14 +209,12 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
     const double gemm = 2 * T * h * fc1_width / t;
     const double norm_in = Ts * h * e, gemm_in = Ts * h * e;
     const double grad_out = T * fc1_width / t * e;
-    timed(u[Phase::F], roof, [&] {
-      return norm_s(2 * Ts * h * e) + roof.linear_s(T, h, fc1_width / t, Phase::F);
-    });
+    timed(u[Phase::F], roof,
+          [&] { return norm_s(2 * Ts * h * e) + roof.linear_s(T, h, fc1_width / t, Phase::F); });
     set_flops(u[Phase::F], gemm);
     u[Phase::F].alloc_bytes = norm_in + gemm_in;
-    timed(u[Phase::B], roof, [&] {
-      return roof.linear_s(T, h, fc1_width / t, Phase::B) + norm_s(3 * Ts * h * e);
-    });
+    timed(u[Phase::B], roof,
+          [&] { return roof.linear_s(T, h, fc1_width / t, Phase::B) + norm_s(3 * Ts * h * e); });
     set_flops(u[Phase::B], gemm);
     u[Phase::B].alloc_bytes = grad_out;
     u[Phase::B].free_bytes = norm_in;

@@ -25,7 +25,7 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 struct Progress {
   const ExploreOptions& options;
   int total;
-  std::mutex mutex;
+  std::mutex mutex{};
   int done = 0;
   void tick() {
     if (!options.progress) return;

@@ -5,14 +5,22 @@ namespace braid {
 
 const char* name(OpCode op) {
   switch (op) {
-    case OpCode::F: return "F";
-    case OpCode::B: return "B";
-    case OpCode::W: return "W";
-    case OpCode::FB: return "FB";
-    case OpCode::FW: return "FW";
-    case OpCode::FF: return "FF";
-    case OpCode::Offload: return "OFFLOAD";
-    case OpCode::Reload: return "RELOAD";
+    case OpCode::F:
+      return "F";
+    case OpCode::B:
+      return "B";
+    case OpCode::W:
+      return "W";
+    case OpCode::FB:
+      return "FB";
+    case OpCode::FW:
+      return "FW";
+    case OpCode::FF:
+      return "FF";
+    case OpCode::Offload:
+      return "OFFLOAD";
+    case OpCode::Reload:
+      return "RELOAD";
   }
   return "?";
 }
