@@ -7,6 +7,7 @@
 
 #include "braid/dag.hpp"
 #include "braid/report.hpp"
+#include "braid/schedule.hpp"
 #include "braid/simulator.hpp"
 #include "hand_schedules.hpp"
 
@@ -167,6 +168,27 @@ TEST_CASE("the critical path covers the iteration", "[report]") {
   CHECK(cp.rank_sequence.front() == 0);
   CHECK(cp.rank_sequence.back() == 0);
   CHECK(cp.rank_s[1] > 0);
+}
+
+TEST_CASE("the critical path walks back the last-ending predecessors, ties to the lowest index",
+          "[report]") {
+  // Rank 0 F [0,6] (with its two All-Reduces) > rank 1 F, B, F, B [6,50] > rank 0 B, B [50,66].
+  const Report plain = run(one_f_one_b_p2_m2(), uniform_cost_model(unit_costs(), 2));
+  CHECK(plain.critical_path.text == "r0 6 > r1 44 > r0 16");
+  CHECK(plain.critical_path.ops == 44);
+  // W and All-Reduces of zero time end together with the units they follow: many ties, settled
+  // by the lowest op index (docs/simulator.md). Regenerate with
+  //   braid simulate --unit-costs 1,2,0,0 --schedule 1f1b-i --pp 4 --microbatches 8 --json
+  ScheduleOptions o;
+  o.pp = 4;
+  o.vpp = 2;
+  o.microbatches = 8;
+  const Schedule s = make_schedule("1f1b-i", o);
+  const Report tied = run(s, uniform_cost_model(UniformCosts{1, 2, 0, 0, 1}, 8));
+  CHECK(tied.critical_path.text == "r0 5 > r1 1 > r2 1 > r3 36 > r2 2 > r1 2 > r0 10");
+  CHECK(tied.critical_path.ops == 195);
+  CHECK(tied.critical_path.wait_s == 0.0);
+  CHECK(tied.critical_path.compute_s == tied.iteration_time_s);
 }
 
 TEST_CASE("reports render as JSON with units in the names, CSV and tables", "[report]") {

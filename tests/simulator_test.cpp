@@ -3,8 +3,13 @@
 
 #include <catch2/catch.hpp>
 
+#include "braid/config.hpp"
+#include "braid/cost_model.hpp"
 #include "braid/dag.hpp"
 #include "braid/error.hpp"
+#include "braid/profile.hpp"
+#include "braid/report.hpp"
+#include "braid/schedule.hpp"
 #include "braid/simulator.hpp"
 #include "hand_schedules.hpp"
 
@@ -130,4 +135,116 @@ TEST_CASE("a deadlocked schedule is rejected by the simulator naming the cycle",
   const Dag dag = lower(s, uniform_cost_model(unit_costs(), 2));
   CHECK_THROWS_WITH(simulate(dag),
                     Catch::Contains("dependency cycle") && Catch::Contains("send B0.0 r1->r0"));
+}
+
+// ---- the fast path (no contention) against the event engine ------------------------------------
+
+namespace {
+
+// Everything a Timeline reports, compared exactly (==, not Approx).
+void check_identical(const Dag& dag, const Timeline& fast, const Timeline& events) {
+  REQUIRE(fast.fast_path);
+  REQUIRE_FALSE(events.fast_path);
+  CHECK(fast.iteration_time_s == events.iteration_time_s);
+  CHECK(fast.events == events.events);
+  CHECK(fast.peak_activation_bytes == events.peak_activation_bytes);
+  CHECK(fast.peak_activation_time_s == events.peak_activation_time_s);
+  int differ = 0;
+  for (int i = 0; i < dag.size(); ++i)
+    differ += fast.start_s[i] != events.start_s[i] || fast.end_s[i] != events.end_s[i] ||
+              fast.critical_pred[i] != events.critical_pred[i];
+  CHECK(differ == 0);
+}
+
+// Every schedule with offload off and on (stp-offload offloads by itself), on the given costs.
+template <class CostOf>
+void every_schedule(int pp, int m, CostOf cost_of) {
+  for (const std::string& name : schedule_names())
+    for (const double offload : {0.0, 0.5}) {
+      if (offload > 0 && name == "stp-offload") continue;
+      ScheduleOptions o;
+      o.pp = pp;
+      o.vpp = 2;
+      o.microbatches = std::max(m, min_microbatches(name, o));
+      o.offload = offload;
+      const Schedule s = make_schedule(name, o);
+      const CostModel cost = cost_of(s);
+      const Dag dag = lower(s, cost);
+      SimOptions no_contention;
+      no_contention.contention = false;
+      INFO(s.name << " pp " << pp << " m " << o.microbatches);
+      check_identical(dag, simulate(dag, no_contention), simulate_events(dag, no_contention));
+      // Both slowdowns 1.0 with contention on takes the fast path too.
+      CostModel flat = cost;
+      flat.contention = Contention{1.0, 1.0};
+      flat.copy_contention = CopyContention{};
+      const Dag flat_dag = lower(s, flat);
+      check_identical(flat_dag, simulate(flat_dag), simulate_events(flat_dag));
+    }
+}
+
+}  // namespace
+
+TEST_CASE("the fast path equals the event engine on every schedule with uniform costs",
+          "[sim][fast]") {
+  for (const int pp : {2, 4})
+    every_schedule(pp, 3 * pp, [](const Schedule& s) {
+      return uniform_cost_model(UniformCosts{4, 8, 8, 2, 1}, s.virtual_stages());
+    });
+  // Zero-time W units and collectives (the peer's F = 1, B = 2 comparison): rounds of zero-time
+  // ops at one instant.
+  every_schedule(4, 8, [](const Schedule& s) {
+    return uniform_cost_model(UniformCosts{1, 2, 0, 0, 1}, s.virtual_stages());
+  });
+}
+
+TEST_CASE("the fast path equals the event engine on every schedule with study costs",
+          "[sim][fast]") {
+  const Study study = load_study(resolve_config("studies", "default"));
+  const Profile profile = load_profile(resolve_config("profiles", study.cluster.profile));
+  every_schedule(study.parallel.pp, study.training.microbatches, [&](const Schedule& s) {
+    return build_cost_model(study, profile, s.virtual_stages());
+  });
+}
+
+TEST_CASE("the fast path steps aside for contention, memory samples and inexact sums", "[sim]") {
+  const Schedule s = one_f_one_b_p2_m2();
+  CostModel cost = uniform_cost_model(unit_costs(), 2);
+  CHECK(simulate(lower(s, cost)).fast_path);
+  SimOptions record;
+  record.record_memory = true;
+  CHECK_FALSE(simulate(lower(s, cost), record).fast_path);
+  CostModel slow = cost;
+  slow.uniform = false;
+  slow.contention = Contention{1.25, 1.5};
+  CHECK_FALSE(simulate(lower(s, slow)).fast_path);
+  // 0.1 is no multiple of 2^-10: sums could round differently in another order.
+  const CostModel odd = uniform_cost_model(UniformCosts{4, 8, 8, 2, 0.1}, 2);
+  const Dag dag = lower(s, odd);
+  const Timeline t = simulate(dag);
+  CHECK_FALSE(t.fast_path);
+  CHECK(t.iteration_time_s == 66.0);
+}
+
+TEST_CASE("each op records its last-ending predecessor, ties to the lowest index", "[sim]") {
+  // Every op's recorded predecessor ends exactly when the op starts; no other predecessor ends
+  // later, and none that ends at the same time has a lower index (docs/simulator.md).
+  const Dag dag = lower(one_f_one_b_p2_m2(), uniform_cost_model(unit_costs(), 2));
+  for (const Timeline& t : {simulate(dag), simulate_events(dag)}) {
+    for (int i = 0; i < dag.size(); ++i) {
+      const int p = t.critical_pred[i];
+      if (p < 0) {
+        CHECK(t.start_s[i] == 0.0);
+        continue;
+      }
+      CHECK(t.end_s[p] == t.start_s[i]);
+      // No predecessor ends later, and none with the same end has a lower index.
+      for (int j = dag.pred_begin[i]; j < dag.pred_begin[i + 1]; ++j) {
+        const int q = dag.preds[j];
+        CHECK((t.end_s[q] < t.end_s[p] || (t.end_s[q] == t.end_s[p] && q >= p)));
+      }
+      const int sp = dag.stream_prev[i];
+      if (sp >= 0) CHECK((t.end_s[sp] < t.end_s[p] || (t.end_s[sp] == t.end_s[p] && sp >= p)));
+    }
+  }
 }

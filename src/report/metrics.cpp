@@ -123,19 +123,37 @@ class IdleAttribution {
   std::vector<std::pair<double, double>> tp_iv_, all_iv_;
 };
 
+// The critical path from the engine's record (Timeline::critical_pred): from the op that ends
+// last (the lowest index among equal ends) back through each op's last-ending predecessor. A
+// timeline made without that record (by hand) falls back to the longest path through the graph.
+std::vector<int> critical_ops(const Dag& dag, const Timeline& t) {
+  const int n = dag.size();
+  if (static_cast<int>(t.critical_pred.size()) != n) {
+    std::vector<double> duration(n);
+    for (int i = 0; i < n; ++i) duration[i] = t.end_s[i] - t.start_s[i];
+    return longest_path(dag, duration);
+  }
+  std::vector<int> path;
+  if (n == 0) return path;
+  int last = 0;
+  for (int i = 1; i < n; ++i)
+    if (t.end_s[i] > t.end_s[last]) last = i;
+  for (int i = last; i >= 0; i = t.critical_pred[i]) path.push_back(i);
+  std::reverse(path.begin(), path.end());
+  return path;
+}
+
 CriticalPathSummary summarize_critical_path(const Dag& dag, const Timeline& t) {
   CriticalPathSummary cp;
   cp.rank_s.assign(dag.pp, 0.0);
-  std::vector<double> duration(dag.ops.size());
-  for (std::size_t i = 0; i < duration.size(); ++i) duration[i] = t.end_s[i] - t.start_s[i];
-  const std::vector<int> path = longest_path(dag, duration);
+  const std::vector<int> path = critical_ops(dag, t);
   cp.ops = static_cast<int>(path.size());
   double covered = 0;
   // Visits: maximal runs of path ops on one rank, with their time.
   std::vector<std::pair<int, double>> visits;
   for (int i : path) {
     const DagOp& op = dag.ops[i];
-    const double d = duration[i];
+    const double d = t.end_s[i] - t.start_s[i];
     covered += d;
     cp.rank_s[op.rank] += d;
     switch (op.kind) {

@@ -4,8 +4,15 @@
 // min-heap over a preallocated vector; contention re-times the running ops of a rank when its
 // running set changes, and stale heap entries are skipped by a per-op version counter. State is
 // kept in flat per-op and per-rank arrays; nothing is allocated per event.
+//
+// Without contention a heap is not needed: an op starts at the latest end among its predecessors
+// and ends `duration` later, so one topological pass gives every time, and a per-rank merge of
+// the streams' (already time-ordered) memory events replays the engine's order at each instant
+// (completions free, then each zero-time round allocates and frees) for the peaks.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -29,10 +36,6 @@ struct Later {
   }
 };
 
-bool is_comm(StreamKind s) {
-  return s == StreamKind::Tp || s == StreamKind::P2pNext || s == StreamKind::P2pPrev;
-}
-
 // What the inner loop reads of an op, packed in 32 bytes (a DagOp is twice that, with fields the
 // engine never reads; this keeps the hot path in cache).
 struct HotOp {
@@ -40,10 +43,45 @@ struct HotOp {
   double alloc_bytes;
   double free_bytes;
   std::int32_t rank;
-  std::uint8_t role;  // 0 compute, 1..3 comm slot (tp, p2p next, p2p prev) + 1, 4 D2H, 5 H2D
+  std::uint8_t role;  // kCompute, kD2H, kH2D, or kComm + the stream's index on its rank
   std::uint8_t pad[3];
 };
-constexpr std::uint8_t kCompute = 0, kCopy = 4, kD2H = 4, kH2D = 5;
+// Every stream that is not compute or a copy engine is communication (TP, P2P, and whatever
+// communication streams are added later): it contends with compute.
+constexpr std::uint8_t kCompute = 0, kD2H = 1, kH2D = 2, kComm = 3;
+static_assert(kComm + kStreamsPerRank <= 255);
+
+std::uint8_t role_of(StreamKind s) {
+  switch (s) {
+    case StreamKind::Compute:
+      return kCompute;
+    case StreamKind::D2H:
+      return kD2H;
+    case StreamKind::H2D:
+      return kH2D;
+    default:
+      return static_cast<std::uint8_t>(kComm + static_cast<int>(s));
+  }
+}
+
+bool has_copies(const Dag& dag) {
+  const int ranks = dag.pp;
+  for (int r = 0; r < ranks; ++r)
+    for (const StreamKind k : {StreamKind::D2H, StreamKind::H2D}) {
+      const int sid = dag.stream_id(r, k);
+      if (dag.stream_begin[sid + 1] > dag.stream_begin[sid]) return true;
+    }
+  return false;
+}
+
+// The fluid model runs only when something can slow something: compute against communication,
+// or copies (when the DAG has any) against each other.
+bool contends(const Dag& dag, const SimOptions& options) {
+  if (!options.contention) return false;
+  if (dag.contention.compute_slowdown != 1.0 || dag.contention.comm_slowdown != 1.0) return true;
+  return (dag.copy_contention.d2h_slowdown != 1.0 || dag.copy_contention.h2d_slowdown != 1.0) &&
+         has_copies(dag);
+}
 
 class Engine {
  public:
@@ -63,6 +101,8 @@ class Engine {
     out_.peak_activation_bytes.assign(ranks_, 0.0);
     out_.peak_activation_time_s.assign(ranks_, 0.0);
     out_.memory.clear();
+    out_.critical_pred.assign(n, -1);
+    ready_s_.assign(n, 0.0);
     // One pass over the ops: dependency counts and the packed hot records.
     pending_.resize(n);
     hot_.resize(n);
@@ -74,25 +114,16 @@ class Engine {
       h.alloc_bytes = op.alloc_bytes;
       h.free_bytes = op.free_bytes;
       h.rank = op.rank;
-      h.role = op.stream == StreamKind::Compute ? kCompute
-               : is_comm(op.stream)             ? static_cast<std::uint8_t>(op.stream)
-               : op.stream == StreamKind::D2H   ? kD2H
-                                                : kH2D;
+      h.role = role_of(op.stream);
     }
-    // The fluid model runs only when something can slow something: compute against
-    // communication, or copies (when the DAG has any) against each other.
-    const bool copies =
-        std::any_of(hot_.begin(), hot_.end(), [](const HotOp& h) { return h.role >= kCopy; });
-    contention_ =
-        options.contention && (compute_slowdown_ != 1.0 || comm_slowdown_ != 1.0 ||
-                               (copies && (copy_slowdown_[0] != 1.0 || copy_slowdown_[1] != 1.0)));
+    contention_ = contends(dag, options);
     if (contention_) {
       remaining_.assign(n, 0.0);
       slowdown_.assign(n, 1.0);
       since_.assign(n, 0.0);
       version_.assign(n, 0);
       running_compute_.assign(ranks_, -1);
-      running_comm_.assign(static_cast<std::size_t>(ranks_) * 3, -1);
+      running_comm_.assign(static_cast<std::size_t>(ranks_) * kStreamsPerRank, -1);
       comm_count_.assign(ranks_, 0);
       running_copy_.assign(static_cast<std::size_t>(ranks_) * 2, -1);
     }
@@ -179,15 +210,15 @@ class Engine {
         slowdown = compute_slowdown_;
         retime_comm(r, comm_slowdown_);
       }
-    } else if (op.role < kCopy) {
-      running_comm_[static_cast<std::size_t>(r) * 3 + op.role - 1] = i;
+    } else if (op.role >= kComm) {
+      running_comm_[static_cast<std::size_t>(r) * kStreamsPerRank + op.role - kComm] = i;
       if (running_compute_[r] >= 0) {
         slowdown = comm_slowdown_;
         if (comm_count_[r] == 0) retime(running_compute_[r], compute_slowdown_);
       }
       ++comm_count_[r];
     } else {
-      const int dir = op.role - kCopy, other = 1 - dir;
+      const int dir = op.role - kD2H, other = 1 - dir;
       running_copy_[static_cast<std::size_t>(r) * 2 + dir] = i;
       const int peer = running_copy_[static_cast<std::size_t>(r) * 2 + other];
       if (peer >= 0) {
@@ -214,11 +245,11 @@ class Engine {
       if (op.role == kCompute) {
         running_compute_[r] = -1;
         if (comm_count_[r] > 0) retime_comm(r, 1.0);
-      } else if (op.role < kCopy) {
-        running_comm_[static_cast<std::size_t>(r) * 3 + op.role - 1] = -1;
+      } else if (op.role >= kComm) {
+        running_comm_[static_cast<std::size_t>(r) * kStreamsPerRank + op.role - kComm] = -1;
         if (--comm_count_[r] == 0 && running_compute_[r] >= 0) retime(running_compute_[r], 1.0);
       } else {
-        const int dir = op.role - kCopy;
+        const int dir = op.role - kD2H;
         running_copy_[static_cast<std::size_t>(r) * 2 + dir] = -1;
         const int peer = running_copy_[static_cast<std::size_t>(r) * 2 + (1 - dir)];
         if (peer >= 0) retime(peer, 1.0);
@@ -227,15 +258,30 @@ class Engine {
     const std::int32_t* succ = dag_.succs.data();
     for (int j = dag_.succ_begin[i], e = dag_.succ_begin[i + 1]; j < e; ++j) {
       const int s = succ[j];
+      note_pred(s, i);
       if (--pending_[s] == 0) ready_.push_back(s);
     }
     const int next = dag_.stream_next[i];
-    if (next >= 0 && --pending_[next] == 0) ready_.push_back(next);
+    if (next >= 0) {
+      note_pred(next, i);
+      if (--pending_[next] == 0) ready_.push_back(next);
+    }
+  }
+
+  // The critical predecessor of `s` (Timeline::critical_pred): the latest end, then the lowest
+  // index. Ends arrive in time order here, but ops ending at one instant do not arrive in index
+  // order, hence the explicit tie rule.
+  void note_pred(int s, int i) {
+    std::int32_t& best = out_.critical_pred[s];
+    if (now_ > ready_s_[s] || best < 0 || (now_ == ready_s_[s] && i < best)) {
+      ready_s_[s] = now_;
+      best = i;
+    }
   }
 
   void retime_comm(int rank, double slowdown) {
-    for (int k = 0; k < 3; ++k) {
-      const int op = running_comm_[static_cast<std::size_t>(rank) * 3 + k];
+    for (int k = 0; k < kStreamsPerRank; ++k) {
+      const int op = running_comm_[static_cast<std::size_t>(rank) * kStreamsPerRank + k];
       if (op >= 0) retime(op, slowdown);
     }
   }
@@ -273,6 +319,7 @@ class Engine {
   double now_ = 0;
   std::vector<HotOp> hot_;
   std::vector<std::int32_t> pending_;
+  std::vector<double> ready_s_;  // per op: end of its critical predecessor so far
   std::vector<double> remaining_, slowdown_, since_;
   std::vector<std::uint32_t> version_;
   std::vector<std::int32_t> running_compute_, running_comm_, comm_count_;
@@ -283,13 +330,187 @@ class Engine {
   std::vector<std::int32_t> ready_, zero_;
 };
 
+// ---- the fast path --------------------------------------------------------------------------
+
+// Memory sums come out the same in any order when every amount is a non-negative multiple of
+// 2^-10 and a rank's amounts add up to at most 2^42 (every partial sum then fits a double's
+// 53-bit mantissa exactly). Byte counts always qualify; unusual uniform-mode `ma` values may not,
+// and then the event engine runs instead.
+bool sums_exact(const Dag& dag) {
+  constexpr double kMaxSum = 4398046511104.0;  // 2^42
+  std::vector<double> total(dag.pp, 0.0);
+  for (const DagOp& op : dag.ops)
+    for (const double v : {op.alloc_bytes, op.free_bytes}) {
+      if (v == 0) continue;
+      const double scaled = std::ldexp(v, 10);
+      if (!(v > 0) || scaled != std::floor(scaled)) return false;
+      total[op.rank] += v;
+      if (!(total[op.rank] <= kMaxSum)) return false;
+    }
+  return true;
+}
+
+// One rank's memory events in the engine's order: by time, then by slot — 0 for ends of timed ops
+// (heap completions), 2k-1 for starts in the k-th zero-time round of the instant, 2k for ends of
+// zero-time ops started in round k. Each stream's events are in that order already (an op starts
+// no earlier than its stream predecessor's end, in a later round), so the streams are merged.
+class MemorySweep {
+ public:
+  MemorySweep(const Dag& dag, const Timeline& t, const std::vector<std::int32_t>& round)
+      : dag_(dag), t_(t), round_(round) {}
+
+  void rank(int r, double& peak, double& peak_time) {
+    for (int s = 0; s < kStreamsPerRank; ++s) {
+      const int sid = dag_.stream_id(r, static_cast<StreamKind>(s));
+      cursor_[s] =
+          Cursor{dag_.stream_begin[sid], dag_.stream_begin[sid + 1], false, false, 0, 0, 0};
+      advance(cursor_[s]);
+    }
+    double memory = 0;
+    peak = 0;
+    peak_time = 0;
+    for (;;) {
+      Cursor* next = nullptr;
+      for (Cursor& c : cursor_)
+        if (c.pending &&
+            (!next || c.time_s < next->time_s || (c.time_s == next->time_s && c.slot < next->slot)))
+          next = &c;
+      if (!next) break;
+      memory += next->delta;
+      if (next->delta > 0 && memory > peak) {
+        peak = memory;
+        peak_time = next->time_s;
+      }
+      advance(*next);
+    }
+  }
+
+ private:
+  struct Cursor {
+    int k, end;    // the op to look at next in stream_ops, end of the stream
+    bool at_free;  // op k's alloc has been taken; its free is next
+    bool pending;  // time_s, slot, delta hold an event not yet applied
+    double time_s;
+    std::int64_t slot;
+    double delta;
+  };
+
+  // Loads the stream's next event with a non-zero amount (pending false when none is left).
+  void advance(Cursor& c) const {
+    c.pending = false;
+    while (c.k < c.end) {
+      const int i = dag_.stream_ops[c.k];
+      const DagOp& op = dag_.ops[i];
+      const std::int64_t round = round_[i];
+      if (!c.at_free) {
+        c.at_free = true;
+        if (op.alloc_bytes != 0) {
+          c.time_s = t_.start_s[i];
+          c.slot = 2 * round - 1;
+          c.delta = op.alloc_bytes;
+          c.pending = true;
+          return;
+        }
+      }
+      c.at_free = false;
+      ++c.k;
+      if (op.free_bytes != 0) {
+        c.time_s = t_.end_s[i];
+        c.slot = op.duration_s > 0 ? 0 : 2 * round;
+        c.delta = -op.free_bytes;
+        c.pending = true;
+        return;
+      }
+    }
+  }
+
+  const Dag& dag_;
+  const Timeline& t_;
+  const std::vector<std::int32_t>& round_;
+  Cursor cursor_[kStreamsPerRank]{};
+};
+
+// The topological pass: false when it cannot guarantee the event engine's results (a cycle, a
+// duration too small to move its end, memory sums that could round by order).
+bool time_topologically(const Dag& dag, Timeline& out) {
+  const int n = dag.size();
+  if (!sums_exact(dag)) return false;
+  out.start_s.assign(n, 0.0);  // doubles as "latest predecessor end so far"
+  out.end_s.assign(n, 0.0);
+  out.critical_pred.assign(n, -1);
+  out.ranks = dag.pp;
+  // round: the zero-time round of the instant in which the op starts (1 when readied by a timed
+  // op's end or at time 0, k + 1 when by a zero-time op of round k) — the engine's order.
+  std::vector<std::int32_t> round(n, 1), pending(n), stack;
+  stack.reserve(static_cast<std::size_t>(dag.pp) * kStreamsPerRank + 16);
+  for (int i = 0; i < n; ++i) {
+    pending[i] = dag.pred_begin[i + 1] - dag.pred_begin[i] + (dag.stream_prev[i] >= 0 ? 1 : 0);
+    if (pending[i] == 0) stack.push_back(i);
+  }
+  double* start = out.start_s.data();
+  std::int32_t* crit = out.critical_pred.data();
+  const std::int32_t* succ = dag.succs.data();
+  double last = 0;
+  int done = 0;
+  std::int64_t timed = 0;
+  auto reach = [&](int s, int i, double end, std::int32_t r) {
+    if (end > start[s] || crit[s] < 0) {
+      start[s] = end;
+      crit[s] = i;
+      round[s] = r;
+    } else if (end == start[s]) {
+      if (i < crit[s]) crit[s] = i;
+      round[s] = std::max(round[s], r);
+    }
+    if (--pending[s] == 0) stack.push_back(s);
+  };
+  while (!stack.empty()) {
+    const int i = stack.back();
+    stack.pop_back();
+    ++done;
+    const double d = dag.ops[i].duration_s;
+    double end = start[i];
+    std::int32_t r = round[i] + 1;
+    if (d > 0) {
+      end += d;
+      if (end == start[i]) return false;  // the engine would meet it again at this instant
+      r = 1;
+      ++timed;
+    }
+    out.end_s[i] = end;
+    last = std::max(last, end);
+    for (int j = dag.succ_begin[i], e = dag.succ_begin[i + 1]; j < e; ++j)
+      reach(succ[j], i, end, r);
+    const int next = dag.stream_next[i];
+    if (next >= 0) reach(next, i, end, r);
+  }
+  if (done != n) return false;  // the event engine names the cycle
+  out.iteration_time_s = last;
+  out.events = timed;
+  out.peak_activation_bytes.assign(dag.pp, 0.0);
+  out.peak_activation_time_s.assign(dag.pp, 0.0);
+  MemorySweep sweep(dag, out, round);
+  for (int rk = 0; rk < dag.pp; ++rk)
+    sweep.rank(rk, out.peak_activation_bytes[rk], out.peak_activation_time_s[rk]);
+  out.fast_path = true;
+  return true;
+}
+
 }  // namespace
 
-Timeline simulate(const Dag& dag, const SimOptions& options) {
+Timeline simulate_events(const Dag& dag, const SimOptions& options) {
   Timeline timeline;
   Engine engine(dag, options, timeline);
   engine.run();
   return timeline;
+}
+
+Timeline simulate(const Dag& dag, const SimOptions& options) {
+  if (!options.record_memory && !contends(dag, options)) {
+    Timeline timeline;
+    if (time_topologically(dag, timeline)) return timeline;
+  }
+  return simulate_events(dag, options);
 }
 
 }  // namespace braid
