@@ -19,6 +19,7 @@
 
 #include "braid/dag.hpp"
 #include "braid/error.hpp"
+#include "builder.hpp"
 
 namespace braid {
 
@@ -46,7 +47,10 @@ enum class CollectiveMode { Sync, Async };
 class Lowerer {
  public:
   Lowerer(const Schedule& schedule, const CostModel& cost, const LowerOptions& options, Dag& dag)
-      : s_(schedule), cost_(cost), dag_(dag) {
+      : s_(schedule),
+        cost_(cost),
+        dag_(dag),
+        build_(dag, schedule.pp, estimated_ops(cost, schedule)) {
     dag_.schedule = schedule.name;
     dag_.pp = schedule.pp;
     dag_.vpp = schedule.vpp;
@@ -69,7 +73,6 @@ class Lowerer {
     reload_.assign(passes, kNone);
     deferred_.assign(passes, 0);
     w_done_.assign(passes, 0);
-    last_on_stream_.assign(static_cast<std::size_t>(schedule.pp) * kStreamsPerRank, kNone);
     pending_sync_.resize(schedule.pp);
     last_compute_.assign(schedule.pp, kNone);
     flow_.resize(stages_);
@@ -80,11 +83,18 @@ class Lowerer {
         for (const UnitCost& u : l) flow_[k].push_back(&u);
       for (const UnitCost& u : c.epilogue) flow_[k].push_back(&u);
     }
+  }
+
+  // Reserved up front so that the op and edge arrays are written once, never moved: per layer and
+  // microbatch 4 units x (F, B, W) plus their collectives, per non-layer unit its three phases and
+  // a collective, per stage and microbatch two sends and two copies. Full recomputation adds its
+  // rerun; that is left to growth.
+  static std::size_t estimated_ops(const CostModel& cost, const Schedule& schedule) {
     std::size_t estimate = 0;
     for (const ChunkCost& c : cost.chunks)
-      estimate += (c.layers.size() * 16 + (c.prologue.size() + c.epilogue.size()) * 4 + 4) * m_;
-    dag_.ops.reserve(estimate);
-    edges_.reserve(estimate * 2);
+      estimate += (c.layers.size() * 16 + (c.prologue.size() + c.epilogue.size()) * 4 + 4) *
+                  static_cast<std::size_t>(std::max(schedule.microbatches, 0));
+    return estimate;
   }
 
   void run() {
@@ -97,7 +107,7 @@ class Lowerer {
       }
     }
     connect_stages();
-    build_csr();
+    build_.finish();
   }
 
  private:
@@ -137,27 +147,20 @@ class Lowerer {
 
   // ---- op emission ----------------------------------------------------------------------------
   int new_op(DagOp op) {
-    const int id = static_cast<int>(dag_.ops.size());
     op.rank = rank_;
     op.instruction = instruction_;
-    int& last = last_on_stream_[static_cast<std::size_t>(rank_) * kStreamsPerRank +
-                                static_cast<int>(op.stream)];
-    dag_.stream_prev.push_back(last);
-    last = id;
+    const int id = build_.add_op(op);
     if (op.stream == StreamKind::Compute) {
       // The blocking rules: a compute op waits for the synchronous collectives and blocking sends
       // issued before it on its rank.
-      for (int dep : pending_sync_[rank_]) edges_.emplace_back(dep, id);
+      for (int dep : pending_sync_[rank_]) build_.add_dependency(dep, id);
       pending_sync_[rank_].clear();
       last_compute_[rank_] = id;
     }
-    dag_.ops.push_back(op);
     return id;
   }
 
-  void edge(int from, int to) {
-    if (from != kNone) edges_.emplace_back(from, to);
-  }
+  void edge(int from, int to) { build_.add_dependency(from, to); }
 
   [[nodiscard]] DagOp base_op(const PassState& pass, const UnitCost& unit, Phase phase) const {
     DagOp op;
@@ -446,8 +449,7 @@ class Lowerer {
     }
     // Sends leave at the end of the instruction (Megatron sends after forward_step /
     // backward_step returns): after the instruction's last compute op as well as their data.
-    send_after_ = last_on_stream_[static_cast<std::size_t>(rank_) * kStreamsPerRank +
-                                  static_cast<int>(StreamKind::Compute)];
+    send_after_ = build_.last_on_stream(rank_, StreamKind::Compute);
     flush_sends(sends);
   }
 
@@ -628,65 +630,20 @@ class Lowerer {
     }
   }
 
-  // CSR from the edge list: counting sort by target, then sort + unique each predecessor range.
-  void build_csr() {
-    const int n = dag_.size();
-    std::vector<std::int32_t> count(n + 1, 0);
-    for (const auto& e : edges_) ++count[e.second + 1];
-    for (int i = 0; i < n; ++i) count[i + 1] += count[i];
-    std::vector<std::int32_t> raw(edges_.size());
-    {
-      std::vector<std::int32_t> fill(count.begin(), count.end() - 1);
-      for (const auto& e : edges_) raw[fill[e.second]++] = e.first;
-    }
-    dag_.pred_begin.assign(n + 1, 0);
-    dag_.preds.clear();
-    dag_.preds.reserve(raw.size());
-    for (int i = 0; i < n; ++i) {
-      auto b = raw.begin() + count[i], e = raw.begin() + count[i + 1];
-      std::sort(b, e);
-      e = std::unique(b, e);
-      dag_.preds.insert(dag_.preds.end(), b, e);
-      dag_.pred_begin[i + 1] = static_cast<std::int32_t>(dag_.preds.size());
-    }
-    std::vector<std::int32_t> scount(n + 1, 0);
-    for (std::int32_t p : dag_.preds) ++scount[p + 1];
-    for (int i = 0; i < n; ++i) scount[i + 1] += scount[i];
-    dag_.succ_begin = scount;
-    dag_.succs.assign(dag_.preds.size(), 0);
-    std::vector<std::int32_t> fill(scount.begin(), scount.end() - 1);
-    for (int i = 0; i < n; ++i)
-      for (int j = dag_.pred_begin[i]; j < dag_.pred_begin[i + 1]; ++j)
-        dag_.succs[fill[dag_.preds[j]]++] = i;  // ascending i: successors come out sorted
-
-    const int streams = s_.pp * kStreamsPerRank;
-    dag_.stream_begin.assign(streams + 1, 0);
-    for (const DagOp& op : dag_.ops) ++dag_.stream_begin[dag_.stream_id(op.rank, op.stream) + 1];
-    for (int i = 0; i < streams; ++i) dag_.stream_begin[i + 1] += dag_.stream_begin[i];
-    dag_.stream_ops.assign(n, 0);
-    std::vector<std::int32_t> sfill(dag_.stream_begin.begin(), dag_.stream_begin.end() - 1);
-    for (int i = 0; i < n; ++i)
-      dag_.stream_ops[sfill[dag_.stream_id(dag_.ops[i].rank, dag_.ops[i].stream)]++] = i;
-    dag_.stream_next.assign(n, kNone);
-    for (int i = 0; i < n; ++i)
-      if (dag_.stream_prev[i] != kNone) dag_.stream_next[dag_.stream_prev[i]] = i;
-  }
-
   const Schedule& s_;
   const CostModel& cost_;
   Dag& dag_;
+  dag_build::DagBuilder build_;
   int stages_ = 0, m_ = 0;
   int rank_ = 0, instruction_ = 0;
   // Per pass (stage * m + mb).
   std::vector<int> f_first_, f_last_, b_first_, b_last_, send_f_, send_b_, offload_, reload_;
   std::vector<char> deferred_, w_done_;
-  std::vector<int> last_on_stream_;
   std::vector<std::vector<int>> pending_sync_;      // per rank
   std::vector<int> last_compute_;                   // per rank: the last compute op emitted
   std::vector<std::vector<const UnitCost*>> flow_;  // per stage: units in forward order
   std::vector<PassState> sends_;
   int send_after_ = kNone;  // last compute op of the instruction whose sends are being emitted
-  std::vector<std::pair<std::int32_t, std::int32_t>> edges_;
 };
 
 }  // namespace

@@ -1,0 +1,47 @@
+// DagBuilder: appends ops and dependencies to a Dag and finishes its index arrays (CSR
+// predecessors and successors, per-stream order). Private to src/dag: the lowering of the
+// pipeline (lower.cpp) and of any extra step it adds use it, nothing outside the module does.
+// Dependencies on the op added last go straight into CSR order (nearly all of them, since an op's
+// inputs are known when it is emitted); the others are kept aside and merged in finish().
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "braid/dag.hpp"
+
+namespace braid::dag_build {
+
+class DagBuilder {
+ public:
+  // `ranks`: the pipeline ranks (dag.pp); `ops_hint`: the expected op count, reserved up front.
+  DagBuilder(Dag& dag, int ranks, std::size_t ops_hint);
+
+  // Appends `op` (its rank and stream already set) at the end of its (rank, stream) order and
+  // returns its index.
+  int add_op(const DagOp& op);
+  // `to` waits for `from`; from < 0 (no op) is ignored. Duplicates are removed by finish().
+  void add_dependency(int from, int to) {
+    if (from < 0) return;
+    if (to == static_cast<int>(dag_.ops.size()) - 1)
+      dag_.preds.push_back(from);
+    else
+      late_.emplace_back(from, to);
+  }
+  // The last op added on (rank, stream), -1 if none.
+  int last_on_stream(int rank, StreamKind stream) const {
+    return last_[static_cast<std::size_t>(rank) * kStreamsPerRank + static_cast<int>(stream)];
+  }
+  // Sorts and deduplicates every predecessor list, then builds successors and stream order.
+  void finish();
+
+ private:
+  Dag& dag_;
+  int ranks_;
+  std::vector<std::int32_t> last_;  // per (rank, stream)
+  std::vector<std::pair<std::int32_t, std::int32_t>> late_;
+};
+
+}  // namespace braid::dag_build
