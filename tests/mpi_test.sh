@@ -1,24 +1,28 @@
 #!/usr/bin/env bash
-# ctest mpi_identical_outputs: `braid sweep` and `braid search` write byte-identical outputs as
-# one process (no launcher), and under mpirun with 2 and 3 ranks; the invalid rows evaluated on
-# every rank appear in rank 0's output; bad input exits 2 on every rank with one message.
-# Usage: tests/mpi_test.sh BRAID MPIEXEC   (MPIEXEC empty: built without MPI, skipped with 77)
+# ctest mpi_identical_outputs: `braid sweep` and `braid search` (one process, no MPI library)
+# write byte-identical outputs to `braid-mpi` under mpirun with 2 and 3 ranks; the invalid rows
+# evaluated on every rank appear in rank 0's output; bad input exits 2 on every rank with one
+# message; plain braid links no MPI library and, started by mpirun, refuses with one line.
+# Usage: tests/mpi_test.sh BRAID BRAID_MPI MPIEXEC
+#        (BRAID_MPI and MPIEXEC empty: built without MPI, skipped with 77)
 set -euo pipefail
 braid=$1
-mpiexec=${2:-}
-if [ -z "$mpiexec" ]; then
+braid_mpi=${2:-}
+mpiexec=${3:-}
+fail() { echo "FAIL: $*" >&2; exit 1; }
+if ldd "$braid" | grep -q libmpi; then fail "$braid links an MPI library"; fi
+if [ -z "$mpiexec" ] || [ -z "$braid_mpi" ]; then
   echo "braid built without MPI (BRAID_MPI=OFF): skipped"
   exit 77
 fi
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
 
-# n = 1: braid alone (MPI never initialised); n > 1: under mpirun.
+# n = 1: plain braid (no MPI at all); n > 1: braid-mpi under mpirun.
 run() {
   local n=$1; shift
   if [ "$n" -eq 1 ]; then "$braid" "$@"; else
-    "$mpiexec" --allow-run-as-root --oversubscribe -n "$n" "$braid" "$@"; fi
+    "$mpiexec" --allow-run-as-root --oversubscribe -n "$n" "$braid_mpi" "$@"; fi
 }
 
 # tp 16 exceeds the 8 GPUs per node: 12 invalid rows, cost 1 each, spread over the ranks.
@@ -54,4 +58,16 @@ set -e
 [ "$rc" -eq 2 ] || fail "--mem-cap 1 under mpirun: exit $rc, expected 2"
 [ "$(grep -c '^braid: --mem-cap' "$dir/bad.err")" -eq 1 ] || fail "expected one --mem-cap line"
 [ ! -s "$dir/bad.out" ] || fail "bad input wrote to stdout"
+
+# Plain braid under a launcher would run the whole command once per rank: it refuses, exit 2,
+# one line (from rank 0), nothing on stdout.
+set +e
+"$mpiexec" --allow-run-as-root --oversubscribe -n 2 "$braid" "${sweep[@]}" > "$dir/plain.out" \
+  2> "$dir/plain.err"
+rc=$?
+set -e
+[ "$rc" -eq 2 ] || fail "plain braid under mpirun: exit $rc, expected 2"
+[ "$(grep -c '^braid: started by an MPI launcher' "$dir/plain.err")" -eq 1 ] ||
+  fail "expected one line naming braid-mpi from plain braid under mpirun"
+[ ! -s "$dir/plain.out" ] || fail "plain braid under mpirun wrote to stdout"
 echo "identical outputs for 1, 2 and 3 ranks"

@@ -1,11 +1,13 @@
 // MPI behind ProcessGroup: all_gather is MPI_Allgather of the sizes then MPI_Allgatherv of the
 // bytes on MPI_COMM_WORLD. Only the main thread calls MPI (the explorer exchanges between its
-// parallel sections), so MPI_THREAD_FUNNELED is enough.
+// parallel sections), so MPI_THREAD_FUNNELED is enough. Compiled twice: with BRAID_MPI into
+// braid-mpi, without into braid, which then links no MPI library and starts without loading one.
 #include "distributed.hpp"
 
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -25,12 +27,27 @@ namespace braid::cli {
 
 namespace {
 
-#ifdef BRAID_MPI
 bool launched_by_mpi() {
   for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "PMI_RANK"})
     if (std::getenv(var) != nullptr) return true;
   return false;
 }
+
+#ifndef BRAID_MPI
+// The launcher's own count of processes (1 when it says nothing).
+int launched_size() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"})
+    if (const char* v = std::getenv(var)) return std::max(1, std::atoi(v));
+  return 1;
+}
+int launched_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+    if (const char* v = std::getenv(var)) return std::atoi(v);
+  return 0;
+}
+#endif
+
+#ifdef BRAID_MPI
 
 bool mpi_running() {
   int initialized = 0, finalized = 0;
@@ -66,10 +83,20 @@ std::vector<std::string> all_gather(const std::string& bytes) {
 }  // namespace
 
 MpiSession::MpiSession([[maybe_unused]] int& argc, [[maybe_unused]] char**& argv) {
-#ifdef BRAID_MPI
   if (!launched_by_mpi()) return;
+#ifdef BRAID_MPI
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_FUNNELED, &provided);
+#else
+  // Several copies of the one-process build would each run the whole command and print it.
+  if (launched_size() > 1) {
+    if (launched_rank() == 0)
+      std::fprintf(stderr,
+                   "braid: started by an MPI launcher with %d processes, but this braid runs one "
+                   "process; run braid-mpi under mpirun/srun (docs/distributed.md)\n",
+                   launched_size());
+    std::exit(2);
+  }
 #endif
 }
 

@@ -1,8 +1,8 @@
-// braid's MPI layer: the only code that knows MPI (built with -DBRAID_MPI=ON). It initialises MPI
-// when an MPI launcher started the process, and turns MPI_COMM_WORLD into the ProcessGroup that
-// the explorer shares its work over. Built without MPI, or run without a launcher, every function
-// here describes one process. It does not split or merge anything: the explorer does
-// (include/braid/explore.hpp).
+// braid's MPI layer: the only code that knows MPI (compiled with BRAID_MPI into braid-mpi). It
+// initialises MPI when an MPI launcher started the process, and turns MPI_COMM_WORLD into the
+// ProcessGroup that the explorer shares its work over. Built without MPI (plain braid), or run
+// without a launcher, every function here describes one process. It does not split or merge
+// anything: the explorer does (include/braid/explore.hpp).
 #pragma once
 
 #include <functional>
