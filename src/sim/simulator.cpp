@@ -36,16 +36,8 @@ struct Later {
   }
 };
 
-// What the inner loop reads of an op, packed in 32 bytes (a DagOp is twice that, with fields the
-// engine never reads; this keeps the hot path in cache).
-struct HotOp {
-  double duration_s;
-  double alloc_bytes;
-  double free_bytes;
-  std::int32_t rank;
-  std::uint8_t role;  // kCompute, kD2H, kH2D, or kComm + the stream's index on its rank
-  std::uint8_t pad[3];
-};
+// The engine reads each op's DagOp in place (one 64-byte line) rather than a copy: copying every
+// op into a packed record cost more, in a single run, than the smaller record saved.
 // Every stream that is not compute or a copy engine is communication (TP, P2P, and whatever
 // communication streams are added later): it contends with compute.
 constexpr std::uint8_t kCompute = 0, kD2H = 1, kH2D = 2, kComm = 3;
@@ -103,19 +95,9 @@ class Engine {
     out_.memory.clear();
     out_.critical_pred.assign(n, -1);
     ready_s_.assign(n, 0.0);
-    // One pass over the ops: dependency counts and the packed hot records.
     pending_.resize(n);
-    hot_.resize(n);
-    for (int i = 0; i < n; ++i) {
+    for (int i = 0; i < n; ++i)
       pending_[i] = dag.pred_begin[i + 1] - dag.pred_begin[i] + (dag.stream_prev[i] >= 0 ? 1 : 0);
-      const DagOp& op = dag.ops[i];
-      HotOp& h = hot_[i];
-      h.duration_s = op.duration_s;
-      h.alloc_bytes = op.alloc_bytes;
-      h.free_bytes = op.free_bytes;
-      h.rank = op.rank;
-      h.role = role_of(op.stream);
-    }
     contention_ = contends(dag, options);
     if (contention_) {
       remaining_.assign(n, 0.0);
@@ -184,7 +166,7 @@ class Engine {
   }
 
   void start(int i) {
-    const HotOp& op = hot_[i];
+    const DagOp& op = dag_.ops[i];
     const int r = op.rank;
     out_.start_s[i] = now_;
     if (op.alloc_bytes != 0) {
@@ -204,21 +186,22 @@ class Engine {
       return;
     }
     double slowdown = 1.0;
-    if (op.role == kCompute) {
+    const std::uint8_t role = role_of(op.stream);
+    if (role == kCompute) {
       running_compute_[r] = i;
       if (comm_count_[r] > 0) {
         slowdown = compute_slowdown_;
         retime_comm(r, comm_slowdown_);
       }
-    } else if (op.role >= kComm) {
-      running_comm_[static_cast<std::size_t>(r) * kStreamsPerRank + op.role - kComm] = i;
+    } else if (role >= kComm) {
+      running_comm_[static_cast<std::size_t>(r) * kStreamsPerRank + role - kComm] = i;
       if (running_compute_[r] >= 0) {
         slowdown = comm_slowdown_;
         if (comm_count_[r] == 0) retime(running_compute_[r], compute_slowdown_);
       }
       ++comm_count_[r];
     } else {
-      const int dir = op.role - kD2H, other = 1 - dir;
+      const int dir = role - kD2H, other = 1 - dir;
       running_copy_[static_cast<std::size_t>(r) * 2 + dir] = i;
       const int peer = running_copy_[static_cast<std::size_t>(r) * 2 + other];
       if (peer >= 0) {
@@ -233,7 +216,7 @@ class Engine {
   }
 
   void finish(int i) {
-    const HotOp& op = hot_[i];
+    const DagOp& op = dag_.ops[i];
     const int r = op.rank;
     out_.end_s[i] = now_;
     ++finished_;
@@ -242,14 +225,15 @@ class Engine {
       sample(r);
     }
     if (contention_ && op.duration_s > 0) {
-      if (op.role == kCompute) {
+      const std::uint8_t role = role_of(op.stream);
+      if (role == kCompute) {
         running_compute_[r] = -1;
         if (comm_count_[r] > 0) retime_comm(r, 1.0);
-      } else if (op.role >= kComm) {
-        running_comm_[static_cast<std::size_t>(r) * kStreamsPerRank + op.role - kComm] = -1;
+      } else if (role >= kComm) {
+        running_comm_[static_cast<std::size_t>(r) * kStreamsPerRank + role - kComm] = -1;
         if (--comm_count_[r] == 0 && running_compute_[r] >= 0) retime(running_compute_[r], 1.0);
       } else {
-        const int dir = op.role - kD2H;
+        const int dir = role - kD2H;
         running_copy_[static_cast<std::size_t>(r) * 2 + dir] = -1;
         const int peer = running_copy_[static_cast<std::size_t>(r) * 2 + (1 - dir)];
         if (peer >= 0) retime(peer, 1.0);
@@ -317,7 +301,6 @@ class Engine {
   int ranks_ = 0;
   int finished_ = 0;
   double now_ = 0;
-  std::vector<HotOp> hot_;
   std::vector<std::int32_t> pending_;
   std::vector<double> ready_s_;  // per op: end of its critical predecessor so far
   std::vector<double> remaining_, slowdown_, since_;

@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""braid side by side with PP-Schedule-Visualization, whole process, CPU time.
+
+The peer is https://github.com/Victarry/PP-Schedule-Visualization (measured at commit 1dd92bf).
+Get it with
+
+    git clone https://github.com/Victarry/PP-Schedule-Visualization /tmp/pp-schedule-visualization
+
+Its simulator (src/execution_model.py, src/strategies.py) imports only the Python standard
+library; the dashboard around it (dash, hydra) is not needed and not imported here.
+
+    bench/peer_compare.py --peer /tmp/pp-schedule-visualization [--braid build/braid] [--runs 20]
+
+Every case runs the peer and braid alternately (paired runs, so load changes hit both) and reports
+the median CPU time (user + system, from the child's resource usage) and wall time of each whole
+process, and their ratio. Without --peer only braid's figures are printed. The sweep case prints
+braid's CPU time per configuration. A Release build (tools/setup) is assumed.
+"""
+import argparse
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+# 1F1B-interleaved as the peer models it: 8 devices, 16 stages (2 per device), F = 1, B = 2.
+PEER_DRIVER = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+from src.execution_model import ScheduleConfig
+from src.strategies import generate_1f1b_interleave_schedule
+config = ScheduleConfig(num_devices=int(sys.argv[2]), num_stages=2 * int(sys.argv[2]),
+                        num_batches=int(sys.argv[3]), p2p_latency=0.0,
+                        placement_strategy="interleave",
+                        op_times={"forward": float(sys.argv[4]), "backward": float(sys.argv[5])})
+schedule = generate_1f1b_interleave_schedule(config)
+schedule.execute()
+print(schedule.get_total_execution_time())
+"""
+
+SWEEP = ("sweep --study configs/studies/default.yaml --tp 2,4,8 --pp 2,4 "
+         "--seq 2048,3072,4096,6144,8192 --microbatches 32,64,128 --mbs 1,2 "
+         "--schedules 1f1b,1f1b-i,zb-h1,zb-v,stp,dualpipe-v --jobs 1").split()
+
+
+def timed(cmd, cwd):
+    """Runs cmd; returns (cpu seconds, wall seconds, stdout)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    out = subprocess.run(cmd, cwd=cwd, check=True, stdout=subprocess.PIPE).stdout
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return cpu, wall, out
+
+
+def median_ms(xs):
+    return statistics.median(xs) * 1e3
+
+
+def paired(name, braid_cmd, peer_cmd, runs, root):
+    braid_cpu, braid_wall, peer_cpu, peer_wall = [], [], [], []
+    for _ in range(runs):
+        if peer_cmd:
+            c, w, _ = timed(peer_cmd, root)
+            peer_cpu.append(c)
+            peer_wall.append(w)
+        c, w, _ = timed(braid_cmd, root)
+        braid_cpu.append(c)
+        braid_wall.append(w)
+    line = f"{name}: braid {median_ms(braid_cpu):.1f} ms CPU ({median_ms(braid_wall):.1f} ms wall)"
+    if peer_cmd:
+        line += (f", peer {median_ms(peer_cpu):.1f} ms CPU ({median_ms(peer_wall):.1f} ms wall)"
+                 f", ratio {statistics.median(peer_cpu) / statistics.median(braid_cpu):.1f}x CPU"
+                 f" ({statistics.median(peer_wall) / statistics.median(braid_wall):.1f}x wall)")
+    print(line, flush=True)
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    root = os.path.dirname(here)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--peer", help="checkout of PP-Schedule-Visualization")
+    ap.add_argument("--braid", default=os.path.join(root, "build", "braid"))
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--sweep-runs", type=int, default=3)
+    a = ap.parse_args()
+    braid = os.path.abspath(a.braid)
+    peer = None
+    if a.peer:
+        if not os.path.isfile(os.path.join(a.peer, "src", "execution_model.py")):
+            sys.exit(f"peer_compare: --peer {a.peer}: no src/execution_model.py there; clone "
+                     "https://github.com/Victarry/PP-Schedule-Visualization")
+        peer = [sys.executable, "-c", PEER_DRIVER, os.path.abspath(a.peer), "8", "256", "1", "2"]
+        check = subprocess.run(peer, check=True, stdout=subprocess.PIPE, text=True).stdout
+        print(f"peer iteration time (F 1, B 2): {float(check):g}")
+    uniform = [braid, "simulate", "--unit-costs", "1,2,0,0", "--schedule", "1f1b-i", "--pp", "8",
+               "--microbatches", "256", "--json"]
+    out = subprocess.run(uniform, cwd=root, check=True, stdout=subprocess.PIPE, text=True).stdout
+    print("braid iteration time (uniform 1,2,0,0):", out.split('"iteration_time_s":')[1].split(",")[0])
+    paired("uniform 1f1b-i p8 m256", uniform, peer, a.runs, root)
+    # Unit level on a real model against the peer's chunk-level run of the same pipeline (its run
+    # time does not depend on the F and B values: the same ops in the same order).
+    qwen = [braid, "simulate", "--study", "configs/studies/qwen2-26.3b-a800x32.yaml", "--cluster",
+            "h100x64", "--tp", "8", "--pp", "8", "--microbatches", "256", "--schedule", "1f1b-i",
+            "--json"]
+    paired("qwen2-26.3b tp8 pp8 m256 1f1b-i, unit level", qwen, peer, a.runs, root)
+    with tempfile.TemporaryDirectory() as tmp:
+        csv = os.path.join(tmp, "sweep.csv")
+        cpus = []
+        for _ in range(a.sweep_runs):
+            c, _, _ = timed([braid] + SWEEP + ["--csv", csv], root)
+            cpus.append(c)
+        with open(csv) as f:
+            rows = sum(1 for _ in f) - 1
+    cpu = statistics.median(cpus)
+    print(f"sweep ({rows} rows, --jobs 1): {cpu:.2f} s CPU, {cpu / rows * 1e3:.2f} ms per "
+          f"configuration (median of {a.sweep_runs})")
+
+
+if __name__ == "__main__":
+    main()
