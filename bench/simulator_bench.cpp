@@ -4,6 +4,9 @@
 //   build/simulator_bench --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
 
+#include <cstdint>
+#include <vector>
+
 #include "braid/config.hpp"
 #include "braid/cost_model.hpp"
 #include "braid/dag.hpp"
@@ -49,18 +52,55 @@ void rate(benchmark::State& state, const braid::Dag& dag) {
                          benchmark::Counter::kIsRate);
 }
 
-// The engine alone (contention on / off).
+template <class T>
+double bytes(const std::vector<T>& v) {
+  return static_cast<double>(v.size() * sizeof(T));
+}
+
+// What the Dag and its Timeline hold per op (the arrays that grow with the iteration; reserved
+// capacity that is never written costs no memory and is not counted).
+double bytes_per_op(const braid::Dag& d, const braid::Timeline& t) {
+  const double total = bytes(d.ops) + bytes(d.pred_begin) + bytes(d.preds) + bytes(d.succ_begin) +
+                       bytes(d.succs) + bytes(d.stream_begin) + bytes(d.stream_ops) +
+                       bytes(d.stream_prev) + bytes(d.stream_next) + bytes(t.start_s) +
+                       bytes(t.end_s) + bytes(t.critical_pred);
+  return total / d.size();
+}
+
+// simulate(): the profile's contention factors are 1.0, so this is the topological fast path
+// (contention on or off alike).
 void BM_Simulate(benchmark::State& state) {
   const Fixture& f = fixture();
   braid::SimOptions options;
   options.contention = state.range(0) != 0;
+  braid::Timeline t;
   for (auto _ : state) {
-    braid::Timeline t = braid::simulate(f.dag, options);
+    t = braid::simulate(f.dag, options);
     benchmark::DoNotOptimize(t.iteration_time_s);
   }
   rate(state, f.dag);
+  state.counters["fast_path"] = t.fast_path ? 1 : 0;
+  state.counters["bytes_per_op"] = bytes_per_op(f.dag, t);
 }
 BENCHMARK(BM_Simulate)->Arg(1)->Arg(0)->ArgName("contention")->Unit(benchmark::kMillisecond);
+
+// The discrete-event engine on the same DAG (what runs when something contends): heap events
+// (op completions, re-timings) per second.
+void BM_SimulateEvents(benchmark::State& state) {
+  const Fixture& f = fixture();
+  std::int64_t events = 0;
+  for (auto _ : state) {
+    braid::Timeline t = braid::simulate_events(f.dag);
+    events = t.events;
+    benchmark::DoNotOptimize(t.iteration_time_s);
+  }
+  rate(state, f.dag);
+  state.counters["events"] = static_cast<double>(events);
+  state.counters["events_per_s"] =
+      benchmark::Counter(static_cast<double>(events) * static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_SimulateEvents)->Unit(benchmark::kMillisecond);
 
 // Schedule + cost model -> Dag.
 void BM_Lower(benchmark::State& state) {
