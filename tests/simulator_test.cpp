@@ -248,3 +248,93 @@ TEST_CASE("each op records its last-ending predecessor, ties to the lowest index
     }
   }
 }
+
+// ---- zero-time ops folded away (LowerOptions::fold_zero_time) -----------------------------------
+
+namespace {
+
+// Everything the report says but the op count and the critical path, compared exactly.
+void check_same_report(const Report& a, const Report& b) {
+  CHECK(a.iteration_time_s == b.iteration_time_s);
+  REQUIRE(a.ranks.size() == b.ranks.size());
+  for (std::size_t r = 0; r < a.ranks.size(); ++r) {
+    INFO("rank " << r);
+    CHECK(a.ranks[r].busy_s == b.ranks[r].busy_s);
+    CHECK(a.ranks[r].tp_exposed_s == b.ranks[r].tp_exposed_s);
+    CHECK(a.ranks[r].pp_idle_s == b.ranks[r].pp_idle_s);
+    CHECK(a.ranks[r].offload_stall_s == b.ranks[r].offload_stall_s);
+    CHECK(a.ranks[r].activation_peak_bytes == b.ranks[r].activation_peak_bytes);
+    CHECK(a.ranks[r].peak_memory_bytes == b.ranks[r].peak_memory_bytes);
+  }
+  CHECK(a.tp_bubble_rate == b.tp_bubble_rate);
+  CHECK(a.pp_bubble_rate == b.pp_bubble_rate);
+  CHECK(a.offload_stall_rate == b.offload_stall_rate);
+  CHECK(a.critical_path.compute_s + a.critical_path.collective_s + a.critical_path.p2p_s +
+            a.critical_path.copy_s ==
+        Approx(b.critical_path.compute_s + b.critical_path.collective_s + b.critical_path.p2p_s +
+               b.critical_path.copy_s));
+}
+
+// Folded and unfolded DAGs of every schedule (offload off and on) give the same report, through
+// the fast path and through the event engine; returns the ops folded away in all.
+template <class CostOf>
+int fold_every_schedule(int pp, int m, CostOf cost_of) {
+  int folded = 0;
+  for (const std::string& name : schedule_names())
+    for (const double offload : {0.0, 0.5}) {
+      if (offload > 0 && name == "stp-offload") continue;
+      ScheduleOptions o;
+      o.pp = pp;
+      o.vpp = 2;
+      o.microbatches = std::max(m, min_microbatches(name, o));
+      o.offload = offload;
+      const Schedule s = make_schedule(name, o);
+      const CostModel cost = cost_of(s);
+      LowerOptions fold;
+      fold.fold_zero_time = true;
+      const Dag full = lower(s, cost), lean = lower(s, cost, fold);
+      INFO(s.name << " pp " << pp << " m " << o.microbatches);
+      folded += full.size() - lean.size();
+      check_same_report(make_report("x", s, cost, full, simulate(full)),
+                        make_report("x", s, cost, lean, simulate(lean)));
+      check_same_report(make_report("x", s, cost, full, simulate_events(full)),
+                        make_report("x", s, cost, lean, simulate_events(lean)));
+    }
+  return folded;
+}
+
+}  // namespace
+
+TEST_CASE("zero-time collectives and sends folded away change no reported figure", "[sim][fold]") {
+  // Uniform mode: sends take no time (folded); with tar = 0 the collectives too.
+  for (const UniformCosts& u : {UniformCosts{4, 8, 8, 2, 1}, UniformCosts{1, 2, 0, 0, 1}})
+    for (const int pp : {2, 4})
+      CHECK(fold_every_schedule(pp, 3 * pp, [&](const Schedule& s) {
+              return uniform_cost_model(u, s.virtual_stages());
+            }) > 0);
+  // Study costs: every op takes time; nothing is folded and nothing changes.
+  const Study study = load_study(resolve_config("studies", "default"));
+  const Profile profile = load_profile(resolve_config("profiles", study.cluster.profile));
+  fold_every_schedule(study.parallel.pp, study.training.microbatches, [&](const Schedule& s) {
+    return build_cost_model(study, profile, s.virtual_stages());
+  });
+}
+
+TEST_CASE("folding leaves ops that move memory and compute ops in place", "[sim][fold]") {
+  // 1F1B, p 2, m 2 in uniform mode: the four sends (one F and one B per microbatch, no time)
+  // go; the compute ops and the collectives (which take time) stay.
+  const Schedule s = one_f_one_b_p2_m2();
+  const CostModel cost = uniform_cost_model(unit_costs(), 2);
+  LowerOptions fold;
+  fold.fold_zero_time = true;
+  const Dag full = lower(s, cost), lean = lower(s, cost, fold);
+  int sends = 0;
+  for (const DagOp& op : full.ops) sends += op.kind == OpKind::P2P;
+  CHECK(sends == 4);
+  CHECK(lean.size() == full.size() - sends);
+  for (const DagOp& op : lean.ops) CHECK(op.kind != OpKind::P2P);
+  const Timeline t = simulate(lean);
+  CHECK(t.iteration_time_s == 66.0);
+  CHECK(t.peak_activation_bytes == std::vector<double>{8.0, 4.0});
+  CHECK(t.start_s[find_op(lean, "B0.0 MLP L1", 1)] == 12.0);
+}

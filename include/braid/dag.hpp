@@ -71,6 +71,11 @@ enum class P2pMode : std::uint8_t {
 };
 struct LowerOptions {
   P2pMode p2p = P2pMode::Auto;
+  // Leave out the collectives, sends and copies that take no time and move no memory (in
+  // uniform-cost mode: every send, and every collective when tar = 0), connecting what they
+  // waited for to what waited for them. Every time, memory peak and idle attribution stays the
+  // same (docs/simulator.md, "Zero-time ops"); the ops are gone from traces and the critical path.
+  bool fold_zero_time = false;
 };
 
 struct Dag {
@@ -105,6 +110,11 @@ struct Dag {
 // InputError when they do not match, or when an instruction refers to a pass the schedule never
 // produces (a B without its F, a W without a deferred B, a RELOAD without OFFLOAD).
 Dag lower(const Schedule& schedule, const CostModel& cost, const LowerOptions& options = {});
+
+// True when every op's alloc and free is a non-negative multiple of 2^-10 and each rank's amounts
+// add up to at most 2^42: then every partial sum of a rank's memory is exact, and comes out the
+// same in any order of the same allocs and frees.
+bool memory_sums_exact(const Dag& dag);
 
 // "F1.3 Attn L12", "AR B0.2 PreMLP L5", "send F0.3 r0->r1", "OFFLOAD 0.3", "F0.0 Embedding".
 std::string op_name(const Dag& dag, int op);

@@ -62,6 +62,7 @@ void register_simulate(CLI::App& app) {
     check_timeline_outputs(args->trace, args->svg);
     SimulationContext ctx = resolve_context(args->sim);
     ctx.sim.record_memory = !args->trace.empty() || !args->svg.empty();
+    ctx.lower.fold_zero_time = !ctx.sim.record_memory;
     const Schedule schedule = resolve_schedule(*args, ctx);
     const SimulationResult result = simulate_schedule(ctx, schedule);
     write_timeline_outputs(result, args->trace, args->svg);

@@ -92,6 +92,7 @@ SimulationContext resolve_context(const SimulationArgs& args) {
                   : args.p2p == "async"  ? P2pMode::Async
                                          : P2pMode::Auto;
   ctx.sim.contention = !args.no_contention;
+  ctx.lower.fold_zero_time = true;  // off again where a trace or SVG shows every op
   const StudyOverrides& o = args.study.overrides;
   if (!args.unit_costs.empty()) {
     if (args.study_option && args.study_option->count() > 0)

@@ -2,6 +2,8 @@
 #include "builder.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstddef>
 
 namespace braid::dag_build {
 
@@ -35,7 +37,7 @@ int DagBuilder::add_op(const DagOp& op) {
   return id;
 }
 
-void DagBuilder::finish() {
+void DagBuilder::merge_late() {
   Dag& d = dag_;
   const int n = d.size();
   d.pred_begin.push_back(static_cast<std::int32_t>(d.preds.size()));
@@ -75,7 +77,147 @@ void DagBuilder::finish() {
     late_.clear();
     late_.shrink_to_fit();
   }
+}
 
+// Zero-time ops (LowerOptions::fold_zero_time). An op z that takes no time ends when the last of
+// its inputs (dependencies and stream predecessor) ends, so every op that waited for z can wait
+// for those inputs instead: z's "handle", with z's folded inputs replaced by their handles in
+// turn and, per stream, only the latest member kept (it ends after the earlier ones). Times are
+// unchanged. Only ops off the compute stream that move no memory and whose dependencies all sit
+// on their rank are folded, so the idle attribution reaches the same ops (a zero-length interval
+// adds nothing; what z would have led the walk to is reached directly). Memory events only move
+// between zero-time rounds of one instant, which changes no peak when no zero-time op frees
+// memory and the sums are exact; otherwise nothing is folded.
+void DagBuilder::fold_zero_time() {
+  Dag& d = dag_;
+  const int n = d.size();
+  if (!memory_sums_exact(d)) return;
+  std::vector<char> fold(n, 0);
+  int folded = 0;
+  for (int i = 0; i < n; ++i) {
+    const DagOp& op = d.ops[i];
+    if (op.duration_s > 0) continue;
+    if (op.free_bytes != 0) return;
+    if (op.alloc_bytes != 0 || op.stream == StreamKind::Compute) continue;
+    bool local = true;
+    for (int j = d.pred_begin[i]; j < d.pred_begin[i + 1]; ++j)
+      local = local && d.ops[d.preds[j]].rank == op.rank;
+    if (!local) continue;
+    fold[i] = 1;
+    ++folded;
+  }
+  if (folded == 0) return;
+
+  // Position of each op on its stream (a stream predecessor always has a lower index).
+  std::vector<std::int32_t> pos(n, 0);
+  for (int i = 0; i < n; ++i)
+    if (d.stream_prev[i] >= 0) pos[i] = pos[d.stream_prev[i]] + 1;
+  auto stream_of = [&](int i) { return d.stream_id(d.ops[i].rank, d.ops[i].stream); };
+  // Keeps the latest member per stream of hv[from..).
+  std::vector<std::int32_t> hv;
+  auto prune = [&](std::size_t from) {
+    std::sort(hv.begin() + static_cast<std::ptrdiff_t>(from), hv.end(), [&](int a, int b) {
+      const int sa = stream_of(a), sb = stream_of(b);
+      return sa != sb ? sa < sb : pos[a] > pos[b];
+    });
+    std::size_t out = from;
+    for (std::size_t k = from; k < hv.size(); ++k)
+      if (k == from || stream_of(hv[k]) != stream_of(hv[out - 1])) hv[out++] = hv[k];
+    hv.resize(out);
+  };
+
+  // Handles, in depth-first post-order over folded inputs; a cycle among them leaves the DAG as
+  // it is (the simulator names the cycle).
+  std::vector<std::int32_t> hb(n, 0), he(n, 0);
+  std::vector<char> state(n, 0);  // 0 new, 1 on the current path, 2 done
+  std::vector<std::int32_t> stack;
+  auto append_input = [&](int y) {
+    if (!fold[y]) {
+      hv.push_back(y);
+      return;
+    }
+    for (int k = hb[y]; k < he[y]; ++k) hv.push_back(hv[k]);
+  };
+  for (int z0 = 0; z0 < n; ++z0) {
+    if (!fold[z0] || state[z0] != 0) continue;
+    stack.push_back(z0);
+    while (!stack.empty()) {
+      const int x = stack.back();
+      if (state[x] == 2) {
+        stack.pop_back();
+        continue;
+      }
+      if (state[x] == 0) {
+        state[x] = 1;
+        auto visit = [&](int y) {
+          if (!fold[y]) return true;
+          if (state[y] == 1) return false;
+          if (state[y] == 0) stack.push_back(y);
+          return true;
+        };
+        bool ok = true;
+        for (int j = d.pred_begin[x]; j < d.pred_begin[x + 1]; ++j) ok = ok && visit(d.preds[j]);
+        if (d.stream_prev[x] >= 0) ok = ok && visit(d.stream_prev[x]);
+        if (!ok) return;
+        continue;
+      }
+      const std::size_t from = hv.size();
+      for (int j = d.pred_begin[x]; j < d.pred_begin[x + 1]; ++j) append_input(d.preds[j]);
+      if (d.stream_prev[x] >= 0) append_input(d.stream_prev[x]);
+      prune(from);
+      hb[x] = static_cast<std::int32_t>(from);
+      he[x] = static_cast<std::int32_t>(hv.size());
+      state[x] = 2;
+      stack.pop_back();
+    }
+  }
+
+  // The kept ops, renumbered in order, with folded inputs replaced by their handles.
+  std::vector<std::int32_t> id(n, -1);
+  int kept = 0;
+  for (int i = 0; i < n; ++i)
+    if (!fold[i]) id[i] = kept++;
+  std::vector<DagOp> ops;
+  std::vector<std::int32_t> pred_begin, preds, stream_prev, list;
+  ops.reserve(kept);
+  pred_begin.reserve(kept + 1);
+  preds.reserve(d.preds.size());
+  stream_prev.reserve(kept);
+  for (int i = 0; i < n; ++i) {
+    if (fold[i]) continue;
+    int sp = d.stream_prev[i];
+    list.clear();
+    if (sp >= 0 && fold[sp])
+      for (int k = hb[sp]; k < he[sp]; ++k) list.push_back(hv[k]);
+    while (sp >= 0 && fold[sp]) sp = d.stream_prev[sp];
+    for (int j = d.pred_begin[i]; j < d.pred_begin[i + 1]; ++j) {
+      const int p = d.preds[j];
+      if (!fold[p]) {
+        list.push_back(p);
+        continue;
+      }
+      for (int k = hb[p]; k < he[p]; ++k) list.push_back(hv[k]);
+    }
+    std::sort(list.begin(), list.end());
+    list.erase(std::unique(list.begin(), list.end()), list.end());
+    pred_begin.push_back(static_cast<std::int32_t>(preds.size()));
+    for (const int p : list)
+      if (p != sp) preds.push_back(id[p]);  // the stream predecessor waits by stream order
+    stream_prev.push_back(sp >= 0 ? id[sp] : -1);
+    ops.push_back(d.ops[i]);
+  }
+  pred_begin.push_back(static_cast<std::int32_t>(preds.size()));
+  d.ops = std::move(ops);
+  d.pred_begin = std::move(pred_begin);
+  d.preds = std::move(preds);
+  d.stream_prev = std::move(stream_prev);
+}
+
+void DagBuilder::finish(bool fold) {
+  merge_late();
+  if (fold) fold_zero_time();
+  Dag& d = dag_;
+  const int n = d.size();
   d.succ_begin.assign(n + 1, 0);
   for (const std::int32_t p : d.preds) ++d.succ_begin[p + 1];
   for (int i = 0; i < n; ++i) d.succ_begin[i + 1] += d.succ_begin[i];
@@ -101,3 +243,21 @@ void DagBuilder::finish() {
 }
 
 }  // namespace braid::dag_build
+
+namespace braid {
+
+bool memory_sums_exact(const Dag& dag) {
+  constexpr double kMaxSum = 4398046511104.0;  // 2^42
+  std::vector<double> total(dag.pp, 0.0);
+  for (const DagOp& op : dag.ops)
+    for (const double v : {op.alloc_bytes, op.free_bytes}) {
+      if (v == 0) continue;
+      const double scaled = std::ldexp(v, 10);
+      if (!(v > 0) || scaled != std::floor(scaled)) return false;
+      total[op.rank] += v;
+      if (!(total[op.rank] <= kMaxSum)) return false;
+    }
+  return true;
+}
+
+}  // namespace braid

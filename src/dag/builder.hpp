@@ -34,10 +34,13 @@ class DagBuilder {
   int last_on_stream(int rank, StreamKind stream) const {
     return last_[static_cast<std::size_t>(rank) * kStreamsPerRank + static_cast<int>(stream)];
   }
-  // Sorts and deduplicates every predecessor list, then builds successors and stream order.
-  void finish();
+  // Sorts and deduplicates every predecessor list, leaves out the zero-time ops when `fold` (see
+  // LowerOptions::fold_zero_time), then builds successors and stream order.
+  void finish(bool fold = false);
 
  private:
+  void merge_late();
+  void fold_zero_time();
   Dag& dag_;
   int ranks_;
   std::vector<std::int32_t> last_;  // per (rank, stream)

@@ -60,6 +60,7 @@ class Lowerer {
     dag_.copy_contention = cost.uniform ? CopyContention{} : cost.copy_contention;
     dag_.p2p_blocking =
         options.p2p == P2pMode::Blocking || (options.p2p == P2pMode::Auto && !cost.uniform);
+    fold_ = options.fold_zero_time;
     stages_ = schedule.virtual_stages();
     m_ = schedule.microbatches;
     const std::size_t passes = static_cast<std::size_t>(stages_) * m_;
@@ -107,7 +108,7 @@ class Lowerer {
       }
     }
     connect_stages();
-    build_.finish();
+    build_.finish(fold_);
   }
 
  private:
@@ -634,6 +635,7 @@ class Lowerer {
   const CostModel& cost_;
   Dag& dag_;
   dag_build::DagBuilder build_;
+  bool fold_ = false;
   int stages_ = 0, m_ = 0;
   int rank_ = 0, instruction_ = 0;
   // Per pass (stage * m + mb).

@@ -315,24 +315,6 @@ class Engine {
 
 // ---- the fast path --------------------------------------------------------------------------
 
-// Memory sums come out the same in any order when every amount is a non-negative multiple of
-// 2^-10 and a rank's amounts add up to at most 2^42 (every partial sum then fits a double's
-// 53-bit mantissa exactly). Byte counts always qualify; unusual uniform-mode `ma` values may not,
-// and then the event engine runs instead.
-bool sums_exact(const Dag& dag) {
-  constexpr double kMaxSum = 4398046511104.0;  // 2^42
-  std::vector<double> total(dag.pp, 0.0);
-  for (const DagOp& op : dag.ops)
-    for (const double v : {op.alloc_bytes, op.free_bytes}) {
-      if (v == 0) continue;
-      const double scaled = std::ldexp(v, 10);
-      if (!(v > 0) || scaled != std::floor(scaled)) return false;
-      total[op.rank] += v;
-      if (!(total[op.rank] <= kMaxSum)) return false;
-    }
-  return true;
-}
-
 // One rank's memory events in the engine's order: by time, then by slot — 0 for ends of timed ops
 // (heap completions), 2k-1 for starts in the k-th zero-time round of the instant, 2k for ends of
 // zero-time ops started in round k. Each stream's events are in that order already (an op starts
@@ -417,7 +399,7 @@ class MemorySweep {
 // duration too small to move its end, memory sums that could round by order).
 bool time_topologically(const Dag& dag, Timeline& out) {
   const int n = dag.size();
-  if (!sums_exact(dag)) return false;
+  if (!memory_sums_exact(dag)) return false;
   out.start_s.assign(n, 0.0);  // doubles as "latest predecessor end so far"
   out.end_s.assign(n, 0.0);
   out.critical_pred.assign(n, -1);
