@@ -111,17 +111,17 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
     const double gemm = 2 * T * h * (q + 2 * k) / t;
     const double norm_in = Ts * h * e, gemm_in = Ts * h * e;
     const double grad_out = T * (q + 2 * k) / t * e;
-    const double rope_bytes = 2 * T * (q + k) / t * e;  // read + write q, k
+    // Read + write q and k; learned positions (GPT) are added at the embedding instead.
+    const double rope_bytes = s.rope ? 2 * T * (q + k) / t * e : 0;
+    auto rope_s = [&] { return s.rope ? roof.kernel_s(ElementwiseKernel::Rope, rope_bytes) : 0.0; };
     const double qkv_width = (q + 2 * k) / t;
     timed(u[Phase::F], roof, [&] {
-      return norm_s(2 * Ts * h * e) + roof.linear_s(T, h, qkv_width, Phase::F) +
-             roof.kernel_s(ElementwiseKernel::Rope, rope_bytes);
+      return norm_s(2 * Ts * h * e) + roof.linear_s(T, h, qkv_width, Phase::F) + rope_s();
     });
     set_flops(u[Phase::F], gemm);
     u[Phase::F].alloc_bytes = norm_in + gemm_in;
     timed(u[Phase::B], roof, [&] {
-      return roof.kernel_s(ElementwiseKernel::Rope, rope_bytes) +
-             roof.linear_s(T, h, qkv_width, Phase::B) + norm_s(3 * Ts * h * e);
+      return rope_s() + roof.linear_s(T, h, qkv_width, Phase::B) + norm_s(3 * Ts * h * e);
     });
     set_flops(u[Phase::B], gemm);
     u[Phase::B].alloc_bytes = grad_out;

@@ -26,6 +26,7 @@ struct LayerShape {
   double norm_params = 1;  // parameters per norm per hidden unit: 1 RMSNorm, 2 LayerNorm
   bool flash = true;       // fused FlashAttention; false: Megatron's unfused core attention
   bool dropout = false;    // attention-probability and two hidden dropouts (1-byte masks)
+  bool rope = true;        // rotary position embedding on q and k (not with learned positions)
 };
 
 // How the TP group runs the units.

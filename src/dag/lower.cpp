@@ -14,11 +14,13 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "braid/dag.hpp"
 #include "braid/error.hpp"
+#include "lower_step.hpp"
 
 namespace braid {
 
@@ -43,7 +45,7 @@ struct PassState {
 
 enum class CollectiveMode { Sync, Async };
 
-class Lowerer {
+class Lowerer : public detail::StepEmitter {
  public:
   Lowerer(const Schedule& schedule, const CostModel& cost, const LowerOptions& options, Dag& dag)
       : s_(schedule), cost_(cost), dag_(dag) {
@@ -79,6 +81,10 @@ class Lowerer {
       for (const LayerCost& l : c.layers)
         for (const UnitCost& u : l) flow_[k].push_back(&u);
       for (const UnitCost& u : c.epilogue) flow_[k].push_back(&u);
+      for (std::size_t i = 0; i < flow_[k].size(); ++i)
+        unit_index_[flow_[k][i]] = static_cast<int>(i);
+      step_.last_w.emplace_back(flow_[k].size(), kNone);
+      step_.first_f.emplace_back(flow_[k].size(), kNone);
     }
     std::size_t estimate = 0;
     for (const ChunkCost& c : cost.chunks)
@@ -97,7 +103,19 @@ class Lowerer {
       }
     }
     connect_stages();
+    step_.last_compute = last_compute_;
+    detail::lower_step_tail(s_, cost_, step_, *this);
     build_csr();
+  }
+
+  // detail::StepEmitter: the step tail's ops and edges.
+  int emit(const DagOp& op) override {
+    rank_ = op.rank;
+    instruction_ = kNone;
+    return new_op(op);
+  }
+  void edge(int from, int to) override {
+    if (from != kNone) edges_.emplace_back(from, to);
   }
 
  private:
@@ -153,10 +171,6 @@ class Lowerer {
     }
     dag_.ops.push_back(op);
     return id;
-  }
-
-  void edge(int from, int to) {
-    if (from != kNone) edges_.emplace_back(from, to);
   }
 
   [[nodiscard]] DagOp base_op(const PassState& pass, const UnitCost& unit, Phase phase) const {
@@ -236,6 +250,7 @@ class Lowerer {
     op.alloc_bytes = cost.alloc_bytes;
     op.free_bytes = cost.free_bytes;
     const int compute = new_op(op);
+    if (!recompute) note_unit(pass.stage, unit, phase, compute);
     edge(input, compute);
     if (prefetched) edge(pass.cursor, compute);  // a rerun may have run since the prefetch
     if (flows && pass.first == kNone) pass.first = compute;
@@ -261,6 +276,15 @@ class Lowerer {
         edge(output, pass.prefetched);
       }
     }
+  }
+
+  // The step tail's inputs: a unit's first F and last W op on its virtual stage.
+  void note_unit(int stage, const UnitCost& unit, Phase phase, int op) {
+    const auto it = unit_index_.find(&unit);
+    if (it == unit_index_.end()) return;
+    if (phase == Phase::W) step_.last_w[stage][it->second] = op;
+    int& f = step_.first_f[stage][it->second];
+    if (phase == Phase::F && f == kNone) f = op;
   }
 
   // A B unit, then its W unless deferred (full backward: the B collective runs under the W).
@@ -685,6 +709,8 @@ class Lowerer {
   std::vector<int> last_compute_;                   // per rank: the last compute op emitted
   std::vector<std::vector<const UnitCost*>> flow_;  // per stage: units in forward order
   std::vector<PassState> sends_;
+  std::unordered_map<const UnitCost*, int> unit_index_;  // a unit's index in its stage's flow
+  detail::StepInputs step_;
   int send_after_ = kNone;  // last compute op of the instruction whose sends are being emitted
   std::vector<std::pair<std::int32_t, std::int32_t>> edges_;
 };

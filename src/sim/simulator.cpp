@@ -30,7 +30,8 @@ struct Later {
 };
 
 bool is_comm(StreamKind s) {
-  return s == StreamKind::Tp || s == StreamKind::P2pNext || s == StreamKind::P2pPrev;
+  return s == StreamKind::Tp || s == StreamKind::P2pNext || s == StreamKind::P2pPrev ||
+         s == StreamKind::Dp;
 }
 
 // What the inner loop reads of an op, packed in 32 bytes (a DagOp is twice that, with fields the
@@ -40,10 +41,17 @@ struct HotOp {
   double alloc_bytes;
   double free_bytes;
   std::int32_t rank;
-  std::uint8_t role;  // 0 compute, 1..3 comm slot (tp, p2p next, p2p prev) + 1, 4 D2H, 5 H2D
+  std::uint8_t role;  // 0 compute, 1..4 comm slot (tp, p2p next, p2p prev, dp) + 1, 5 D2H, 6 H2D
   std::uint8_t pad[3];
 };
-constexpr std::uint8_t kCompute = 0, kCopy = 4, kD2H = 4, kH2D = 5;
+constexpr std::uint8_t kCompute = 0, kCommSlots = 4, kCopy = 5, kD2H = 5, kH2D = 6;
+
+std::uint8_t role_of(StreamKind s) {
+  if (s == StreamKind::Compute) return kCompute;
+  if (s == StreamKind::Dp) return kCommSlots;
+  if (is_comm(s)) return static_cast<std::uint8_t>(s);
+  return s == StreamKind::D2H ? kD2H : kH2D;
+}
 
 class Engine {
  public:
@@ -74,10 +82,7 @@ class Engine {
       h.alloc_bytes = op.alloc_bytes;
       h.free_bytes = op.free_bytes;
       h.rank = op.rank;
-      h.role = op.stream == StreamKind::Compute ? kCompute
-               : is_comm(op.stream)             ? static_cast<std::uint8_t>(op.stream)
-               : op.stream == StreamKind::D2H   ? kD2H
-                                                : kH2D;
+      h.role = role_of(op.stream);
     }
     // The fluid model runs only when something can slow something: compute against
     // communication, or copies (when the DAG has any) against each other.
@@ -92,7 +97,7 @@ class Engine {
       since_.assign(n, 0.0);
       version_.assign(n, 0);
       running_compute_.assign(ranks_, -1);
-      running_comm_.assign(static_cast<std::size_t>(ranks_) * 3, -1);
+      running_comm_.assign(static_cast<std::size_t>(ranks_) * kCommSlots, -1);
       comm_count_.assign(ranks_, 0);
       running_copy_.assign(static_cast<std::size_t>(ranks_) * 2, -1);
     }
@@ -180,7 +185,7 @@ class Engine {
         retime_comm(r, comm_slowdown_);
       }
     } else if (op.role < kCopy) {
-      running_comm_[static_cast<std::size_t>(r) * 3 + op.role - 1] = i;
+      running_comm_[static_cast<std::size_t>(r) * kCommSlots + op.role - 1] = i;
       if (running_compute_[r] >= 0) {
         slowdown = comm_slowdown_;
         if (comm_count_[r] == 0) retime(running_compute_[r], compute_slowdown_);
@@ -215,7 +220,7 @@ class Engine {
         running_compute_[r] = -1;
         if (comm_count_[r] > 0) retime_comm(r, 1.0);
       } else if (op.role < kCopy) {
-        running_comm_[static_cast<std::size_t>(r) * 3 + op.role - 1] = -1;
+        running_comm_[static_cast<std::size_t>(r) * kCommSlots + op.role - 1] = -1;
         if (--comm_count_[r] == 0 && running_compute_[r] >= 0) retime(running_compute_[r], 1.0);
       } else {
         const int dir = op.role - kCopy;
@@ -234,8 +239,8 @@ class Engine {
   }
 
   void retime_comm(int rank, double slowdown) {
-    for (int k = 0; k < 3; ++k) {
-      const int op = running_comm_[static_cast<std::size_t>(rank) * 3 + k];
+    for (int k = 0; k < kCommSlots; ++k) {
+      const int op = running_comm_[static_cast<std::size_t>(rank) * kCommSlots + k];
       if (op >= 0) retime(op, slowdown);
     }
   }
