@@ -44,6 +44,8 @@ CostModel build_cost_model(const Study& study, const Profile& profile, int virtu
   tp.source = Source::SpecDerived;
   tp.recompute_attention = tr.recompute == Recompute::Selective;
   tp.recompute_full = tr.recompute == Recompute::Full;
+  tp.main_grad_bytes =
+      2 * tr.grad_bytes_per_param + (tr.gradient_accumulation_fusion ? 0 : 2 * tr.dtype_bytes);
   const bool tp_spans_nodes = par.tp > study.cluster.gpus_per_node;
   tp.link =
       &profile.link(tp_spans_nodes ? study.cluster.inter_node.name : study.cluster.intra_node.name);
