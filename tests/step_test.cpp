@@ -160,14 +160,15 @@ TEST_CASE("the optimizer step moves Adam's, the norm's and the zeroing's bytes a
   const Profile p = load_profile("h100");
   const fs::path c = cluster_file("opt", 2, 8, 400);
   const double Bps = p.hbm_bandwidth_Bps * p.memory_bound_efficiency;
-  // Plain optimizer: Adam reads g (4), reads + writes the 12 B state, writes the bf16 weight (2);
-  // the norm reads g; zeroing writes g: 4 + 24 + 2 + 4 + 4 = 38 B per parameter.
+  // Plain optimizer: Adam reads g (4), reads + writes the 12 B state; the copy to the bf16 weights
+  // reads the fp32 master (4) and writes 2; the norm reads g; zeroing writes g:
+  // 4 + 24 + 4 + 2 + 4 + 4 = 42 B per parameter.
   const CostModel plain = build_cost_model(study_on(c, 4, 1), p, 1);
   const double n = plain.chunks[0].params;
-  CHECK(plain.chunks[0].optimizer_s == Approx(38 * n / Bps));
+  CHECK(plain.chunks[0].optimizer_s == Approx(42 * n / Bps));
   // Distributed optimizer over dp 4: Adam and the norm on a quarter, zeroing of the whole buffer.
   const CostModel dist = build_cost_model(study_on(c, 4, 1, false, true), p, 1);
-  CHECK(dist.chunks[0].optimizer_s == Approx((34 * n / 4 + 4 * n) / Bps));
+  CHECK(dist.chunks[0].optimizer_s == Approx((38 * n / 4 + 4 * n) / Bps));
 }
 
 TEST_CASE("on slow NICs the iteration grows with DP by the exposed sync, less with overlap",
@@ -324,4 +325,50 @@ TEST_CASE("the sum identity holds with DP sync and the optimizer on every schedu
         if (!overlap) CHECK(dp > 0);
       }
     }
+}
+
+TEST_CASE("a GPT layer's backward pays the residual adds, norm and bias gradients, main gradients",
+          "[step][cost]") {
+  const Profile p = load_profile("a100");
+  StudyOverrides o;
+  o.model = "megatron-22b";
+  o.cluster = "a100-selene";
+  o.nodes = 1;
+  o.tp = 8;
+  o.pp = 1;
+  o.vpp = 1;
+  o.seq = 2048;
+  o.mbs = 1;
+  o.sequence_parallel = false;
+  const Study s = load_study(resolve_config("studies", "default"), o);
+  const LayerCost l = build_cost_model(s, p, 1).chunks[0].layers[0];
+  const double T = 2048, h = 6144, t = 8, e = 2;
+  const double Bps = p.hbm_bandwidth_Bps * p.memory_bound_efficiency;
+  auto gemm_s = [&](double flops) {
+    const double eff = p.gemm.max_efficiency * flops / (flops + p.gemm.half_flops);
+    return flops / (p.peak_flops * eff);
+  };
+  const double qkv = 3 * h / t;  // QKV output width per GPU
+  // PreAttn B: input-gradient GEMM, LayerNorm backward (3 T h e) and the residual-gradient add
+  // (3 T h e); no RoPE (learned positions).
+  CHECK(l[0][Phase::B].time_s ==
+        Approx(gemm_s(2 * T * h * qkv) + 3 * T * h * e / Bps + 3 * T * h * e / Bps));
+  // PreAttn W: weight GEMM, LayerNorm weight + bias gradient (2 T h e), fp32 main gradient read +
+  // write (8 B per weight), QKV bias gradient (T x qkv x e).
+  CHECK(l[0][Phase::W].time_s == Approx(gemm_s(2 * T * h * qkv) + 2 * T * h * e / Bps +
+                                        8 * h * qkv / Bps + T * qkv * e / Bps));
+  // MLP W: FC2 weight GEMM, its main gradient, the FC2 bias gradient (read T h e).
+  CHECK(l[3][Phase::W].time_s ==
+        Approx(gemm_s(2 * T * 4 * h / t * h) + 8 * 4 * h / t * h / Bps + T * h * e / Bps));
+  // Dropout backward (read the gradient and the 1-byte mask, write the gradient: 5 B per
+  // element) on the MLP's hidden output; a model without dropout has none of it.
+  Study plain = s;
+  plain.model.dropout = false;
+  const LayerCost n = build_cost_model(plain, p, 1).chunks[0].layers[0];
+  CHECK(l[3][Phase::B].time_s - n[3][Phase::B].time_s == Approx(T * h * 5 / Bps));
+  // Without gradient-accumulation fusion the W GEMM also writes and re-reads a bf16 gradient.
+  Study unfused = s;
+  unfused.training.gradient_accumulation_fusion = false;
+  const LayerCost u = build_cost_model(unfused, p, 1).chunks[0].layers[0];
+  CHECK(u[3][Phase::W].time_s - l[3][Phase::W].time_s == Approx(4 * 4 * h / t * h / Bps));
 }

@@ -87,9 +87,12 @@ double optimizer_bytes(const TrainingConfig& tr, double params, int dp) {
   const double g = tr.grad_bytes_per_param, o = tr.optimizer_bytes_per_param,
                w = tr.weight_bytes_per_param;
   // Adam over the shard reads the gradient, reads and writes the fp32 state (master weights and
-  // both moments) and writes the low-precision weights; the gradient norm reads the shard's
+  // both moments); copying the master weights into the low-precision ones reads the fp32 master
+  // (4 of the state's bytes) and writes the weights (Float16OptimizerWithFloat16Params and
+  // DistributedOptimizer._copy_main_params_to_model_params); the gradient norm reads the shard's
   // gradients once more; zeroing writes the whole gradient buffer (every rank holds all of it).
-  return shard * (g + 2 * o + w) + shard * g + params * g;
+  const double master = std::min(4.0, o);
+  return shard * (g + 2 * o + master + w) + shard * g + params * g;
 }
 
 }  // namespace detail
