@@ -59,6 +59,22 @@ Study study_on(const fs::path& cluster, int tp, int pp, bool overlap = false, bo
   return load_study(resolve_config("studies", "default"), o);
 }
 
+// megatron-22b (GPT: learned positions, tied embeddings, dropout) on one a100-selene node,
+// sequence 2048, micro-batch 1, no SP.
+StudyOverrides gpt22b(int tp, int pp) {
+  StudyOverrides o;
+  o.model = "megatron-22b";
+  o.cluster = "a100-selene";
+  o.nodes = 1;
+  o.tp = tp;
+  o.pp = pp;
+  o.vpp = 1;
+  o.seq = 2048;
+  o.mbs = 1;
+  o.sequence_parallel = false;
+  return o;
+}
+
 Report run(const Study& s, const Profile& p, const std::string& schedule, Dag* dag_out = nullptr) {
   ScheduleOptions so;
   so.pp = s.parallel.pp;
@@ -227,14 +243,7 @@ TEST_CASE("braid search on a slow-NIC cluster keeps the DP group inside a node",
 TEST_CASE("the tied embedding is held once per rank and all-reduced between first and last stage",
           "[step][memory]") {
   const Profile p = load_profile("a100");
-  StudyOverrides o;
-  o.model = "megatron-22b";
-  o.cluster = "a100-selene";
-  o.nodes = 1;
-  o.tp = 4;
-  o.pp = 1;
-  o.vpp = 1;
-  o.seq = 2048;
+  StudyOverrides o = gpt22b(4, 1);
   o.microbatches = 4;
   const Study s1 = load_study(resolve_config("studies", "default"), o);
   REQUIRE(s1.model.tied_embeddings);
@@ -282,15 +291,7 @@ TEST_CASE("the tied embedding is held once per rank and all-reduced between firs
 
 TEST_CASE("learned-position (GPT) models pay no RoPE", "[step][cost]") {
   const Profile p = load_profile("a100");
-  StudyOverrides o;
-  o.model = "megatron-22b";
-  o.cluster = "a100-selene";
-  o.nodes = 1;
-  o.tp = 8;
-  o.pp = 1;
-  o.vpp = 1;
-  o.seq = 2048;
-  Study learned = load_study(resolve_config("studies", "default"), o);
+  Study learned = load_study(resolve_config("studies", "default"), gpt22b(8, 1));
   REQUIRE(learned.model.position == PositionEmbedding::Learned);
   Study rotary = learned;
   rotary.model.position = PositionEmbedding::Rotary;
@@ -330,17 +331,7 @@ TEST_CASE("the sum identity holds with DP sync and the optimizer on every schedu
 TEST_CASE("a GPT layer's backward pays the residual adds, norm and bias gradients, main gradients",
           "[step][cost]") {
   const Profile p = load_profile("a100");
-  StudyOverrides o;
-  o.model = "megatron-22b";
-  o.cluster = "a100-selene";
-  o.nodes = 1;
-  o.tp = 8;
-  o.pp = 1;
-  o.vpp = 1;
-  o.seq = 2048;
-  o.mbs = 1;
-  o.sequence_parallel = false;
-  const Study s = load_study(resolve_config("studies", "default"), o);
+  const Study s = load_study(resolve_config("studies", "default"), gpt22b(8, 1));
   const LayerCost l = build_cost_model(s, p, 1).chunks[0].layers[0];
   const double T = 2048, h = 6144, t = 8, e = 2;
   const double Bps = p.hbm_bandwidth_Bps * p.memory_bound_efficiency;
@@ -371,4 +362,28 @@ TEST_CASE("a GPT layer's backward pays the residual adds, norm and bias gradient
   unfused.training.gradient_accumulation_fusion = false;
   const LayerCost u = build_cost_model(unfused, p, 1).chunks[0].layers[0];
   CHECK(u[3][Phase::W].time_s - l[3][Phase::W].time_s == Approx(4 * 4 * h / t * h / Bps));
+}
+
+TEST_CASE("the parameter gather overlap without the distributed optimizer is refused in one line",
+          "[step][cli]") {
+  const test::CliRun r = test::run_braid(
+      "simulate --study default --schedule 1f1b-i --overlap-grad-reduce on --overlap-param-gather "
+      "on --distributed-optimizer off");
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.empty());
+  CHECK(test::count_lines(r.err) == 1);
+  CHECK(r.err.find("--overlap-param-gather") != std::string::npos);
+  CHECK(r.err.find("distributed_optimizer") != std::string::npos);
+  // A network block with a NIC count of zero names the field.
+  const fs::path bad = cluster_file("bad-net", 2, 8, 400);
+  {
+    std::ofstream out(bad);
+    out << "name: bad\nnodes: 2\ngpus_per_node: 8\nprofile: h100\nnetwork:\n  nics_per_node: 0\n"
+           "  nic_gbps: 400\n";
+  }
+  const test::CliRun b =
+      test::run_braid("simulate --study default --schedule 1f1b-i --cluster " + bad.string());
+  CHECK(b.exit_code == 2);
+  CHECK(test::count_lines(b.err) == 1);
+  CHECK(b.err.find("nics_per_node") != std::string::npos);
 }
