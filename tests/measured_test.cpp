@@ -473,11 +473,18 @@ TEST_CASE("measured tables take precedence over the spec model and are tagged me
   const CostModel cm = build_cost_model(study, measured, 2);
   const LayerCost& layer = cm.chunks[0].layers[0];
 
-  // PreAttn W is the QKV weight-gradient GEMM alone: exactly the measured table's time.
+  // PreAttn W is the QKV weight-gradient GEMM (the measured table's time) plus the memory-bound
+  // kernels next to it at the profile's HBM rate: the RMSNorm weight gradient (2 T h x 2 B), the
+  // fp32 main-gradient read + write (8 B per weight) and the QKV bias gradient (T x 4608 x 2 B).
   const auto qkv_w = gemm_time(t, 4608, 3584, 4096);
   REQUIRE(qkv_w);
   CHECK(qkv_w->kind == LookupKind::Exact);
-  CHECK(layer[0][Phase::W].time_s == qkv_w->time_s);
+  const double Bps = measured.hbm_bandwidth_Bps * measured.memory_bound_efficiency;
+  auto w_extra = [](double T, double h, double width, double bps) {
+    return (2 * T * h * 2 + 8 * h * width + T * width * 2) / bps;
+  };
+  CHECK(layer[0][Phase::W].time_s ==
+        Approx(qkv_w->time_s + w_extra(4096, 3584, 4608, Bps)).epsilon(1e-12));
   CHECK(layer[0][Phase::W].source == Source::Measured);
   // PreAttn F: the measured RMSNorm, QKV GEMM and RoPE.
   const double T = 4096, h = 3584;
@@ -486,10 +493,11 @@ TEST_CASE("measured tables take precedence over the spec model and are tagged me
                             elementwise_time(t, ElementwiseKernel::Rope, 2 * T * 4096 * 2)->time_s;
   CHECK(layer[0][Phase::F].time_s == Approx(expected_f).epsilon(1e-12));
   CHECK(layer[0][Phase::F].source == Source::Measured);
-  // Attn B: out-projection input gradient + the measured attention backward.
+  // Attn B: out-projection input gradient + the measured attention backward + the copy that
+  // concatenates the q, k, v gradients (read + write T x 4608 x 2 B).
   const AttentionPoint shape{1, 4096, 28, 4, 128, true, 0, 0};
-  const double expected_attn_b =
-      gemm_time(t, 4096, 3584, 3584)->time_s + attention_time(t, shape, true)->time_s;
+  const double expected_attn_b = gemm_time(t, 4096, 3584, 3584)->time_s +
+                                 attention_time(t, shape, true)->time_s + 2 * 4096 * 4608 * 2 / Bps;
   CHECK(layer[1][Phase::B].time_s == Approx(expected_attn_b).epsilon(1e-12));
   CHECK(layer[1][Phase::B].source == Source::Measured);
 
@@ -499,7 +507,9 @@ TEST_CASE("measured tables take precedence over the spec model and are tagged me
   CHECK(spec_w.source == Source::SpecDerived);
   const double flops = 2 * T * h * 4608;
   const double eff = spec.gemm.max_efficiency * flops / (flops + spec.gemm.half_flops);
-  CHECK(spec_w.time_s == Approx(flops / (spec.peak_flops * eff)));
+  CHECK(spec_w.time_s ==
+        Approx(flops / (spec.peak_flops * eff) +
+               w_extra(T, h, 4608, spec.hbm_bandwidth_Bps * spec.memory_bound_efficiency)));
   CHECK(spec_w.time_s != Approx(layer[0][Phase::W].time_s));
 }
 
@@ -513,7 +523,12 @@ TEST_CASE("shapes and group sizes that were not measured scale from the nearest 
   const auto w = gemm_time(t, 1152, 3584, 6144);
   REQUIRE(w);
   CHECK(w->kind == LookupKind::Interpolated);
-  CHECK(layer[0][Phase::W].time_s == w->time_s);
+  // Plus the norm weight gradient, the main-gradient traffic and the bias gradient (tp 4: a
+  // 1152-wide QKV shard), at HBM speed.
+  const double Bps = measured.hbm_bandwidth_Bps * measured.memory_bound_efficiency;
+  CHECK(layer[0][Phase::W].time_s ==
+        Approx(w->time_s + (2 * 6144.0 * 3584 * 2 + 8 * 3584.0 * 1152 + 6144.0 * 1152 * 2) / Bps)
+            .epsilon(1e-12));
   CHECK(layer[0][Phase::W].source == Source::Measured);
   const double lo = gemm_time(t, 1152, 3584, 4096)->time_s;
   const double hi = gemm_time(t, 1152, 3584, 8192)->time_s;

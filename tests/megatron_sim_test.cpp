@@ -88,7 +88,8 @@ void check_sum_identity(const Report& r) {
   REQUIRE(r.iteration_time_s > 0);
   for (const RankReport& rr : r.ranks) {
     INFO("rank " << rr.rank);
-    CHECK(rr.busy_s + rr.tp_exposed_s + rr.pp_idle_s + rr.offload_stall_s ==
+    CHECK(rr.busy_s + rr.tp_exposed_s + rr.pp_idle_s + rr.offload_stall_s + rr.dp_exposed_s +
+              rr.optimizer_s ==
           Approx(r.iteration_time_s).epsilon(1e-12));
     CHECK(rr.pp_idle_s >= -1e-12 * r.iteration_time_s);
   }

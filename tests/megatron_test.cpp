@@ -284,9 +284,17 @@ TEST_CASE("the A100 Selene cluster: 512 GPUs, --nodes, TP on NVLink, pipeline P2
   CHECK(cm.node_of_rank == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
   CHECK(cm.inter_p2p_Bps == 22.5e9);
   CHECK(cm.intra_p2p_Bps == 237e9);
-  // 48 MiB of activations between stages 0 and 1 (nodes 0 and 1) go over one HDR NIC.
+  // 48 MiB of activations between stages 0 and 1 (nodes 0 and 1): with Megatron's scatter/gather
+  // (default, no SP) each GPU sends its 1/8 over one HDR NIC, then the receiver all-gathers the
+  // slices on NVLink (10 us + 7/8 x bytes / 230 GB/s); without it the whole tensor crosses.
   const double bytes = 2048.0 * 12288 * 2;
-  CHECK(cm.p2p_time_s(0, 1, bytes) == Approx(cm.p2p_latency_s + bytes / 22.5e9));
+  CHECK(cm.p2p_scatter_gather);
+  CHECK(cm.p2p_time_s(0, 1, bytes) ==
+        Approx(cm.p2p_latency_s + bytes / 8 / 22.5e9 + 10e-6 + 7.0 / 8 * bytes / 230e9));
+  Study whole = s;
+  whole.training.p2p_scatter_gather = false;
+  const CostModel cm_whole = build_cost_model(whole, p, 24);
+  CHECK(cm_whole.p2p_time_s(0, 1, bytes) == Approx(cm_whole.p2p_latency_s + bytes / 22.5e9));
   CostModel cm16 = build_cost_model(s16, p, 24);
   CHECK(cm16.node_of_rank == std::vector<int>{0, 2, 4, 6, 8, 10, 12, 14});
   // TP stays inside a node: the layer collectives are timed on NVLink.

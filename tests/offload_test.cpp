@@ -130,7 +130,8 @@ TEST_CASE("offload_stall is zero on a fast host link and grows as it slows", "[o
   p = load_profile(s.cluster.profile);
   const Report r = run(s, p, sched);
   for (const RankReport& rr : r.ranks)
-    CHECK(rr.busy_s + rr.tp_exposed_s + rr.pp_idle_s + rr.offload_stall_s ==
+    CHECK(rr.busy_s + rr.tp_exposed_s + rr.pp_idle_s + rr.offload_stall_s + rr.dp_exposed_s +
+              rr.optimizer_s ==
           Approx(r.iteration_time_s).epsilon(1e-9));
 }
 

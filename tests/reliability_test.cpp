@@ -101,15 +101,18 @@ void check_finite(const json& j, const std::string& path = "") {
       check_finite(j[i], path + "[" + std::to_string(i) + "]");
 }
 
-// busy + tp_exposed + pp_idle + offload_stall == iteration time on every rank.
+// busy + tp_exposed + pp_idle + offload_stall + dp_exposed + optimizer == iteration time on every
+// rank.
 void check_sum_identity(const json& report) {
   const double t = report["iteration_time_s"].get<double>();
   CHECK(t >= 0);
   for (const json& r : report["ranks"]) {
     const double sum = r["busy_s"].get<double>() + r["tp_exposed_s"].get<double>() +
-                       r["pp_idle_s"].get<double>() + r["offload_stall_s"].get<double>();
+                       r["pp_idle_s"].get<double>() + r["offload_stall_s"].get<double>() +
+                       r["dp_exposed_s"].get<double>() + r["optimizer_s"].get<double>();
     CHECK(sum == Approx(t).epsilon(1e-9).margin(1e-12));
-    for (const char* f : {"busy_s", "tp_exposed_s", "pp_idle_s", "offload_stall_s"})
+    for (const char* f :
+         {"busy_s", "tp_exposed_s", "pp_idle_s", "offload_stall_s", "dp_exposed_s", "optimizer_s"})
       CHECK(r[f].get<double>() >= 0);
   }
 }

@@ -26,7 +26,8 @@ Report run(const Schedule& s, const CostModel& cost, const SimOptions& sim = {},
 void check_sum_identity(const Report& r) {
   for (const RankReport& rr : r.ranks) {
     INFO("rank " << rr.rank);
-    CHECK(rr.busy_s + rr.tp_exposed_s + rr.pp_idle_s + rr.offload_stall_s ==
+    CHECK(rr.busy_s + rr.tp_exposed_s + rr.pp_idle_s + rr.offload_stall_s + rr.dp_exposed_s +
+              rr.optimizer_s ==
           Approx(r.iteration_time_s).epsilon(1e-12));
     CHECK(rr.tp_exposed_s >= 0);
     CHECK(rr.pp_idle_s >= -1e-12);

@@ -43,8 +43,10 @@ Report simulate_study(const StudyRun& s, const std::string& schedule) {
 
 }  // namespace
 
-TEST_CASE("every schedule on every study keeps busy + tp + pp + offload == iteration time",
-          "[report][study]") {
+TEST_CASE(
+    "every schedule on every study keeps busy + tp + pp + offload + dp + optimizer == iteration "
+    "time",
+    "[report][study]") {
   for (const char* study : {"default", "qwen2-26.3b-a800x32", "qwen2-7b-h20x16"}) {
     const StudyRun s = load(study);
     for (const std::string& name : schedule_names()) {
@@ -53,7 +55,8 @@ TEST_CASE("every schedule on every study keeps busy + tp + pp + offload == itera
       REQUIRE(r.iteration_time_s > 0);
       for (const RankReport& rr : r.ranks) {
         INFO("rank " << rr.rank);
-        CHECK(rr.busy_s + rr.tp_exposed_s + rr.pp_idle_s + rr.offload_stall_s ==
+        CHECK(rr.busy_s + rr.tp_exposed_s + rr.pp_idle_s + rr.offload_stall_s + rr.dp_exposed_s +
+                  rr.optimizer_s ==
               Approx(r.iteration_time_s).epsilon(1e-12));
         CHECK(rr.pp_idle_s >= -1e-12 * r.iteration_time_s);
       }

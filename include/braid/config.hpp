@@ -64,6 +64,14 @@ struct LinkConfig {
   std::string name;  // link class name; the profile's collective model is keyed by it
 };
 
+// The network between nodes as the data-parallel sync sees it: NICs per node and their line rate.
+// nics_per_node 0 = not given: the profile's inter-node bus bandwidth stands for the whole node.
+struct NetworkConfig {
+  int nics_per_node = 0;
+  double nic_Bps = 0;           // line rate of one NIC, one direction, bytes/s
+  double nic_efficiency = 0.9;  // achieved share of line rate in large collectives
+};
+
 struct ClusterConfig {
   std::string name;
   std::string file;
@@ -73,6 +81,7 @@ struct ClusterConfig {
   LinkConfig intra_node;
   LinkConfig inter_node;
   LinkConfig host;
+  NetworkConfig network;
   int gpus() const { return nodes * gpus_per_node; }
 };
 
@@ -93,6 +102,18 @@ struct TrainingConfig {
   double grad_bytes_per_param = 4;        // fp32 main grads (Megatron)
   double weight_bytes_per_param = 2;      // bf16 weights
   bool distributed_optimizer = false;     // optimizer state divided by dp
+  // Data-parallel gradient sync (Megatron-Core DistributedDataParallelConfig; defaults are its):
+  // overlap the bucketed reduce with the backward, overlap the distributed optimizer's parameter
+  // all-gather with the next forward, bucket size in parameters (0 = max(40M, 1M x dp)).
+  bool overlap_grad_reduce = false;
+  bool overlap_param_gather = false;
+  double bucket_params = 0;
+  // Megatron's --gradient-accumulation-fusion (default on): each weight-gradient GEMM adds into
+  // the fp32 main-gradient buffer, reading and writing it every microbatch.
+  bool gradient_accumulation_fusion = true;
+  // Megatron's scatter/gather of activations between pipeline stages (no SP): send 1/t of the
+  // tensor over the inter-node link and all-gather it over NVLink on the receiver.
+  bool p2p_scatter_gather = true;
   Recompute recompute = Recompute::None;
   // Activation offloading for schedules other than stp-offload: share of the microbatches whose
   // chunk-0 activations are copied to host after their forward and back before their backward.
@@ -132,6 +153,8 @@ struct StudyOverrides {
   std::optional<StageBalance> balance;
   std::optional<std::vector<int>> layers_per_stage;
   std::optional<double> offload;
+  std::optional<bool> distributed_optimizer, overlap_grad_reduce, overlap_param_gather;
+  std::optional<bool> p2p_scatter_gather;
 };
 
 // Where named configs live: $BRAID_HOME if set, else the source tree braid was built from.

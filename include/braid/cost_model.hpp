@@ -71,6 +71,28 @@ struct UnitCost {
 // One transformer layer: its four units in DESIGN §2 order.
 using LayerCost = std::array<UnitCost, 4>;
 
+// One bucket of a chunk's gradient buffer (Megatron-Core param_and_grad_buffer.py): the
+// parameters whose gradients it holds, the unit whose weight gradient completes it, and its
+// data-parallel collectives, alone on the links the DP group spans.
+struct GradBucket {
+  double params = 0;
+  // Index in the chunk's unit order (prologue, layers x 4, epilogue): the bucket is complete when
+  // this unit's W of the chunk's last microbatch is done (units above it in the order run their
+  // backward first).
+  int ready_unit = 0;
+  CollectiveKind reduce =
+      CollectiveKind::AllReduce;  // ReduceScatter with the distributed optimizer
+  double reduce_bytes = 0, reduce_s = 0;
+  double gather_bytes = 0, gather_s = 0;  // parameter all-gather (distributed optimizer), else 0
+};
+
+// Static memory of a chunk on one GPU by part (weights + gradients + optimizer state).
+struct StaticParts {
+  double layers_bytes = 0;      // transformer layers (the LM's and a ViT's)
+  double embeddings_bytes = 0;  // token (and position) embedding, LM head weight
+  double other_bytes = 0;       // final norm, ViT patch embedding and merger
+};
+
 // One virtual stage: non-layer units before the layers, the layers, non-layer units after.
 struct ChunkCost {
   int virtual_stage = 0;
@@ -81,6 +103,14 @@ struct ChunkCost {
   double static_bytes = 0;         // weights + grads + optimizer state on one GPU
   double activation_bytes = 0;     // M_a: bytes one microbatch's forward saves on this chunk
   double output_bytes = 0;         // activation sent to the next virtual stage, per GPU
+  StaticParts parts;               // static_bytes by part
+  bool embeds = false;             // holds the token embedding
+  // The last stage's copy of a tied embedding (in parts.embeddings_bytes); a rank that also holds
+  // the embedding keeps one copy (Megatron shares the weight when both live on one rank).
+  double tied_copy_bytes = 0;
+  std::vector<GradBucket> grad_buckets;  // in the order the backward completes them
+  // Optimizer step of this chunk's shard: Adam, gradient norm, gradient zeroing (memory-bound).
+  double optimizer_s = 0;
 };
 
 struct CostModel {
@@ -96,8 +126,21 @@ struct CostModel {
   double hardware_flops = 0;       // the same with recompute
   double tokens_per_iteration = 0;
   double samples_per_iteration = 0;
-  bool uniform = false;                   // built by uniform_cost_model (theory mode)
-  Recompute recompute = Recompute::None;  // Full: layer units carry a `recompute` forward
+  bool uniform = false;  // built by uniform_cost_model (theory mode)
+  // The step after the last backward (DESIGN §4): data-parallel gradient sync, tied-embedding
+  // gradient all-reduce, optimizer step.
+  int dp = 1;
+  bool overlap_grad_reduce = false;
+  bool overlap_param_gather = false;
+  // All-reduce of the tied embedding's gradient between the first and the last stage (when they
+  // sit on different ranks), alone on its link; 0 when the embedding is not tied.
+  double embedding_sync_bytes = 0, embedding_sync_s = 0;
+  // Activations between pipeline ranks: Megatron's scatter/gather (no SP, tp > 1): 1/tp of the
+  // tensor crosses the link and an all-gather over NVLink (gather_s per byte sent whole) rebuilds
+  // it on the receiver.
+  bool p2p_scatter_gather = false;
+  double gather_latency_s = 0, gather_Bps = 0;  // the TP group's all-gather (NVLink)
+  Recompute recompute = Recompute::None;        // Full: layer units carry a `recompute` forward
 
   // P2P transfer time of `bytes` between pipeline ranks (they may sit on different nodes).
   double p2p_time_s(int from_rank, int to_rank, double bytes) const;
@@ -129,6 +172,14 @@ ParameterCount count_parameters(const ModelConfig& model);
 // bandwidth with factor 2(n-1)/n for all-reduce and (n-1)/n for all-gather / reduce-scatter.
 // 0 for a group of one.
 double collective_time_s(const LinkProfile& link, CollectiveKind kind, int ranks, double bytes);
+
+// Time of a data-parallel collective of `bytes` (nccl-tests convention) over the DP group of a
+// study: NVLink when the group sits inside a node, else the inter-node network, whose NIC
+// bandwidth is shared by the GPUs of the node that sync at the same time (docs/cost-model.md).
+// `group` is the collective's size (dp, or 2 for the tied-embedding all-reduce) and
+// `members_per_node` how many of its members share a node. 0 for a group of one.
+double dp_collective_time_s(const Study& study, const Profile& profile, CollectiveKind kind,
+                            int group, int members_per_node, double bytes);
 
 // How layers are assigned to virtual stages.
 struct LayerSplit {

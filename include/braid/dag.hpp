@@ -18,8 +18,9 @@ namespace braid {
 // The in-order resources of one rank (DESIGN §4). P2pNext sends to rank (r+1) mod p, P2pPrev to
 // rank (r-1+p) mod p; with p = 2 both neighbours are the same rank and every send uses P2pNext
 // (one physical link per direction).
-enum class StreamKind : std::uint8_t { Compute = 0, Tp, P2pNext, P2pPrev, D2H, H2D };
-inline constexpr int kStreamsPerRank = 6;
+// Dp carries the data-parallel gradient / parameter sync and the tied-embedding all-reduce.
+enum class StreamKind : std::uint8_t { Compute = 0, Tp, P2pNext, P2pPrev, D2H, H2D, Dp };
+inline constexpr int kStreamsPerRank = 7;
 const char* name(StreamKind s);
 
 enum class OpKind : std::uint8_t {
@@ -28,6 +29,8 @@ enum class OpKind : std::uint8_t {
   P2P,         // activation (phase F) or gradient (phase B) send to another rank
   Offload,     // D2H copy of a (chunk, microbatch)'s saved activations
   Reload,      // H2D copy back before its backward
+  DpSync,      // data-parallel gradient reduce / parameter all-gather bucket, tied-embedding AR
+  Optimizer,   // the optimizer step on the compute stream (Adam, gradient norm, zeroing)
 };
 const char* name(OpKind k);
 

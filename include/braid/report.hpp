@@ -1,5 +1,6 @@
 // Report: the metrics of one simulated iteration, exactly as DESIGN §5 defines them — iteration
-// time; per rank busy / tp_exposed / pp_idle / offload_stall (their sum is the iteration time);
+// time; per rank busy / tp_exposed / dp_exposed / optimizer / pp_idle / offload_stall (their sum
+// is the iteration time);
 // bubble rates, MFU, throughput; peak memory per rank (static + activation peak, OOM flag); the
 // critical path summary. Plus its renderings: JSON (units in the field names), CSV, and the
 // terminal tables of `simulate` and `compare`. Trace and SVG outputs live in timeline_output.hpp.
@@ -21,7 +22,12 @@ struct RankReport {
   double tp_exposed_s = 0;     // compute idle while what it waits for is held by a TP collective
   double pp_idle_s = 0;        // idle for any other reason: other stages, P2P, start-up, drain
   double offload_stall_s = 0;  // idle while what it waits for is an offload/reload copy
+  double dp_exposed_s = 0;     // idle while what it waits for is a data-parallel sync op
+  double optimizer_s = 0;      // the optimizer step (Adam, gradient norm, zeroing)
   double static_bytes = 0;     // weights + grads + optimizer of its chunks + fixed overhead
+  // static_bytes by part (a tied embedding pair held once): sums to static_bytes.
+  double static_layers_bytes = 0, static_embeddings_bytes = 0, static_other_bytes = 0;
+  double static_fixed_bytes = 0;
   double activation_peak_bytes = 0;
   double activation_peak_ma = 0;  // activation peak / M_a
   double peak_memory_bytes = 0;   // static + activation peak
@@ -51,8 +57,13 @@ struct Report {
   double tp_bubble_rate = 0;      // sum_r tp_exposed / (p * iteration_time)
   double pp_bubble_rate = 0;      // sum_r pp_idle / (p * iteration_time)
   double offload_stall_rate = 0;  // sum_r offload_stall / (p * iteration_time)
-  double mfu = 0;                 // model_flops / (iteration_time * gpus * peak_flops)
-  double hfu = 0;                 // hardware_flops (recomputation included) / the same
+  double dp_exposed_rate = 0;     // sum_r dp_exposed / (p * iteration_time)
+  double optimizer_rate = 0;      // sum_r optimizer / (p * iteration_time)
+  // sum_r (time of TP collectives on r) / (p * iteration_time): the share papers quote; the
+  // TP bubble is the exposed part of it.
+  double tp_comm_rate = 0;
+  double mfu = 0;  // model_flops / (iteration_time * gpus * peak_flops)
+  double hfu = 0;  // hardware_flops (recomputation included) / the same
   double tokens_per_s = 0;
   double samples_per_s = 0;
   double tflops_per_gpu = 0;  // model TFLOP/s per GPU
@@ -70,7 +81,8 @@ Report make_report(const std::string& study, const Schedule& schedule, const Cos
                    const Dag& dag, const Timeline& timeline);
 
 // Per-rank attribution of the compute stream's idle time (DESIGN §5), exposed for tests and the
-// theory command: fills busy_s, tp_exposed_s, pp_idle_s, offload_stall_s of `ranks` (size p).
+// theory command: fills busy_s, tp_exposed_s, dp_exposed_s, optimizer_s, pp_idle_s,
+// offload_stall_s of `ranks` (size p).
 void attribute_idle(const Dag& dag, const Timeline& timeline, std::vector<RankReport>& ranks);
 
 // Renderings. JSON field names carry units (_s, _gib, _bytes); output is byte-stable.

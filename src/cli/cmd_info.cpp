@@ -122,6 +122,20 @@ void print_json(const Study& s, const Profile& prof, const CostModel& cm,
     cj["params_per_gpu"] = c.params;
     cj["static_bytes"] = c.static_bytes;
     cj["static_gib"] = c.static_bytes / kGiB;
+    // Per chunk (a rank holding a tied pair keeps one copy: tied_copy_gib is the second).
+    cj["static_parts_gib"] = nlohmann::ordered_json{{"layers", c.parts.layers_bytes / kGiB},
+                                                    {"embeddings", c.parts.embeddings_bytes / kGiB},
+                                                    {"other", c.parts.other_bytes / kGiB}};
+    cj["tied_copy_gib"] = c.tied_copy_bytes / kGiB;
+    double reduce_s = 0, gather_s = 0;
+    for (const GradBucket& b : c.grad_buckets) {
+      reduce_s += b.reduce_s;
+      gather_s += b.gather_s;
+    }
+    cj["grad_buckets"] = static_cast<int>(c.grad_buckets.size());
+    cj["grad_reduce_s"] = reduce_s;
+    cj["param_gather_s"] = gather_s;
+    cj["optimizer_s"] = c.optimizer_s;
     cj["activation_bytes"] = c.activation_bytes;
     cj["activation_gib"] = c.activation_bytes / kGiB;
     cj["output_bytes"] = c.output_bytes;
@@ -208,8 +222,9 @@ void print_table(const Study& s, const Profile& prof, const CostModel& cm,
       "hardware FLOPs per iteration: %.4e (what the GPUs execute, recomputation included)\n",
       cm.hardware_flops);
   std::printf("\nchunks (per GPU of the TP group):\n");
-  std::printf("%5s %7s %-40s %12s %10s %10s %12s\n", "stage", "layers", "non-layer units",
-              "params_M", "static_gib", "M_a_gib", "output_mib");
+  std::printf("%5s %7s %-40s %12s %10s %-20s %10s %12s %8s %10s %9s\n", "stage", "layers",
+              "non-layer units", "params_M", "static_gib", "layers/emb/other", "M_a_gib",
+              "output_mib", "buckets", "dp_sync_ms", "optim_ms");
   for (const auto& c : cm.chunks) {
     // Non-layer units in order; the ViT's layers are summarised as ViTx<depth>.
     std::string extra;
@@ -222,9 +237,15 @@ void print_table(const Study& s, const Profile& prof, const CostModel& cm,
       }
     }
     for (const auto& u : c.epilogue) add(name(u.kind));
-    std::printf("%5d %7zu %-40s %12.2f %10.3f %10.3f %12.2f\n", c.virtual_stage, c.layers.size(),
-                extra.empty() ? "-" : extra.c_str(), c.params / 1e6, c.static_bytes / kGiB,
-                c.activation_bytes / kGiB, c.output_bytes / kMiB);
+    char parts[64];
+    std::snprintf(parts, sizeof parts, "%.2f/%.2f/%.2f", c.parts.layers_bytes / kGiB,
+                  c.parts.embeddings_bytes / kGiB, c.parts.other_bytes / kGiB);
+    double sync_s = 0;
+    for (const GradBucket& b : c.grad_buckets) sync_s += b.reduce_s + b.gather_s;
+    std::printf("%5d %7zu %-40s %12.2f %10.3f %-20s %10.3f %12.2f %8zu %10.3f %9.3f\n",
+                c.virtual_stage, c.layers.size(), extra.empty() ? "-" : extra.c_str(),
+                c.params / 1e6, c.static_bytes / kGiB, parts, c.activation_bytes / kGiB,
+                c.output_bytes / kMiB, c.grad_buckets.size(), sync_s * 1e3, c.optimizer_s * 1e3);
   }
   std::printf("\n%s", stage_times_table(stage_times(cm)).c_str());
   std::printf("\nunit costs per microbatch on one GPU (time alone, no contention):\n");

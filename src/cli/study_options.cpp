@@ -80,6 +80,23 @@ void add_study_options(CLI::App& cmd, StudyArgs& args) {
       "--offload", [&o](double v) { o.offload = v; },
       "activation offloading for schedules other than stp-offload: share (0..1) of the "
       "microbatches whose chunk-0 activations go to host memory; default: the study's (0 = off)");
+  auto on_off = [&cmd](const char* flag, std::optional<bool>& field, const char* help) {
+    cmd.add_option_function<std::string>(
+           flag, [&field](const std::string& v) { field = (v == "on"); }, help)
+        ->check(CLI::IsMember({"on", "off"}));
+  };
+  on_off("--distributed-optimizer", o.distributed_optimizer,
+         "shard the optimizer state over data parallelism (reduce-scatter gradients, all-gather "
+         "parameters): on or off; default: the study's (off, as Megatron)");
+  on_off("--overlap-grad-reduce", o.overlap_grad_reduce,
+         "overlap the bucketed data-parallel gradient reduce with the backward: on or off; "
+         "default: the study's (off, as Megatron)");
+  on_off("--overlap-param-gather", o.overlap_param_gather,
+         "overlap the distributed optimizer's parameter all-gather with the next forward: on or "
+         "off; default: the study's (off, as Megatron)");
+  on_off("--p2p-scatter-gather", o.p2p_scatter_gather,
+         "send 1/tp of each activation between pipeline stages and all-gather it on NVLink "
+         "(Megatron's scatter/gather, no SP): on or off; default: the study's (on)");
 }
 
 std::vector<int> parse_layers_per_stage(const std::string& text) {

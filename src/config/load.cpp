@@ -94,6 +94,15 @@ ClusterConfig read_cluster(YamlMap& c, const fs::path& file) {
     cluster.host.name = links->string_or("host", "pcie");
     links->finish();
   }
+  if (auto net = c.map_if_present("network")) {
+    cluster.network.nics_per_node = net->positive_int("nics_per_node");
+    cluster.network.nic_Bps = net->positive_number("nic_gbps") * 1e9 / 8;  // Gb/s line rate
+    cluster.network.nic_efficiency = net->positive_number_or("nic_efficiency", 0.9);
+    if (cluster.network.nic_efficiency > 1)
+      net->fail("nic_efficiency",
+                "must be in (0, 1]; got " + std::to_string(cluster.network.nic_efficiency));
+    net->finish();
+  }
   c.finish();
   return cluster;
 }
@@ -186,6 +195,14 @@ void validate(Study& s, const StudyOverrides* ov) {
                      "must be a fraction between 0 (off) and 1 (every microbatch), got " +
                          std::to_string(t.offload));
   }
+  // Megatron's own checks (megatron/training/arguments.py, validate_args): the parameter gather
+  // only exists with the distributed optimizer and is overlapped only with the gradient reduce.
+  if (t.overlap_param_gather && !(t.distributed_optimizer && t.overlap_grad_reduce)) {
+    throw InputError(origin.where(o.overlap_param_gather.has_value(), "--overlap-param-gather"),
+                     "training.overlap_param_gather",
+                     "needs distributed_optimizer and overlap_grad_reduce on (as in Megatron); "
+                     "turn them on or this off");
+  }
   int virtual_stages = p.pp * p.vpp;
   if (m.layers < p.pp * p.vpp) {
     throw InputError(origin.where(o.pp.has_value() || o.vpp.has_value(), "--pp"), "parallel.pp",
@@ -259,6 +276,11 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
   t.distributed_optimizer = tr.boolean_or("distributed_optimizer", false);
   t.recompute = static_cast<Recompute>(tr.choice_or("recompute", recompute_names(), 0));
   t.offload = tr.nonnegative_number_or("offload", 0);
+  t.overlap_grad_reduce = tr.boolean_or("overlap_grad_reduce", false);
+  t.overlap_param_gather = tr.boolean_or("overlap_param_gather", false);
+  t.bucket_params = tr.nonnegative_number_or("bucket_params", 0);
+  t.gradient_accumulation_fusion = tr.boolean_or("gradient_accumulation_fusion", true);
+  t.p2p_scatter_gather = tr.boolean_or("p2p_scatter_gather", true);
   tr.finish();
 
   // Layer layout (multimodal placement, balancing, explicit split): optional.
@@ -294,6 +316,10 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
   if (o.balance) study.layout.balance = *o.balance;
   if (o.layers_per_stage) study.layout.layers_per_stage = *o.layers_per_stage;
   if (o.offload) t.offload = *o.offload;
+  if (o.distributed_optimizer) t.distributed_optimizer = *o.distributed_optimizer;
+  if (o.overlap_grad_reduce) t.overlap_grad_reduce = *o.overlap_grad_reduce;
+  if (o.overlap_param_gather) t.overlap_param_gather = *o.overlap_param_gather;
+  if (o.p2p_scatter_gather) t.p2p_scatter_gather = *o.p2p_scatter_gather;
 
   validate(study, &o);
   return study;

@@ -2,10 +2,12 @@
 // (cost_model.hpp). Formulas: docs/cost-model.md.
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "braid/cost_model.hpp"
 #include "braid/error.hpp"
+#include "data_parallel.hpp"
 #include "layout.hpp"
 #include "shapes.hpp"
 
@@ -42,6 +44,8 @@ CostModel build_cost_model(const Study& study, const Profile& profile, int virtu
   tp.source = Source::SpecDerived;
   tp.recompute_attention = tr.recompute == Recompute::Selective;
   tp.recompute_full = tr.recompute == Recompute::Full;
+  tp.main_grad_bytes =
+      2 * tr.grad_bytes_per_param + (tr.gradient_accumulation_fusion ? 0 : 2 * tr.dtype_bytes);
   const bool tp_spans_nodes = par.tp > study.cluster.gpus_per_node;
   tp.link =
       &profile.link(tp_spans_nodes ? study.cluster.inter_node.name : study.cluster.intra_node.name);
@@ -118,54 +122,92 @@ CostModel build_cost_model(const Study& study, const Profile& profile, int virtu
   const double lm_output_bytes =
       tokens * m.hidden * tr.dtype_bytes / (par.sequence_parallel ? t : 1);
 
+  // Bytes per parameter of static memory: weights, gradients, optimizer state (sharded over DP
+  // with the distributed optimizer).
+  const double static_per_param = tr.weight_bytes_per_param + tr.grad_bytes_per_param +
+                                  tr.optimizer_bytes_per_param / optimizer_share;
   int next = 0;  // index in the combined sequence: ViT layers 0..D-1, then LM layers
   for (int v = 0; v < virtual_stages; ++v) {
     ChunkCost chunk;
     chunk.virtual_stage = v;
+    // Parameters per unit (index in the chunk's unit order), for the gradient buckets; a layer's
+    // parameters sit on its PreAttn unit, whose W is the layer's last in the backward.
+    std::vector<std::pair<int, double>> unit_params;
+    int unit_index = 0;
+    auto held = [&](double params, double& part) {
+      unit_params.emplace_back(unit_index, params);
+      chunk.params += params;
+      part += params * static_per_param;
+    };
     const int first = next, last = next + split_layers[v];  // [first, last)
+    StaticParts& parts = chunk.parts;
     if (folded && v == 0) {
       // The ViT folded into the first LM stage: patch embedding, its layers and the merger run
       // before the embedding, unbraided (prologue units).
       chunk.prologue.push_back(patch);
+      held(patch_params, parts.other_bytes);
+      ++unit_index;
       for (int l = 0; l < D; ++l) {
         for (UnitCost u : folded_vision_layer) {
           u.layer = l;
           chunk.prologue.push_back(u);
         }
+        held(vision_layer_params, parts.layers_bytes);
+        unit_index += 4;
       }
       chunk.prologue.push_back(merger);
-      chunk.params += patch_params + D * vision_layer_params + merger_params;
+      held(merger_params, parts.other_bytes);
+      ++unit_index;
       next = D;
     } else if (D > 0 && first == 0) {
       chunk.prologue.push_back(patch);
-      chunk.params += patch_params;
+      held(patch_params, parts.other_bytes);
+      ++unit_index;
     }
     const bool embeds = (D == 0 || folded) ? v == 0 : (first <= D && D < last);
     if (embeds) {
       chunk.prologue.push_back(embedding);
-      chunk.params += vocab_per_gpu * m.hidden;
+      chunk.embeds = true;
+      double params = vocab_per_gpu * m.hidden;
       if (m.position == PositionEmbedding::Learned) {
-        chunk.params += static_cast<double>(m.max_positions) * m.hidden;
+        params += static_cast<double>(m.max_positions) * m.hidden;
       }
+      held(params, parts.embeddings_bytes);
+      ++unit_index;
     }
     for (; next < last; ++next) {
       LayerCost layer = next < D ? vision_layer : lm_layer;
       for (auto& u : layer) u.layer = next < D ? next : next - D;
       chunk.layers.push_back(layer);
-      chunk.params += next < D ? vision_layer_params : layer_params;
+      held(next < D ? vision_layer_params : layer_params, parts.layers_bytes);
+      unit_index += 4;
     }
     if (D > 0 && !folded && first < D && D <= last) {
       chunk.epilogue.push_back(merger);
-      chunk.params += merger_params;
+      held(merger_params, parts.other_bytes);
+      ++unit_index;
     }
     if (v == virtual_stages - 1) {
       chunk.epilogue.push_back(head);
-      // Final norm + LM head; with tied embeddings the last stage still holds a copy of the
-      // embedding (Megatron keeps it there and all-reduces its gradient with the first stage).
-      chunk.params += lm.norm_params * m.hidden + vocab_per_gpu * m.hidden;
+      // Final norm + LM head. With tied embeddings a last stage without the embedding holds a
+      // copy of it (Megatron keeps it there and all-reduces its gradient with the first stage);
+      // on the embedding's own chunk the head uses the embedding weight itself.
+      held(lm.norm_params * m.hidden, parts.other_bytes);
+      if (!(m.tied_embeddings && chunk.embeds)) {
+        const double before = parts.embeddings_bytes;
+        unit_params.back().second += vocab_per_gpu * m.hidden;
+        chunk.params += vocab_per_gpu * m.hidden;
+        parts.embeddings_bytes += vocab_per_gpu * m.hidden * static_per_param;
+        if (m.tied_embeddings) chunk.tied_copy_bytes = parts.embeddings_bytes - before;
+      }
+      ++unit_index;
     }
-    chunk.static_bytes = chunk.params * (tr.weight_bytes_per_param + tr.grad_bytes_per_param +
-                                         tr.optimizer_bytes_per_param / optimizer_share);
+    // Megatron buckets only the first pipeline stage's first model chunk (DistributedDataParallel
+    // with disable_bucketing for later chunks and pp_rank > 0): virtual stage 0.
+    chunk.grad_buckets =
+        detail::grad_buckets(study, profile, unit_params, tr.overlap_grad_reduce && v == 0);
+    chunk.optimizer_s = roof.memory_s(detail::optimizer_bytes(tr, chunk.params, par.dp));
+    chunk.static_bytes = parts.layers_bytes + parts.embeddings_bytes + parts.other_bytes;
     for_each_unit(chunk,
                   [&](const UnitCost& u) { chunk.activation_bytes += sum_alloc(u, Phase::F); });
     // A separate ViT stage sends the patches' hidden states, or after the merger the image
@@ -210,6 +252,21 @@ CostModel build_cost_model(const Study& study, const Profile& profile, int virtu
              it != profile.links.end()) {
     cm.inter_p2p_Bps = it->second.p2p_bandwidth_Bps;
   }
+  cm.dp = par.dp;
+  cm.overlap_grad_reduce = tr.overlap_grad_reduce;
+  cm.overlap_param_gather = tr.overlap_param_gather;
+  if (m.tied_embeddings && virtual_stages > 1) {
+    // finalize_model_grads._allreduce_word_embedding_grads: the fp32 main gradient of the
+    // embedding, all-reduced by the first and last stage's GPUs of each TP rank at once (a
+    // group of two, one member per node when the stages sit on different nodes).
+    cm.embedding_sync_bytes = vocab_per_gpu * m.hidden * tr.grad_bytes_per_param;
+    const bool same_node = cm.node_of_rank.front() == cm.node_of_rank.back();
+    cm.embedding_sync_s = dp_collective_time_s(study, profile, CollectiveKind::AllReduce, 2,
+                                               same_node ? 2 : 1, cm.embedding_sync_bytes);
+  }
+  cm.p2p_scatter_gather = tr.p2p_scatter_gather && !par.sequence_parallel && par.tp > 1;
+  cm.gather_latency_s = intra.latency_s;
+  cm.gather_Bps = intra.bus_bandwidth_Bps;
   cm.d2h_Bps = profile.host_d2h_Bps;
   cm.h2d_Bps = profile.host_h2d_Bps;
   return cm;

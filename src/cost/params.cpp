@@ -26,6 +26,7 @@ LayerShape lm_layer_shape(const ModelConfig& m, double samples, double seq) {
   if (!s.gated) s.qkv_bias = true;
   s.flash = m.flash_attention;
   s.dropout = m.dropout;
+  s.rope = m.position == PositionEmbedding::Rotary;
   return s;
 }
 

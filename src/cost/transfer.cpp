@@ -14,6 +14,15 @@ double CostModel::p2p_time_s(int from_rank, int to_rank, double bytes) const {
                                                                              : 0;
   };
   const double bandwidth = node(from_rank) == node(to_rank) ? intra_p2p_Bps : inter_p2p_Bps;
+  if (p2p_scatter_gather && tp > 1) {
+    // Megatron's scatter/gather (p2p_communication._communicate with
+    // scatter_gather_tensors_in_pipeline): each TP rank sends its 1/tp slice, the receiver
+    // all-gathers the slices over NVLink before the tensor is used.
+    const double slice = bytes / tp;
+    const double gather =
+        gather_Bps > 0 ? gather_latency_s + (tp - 1.0) / tp * bytes / gather_Bps : 0;
+    return p2p_latency_s + (bandwidth > 0 ? slice / bandwidth : 0) + gather;
+  }
   return p2p_latency_s + (bandwidth > 0 ? bytes / bandwidth : 0);
 }
 

@@ -100,6 +100,17 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
                               : roof.memory_s(bytes);
   };
 
+  // Backward kernels Megatron runs besides the GEMMs (docs/cost-model.md): autograd's add of the
+  // residual path's gradient to the norm backward's (read 2, write 1, per layer input), the norm's
+  // weight (and bias) gradient pass re-reading its input and output gradient, the bias-gradient
+  // reductions (read the output gradient once) and the main-gradient traffic of each W GEMM.
+  const double residual_grad_s = roof.memory_s(3 * Ts * h * e);
+  const double norm_param_grad_s = roof.memory_s(2 * Ts * h * e);
+  auto main_grad_s = [&](double weights) { return roof.memory_s(tp.main_grad_bytes * weights); };
+  // Dropout backward on the hidden state: read the gradient and the 1-byte mask, write the
+  // gradient.
+  const double dropout_bwd_bytes = s.dropout ? Ts * h * (2 * e + 1) : 0;
+
   LayerCost c{make_unit(UnitKind::PreAttn, layer, vision, tp.source),
               make_unit(UnitKind::Attn, layer, vision, tp.source),
               make_unit(UnitKind::PreMLP, layer, vision, tp.source),
@@ -111,22 +122,26 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
     const double gemm = 2 * T * h * (q + 2 * k) / t;
     const double norm_in = Ts * h * e, gemm_in = Ts * h * e;
     const double grad_out = T * (q + 2 * k) / t * e;
-    const double rope_bytes = 2 * T * (q + k) / t * e;  // read + write q, k
+    // Read + write q and k; learned positions (GPT) are added at the embedding instead.
+    const double rope_bytes = s.rope ? 2 * T * (q + k) / t * e : 0;
+    auto rope_s = [&] { return s.rope ? roof.kernel_s(ElementwiseKernel::Rope, rope_bytes) : 0.0; };
     const double qkv_width = (q + 2 * k) / t;
     timed(u[Phase::F], roof, [&] {
-      return norm_s(2 * Ts * h * e) + roof.linear_s(T, h, qkv_width, Phase::F) +
-             roof.kernel_s(ElementwiseKernel::Rope, rope_bytes);
+      return norm_s(2 * Ts * h * e) + roof.linear_s(T, h, qkv_width, Phase::F) + rope_s();
     });
     set_flops(u[Phase::F], gemm);
     u[Phase::F].alloc_bytes = norm_in + gemm_in;
     timed(u[Phase::B], roof, [&] {
-      return roof.kernel_s(ElementwiseKernel::Rope, rope_bytes) +
-             roof.linear_s(T, h, qkv_width, Phase::B) + norm_s(3 * Ts * h * e);
+      return rope_s() + roof.linear_s(T, h, qkv_width, Phase::B) + norm_s(3 * Ts * h * e) +
+             residual_grad_s;
     });
     set_flops(u[Phase::B], gemm);
     u[Phase::B].alloc_bytes = grad_out;
     u[Phase::B].free_bytes = norm_in;
-    timed(u[Phase::W], roof, [&] { return roof.linear_s(T, h, qkv_width, Phase::W); });
+    timed(u[Phase::W], roof, [&] {
+      return roof.linear_s(T, h, qkv_width, Phase::W) + norm_param_grad_s +
+             main_grad_s(h * qkv_width) + (s.qkv_bias ? roof.memory_s(grad_out) : 0);
+    });
     set_flops(u[Phase::W], gemm);
     u[Phase::W].free_bytes = gemm_in + grad_out;
     column_collectives(u, tp, hidden_bytes);
@@ -180,8 +195,15 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
       core_bwd_hw = 2 * full;
       scores_saved = (s.dropout ? 5 : 2) * scores;
     }
-    timed(u[Phase::F], roof,
-          [&] { return core_fwd_s() + roof.linear_s(T, q / t, h, Phase::F) + residual_s; });
+    // Unfused attention: the context is permuted back to [s, b, h] with a copy (.contiguous());
+    // its backward copies the gradient the other way. Both paths concatenate the q, k, v
+    // gradients into the fused QKV gradient (the backward of the split).
+    const double permute_bytes = s.flash ? 0 : 2 * out;
+    const double qkv_cat_bytes = 2 * qkv;
+    timed(u[Phase::F], roof, [&] {
+      return core_fwd_s() + roof.memory_s(permute_bytes) + roof.linear_s(T, q / t, h, Phase::F) +
+             residual_s;
+    });
     u[Phase::F].flops = core + proj;
     u[Phase::F].hw_flops = core_hw + proj;
     // Selective recomputation (Megatron: core attention) keeps no s x s scores: the backward runs
@@ -190,14 +212,18 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
     const bool rerun = tp.recompute_attention;
     u[Phase::F].alloc_bytes = qkv + out + mask + (rerun ? 0 : scores_saved);
     timed(u[Phase::B], roof, [&] {
-      return roof.linear_s(T, q / t, h, Phase::B) + (rerun ? core_fwd_s() : 0) + core_bwd_s() +
-             roof.memory_s(mask);
+      return roof.memory_s(dropout_bwd_bytes) + roof.linear_s(T, q / t, h, Phase::B) +
+             roof.memory_s(permute_bytes) + (rerun ? core_fwd_s() : 0) + core_bwd_s() +
+             roof.memory_s(qkv_cat_bytes);
     });
     u[Phase::B].flops = 2 * core + proj;  // model FLOPs: backward = 2 x forward
     u[Phase::B].hw_flops = core_bwd_hw + (rerun ? core_hw : 0) + proj;
     u[Phase::B].alloc_bytes = grad_out + (rerun ? scores_saved : 0);
     u[Phase::B].free_bytes = qkv + mask + scores_saved;
-    timed(u[Phase::W], roof, [&] { return roof.linear_s(T, q / t, h, Phase::W); });
+    timed(u[Phase::W], roof, [&] {
+      return roof.linear_s(T, q / t, h, Phase::W) + main_grad_s(q / t * h) +
+             (s.proj_bias ? roof.memory_s(Ts * h * e) : 0);
+    });
     set_flops(u[Phase::W], proj);
     u[Phase::W].free_bytes = out + grad_out;
     row_collectives(u, tp, hidden_bytes);
@@ -213,12 +239,17 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
           [&] { return norm_s(2 * Ts * h * e) + roof.linear_s(T, h, fc1_width / t, Phase::F); });
     set_flops(u[Phase::F], gemm);
     u[Phase::F].alloc_bytes = norm_in + gemm_in;
-    timed(u[Phase::B], roof,
-          [&] { return roof.linear_s(T, h, fc1_width / t, Phase::B) + norm_s(3 * Ts * h * e); });
+    timed(u[Phase::B], roof, [&] {
+      return roof.linear_s(T, h, fc1_width / t, Phase::B) + norm_s(3 * Ts * h * e) +
+             residual_grad_s;
+    });
     set_flops(u[Phase::B], gemm);
     u[Phase::B].alloc_bytes = grad_out;
     u[Phase::B].free_bytes = norm_in;
-    timed(u[Phase::W], roof, [&] { return roof.linear_s(T, h, fc1_width / t, Phase::W); });
+    timed(u[Phase::W], roof, [&] {
+      return roof.linear_s(T, h, fc1_width / t, Phase::W) + norm_param_grad_s +
+             main_grad_s(h * fc1_width / t) + (s.mlp_bias ? roof.memory_s(grad_out) : 0);
+    });
     set_flops(u[Phase::W], gemm);
     u[Phase::W].free_bytes = gemm_in + grad_out;
     column_collectives(u, tp, hidden_bytes);
@@ -246,12 +277,16 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
     set_flops(u[Phase::F], gemm);
     u[Phase::F].alloc_bytes = act_in + fc2_in + mask;
     timed(u[Phase::B], roof, [&] {
-      return roof.linear_s(T, f / t, h, Phase::B) + act_s(act_bwd_bytes) + roof.memory_s(mask);
+      return roof.memory_s(dropout_bwd_bytes) + roof.linear_s(T, f / t, h, Phase::B) +
+             act_s(act_bwd_bytes);
     });
     set_flops(u[Phase::B], gemm);
     u[Phase::B].alloc_bytes = grad_out;
     u[Phase::B].free_bytes = act_in + mask;
-    timed(u[Phase::W], roof, [&] { return roof.linear_s(T, f / t, h, Phase::W); });
+    timed(u[Phase::W], roof, [&] {
+      return roof.linear_s(T, f / t, h, Phase::W) + main_grad_s(f / t * h) +
+             (s.proj_bias ? roof.memory_s(Ts * h * e) : 0);
+    });
     set_flops(u[Phase::W], gemm);
     u[Phase::W].free_bytes = fc2_in + grad_out;
     row_collectives(u, tp, hidden_bytes);

@@ -26,6 +26,7 @@ struct LayerShape {
   double norm_params = 1;  // parameters per norm per hidden unit: 1 RMSNorm, 2 LayerNorm
   bool flash = true;       // fused FlashAttention; false: Megatron's unfused core attention
   bool dropout = false;    // attention-probability and two hidden dropouts (1-byte masks)
+  bool rope = true;        // rotary position embedding on q and k (not with learned positions)
 };
 
 // How the TP group runs the units.
@@ -39,6 +40,10 @@ struct TpSetup {
   // Full recomputation: each layer keeps only its input; its forward runs again before its
   // backward (UnitCost::recompute).
   bool recompute_full = false;
+  // Bytes per weight the W units move into the fp32 main-gradient buffer each microbatch: read +
+  // write of it with gradient-accumulation fusion (the GEMM accumulates into it), plus writing and
+  // re-reading a bf16 gradient without. 0 = not modelled (theory checks).
+  double main_grad_bytes = 0;
   Source source = Source::SpecDerived;
 };
 

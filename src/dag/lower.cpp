@@ -14,12 +14,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "braid/dag.hpp"
 #include "braid/error.hpp"
 #include "builder.hpp"
+#include "lower_step.hpp"
 
 namespace braid {
 
@@ -44,7 +46,7 @@ struct PassState {
 
 enum class CollectiveMode { Sync, Async };
 
-class Lowerer {
+class Lowerer : public detail::StepEmitter {
  public:
   Lowerer(const Schedule& schedule, const CostModel& cost, const LowerOptions& options, Dag& dag)
       : s_(schedule),
@@ -83,6 +85,10 @@ class Lowerer {
       for (const LayerCost& l : c.layers)
         for (const UnitCost& u : l) flow_[k].push_back(&u);
       for (const UnitCost& u : c.epilogue) flow_[k].push_back(&u);
+      for (std::size_t i = 0; i < flow_[k].size(); ++i)
+        unit_index_[flow_[k][i]] = static_cast<int>(i);
+      step_.last_w.emplace_back(flow_[k].size(), kNone);
+      step_.first_f.emplace_back(flow_[k].size(), kNone);
     }
   }
 
@@ -108,8 +114,18 @@ class Lowerer {
       }
     }
     connect_stages();
+    step_.last_compute = last_compute_;
+    detail::lower_step_tail(s_, cost_, step_, *this);
     build_.finish(fold_);
   }
+
+  // detail::StepEmitter: the step tail's ops and edges.
+  int emit(const DagOp& op) override {
+    rank_ = op.rank;
+    instruction_ = kNone;
+    return new_op(op);
+  }
+  void edge(int from, int to) override { build_.add_dependency(from, to); }
 
  private:
   // ---- checks ---------------------------------------------------------------------------------
@@ -160,8 +176,6 @@ class Lowerer {
     }
     return id;
   }
-
-  void edge(int from, int to) { build_.add_dependency(from, to); }
 
   [[nodiscard]] DagOp base_op(const PassState& pass, const UnitCost& unit, Phase phase) const {
     DagOp op;
@@ -240,6 +254,7 @@ class Lowerer {
     op.alloc_bytes = cost.alloc_bytes;
     op.free_bytes = cost.free_bytes;
     const int compute = new_op(op);
+    if (!recompute) note_unit(pass.stage, unit, phase, compute);
     edge(input, compute);
     if (prefetched) edge(pass.cursor, compute);  // a rerun may have run since the prefetch
     if (flows && pass.first == kNone) pass.first = compute;
@@ -265,6 +280,15 @@ class Lowerer {
         edge(output, pass.prefetched);
       }
     }
+  }
+
+  // The step tail's inputs: a unit's first F and last W op on its virtual stage.
+  void note_unit(int stage, const UnitCost& unit, Phase phase, int op) {
+    const auto it = unit_index_.find(&unit);
+    if (it == unit_index_.end()) return;
+    if (phase == Phase::W) step_.last_w[stage][it->second] = op;
+    int& f = step_.first_f[stage][it->second];
+    if (phase == Phase::F && f == kNone) f = op;
   }
 
   // A B unit, then its W unless deferred (full backward: the B collective runs under the W).
@@ -645,6 +669,8 @@ class Lowerer {
   std::vector<int> last_compute_;                   // per rank: the last compute op emitted
   std::vector<std::vector<const UnitCost*>> flow_;  // per stage: units in forward order
   std::vector<PassState> sends_;
+  std::unordered_map<const UnitCost*, int> unit_index_;  // a unit's index in its stage's flow
+  detail::StepInputs step_;
   int send_after_ = kNone;  // last compute op of the instruction whose sends are being emitted
 };
 

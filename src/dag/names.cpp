@@ -19,6 +19,8 @@ const char* name(StreamKind s) {
       return "d2h";
     case StreamKind::H2D:
       return "h2d";
+    case StreamKind::Dp:
+      return "dp";
   }
   return "?";
 }
@@ -35,6 +37,10 @@ const char* name(OpKind k) {
       return "offload";
     case OpKind::Reload:
       return "reload";
+    case OpKind::DpSync:
+      return "dp_sync";
+    case OpKind::Optimizer:
+      return "optimizer";
   }
   return "?";
 }
@@ -87,6 +93,13 @@ std::string op_name(const Dag& dag, int index) {
       return "OFFLOAD " + std::to_string(op.chunk) + "." + std::to_string(op.mb);
     case OpKind::Reload:
       return "RELOAD " + std::to_string(op.chunk) + "." + std::to_string(op.mb);
+    case OpKind::DpSync:
+      // "DP RS c0 b1" (bucket 1 of chunk 0), "DP AR embedding"; op.mb holds the bucket.
+      return std::string("DP ") + short_name(op.collective) +
+             (op.layer == -2 ? std::string(" embedding")
+                             : " c" + std::to_string(op.chunk) + " b" + std::to_string(op.mb));
+    case OpKind::Optimizer:
+      return "OPTIMIZER";
   }
   return "?";
 }

@@ -79,6 +79,8 @@ void fields(IO& io, R& r) {
   io.put_or_get(r.rank, r.busy_s, r.tp_exposed_s, r.pp_idle_s, r.offload_stall_s, r.static_bytes,
                 r.activation_peak_bytes, r.activation_peak_ma, r.peak_memory_bytes,
                 r.peak_memory_gib, r.oom, r.over_bytes);
+  io.put_or_get(r.dp_exposed_s, r.optimizer_s, r.static_layers_bytes, r.static_embeddings_bytes,
+                r.static_other_bytes, r.static_fixed_bytes);
 }
 
 template <typename Base>
@@ -100,6 +102,7 @@ struct IO : Base {
                r.iteration_time_s, r.tp_bubble_rate, r.pp_bubble_rate, r.offload_stall_rate, r.mfu,
                r.hfu, r.tokens_per_s, r.samples_per_s, r.tflops_per_gpu, r.ma_bytes,
                r.max_peak_memory_gib, r.oom, r.oom_rank, r.oom_over_gib, r.hbm_gib);
+    put_or_get(r.dp_exposed_rate, r.optimizer_rate, r.tp_comm_rate);
     std::uint64_t ranks = r.ranks.size();
     put_or_get(ranks);
     if constexpr (!std::is_same_v<Base, Writer>) {

@@ -157,7 +157,8 @@ std::string sweep_csv(const SweepResult& result) {
       "rank,status,reason,group_best,speedup_vs_1f1b_i,schedule,tp,pp,vpp,dp,seq,mbs,"
       "microbatches,sp,recompute,gpus,iteration_time_s,tokens_per_s,samples_per_s,"
       "tflops_per_gpu,mfu,tp_bubble_rate,pp_bubble_rate,offload_stall_rate,max_peak_memory_gib,"
-      "model_peak_gib,static_gib,max_activation_peak_ma,ma_gib,hbm_gib,ops\n";
+      "model_peak_gib,static_gib,max_activation_peak_ma,ma_gib,hbm_gib,ops,tp_comm_rate,"
+      "dp_exposed_rate,optimizer_rate\n";
   constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   const std::vector<int> order = output_order(result);
   for (std::size_t k = 0; k < order.size(); ++k) {
@@ -178,9 +179,11 @@ std::string sweep_csv(const SweepResult& result) {
              exact(r.tp_bubble_rate) + "," + exact(r.pp_bubble_rate) + "," +
              exact(r.offload_stall_rate) + "," + exact(r.max_peak_memory_gib) + "," +
              exact(e.model_peak_gib) + "," + exact(e.static_gib) + "," + exact(max_peak_ma(r)) +
-             "," + exact(r.ma_bytes / kGiB) + "," + exact(r.hbm_gib) + "," + std::to_string(r.ops);
+             "," + exact(r.ma_bytes / kGiB) + "," + exact(r.hbm_gib) + "," + std::to_string(r.ops) +
+             "," + exact(r.tp_comm_rate) + "," + exact(r.dp_exposed_rate) + "," +
+             exact(r.optimizer_rate);
     } else {
-      out += ",,,,,,,,,,,,,,,";
+      out += ",,,,,,,,,,,,,,,,,,";
     }
     out += "\n";
   }

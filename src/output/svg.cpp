@@ -324,7 +324,7 @@ class SvgWriter {
     y += 18;
     entry("cF", "TP collective (forward)");
     entry("cB", "TP collective (backward)");
-    entry("ex", "TP exposed (compute idle)");
+    entry("ex", "TP / DP sync exposed (compute idle)");
     if (std::find(copy_lane_.begin(), copy_lane_.end(), true) != copy_lane_.end()) {
       entry("off", "offload (D2H)");
       entry("rel", "reload (H2D)");
@@ -486,10 +486,22 @@ class SvgWriter {
     return busy;
   }
 
+  // TP collectives, and in the same lane the data-parallel sync ops (phase W: drawn like the
+  // backward's weight side), with their exposed parts.
   void tp_lane(int r, double y) {
-    const int ts = dag_.stream_id(r, StreamKind::Tp);
     const std::vector<Interval> busy = compute_busy(r);
     std::vector<Interval> fwd, bwd, other, exposed;
+    for (StreamKind stream : {StreamKind::Tp, StreamKind::Dp})
+      collective_intervals(dag_.stream_id(r, stream), busy, fwd, bwd, other, exposed);
+    for (const Interval& v : fwd) rect(v.b, y, std::max(v.e - v.b, 0.4), kTpH, "cF");
+    for (const Interval& v : bwd) rect(v.b, y, std::max(v.e - v.b, 0.4), kTpH, "cB");
+    for (const Interval& v : other) rect(v.b, y, std::max(v.e - v.b, 0.4), kTpH, "cW");
+    for (const Interval& v : exposed) rect(v.b, y, std::max(v.e - v.b, 0.5), kTpH, "ex");
+  }
+
+  void collective_intervals(int ts, const std::vector<Interval>& busy, std::vector<Interval>& fwd,
+                            std::vector<Interval>& bwd, std::vector<Interval>& other,
+                            std::vector<Interval>& exposed) {
     std::size_t cursor = 0;
     for (int k = dag_.stream_begin[ts]; k < dag_.stream_begin[ts + 1]; ++k) {
       const int i = dag_.stream_ops[k];
@@ -507,10 +519,6 @@ class SvgWriter {
       }
       if (at < e) push_merged(exposed, px(at), px(e), 0.5);
     }
-    for (const Interval& v : fwd) rect(v.b, y, std::max(v.e - v.b, 0.4), kTpH, "cF");
-    for (const Interval& v : bwd) rect(v.b, y, std::max(v.e - v.b, 0.4), kTpH, "cB");
-    for (const Interval& v : other) rect(v.b, y, std::max(v.e - v.b, 0.4), kTpH, "cW");
-    for (const Interval& v : exposed) rect(v.b, y, std::max(v.e - v.b, 0.5), kTpH, "ex");
   }
 
   void copy_lane(int r, double y) {

@@ -40,6 +40,8 @@ const char* thread_name(StreamKind s) {
       return "d2h";
     case StreamKind::H2D:
       return "h2d";
+    case StreamKind::Dp:
+      return "dp";
   }
   return "?";
 }
@@ -89,7 +91,8 @@ json op_args(const DagOp& op) {
   }
   a["phase"] = name(op.phase);
   if (op.recompute) a["recompute"] = true;  // full recomputation's forward rerun
-  if (op.kind == OpKind::Collective) a["collective"] = name(op.collective);
+  if (op.kind == OpKind::Collective || op.kind == OpKind::DpSync)
+    a["collective"] = name(op.collective);
   if (op.instruction >= 0) {
     a["instruction"] = op.instruction;
     a["instruction_op"] = name(op.instruction_op);

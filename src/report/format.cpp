@@ -21,9 +21,15 @@ nlohmann::ordered_json rank_json(const RankReport& r) {
   j["rank"] = r.rank;
   j["busy_s"] = r.busy_s;
   j["tp_exposed_s"] = r.tp_exposed_s;
+  j["dp_exposed_s"] = r.dp_exposed_s;
+  j["optimizer_s"] = r.optimizer_s;
   j["pp_idle_s"] = r.pp_idle_s;
   j["offload_stall_s"] = r.offload_stall_s;
   j["static_gib"] = r.static_bytes / kGiB;
+  j["static_parts_gib"] = nlohmann::ordered_json{{"layers", r.static_layers_bytes / kGiB},
+                                                 {"embeddings", r.static_embeddings_bytes / kGiB},
+                                                 {"other", r.static_other_bytes / kGiB},
+                                                 {"fixed", r.static_fixed_bytes / kGiB}};
   j["activation_peak_gib"] = r.activation_peak_bytes / kGiB;
   j["activation_peak_ma"] = r.activation_peak_ma;
   j["peak_memory_gib"] = r.peak_memory_gib;
@@ -44,8 +50,11 @@ nlohmann::ordered_json to_json(const Report& r) {
   j["ops"] = r.ops;
   j["iteration_time_s"] = r.iteration_time_s;
   j["tp_bubble_rate"] = r.tp_bubble_rate;
+  j["tp_comm_rate"] = r.tp_comm_rate;
   j["pp_bubble_rate"] = r.pp_bubble_rate;
   j["offload_stall_rate"] = r.offload_stall_rate;
+  j["dp_exposed_rate"] = r.dp_exposed_rate;
+  j["optimizer_rate"] = r.optimizer_rate;
   j["mfu"] = r.mfu;
   j["hfu"] = r.hfu;
   j["tokens_per_s"] = r.tokens_per_s;
@@ -135,7 +144,8 @@ std::string reports_csv(const std::vector<Report>& reports) {
   std::string out =
       "study,schedule,pp,vpp,tp,microbatches,gpus,iteration_time_s,tp_bubble_rate,"
       "pp_bubble_rate,offload_stall_rate,mfu,hfu,tokens_per_s,samples_per_s,tflops_per_gpu,"
-      "max_peak_memory_gib,max_activation_peak_ma,oom,oom_rank,oom_over_gib\n";
+      "max_peak_memory_gib,max_activation_peak_ma,oom,oom_rank,oom_over_gib,tp_comm_rate,"
+      "dp_exposed_rate,optimizer_rate\n";
   for (const Report& r : reports) {
     double peak_ma = 0;
     for (const RankReport& rr : r.ranks) peak_ma = std::max(peak_ma, rr.activation_peak_ma);
@@ -148,7 +158,8 @@ std::string reports_csv(const std::vector<Report>& reports) {
            csv_number(r.tflops_per_gpu) + "," + csv_number(r.max_peak_memory_gib) + "," +
            csv_number(peak_ma) + "," + (r.oom ? "true" : "false") + "," +
            (r.oom ? std::to_string(r.oom_rank) : std::string()) + "," + csv_number(r.oom_over_gib) +
-           "\n";
+           "," + csv_number(r.tp_comm_rate) + "," + csv_number(r.dp_exposed_rate) + "," +
+           csv_number(r.optimizer_rate) + "\n";
   }
   return out;
 }
@@ -156,7 +167,8 @@ std::string reports_csv(const std::vector<Report>& reports) {
 std::string ranks_csv(const Report& report) {
   std::string out =
       "schedule,rank,iteration_time_s,busy_s,tp_exposed_s,pp_idle_s,offload_stall_s,static_gib,"
-      "activation_peak_gib,activation_peak_ma,peak_memory_gib,oom,over_gib\n";
+      "activation_peak_gib,activation_peak_ma,peak_memory_gib,oom,over_gib,dp_exposed_s,"
+      "optimizer_s,static_layers_gib,static_embeddings_gib,static_other_gib,static_fixed_gib\n";
   for (const RankReport& r : report.ranks)
     out += report.schedule + "," + std::to_string(r.rank) + "," +
            csv_number(report.iteration_time_s) + "," + csv_number(r.busy_s) + "," +
@@ -164,7 +176,11 @@ std::string ranks_csv(const Report& report) {
            csv_number(r.offload_stall_s) + "," + csv_number(r.static_bytes / kGiB) + "," +
            csv_number(r.activation_peak_bytes / kGiB) + "," + csv_number(r.activation_peak_ma) +
            "," + csv_number(r.peak_memory_gib) + "," + (r.oom ? "true" : "false") + "," +
-           csv_number(r.over_bytes / kGiB) + "\n";
+           csv_number(r.over_bytes / kGiB) + "," + csv_number(r.dp_exposed_s) + "," +
+           csv_number(r.optimizer_s) + "," + csv_number(r.static_layers_bytes / kGiB) + "," +
+           csv_number(r.static_embeddings_bytes / kGiB) + "," +
+           csv_number(r.static_other_bytes / kGiB) + "," + csv_number(r.static_fixed_bytes / kGiB) +
+           "\n";
   return out;
 }
 
@@ -179,9 +195,16 @@ std::string simulate_table(const Report& r) {
   // Uniform mode has symbolic times: print them as plain numbers.
   auto time = [&](double s) { return uniform(r) ? fmt("%.6g", s) : seconds(s); };
   out += "iteration time   " + time(r.iteration_time_s) + "\n";
-  out += "TP bubble        " + percent(r.tp_bubble_rate) + "\n";
+  out += "TP bubble        " + percent(r.tp_bubble_rate) +
+         (uniform(r) ? std::string()
+                     : "  (TP collectives take " + percent(r.tp_comm_rate) + " of the time)") +
+         "\n";
   out += "PP bubble        " + percent(r.pp_bubble_rate) + "\n";
   if (r.offload_stall_rate > 0) out += "offload stall    " + percent(r.offload_stall_rate) + "\n";
+  if (!uniform(r)) {
+    out += "DP sync exposed  " + percent(r.dp_exposed_rate) + "\n";
+    out += "optimizer step   " + percent(r.optimizer_rate) + "\n";
+  }
   if (!uniform(r)) {
     out += "MFU              " + percent(r.mfu) + "\n";
     out += "HFU              " + percent(r.hfu) + "  (hardware FLOPs: recomputation included)\n";
@@ -200,14 +223,23 @@ std::string simulate_table(const Report& r) {
   if (uniform(r))
     rows.push_back({"rank", "busy", "tp_exposed", "pp_idle", "offload_stall", "act_peak_Ma"});
   else
-    rows.push_back({"rank", "busy", "tp_exposed", "pp_idle", "offload_stall", "act_peak_Ma",
-                    "static_GiB", "peak_GiB", "oom"});
+    rows.push_back({"rank", "busy", "tp_exposed", "pp_idle", "offload_stall", "dp_exposed",
+                    "optimizer", "act_peak_Ma", "static_GiB", "layers/emb/other/fixed", "peak_GiB",
+                    "oom"});
   for (const RankReport& rr : r.ranks) {
-    std::vector<std::string> row{std::to_string(rr.rank),  time(rr.busy_s),
-                                 time(rr.tp_exposed_s),    time(rr.pp_idle_s),
-                                 time(rr.offload_stall_s), fmt("%.2f", rr.activation_peak_ma)};
+    std::vector<std::string> row{std::to_string(rr.rank), time(rr.busy_s), time(rr.tp_exposed_s),
+                                 time(rr.pp_idle_s), time(rr.offload_stall_s)};
+    if (!uniform(r)) {
+      row.push_back(time(rr.dp_exposed_s));
+      row.push_back(time(rr.optimizer_s));
+    }
+    row.push_back(fmt("%.2f", rr.activation_peak_ma));
     if (!uniform(r)) {
       row.push_back(fmt("%.2f", rr.static_bytes / kGiB));
+      row.push_back(fmt("%.2f", rr.static_layers_bytes / kGiB) + "/" +
+                    fmt("%.2f", rr.static_embeddings_bytes / kGiB) + "/" +
+                    fmt("%.2f", rr.static_other_bytes / kGiB) + "/" +
+                    fmt("%.2f", rr.static_fixed_bytes / kGiB));
       row.push_back(fmt("%.2f", rr.peak_memory_gib));
       row.push_back(rr.oom ? fmt("+%.2f GiB", rr.over_bytes / kGiB) : "");
     }
@@ -246,7 +278,7 @@ std::string compare_table(const std::vector<Report>& reports, const std::string&
                     "\n\n";
   std::vector<std::vector<std::string>> rows;
   rows.push_back({"schedule", "iteration", base ? "speed-up vs " + baseline : "speed-up",
-                  "TP bubble", "PP bubble", "offload stall", "MFU", "HFU", "tokens/s",
+                  "TP bubble", "PP bubble", "offload stall", "DP exposed", "MFU", "HFU", "tokens/s",
                   "act peak Ma", "peak GiB", ""});
   for (std::size_t i = 0; i < reports.size(); ++i) {
     const Report& r = reports[i];
@@ -258,9 +290,10 @@ std::string compare_table(const std::vector<Report>& reports, const std::string&
     rows.push_back({r.schedule, uni ? fmt("%.6g", r.iteration_time_s) : seconds(r.iteration_time_s),
                     fmt("%.3fx", r.iteration_time_s > 0 ? ref / r.iteration_time_s : 0),
                     percent(r.tp_bubble_rate), percent(r.pp_bubble_rate),
-                    percent(r.offload_stall_rate), uni ? "-" : percent(r.mfu),
-                    uni ? "-" : percent(r.hfu), uni ? "-" : fmt("%.0f", r.tokens_per_s),
-                    fmt("%.2f", peak_ma), uni ? "-" : fmt("%.2f", r.max_peak_memory_gib), mark});
+                    percent(r.offload_stall_rate), uni ? "-" : percent(r.dp_exposed_rate),
+                    uni ? "-" : percent(r.mfu), uni ? "-" : percent(r.hfu),
+                    uni ? "-" : fmt("%.0f", r.tokens_per_s), fmt("%.2f", peak_ma),
+                    uni ? "-" : fmt("%.2f", r.max_peak_memory_gib), mark});
   }
   out += table(rows);
   return out;

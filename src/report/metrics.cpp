@@ -5,10 +5,13 @@
 // X waits for on rank r are found by walking back from X through dependencies and stream order,
 // staying on rank r, skipping the compute stream (its ops ended by g0) and ops that ended by g0.
 // The part of the gap covered by a TP collective among them (running, or holding one that is
-// queued behind it) is tp_exposed; the part covered by an offload/reload copy and not already TP
-// is offload_stall; the rest — waiting on a P2P, on another rank, start-up and drain — is pp_idle,
-// computed as the remainder so the four add up to the iteration time on every rank. After the
-// last compute op the "X" is the end of the iteration, which waits for every op of the rank.
+// queued behind it) is tp_exposed; the part covered by a data-parallel sync op (gradient bucket,
+// parameter all-gather, tied-embedding all-reduce) and not already TP is dp_exposed; the part
+// covered by an offload/reload copy and neither of those is offload_stall; the rest — waiting on
+// a P2P, on another rank, start-up and drain — is pp_idle, computed as the remainder so the six
+// (with busy and the optimizer step, compute ops of their own) add up to the iteration time on
+// every rank. After the last compute op the "X" is the end of the iteration, which waits for
+// every op of the rank.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -50,16 +53,16 @@ class IdleAttribution {
 
   void rank(int r, RankReport& out) {
     const int cs = dag_.stream_id(r, StreamKind::Compute);
-    double busy = 0, tp = 0, off = 0, prev_end = 0;
+    double busy = 0, opt = 0, tp = 0, dp = 0, off = 0, prev_end = 0;
     for (int k = dag_.stream_begin[cs]; k < dag_.stream_begin[cs + 1]; ++k) {
       const int x = dag_.stream_ops[k];
       const double s = t_.start_s[x];
       if (s > prev_end) {
         roots_.clear();
         push_preds(x);
-        gap(r, prev_end, s, tp, off);
+        gap(r, prev_end, s, tp, dp, off);
       }
-      busy += t_.end_s[x] - s;
+      (dag_.ops[x].kind == OpKind::Optimizer ? opt : busy) += t_.end_s[x] - s;
       prev_end = t_.end_s[x];
     }
     const double end = t_.iteration_time_s;
@@ -70,14 +73,16 @@ class IdleAttribution {
         for (int k = dag_.stream_begin[sid]; k < dag_.stream_begin[sid + 1]; ++k)
           roots_.push_back(dag_.stream_ops[k]);
       }
-      gap(r, prev_end, end, tp, off);
+      gap(r, prev_end, end, tp, dp, off);
     }
     out.busy_s = busy;
+    out.optimizer_s = opt;
     out.tp_exposed_s = tp;
+    out.dp_exposed_s = dp;
     out.offload_stall_s = off;
     // The remainder; a rank that is never idle can come out a few ulps below zero (PP 1), which
     // is rounding, not idle time.
-    out.pp_idle_s = std::max(0.0, end - busy - tp - off);
+    out.pp_idle_s = std::max(0.0, end - busy - opt - tp - dp - off);
   }
 
  private:
@@ -87,9 +92,10 @@ class IdleAttribution {
     if (dag_.stream_prev[x] >= 0) roots_.push_back(dag_.stream_prev[x]);
   }
 
-  void gap(int r, double g0, double g1, double& tp, double& off) {
+  void gap(int r, double g0, double g1, double& tp, double& dp, double& off) {
     ++generation_;
     tp_iv_.clear();
+    dp_iv_.clear();
     all_iv_.clear();
     stack_.assign(roots_.begin(), roots_.end());
     while (!stack_.empty()) {
@@ -102,6 +108,10 @@ class IdleAttribution {
       const std::pair<double, double> iv{std::max(t_.start_s[y], g0), std::min(t_.end_s[y], g1)};
       if (op.kind == OpKind::Collective) {
         tp_iv_.push_back(iv);
+        dp_iv_.push_back(iv);
+        all_iv_.push_back(iv);
+      } else if (op.kind == OpKind::DpSync) {
+        dp_iv_.push_back(iv);
         all_iv_.push_back(iv);
       } else if (op.kind == OpKind::Offload || op.kind == OpKind::Reload) {
         all_iv_.push_back(iv);
@@ -110,9 +120,12 @@ class IdleAttribution {
         stack_.push_back(dag_.preds[j]);
       if (dag_.stream_prev[y] >= 0) stack_.push_back(dag_.stream_prev[y]);
     }
+    // Precedence TP, then DP, then copies: each category is its union minus the ones before.
     const double t = union_length(tp_iv_);
+    const double td = union_length(dp_iv_);
     tp += t;
-    off += union_length(all_iv_) - t;
+    dp += td - t;
+    off += union_length(all_iv_) - td;
   }
 
   const Dag& dag_;
@@ -120,7 +133,7 @@ class IdleAttribution {
   std::vector<std::uint32_t> mark_;
   std::uint32_t generation_ = 0;
   std::vector<int> roots_, stack_;
-  std::vector<std::pair<double, double>> tp_iv_, all_iv_;
+  std::vector<std::pair<double, double>> tp_iv_, dp_iv_, all_iv_;
 };
 
 // The critical path from the engine's record (Timeline::critical_pred): from the op that ends
@@ -158,8 +171,10 @@ CriticalPathSummary summarize_critical_path(const Dag& dag, const Timeline& t) {
     cp.rank_s[op.rank] += d;
     switch (op.kind) {
       case OpKind::Compute:
+      case OpKind::Optimizer:
         cp.compute_s += d;
         break;
+      case OpKind::DpSync:
       case OpKind::Collective:
         cp.collective_s += d;
         break;
@@ -188,6 +203,35 @@ CriticalPathSummary summarize_critical_path(const Dag& dag, const Timeline& t) {
   if (visits.size() > kShown)
     cp.text += " > ... (" + std::to_string(visits.size() - kShown) + " more)";
   return cp;
+}
+
+// Static memory of rank r by part. A rank holding both the embedding and the last stage's copy
+// of a tied embedding keeps one (Megatron shares the weight on one rank).
+void static_parts(const CostModel& cost, const Schedule& schedule, int r, RankReport& rr) {
+  bool embeds = false;
+  double tied_copy = 0;
+  for (int c = 0; c < schedule.vpp; ++c) {
+    const ChunkCost& chunk = cost.chunks[schedule.virtual_stage(r, c)];
+    rr.static_layers_bytes += chunk.parts.layers_bytes;
+    rr.static_embeddings_bytes += chunk.parts.embeddings_bytes;
+    // Whatever the chunk holds beyond layers and embeddings (its other_bytes for a built model).
+    rr.static_other_bytes +=
+        chunk.static_bytes - chunk.parts.layers_bytes - chunk.parts.embeddings_bytes;
+    embeds = embeds || chunk.embeds;
+    tied_copy += chunk.tied_copy_bytes;
+  }
+  if (embeds) rr.static_embeddings_bytes -= tied_copy;
+  rr.static_fixed_bytes = cost.fixed_overhead_bytes;
+  rr.static_bytes = rr.static_layers_bytes + rr.static_embeddings_bytes + rr.static_other_bytes +
+                    rr.static_fixed_bytes;
+}
+
+// Total time of the TP collectives, all ranks.
+double tp_collective_s(const Dag& dag, const Timeline& t) {
+  double total = 0;
+  for (int i = 0; i < dag.size(); ++i)
+    if (dag.ops[i].kind == OpKind::Collective) total += t.end_s[i] - t.start_s[i];
+  return total;
 }
 
 }  // namespace
@@ -222,15 +266,15 @@ Report make_report(const std::string& study, const Schedule& schedule, const Cos
   rep.ma_bytes = cost.chunks.empty() ? 0 : ma / static_cast<double>(cost.chunks.size());
   rep.hbm_gib = cost.hbm_bytes / kGiB;
 
-  double tp = 0, pp = 0, off = 0;
+  double tp = 0, pp = 0, off = 0, dp = 0, opt = 0;
   for (int r = 0; r < schedule.pp; ++r) {
     RankReport& rr = rep.ranks[r];
     tp += rr.tp_exposed_s;
     pp += rr.pp_idle_s;
     off += rr.offload_stall_s;
-    rr.static_bytes = cost.fixed_overhead_bytes;
-    for (int c = 0; c < schedule.vpp; ++c)
-      rr.static_bytes += cost.chunks[schedule.virtual_stage(r, c)].static_bytes;
+    dp += rr.dp_exposed_s;
+    opt += rr.optimizer_s;
+    static_parts(cost, schedule, r, rr);
     rr.activation_peak_bytes = timeline.peak_activation_bytes[r];
     rr.activation_peak_ma = rep.ma_bytes > 0 ? rr.activation_peak_bytes / rep.ma_bytes : 0;
     rr.peak_memory_bytes = rr.static_bytes + rr.activation_peak_bytes;
@@ -248,6 +292,9 @@ Report make_report(const std::string& study, const Schedule& schedule, const Cos
   }
   const double denom = schedule.pp * T;
   if (denom > 0) {
+    rep.dp_exposed_rate = dp / denom;
+    rep.optimizer_rate = opt / denom;
+    rep.tp_comm_rate = tp_collective_s(dag, timeline) / denom;
     rep.tp_bubble_rate = tp / denom;
     rep.pp_bubble_rate = pp / denom;
     rep.offload_stall_rate = off / denom;

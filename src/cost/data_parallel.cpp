@@ -1,0 +1,100 @@
+// The step after the backward (cost_model.hpp): data-parallel collective times on the links the
+// DP group spans, the gradient buckets of a chunk and its optimizer step. Megatron-Core sources:
+// core/distributed/distributed_data_parallel.py (DistributedDataParallel.__init__: bucket size,
+// no bucketing past the first pipeline stage), core/distributed/param_and_grad_buffer.py
+// (buckets in reverse parameter order, one collective per bucket), core/optimizer/ (Adam over
+// the shard, gradient norm). Formulas: docs/cost-model.md.
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "braid/cost_model.hpp"
+#include "data_parallel.hpp"
+
+namespace braid {
+
+double dp_collective_time_s(const Study& study, const Profile& profile, CollectiveKind kind,
+                            int group, int members_per_node, double bytes) {
+  if (group <= 1 || bytes <= 0) return 0;
+  const ClusterConfig& c = study.cluster;
+  const LinkProfile& intra = profile.link(c.intra_node.name);
+  if (members_per_node >= group) return collective_time_s(intra, kind, group, bytes);
+  // Across nodes: a ring enters and leaves each node through the NICs, which every GPU of the
+  // node syncing at the same time shares (all GPUs of one pipeline stage fill whole nodes once a
+  // DP group spans nodes); a group with k members on a node drives k GPUs' share of them.
+  LinkProfile inter = profile.link(c.inter_node.name);
+  const NetworkConfig& net = c.network;
+  const double node_Bps = net.nics_per_node > 0
+                              ? net.nics_per_node * net.nic_Bps * net.nic_efficiency
+                              : inter.bus_bandwidth_Bps;
+  const double share = node_Bps * std::max(1, members_per_node) / c.gpus_per_node;
+  inter.bus_bandwidth_Bps = std::min(intra.bus_bandwidth_Bps, share);
+  inter.measured.clear();  // measured tables are for the TP groups' sizes, not this sharing
+  return collective_time_s(inter, kind, group, bytes);
+}
+
+namespace detail {
+
+int dp_members_per_node(const Study& study) {
+  const int tp = study.parallel.tp, dp = study.parallel.dp, g = study.cluster.gpus_per_node;
+  // Megatron's rank order puts tp fastest, then dp: a DP group's members are tp ranks apart.
+  if (tp * dp <= g) return dp;
+  return std::max(1, g / tp);
+}
+
+std::vector<GradBucket> grad_buckets(const Study& study, const Profile& profile,
+                                     const std::vector<std::pair<int, double>>& unit_params,
+                                     bool bucketed) {
+  const TrainingConfig& tr = study.training;
+  const int dp = study.parallel.dp;
+  std::vector<GradBucket> out;
+  if (dp <= 1) return out;
+  // DistributedDataParallel.__init__: bucket_size = max(40M, 1M x dp) parameters by default,
+  // infinite (one bucket per buffer) when overlap_grad_reduce is off or past the first stage.
+  const double limit =
+      !bucketed ? 0 : (tr.bucket_params > 0 ? tr.bucket_params : std::max(40e6, 1e6 * dp));
+  const int k = dp_members_per_node(study);
+  auto close = [&](GradBucket b) {
+    if (b.params <= 0) return;
+    b.reduce = tr.distributed_optimizer ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
+    b.reduce_bytes = b.params * tr.grad_bytes_per_param;
+    b.reduce_s = dp_collective_time_s(study, profile, b.reduce, dp, k, b.reduce_bytes);
+    if (tr.distributed_optimizer) {
+      b.gather_bytes = b.params * tr.weight_bytes_per_param;
+      b.gather_s =
+          dp_collective_time_s(study, profile, CollectiveKind::AllGather, dp, k, b.gather_bytes);
+    }
+    out.push_back(b);
+  };
+  GradBucket cur;
+  // The buffer holds the parameters in reverse order (the backward's): walk the units from last
+  // to first; a bucket closes once it holds `limit` parameters.
+  for (auto it = unit_params.rbegin(); it != unit_params.rend(); ++it) {
+    if (it->second <= 0) continue;
+    cur.params += it->second;
+    cur.ready_unit = it->first;
+    if (limit > 0 && cur.params >= limit) {
+      close(cur);
+      cur = GradBucket{};
+    }
+  }
+  close(cur);
+  return out;
+}
+
+double optimizer_bytes(const TrainingConfig& tr, double params, int dp) {
+  const double shard = tr.distributed_optimizer ? params / dp : params;
+  const double g = tr.grad_bytes_per_param, o = tr.optimizer_bytes_per_param,
+               w = tr.weight_bytes_per_param;
+  // Adam over the shard reads the gradient, reads and writes the fp32 state (master weights and
+  // both moments); copying the master weights into the low-precision ones reads the fp32 master
+  // (4 of the state's bytes) and writes the weights (Float16OptimizerWithFloat16Params and
+  // DistributedOptimizer._copy_main_params_to_model_params); the gradient norm reads the shard's
+  // gradients once more; zeroing writes the whole gradient buffer (every rank holds all of it).
+  const double master = std::min(4.0, o);
+  return shard * (g + 2 * o + master + w) + shard * g + params * g;
+}
+
+}  // namespace detail
+
+}  // namespace braid

@@ -1,0 +1,389 @@
+// The training step beyond the layers (docs/cost-model.md, "The step after the backward"):
+// data-parallel gradient sync on the links its group spans, with the node's NICs shared; buckets
+// as Megatron-Core sizes and orders them; overlap with the backward; the optimizer step; the
+// tied-embedding all-reduce; static memory by part; no RoPE for learned positions. Hand-computed
+// values on small cases.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "braid/config.hpp"
+#include "braid/cost_model.hpp"
+#include "braid/dag.hpp"
+#include "braid/profile.hpp"
+#include "braid/report.hpp"
+#include "braid/schedule.hpp"
+#include "braid/simulator.hpp"
+#include "cli_run.hpp"
+
+using namespace braid;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A cluster file of `nodes` H100 nodes with `nics` NICs of `gbps` each (0 nics: no network key).
+fs::path cluster_file(const std::string& name, int nodes, int nics, double gbps) {
+  const fs::path dir = fs::temp_directory_path() / ("braid-step-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const fs::path file = dir / (name + ".yaml");
+  std::ofstream out(file);
+  out << "name: " << name << "\nnodes: " << nodes << "\ngpus_per_node: 8\nprofile: h100\n";
+  if (nics > 0)
+    out << "network:\n  nics_per_node: " << nics << "\n  nic_gbps: " << gbps
+        << "\n  nic_efficiency: 0.9\n";
+  return file;
+}
+
+// qwen2-7b (28 heads: tp 1, 2, 4) on `cluster`, pp and tp given, dp from the node count.
+Study study_on(const fs::path& cluster, int tp, int pp, bool overlap = false, bool dist = false) {
+  StudyOverrides o;
+  o.model = "qwen2-7b";
+  o.cluster = cluster.string();
+  o.tp = tp;
+  o.pp = pp;
+  o.vpp = 1;
+  o.seq = 2048;
+  o.microbatches = 8;
+  o.sequence_parallel = false;
+  o.overlap_grad_reduce = overlap;
+  o.distributed_optimizer = dist;
+  return load_study(resolve_config("studies", "default"), o);
+}
+
+// megatron-22b (GPT: learned positions, tied embeddings, dropout) on one a100-selene node,
+// sequence 2048, micro-batch 1, no SP.
+StudyOverrides gpt22b(int tp, int pp) {
+  StudyOverrides o;
+  o.model = "megatron-22b";
+  o.cluster = "a100-selene";
+  o.nodes = 1;
+  o.tp = tp;
+  o.pp = pp;
+  o.vpp = 1;
+  o.seq = 2048;
+  o.mbs = 1;
+  o.sequence_parallel = false;
+  return o;
+}
+
+Report run(const Study& s, const Profile& p, const std::string& schedule, Dag* dag_out = nullptr) {
+  ScheduleOptions so;
+  so.pp = s.parallel.pp;
+  so.vpp = fixed_vpp(schedule) == 0 ? s.parallel.vpp : fixed_vpp(schedule);
+  so.microbatches = s.training.microbatches;
+  const Schedule sched = make_schedule(schedule, so);
+  const CostModel cm = build_cost_model(s, p, sched.virtual_stages());
+  Dag dag = lower(sched, cm);
+  Report r = make_report(s.name, sched, cm, dag, simulate(dag));
+  if (dag_out != nullptr) *dag_out = dag;
+  return r;
+}
+
+void check_identity(const Report& r) {
+  for (const RankReport& rr : r.ranks) {
+    INFO("rank " << rr.rank);
+    CHECK(rr.busy_s + rr.tp_exposed_s + rr.pp_idle_s + rr.offload_stall_s + rr.dp_exposed_s +
+              rr.optimizer_s ==
+          Approx(r.iteration_time_s).epsilon(1e-12));
+    CHECK(rr.dp_exposed_s >= 0);
+    CHECK(rr.pp_idle_s >= 0);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a DP collective is bytes over NVLink inside a node and over the shared NICs across",
+          "[step][dp]") {
+  const Profile p = load_profile("h100");
+  const LinkProfile& nv = p.link("nvlink");
+  const LinkProfile& ib = p.link("ib");
+  const double bytes = 1e9;
+  // 2 nodes x 8 NICs x 400 Gb/s x 0.9 = 360 GB/s per node.
+  {
+    const Study s = study_on(cluster_file("dp-a", 2, 8, 400), 4, 1);
+    REQUIRE(s.parallel.dp == 4);
+    // tp 4 x dp 4 = 16 > 8: the group spans both nodes with 2 members on each, and all 8 GPUs of
+    // a node sync at once: 2 x 360 / 8 = 90 GB/s.
+    CHECK(dp_collective_time_s(s, p, CollectiveKind::AllReduce, 4, 2, bytes) ==
+          Approx(ib.latency_s + 2.0 * 3 / 4 * bytes / 90e9));
+    CHECK(dp_collective_time_s(s, p, CollectiveKind::ReduceScatter, 4, 2, bytes) ==
+          Approx(ib.latency_s + 3.0 / 4 * bytes / 90e9));
+    // One member per node: one GPU's share, 45 GB/s.
+    CHECK(dp_collective_time_s(s, p, CollectiveKind::AllReduce, 2, 1, bytes) ==
+          Approx(ib.latency_s + bytes / 45e9));
+    // All members on one node: NVLink's own collective model.
+    CHECK(dp_collective_time_s(s, p, CollectiveKind::AllReduce, 4, 4, bytes) ==
+          Approx(nv.latency_s + 2.0 * 3 / 4 * bytes / nv.bus_bandwidth_Bps));
+    CHECK(dp_collective_time_s(s, p, CollectiveKind::AllReduce, 1, 1, bytes) == 0);
+  }
+  // Without a network key the profile's inter-node bus bandwidth stands for the whole node.
+  {
+    const Study s = study_on(cluster_file("dp-b", 2, 0, 0), 4, 1);
+    CHECK(dp_collective_time_s(s, p, CollectiveKind::AllReduce, 4, 2, bytes) ==
+          Approx(ib.latency_s + 2.0 * 3 / 4 * bytes / (ib.bus_bandwidth_Bps * 2 / 8)));
+  }
+}
+
+TEST_CASE(
+    "gradient buckets follow Megatron-Core: 40M parameters on the first stage when overlapped",
+    "[step][dp]") {
+  const Profile p = load_profile("h100");
+  const fs::path c = cluster_file("dp-c", 4, 8, 400);
+  // pp 2, tp 4: dp 4, the group spans nodes (tp x dp = 16).
+  const Study on = study_on(c, 4, 2, true);
+  const CostModel cm = build_cost_model(on, p, 2);
+  const std::vector<GradBucket>& b0 = cm.chunks[0].grad_buckets;
+  REQUIRE(b0.size() > 1);
+  double total = 0;
+  for (std::size_t i = 0; i < b0.size(); ++i) {
+    total += b0[i].params;
+    if (i + 1 < b0.size()) CHECK(b0[i].params >= 40e6);
+    // Each later bucket completes at an earlier unit (the backward runs the units in reverse).
+    if (i > 0) CHECK(b0[i].ready_unit < b0[i - 1].ready_unit);
+    CHECK(b0[i].reduce == CollectiveKind::AllReduce);
+    CHECK(b0[i].reduce_bytes == b0[i].params * 4);
+    CHECK(b0[i].reduce_s ==
+          Approx(dp_collective_time_s(on, p, CollectiveKind::AllReduce, 4, 2, b0[i].params * 4)));
+  }
+  CHECK(total == Approx(cm.chunks[0].params));
+  CHECK(b0.back().ready_unit == 0);  // the embedding, last in the backward
+  // Past the first stage Megatron does not bucket: one bucket of the whole chunk.
+  REQUIRE(cm.chunks[1].grad_buckets.size() == 1);
+  CHECK(cm.chunks[1].grad_buckets[0].params == Approx(cm.chunks[1].params));
+  // Without overlap one bucket per chunk; with the distributed optimizer reduce-scatter of the
+  // fp32 gradients and all-gather of the bf16 weights.
+  const CostModel off = build_cost_model(study_on(c, 4, 2, false, true), p, 2);
+  REQUIRE(off.chunks[0].grad_buckets.size() == 1);
+  const GradBucket& g = off.chunks[0].grad_buckets[0];
+  CHECK(g.reduce == CollectiveKind::ReduceScatter);
+  CHECK(g.gather_bytes == Approx(off.chunks[0].params * 2));
+  CHECK(g.gather_s ==
+        Approx(dp_collective_time_s(study_on(c, 4, 2, false, true), p, CollectiveKind::AllGather, 4,
+                                    2, g.gather_bytes)));
+}
+
+TEST_CASE("the optimizer step moves Adam's, the norm's and the zeroing's bytes at HBM speed",
+          "[step][optimizer]") {
+  const Profile p = load_profile("h100");
+  const fs::path c = cluster_file("opt", 2, 8, 400);
+  const double Bps = p.hbm_bandwidth_Bps * p.memory_bound_efficiency;
+  // Plain optimizer: Adam reads g (4), reads + writes the 12 B state; the copy to the bf16 weights
+  // reads the fp32 master (4) and writes 2; the norm reads g; zeroing writes g:
+  // 4 + 24 + 4 + 2 + 4 + 4 = 42 B per parameter.
+  const CostModel plain = build_cost_model(study_on(c, 4, 1), p, 1);
+  const double n = plain.chunks[0].params;
+  CHECK(plain.chunks[0].optimizer_s == Approx(42 * n / Bps));
+  // Distributed optimizer over dp 4: Adam and the norm on a quarter, zeroing of the whole buffer.
+  const CostModel dist = build_cost_model(study_on(c, 4, 1, false, true), p, 1);
+  CHECK(dist.chunks[0].optimizer_s == Approx((38 * n / 4 + 4 * n) / Bps));
+}
+
+TEST_CASE("on slow NICs the iteration grows with DP by the exposed sync, less with overlap",
+          "[step][dp][sim]") {
+  const Profile p = load_profile("h100");
+  // One 100 Gb/s NIC per node: 11.25 GB/s per node, 1.4 GB/s per GPU when all 8 sync.
+  const Study one = study_on(cluster_file("slow-1", 1, 1, 100), 8 / 2, 1);  // tp 4, dp 2 in-node
+  const Report r1 = run(one, p, "1f1b");
+  std::vector<double> times;
+  for (int nodes : {2, 4}) {
+    const Study s = study_on(cluster_file("slow-" + std::to_string(nodes), nodes, 1, 100), 4, 1);
+    const CostModel cm = build_cost_model(s, p, 1);
+    REQUIRE(cm.chunks[0].grad_buckets.size() == 1);
+    const double sync = cm.chunks[0].grad_buckets[0].reduce_s;
+    // By hand: 2 members per node, 2 x 11.25 / 8 GB/s, ring factor 2(d-1)/d.
+    const double d = s.parallel.dp;
+    const double bytes = cm.chunks[0].params * 4;
+    CHECK(sync == Approx(p.link("ib").latency_s + 2 * (d - 1) / d * bytes / (2 * 11.25e9 / 8)));
+    const Report off = run(s, p, "1f1b");
+    check_identity(off);
+    // PP 1 without overlap: the sync runs alone after the last backward, wholly exposed.
+    CHECK(off.ranks[0].dp_exposed_s == Approx(sync));
+    CHECK(off.iteration_time_s - r1.iteration_time_s ==
+          Approx(sync - r1.ranks[0].dp_exposed_s).epsilon(1e-9));
+    times.push_back(off.iteration_time_s);
+    const Report on =
+        run(study_on(cluster_file("slow-o" + std::to_string(nodes), nodes, 1, 100), 4, 1, true), p,
+            "1f1b");
+    check_identity(on);
+    CHECK(on.iteration_time_s < off.iteration_time_s);
+    CHECK(on.iteration_time_s > r1.iteration_time_s);
+    CHECK(on.ranks[0].dp_exposed_s < off.ranks[0].dp_exposed_s);
+  }
+  CHECK(times[1] > times[0]);
+}
+
+TEST_CASE("braid search on a slow-NIC cluster keeps the DP group inside a node",
+          "[step][dp][cli]") {
+  const fs::path slow = cluster_file("search-slow", 4, 1, 100);
+  const fs::path fast = cluster_file("search-fast", 4, 8, 400);
+  auto best = [](const fs::path& cluster) {
+    const test::CliRun r =
+        test::run_braid("search --study qwen2-7b-h20x16 --cluster " + cluster.string() +
+                        " --gpus 32 --global-batch 64 --seq 4096 --top 1 --json");
+    REQUIRE(r.exit_code == 0);
+    return nlohmann::json::parse(r.out)["best"][0];
+  };
+  const nlohmann::json s = best(slow), f = best(fast);
+  INFO("slow " << s.dump() << "\nfast " << f.dump());
+  // Fast NICs: DP across nodes costs little, so the best layout uses it.
+  CHECK(f["tp"].get<int>() * f["dp"].get<int>() > 8);
+  // Slow NICs: large cross-node DP is no longer free; the best layout syncs over NVLink.
+  CHECK(s["tp"].get<int>() * s["dp"].get<int>() <= 8);
+}
+
+TEST_CASE("the tied embedding is held once per rank and all-reduced between first and last stage",
+          "[step][memory]") {
+  const Profile p = load_profile("a100");
+  StudyOverrides o = gpt22b(4, 1);
+  o.microbatches = 4;
+  const Study s1 = load_study(resolve_config("studies", "default"), o);
+  REQUIRE(s1.model.tied_embeddings);
+  const CostModel c1 = build_cost_model(s1, p, 1);
+  const double per_param = 2 + 4 + 12.0 / s1.parallel.dp;
+  const double vocab = std::ceil(s1.model.vocab / 512.0) * 512 / 4;  // padded to 128 x tp, per GPU
+  const double emb = (vocab + s1.model.max_positions) * s1.model.hidden;
+  // PP 1: the head uses the embedding weight: one copy.
+  CHECK(c1.chunks[0].parts.embeddings_bytes == Approx(emb * per_param));
+  CHECK(c1.embedding_sync_s == 0);
+  const Report r1 = run(s1, p, "1f1b");
+  const RankReport& rr = r1.ranks[0];
+  CHECK(rr.static_layers_bytes + rr.static_embeddings_bytes + rr.static_other_bytes +
+            rr.static_fixed_bytes ==
+        Approx(rr.static_bytes));
+  CHECK(rr.static_fixed_bytes == p.fixed_overhead_bytes);
+  // PP 2, 1F1B: the last stage keeps a copy and both ranks all-reduce its fp32 gradient.
+  o.pp = 2;
+  o.nodes = 1;
+  const Study s2 = load_study(resolve_config("studies", "default"), o);
+  const CostModel c2 = build_cost_model(s2, p, 2);
+  REQUIRE(s2.parallel.dp == 1);
+  CHECK(c2.chunks[1].tied_copy_bytes == Approx(vocab * s2.model.hidden * (2 + 4 + 12)));
+  CHECK(c2.embedding_sync_bytes == Approx(vocab * s2.model.hidden * 4));
+  // Both stages on one node: a 2-GPU NVLink all-reduce.
+  CHECK(c2.embedding_sync_s == Approx(collective_time_s(p.link("nvlink"), CollectiveKind::AllReduce,
+                                                        2, c2.embedding_sync_bytes)));
+  Dag dag;
+  const Report r2 = run(s2, p, "1f1b", &dag);
+  check_identity(r2);
+  int embedding_ops = 0;
+  for (const DagOp& op : dag.ops)
+    if (op.kind == OpKind::DpSync && op.collective == CollectiveKind::AllReduce) ++embedding_ops;
+  CHECK(embedding_ops == 2);  // one on each of ranks 0 and 1 (dp 1: no gradient buckets)
+  // ZB-V puts the first and last virtual stage on rank 0: one copy there, no all-reduce.
+  Dag vdag;
+  const Report rv = run(s2, p, "zb-v", &vdag);
+  check_identity(rv);
+  for (const DagOp& op : vdag.ops) CHECK(op.kind != OpKind::DpSync);
+  const CostModel cv = build_cost_model(s2, p, 4);
+  CHECK(rv.ranks[0].static_embeddings_bytes ==
+        Approx(cv.chunks[0].parts.embeddings_bytes + cv.chunks[3].parts.embeddings_bytes -
+               cv.chunks[3].tied_copy_bytes));
+}
+
+TEST_CASE("learned-position (GPT) models pay no RoPE", "[step][cost]") {
+  const Profile p = load_profile("a100");
+  Study learned = load_study(resolve_config("studies", "default"), gpt22b(8, 1));
+  REQUIRE(learned.model.position == PositionEmbedding::Learned);
+  Study rotary = learned;
+  rotary.model.position = PositionEmbedding::Rotary;
+  const UnitCost a = build_cost_model(learned, p, 1).chunks[0].layers[0][0];
+  const UnitCost b = build_cost_model(rotary, p, 1).chunks[0].layers[0][0];
+  // RoPE reads and writes q and k: 2 x T x (q + k) / t x 2 bytes, forward and backward.
+  const double h = learned.model.hidden;
+  const double rope =
+      2 * 2048 * (h + h) / 8 * 2 / (p.hbm_bandwidth_Bps * p.memory_bound_efficiency);
+  CHECK(b[Phase::F].time_s - a[Phase::F].time_s == Approx(rope));
+  CHECK(b[Phase::B].time_s - a[Phase::B].time_s == Approx(rope));
+}
+
+TEST_CASE("the sum identity holds with DP sync and the optimizer on every schedule",
+          "[step][sim]") {
+  const Profile p = load_profile("h100");
+  const fs::path c = cluster_file("every", 2, 2, 200);
+  for (bool overlap : {false, true})
+    for (bool dist : {false, true}) {
+      Study s = study_on(c, 4, 2, overlap, dist);
+      s.training.overlap_param_gather = overlap && dist;
+      for (const std::string& name : schedule_names()) {
+        INFO(name << " overlap " << overlap << " dist " << dist);
+        const Report r = run(s, p, name);
+        check_identity(r);
+        double dp = 0, opt = 0;
+        for (const RankReport& rr : r.ranks) {
+          dp += rr.dp_exposed_s;
+          opt += rr.optimizer_s;
+        }
+        CHECK(opt > 0);
+        if (!overlap) CHECK(dp > 0);
+      }
+    }
+}
+
+TEST_CASE("a GPT layer's backward pays the residual adds, norm and bias gradients, main gradients",
+          "[step][cost]") {
+  const Profile p = load_profile("a100");
+  const Study s = load_study(resolve_config("studies", "default"), gpt22b(8, 1));
+  const LayerCost l = build_cost_model(s, p, 1).chunks[0].layers[0];
+  const double T = 2048, h = 6144, t = 8, e = 2;
+  const double Bps = p.hbm_bandwidth_Bps * p.memory_bound_efficiency;
+  auto gemm_s = [&](double flops) {
+    const double eff = p.gemm.max_efficiency * flops / (flops + p.gemm.half_flops);
+    return flops / (p.peak_flops * eff);
+  };
+  const double qkv = 3 * h / t;  // QKV output width per GPU
+  // PreAttn B: input-gradient GEMM, LayerNorm backward (3 T h e) and the residual-gradient add
+  // (3 T h e); no RoPE (learned positions).
+  CHECK(l[0][Phase::B].time_s ==
+        Approx(gemm_s(2 * T * h * qkv) + 3 * T * h * e / Bps + 3 * T * h * e / Bps));
+  // PreAttn W: weight GEMM, LayerNorm weight + bias gradient (2 T h e), fp32 main gradient read +
+  // write (8 B per weight), QKV bias gradient (T x qkv x e).
+  CHECK(l[0][Phase::W].time_s == Approx(gemm_s(2 * T * h * qkv) + 2 * T * h * e / Bps +
+                                        8 * h * qkv / Bps + T * qkv * e / Bps));
+  // MLP W: FC2 weight GEMM, its main gradient, the FC2 bias gradient (read T h e).
+  CHECK(l[3][Phase::W].time_s ==
+        Approx(gemm_s(2 * T * 4 * h / t * h) + 8 * 4 * h / t * h / Bps + T * h * e / Bps));
+  // Dropout backward (read the gradient and the 1-byte mask, write the gradient: 5 B per
+  // element) on the MLP's hidden output; a model without dropout has none of it.
+  Study plain = s;
+  plain.model.dropout = false;
+  const LayerCost n = build_cost_model(plain, p, 1).chunks[0].layers[0];
+  CHECK(l[3][Phase::B].time_s - n[3][Phase::B].time_s == Approx(T * h * 5 / Bps));
+  // Without gradient-accumulation fusion the W GEMM also writes and re-reads a bf16 gradient.
+  Study unfused = s;
+  unfused.training.gradient_accumulation_fusion = false;
+  const LayerCost u = build_cost_model(unfused, p, 1).chunks[0].layers[0];
+  CHECK(u[3][Phase::W].time_s - l[3][Phase::W].time_s == Approx(4 * 4 * h / t * h / Bps));
+}
+
+TEST_CASE("the parameter gather overlap without the distributed optimizer is refused in one line",
+          "[step][cli]") {
+  const test::CliRun r = test::run_braid(
+      "simulate --study default --schedule 1f1b-i --overlap-grad-reduce on --overlap-param-gather "
+      "on --distributed-optimizer off");
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.empty());
+  CHECK(test::count_lines(r.err) == 1);
+  CHECK(r.err.find("--overlap-param-gather") != std::string::npos);
+  CHECK(r.err.find("distributed_optimizer") != std::string::npos);
+  // A network block with a NIC count of zero names the field.
+  const fs::path bad = cluster_file("bad-net", 2, 8, 400);
+  {
+    std::ofstream out(bad);
+    out << "name: bad\nnodes: 2\ngpus_per_node: 8\nprofile: h100\nnetwork:\n  nics_per_node: 0\n"
+           "  nic_gbps: 400\n";
+  }
+  const test::CliRun b =
+      test::run_braid("simulate --study default --schedule 1f1b-i --cluster " + bad.string());
+  CHECK(b.exit_code == 2);
+  CHECK(test::count_lines(b.err) == 1);
+  CHECK(b.err.find("nics_per_node") != std::string::npos);
+}
