@@ -121,7 +121,7 @@ TEST_CASE("assign_by_cost: largest first, each to the least loaded part", "[dist
   CHECK(assign_by_cost({}, 3).empty());
 }
 
-TEST_CASE("estimated_cost grows with layers x microbatches; invalid configurations cost 1",
+TEST_CASE("estimated_cost grows with layers x microbatches, and invalid configurations cost 1",
           "[distribute]") {
   Configuration c;
   c.schedule = "1f1b-i";

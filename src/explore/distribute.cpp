@@ -162,16 +162,12 @@ std::vector<int> assign_by_cost(const std::vector<double>& costs, int parts) {
 namespace explore {
 
 double estimated_ops(const Study& base, const Configuration& c) {
-  // Per layer and microbatch: 4 units x (F, B, W); with TP their collectives (two per pass, four
-  // with sequence parallelism: all-gather + reduce-scatter); full recomputation reruns the
-  // forward units and their collectives. Per microbatch: a send each way between virtual stages.
-  const int collectives = c.tp > 1 ? (c.sp ? 4 : 2) : 0;
-  double per_layer = 12 + 2 * collectives;
-  if (c.recompute == Recompute::Full) per_layer += 4 + collectives;
-  double layers = base.model.layers;
-  if (base.model.vision) layers += base.model.vision->depth;
-  const double sends = 2.0 * (static_cast<double>(c.pp) * c.vpp - 1);
-  return static_cast<double>(c.microbatches) * (layers * per_layer + sends + 4);
+  // The size guard's estimate (size_limit.hpp): the same ops the guard bounds balance the work.
+  Study s = base;
+  s.parallel.tp = c.tp;
+  s.parallel.sequence_parallel = c.sp;
+  s.training.recompute = c.recompute;
+  return configuration_size(s, c).ops;
 }
 
 std::vector<int> share(const ProcessGroup& group, const std::vector<double>& costs) {
