@@ -43,6 +43,11 @@ struct Writer {
   }
 };
 
+// The last enumerator of each enum in a row (the decoder's range check); a new enum in a row
+// does not compile until it has one.
+constexpr RowStatus last_of(RowStatus) { return RowStatus::Invalid; }
+constexpr Recompute last_of(Recompute) { return Recompute::Full; }
+
 struct Reader {
   const std::string& in;
   std::size_t at = 0;
@@ -55,6 +60,23 @@ struct Reader {
     need(sizeof(T));
     std::memcpy(&v, in.data() + at, sizeof(T));
     at += sizeof(T);
+  }
+  // Bytes that must be one of a few values are checked, not copied into a bool or an enum whose
+  // other bit patterns are undefined behaviour.
+  void get(bool& v) {
+    std::uint8_t b = 0;
+    get(b);
+    if (b > 1) throw std::runtime_error("decode_rows: a bool byte is " + std::to_string(b));
+    v = b == 1;
+  }
+  template <typename E>
+  requires std::is_enum_v<E>
+  void get(E& v) {
+    std::underlying_type_t<E> raw{};
+    get(raw);
+    if (raw < 0 || raw > static_cast<std::underlying_type_t<E>>(last_of(E{})))
+      throw std::runtime_error("decode_rows: an enum value is " + std::to_string(+raw));
+    v = static_cast<E>(raw);
   }
   void get(std::string& s) {
     std::uint64_t n = 0;
