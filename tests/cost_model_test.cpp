@@ -264,7 +264,7 @@ TEST_CASE("a TP group wider than a node uses the inter-node link", "[cost][colle
   CHECK(w.time_s > n.time_s);
 }
 
-TEST_CASE("W is the weight-gradient GEMMs; B adds attention backward and elementwise work",
+TEST_CASE("W is the weight-gradient GEMMs, and B adds attention backward and elementwise work",
           "[cost][time]") {
   Study s = load_study(resolve_config("studies", "default"));
   Profile p = load_profile("a800");
@@ -301,7 +301,8 @@ TEST_CASE("parameters per chunk add up to the model and static memory follows th
   CHECK(cm.node_of_rank == std::vector<int>{0, 0, 1, 1});
 }
 
-TEST_CASE("uneven and explicit layer splits; impossible splits are errors", "[cost][split]") {
+TEST_CASE("uneven and explicit layer splits work, and impossible splits are errors",
+          "[cost][split]") {
   Study s = load_study(resolve_config("studies", "default"));  // 11 layers
   Profile p = load_profile("a800");
   CostModel cm = build_cost_model(s, p, 4);

@@ -121,7 +121,7 @@ TEST_CASE("assign_by_cost: largest first, each to the least loaded part", "[dist
   CHECK(assign_by_cost({}, 3).empty());
 }
 
-TEST_CASE("estimated_cost grows with layers x microbatches; invalid configurations cost 1",
+TEST_CASE("estimated_cost grows with layers x microbatches, and invalid configurations cost 1",
           "[distribute]") {
   Configuration c;
   c.schedule = "1f1b-i";
@@ -136,6 +136,30 @@ TEST_CASE("estimated_cost grows with layers x microbatches; invalid configuratio
   CHECK(estimated_cost(base().study, c, options) == Approx(2 * eight));
   c.tp = 16;  // over the node
   CHECK(estimated_cost(base().study, c, options) == 1);
+}
+
+TEST_CASE("decode_rows refuses a bool or enum byte out of range", "[distribute]") {
+  Evaluation e;
+  e.config.schedule = "stp";
+  e.config.sp = true;
+  e.status = RowStatus::Oom;
+  const std::string bytes = encode_rows({e});
+  CHECK(decode_rows(bytes).at(0).config.sp);
+  // The row count (8 bytes), the name (8 + 3), tp .. microbatches (6 ints), then sp, recompute,
+  // dp, gpus, status.
+  const std::size_t sp_at = 8 + 8 + 3 + 6 * sizeof(int);
+  const std::size_t status_at = sp_at + 1 + sizeof(Recompute) + 2 * sizeof(int);
+  REQUIRE(bytes.at(sp_at) == 1);
+  REQUIRE(bytes.at(status_at) == static_cast<char>(RowStatus::Oom));
+  std::string bad_bool = bytes;
+  bad_bool[sp_at] = 2;
+  CHECK_THROWS_WITH(decode_rows(bad_bool), "decode_rows: a bool byte is 2");
+  std::string bad_status = bytes;
+  bad_status[status_at] = 7;
+  CHECK_THROWS_WITH(decode_rows(bad_status), "decode_rows: an enum value is 7");
+  std::string bad_recompute = bytes;
+  bad_recompute[sp_at + 1] = 3;
+  CHECK_THROWS_WITH(decode_rows(bad_recompute), "decode_rows: an enum value is 3");
 }
 
 TEST_CASE("rows survive encode_rows and decode_rows bit for bit", "[distribute]") {

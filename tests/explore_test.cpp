@@ -260,8 +260,9 @@ TEST_CASE("invalid combinations are listed with their reasons", "[explore]") {
                              "recompute none: tp 16 > 8 GPUs per node"));
 }
 
-TEST_CASE("memory cap: oom rows kept and flagged; a cap below all static memory is an error",
-          "[explore]") {
+TEST_CASE(
+    "memory cap: oom rows are kept and flagged, and a cap below all static memory is an error",
+    "[explore]") {
   const Fixture& f = fixture();
   const auto configs = cross_product(small_axes());
   const SweepResult free_run = sweep(f.study, f.profile, configs, ExploreOptions{});

@@ -61,10 +61,17 @@ std::string quote(const std::string& arg) {
   return q + "'";
 }
 
-// Runs the built braid in the source tree with these arguments, each passed verbatim.
-Run run_braid(const std::vector<std::string>& args) {
+// A command that must refuse before it allocates runs under this address-space limit: a missing
+// guard then ends in bad_alloc or a kill (a failed test) instead of filling the machine.
+constexpr long kGuardedMemoryKib = 3L << 20;  // 3 GiB
+
+// Runs the built braid in the source tree with these arguments, each passed verbatim; with
+// `memory_kib`, under that address-space limit (ulimit -v).
+Run run_braid(const std::vector<std::string>& args, long memory_kib = 0) {
   const fs::path dir = scratch_dir();
-  std::string cmd = "cd " + quote(BRAID_SOURCE_DIR) + " && " + quote(BRAID_EXE);
+  std::string cmd = "cd " + quote(BRAID_SOURCE_DIR) + " && ";
+  if (memory_kib > 0) cmd += "ulimit -v " + std::to_string(memory_kib) + " && ";
+  cmd += quote(BRAID_EXE);
   for (const std::string& a : args) cmd += " " + quote(a);
   cmd += " >" + quote((dir / "out").string()) + " 2>" + quote((dir / "err").string());
   const int status = std::system(cmd.c_str());
@@ -134,9 +141,42 @@ void check_simulation(const std::vector<std::string>& args) {
   check_sum_identity(report);
 }
 
-}  // namespace
+// ---- fuzz regressions -------------------------------------------------------------------------
+//
+// Each input X in tests/data/fuzz/<target>/ comes with X.expected: its first line is the outcome
+// ("ok", "input error", or for cli/ "exit N"), the following lines are texts the message (or, for
+// "ok" and "exit 0", the output) must contain. A missing expectation or an empty folder fails.
 
-namespace {
+struct Expected {
+  std::string outcome;
+  std::vector<std::string> contains;
+};
+
+// The inputs of one target's folder with their expectations, in name order; never empty.
+std::vector<std::pair<fs::path, Expected>> regression_inputs(const std::string& target) {
+  std::vector<std::pair<fs::path, Expected>> cases;
+  for (const fs::path& input : files_in(kRoot / "tests/data/fuzz" / target)) {
+    if (input.extension() == ".expected") continue;
+    const fs::path expected_file = input.string() + ".expected";
+    INFO(input.string());
+    REQUIRE(fs::is_regular_file(expected_file));
+    Expected e;
+    std::stringstream lines(slurp(expected_file));
+    std::getline(lines, e.outcome);
+    for (std::string line; std::getline(lines, line);)
+      if (!line.empty()) e.contains.push_back(line);
+    cases.emplace_back(input, e);
+  }
+  INFO("tests/data/fuzz/" << target);
+  REQUIRE_FALSE(cases.empty());
+  return cases;
+}
+
+void check_outcome(const Expected& expected, const std::string& outcome, const std::string& text) {
+  INFO(text);
+  CHECK(outcome == expected.outcome);
+  for (const std::string& part : expected.contains) CHECK_THAT(text, Catch::Contains(part));
+}
 
 // The microbatch hint of a fuzz_csv input: '0'..'8' as digits, any other byte % 9.
 int hint(char byte) {
@@ -146,22 +186,20 @@ int hint(char byte) {
 
 }  // namespace
 
-// ---- fuzz regressions -------------------------------------------------------------------------
-
-TEST_CASE("fuzz regressions: YAML inputs load or throw InputError", "[reliability][fuzz]") {
+TEST_CASE("fuzz regressions: YAML inputs load or throw the InputError they expect",
+          "[reliability][fuzz]") {
   // Same entry as fuzz/fuzz_yaml.cpp: the first byte picks the loader, the rest is the file.
   const fs::path dir = scratch_dir();
-  const std::vector<fs::path> inputs = files_in(kRoot / "tests/data/fuzz/yaml");
-  CHECK(inputs.size() >= 2);
-  for (const fs::path& input : inputs) {
+  for (const auto& [input, expected] : regression_inputs("yaml")) {
     INFO(input.string());
     const std::string data = slurp(input);
-    if (data.empty()) continue;
+    REQUIRE_FALSE(data.empty());
     const char kind = std::string("mcsp").find(data[0]) != std::string::npos
                           ? data[0]
                           : "mcsp"[static_cast<unsigned char>(data[0]) % 4];
     const fs::path file = dir / "input.yaml";
     std::ofstream(file, std::ios::binary) << data.substr(1);
+    std::string outcome = "ok", message;
     try {
       switch (kind) {
         case 'm':
@@ -177,43 +215,59 @@ TEST_CASE("fuzz regressions: YAML inputs load or throw InputError", "[reliabilit
           braid::load_profile(file);
           break;
       }
-    } catch (const braid::InputError&) {
+    } catch (const braid::InputError& e) {
+      outcome = "input error";
+      message = e.what();
     }
+    check_outcome(expected, outcome, message);
   }
   fs::remove_all(dir);
 }
 
 TEST_CASE(
-    "fuzz regressions: CSV schedules import, validate, lower and simulate or throw InputError",
+    "fuzz regressions: CSV schedules import, validate, lower and simulate or throw the "
+    "InputError they expect",
     "[reliability][fuzz]") {
   // Same entry as fuzz/fuzz_csv.cpp: the first byte is the microbatch hint.
-  for (const fs::path& input : files_in(kRoot / "tests/data/fuzz/csv")) {
+  for (const auto& [input, expected] : regression_inputs("csv")) {
     INFO(input.string());
     const std::string data = slurp(input);
-    if (data.empty()) continue;
+    REQUIRE_FALSE(data.empty());
     std::istringstream in(data.substr(1));
+    std::string outcome = "ok", message;
     try {
       const braid::Schedule s = braid::read_pytorch_csv(in, input.string(), hint(data[0]));
-      if (!braid::validate(s).ok()) continue;
-      if (s.pp > 16 || s.vpp > 8 || s.microbatches > 64) continue;
-      const braid::Dag dag =
-          braid::lower(s, braid::uniform_cost_model({1, 2, 1, 0.5, 1}, s.virtual_stages()));
-      braid::simulate(dag);
-    } catch (const braid::InputError&) {
+      const braid::ValidationResult check = braid::validate(s);
+      if (!check.ok()) {
+        outcome = "invalid";
+        message = check.error;
+      } else {
+        const braid::Dag dag =
+            braid::lower(s, braid::uniform_cost_model({1, 2, 1, 0.5, 1}, s.virtual_stages()));
+        message = "iteration " + std::to_string(braid::simulate(dag).iteration_time_s);
+      }
+    } catch (const braid::InputError& e) {
+      outcome = "input error";
+      message = e.what();
     }
+    check_outcome(expected, outcome, message);
   }
 }
 
-TEST_CASE("fuzz regressions: command lines exit 0 or 2, never crash", "[reliability][fuzz]") {
-  // fuzz/fuzz_cli.cpp parses one argument per line; here the real binary runs them.
-  for (const fs::path& input : files_in(kRoot / "tests/data/fuzz/cli")) {
+TEST_CASE("fuzz regressions: command lines exit as expected with one line, never crash",
+          "[reliability][fuzz]") {
+  // fuzz/fuzz_cli.cpp parses one argument per line; here the real binary runs them, under a
+  // memory limit so that a missing size guard fails the test instead of filling the machine.
+  for (const auto& [input, expected] : regression_inputs("cli")) {
     INFO(input.string());
     std::vector<std::string> args;
     std::stringstream lines(slurp(input));
     for (std::string line; std::getline(lines, line);) args.push_back(line);
-    const Run r = run_braid(args);
-    INFO(r.err);
-    CHECK((r.exit_code == 0 || r.exit_code == 2));
+    REQUIRE_FALSE(args.empty());
+    const Run r = run_braid(args, kGuardedMemoryKib);
+    const std::string outcome = "exit " + std::to_string(r.exit_code);
+    if (r.exit_code != 0) CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+    check_outcome(expected, outcome, r.exit_code == 0 ? r.out : r.err);
   }
 }
 
@@ -270,7 +324,7 @@ TEST_CASE("zero-cost units and zero-size collectives give finite reports", "[rel
     }
 }
 
-TEST_CASE("a collective of zero bytes costs its latency; a group of one costs nothing",
+TEST_CASE("a collective of zero bytes costs its latency, and a group of one costs nothing",
           "[reliability][edge]") {
   const braid::Profile a800 = braid::load_profile(kRoot / "profiles/a800.yaml");
   const braid::LinkProfile& nvlink = a800.link("nvlink");
@@ -344,11 +398,11 @@ TEST_CASE("oversized simulations are refused up front with the estimate", "[reli
              Catch::Contains("estimated") && Catch::Contains("GiB") && Catch::Contains("--force"));
   // --force does not lift the hard limit of int32 indices.
   const Run h = run_braid({"simulate", "--unit-costs", "1,2,1,0.5", "--pp", "1024",
-                           "--microbatches", "2000000000", "--schedule", "1f1b", "--force"});
+                           "--microbatches", "1000000", "--schedule", "1f1b", "--force"});
   CHECK(h.exit_code == 2);
   CHECK_THAT(h.err, Catch::Contains("hard limit"));
   // A study: the model's layers count.
-  const Run s = run_braid({"compare", "--study", "default", "--microbatches", "100000000"});
+  const Run s = run_braid({"compare", "--study", "default", "--microbatches", "1000000"});
   CHECK(s.exit_code == 2);
   CHECK_THAT(s.err, Catch::Contains("estimated"));
 }
@@ -364,8 +418,8 @@ TEST_CASE("a large uniform case simulates: p = 16, m = 1024", "[reliability][lim
 }
 
 TEST_CASE("oversized schedules are refused before they are built", "[reliability][limits]") {
-  const Run r =
-      run_braid({"schedule", "--schedule", "1f1b", "--pp", "64", "--microbatches", "2000000000"});
+  const Run r = run_braid({"schedule", "--schedule", "1f1b-i", "--pp", "1024", "--vpp", "16",
+                           "--microbatches", "100000"});
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("estimated") && Catch::Contains("instructions"));
 }

@@ -85,7 +85,7 @@ TEST_CASE("contention slows compute and communication by the profile's factors",
   CHECK(free.iteration_time_s == 20.0);
 }
 
-TEST_CASE("blocking P2P holds the sender's next compute op; async does not", "[sim]") {
+TEST_CASE("blocking P2P holds the sender's next compute op, and async does not", "[sim]") {
   // 1F1B p = 2, m = 2, no collectives, every send takes 3.
   CostModel cost = uniform_cost_model(UniformCosts{4, 8, 8, 0, 4}, 2);
   cost.uniform = false;

@@ -170,4 +170,16 @@ Study load_study(const std::filesystem::path& file, const StudyOverrides& overri
 // Re-validates a study after it was edited in code (the explorer's cross product).
 void validate_study(Study& study);
 
+// Upper bounds of a study's sizes (docs/limits.md), far above any real job: a larger value is a
+// typo, and would overflow the simulator's indices or fill memory before the size guard could
+// estimate it. pp x vpp stays within the DAG's 16-bit virtual stage index.
+inline constexpr int kMaxPp = 1024;
+inline constexpr int kMaxVpp = 16;
+inline constexpr int kMaxMicrobatches = 1'000'000;
+inline constexpr int kMaxSeq = 1 << 20;  // 1,048,576 tokens
+inline constexpr int kMaxMbs = 4096;
+inline constexpr int kMaxNodes = 16384;
+// Throws InputError(where, field, ...) naming the bound when value > max.
+void check_at_most(int value, int max, const std::string& where, const std::string& field);
+
 }  // namespace braid

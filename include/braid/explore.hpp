@@ -92,6 +92,12 @@ struct Evaluation {
 // The study with the configuration's sizes, validated (throws InputError naming the rule broken).
 Study configure(const Study& base, const Configuration& config);
 
+// The size guard of a parallel sweep: the configurations that run at once (the --jobs largest)
+// must fit the memory limit together (size_limit.hpp); throws InputError naming --jobs. Each
+// configuration alone is checked by the evaluation (an Invalid row naming what to reduce).
+void check_memory_in_flight(const Study& base, const std::vector<Configuration>& configs,
+                            const ExploreOptions& options);
+
 // Evaluates one configuration, the plain way (nothing shared with other configurations). Never
 // throws InputError: invalid configurations come back as Invalid rows with their reason.
 Evaluation evaluate(const Study& base, const Profile& profile, const Configuration& config,

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "braid/config.hpp"
 #include "braid/cost_model.hpp"
 
 namespace braid {
@@ -14,6 +15,7 @@ namespace braid {
 struct SizeEstimate {
   double ops = 0;    // DAG ops (compute, collectives, P2P, copies), an upper bound; a double so
                      // that absurd requests (2^31 microbatches x 2^31 stages) do not overflow
+  double edges = 0;  // dependency edges, an upper bound (kEdgesPerOp per op)
   double bytes = 0;  // peak memory of lower + simulate + report, estimated
 };
 
@@ -22,6 +24,12 @@ struct SizeEstimate {
 inline constexpr double kBytesPerOp = 400;
 // Ops and dependency edges are indexed by int32: beyond this no --force helps.
 inline constexpr double kMaxOps = 400e6;
+// Dependency edges per op, an upper bound (tests/reliability_test.cpp checks it on lowered DAGs);
+// the edge count is held to int32 as well.
+inline constexpr double kEdgesPerOp = 4;
+inline constexpr double kMaxEdges = 2147483647.0;
+// Virtual stages (pp x chunks per rank) are 16-bit in the DAG.
+inline constexpr double kMaxVirtualStages = 32767;
 // Default refusal threshold on the estimated memory (a 24 GiB machine with room to spare).
 inline constexpr double kDefaultMaxSimulationBytes = 16.0 * (1ull << 30);
 
@@ -36,10 +44,23 @@ inline constexpr double kMaxScheduleInstructions = 100e6;
 SizeEstimate estimate_size(const CostModel& cost, double cost_repeats, double virtual_stages,
                            double microbatches);
 
+// The same estimate from a study's shape alone (layers, tp, sp, recompute), without building a
+// cost model: for the explorer's many configurations. An upper bound of the estimate above.
+SizeEstimate estimate_study_size(const Study& study, double virtual_stages, double microbatches);
+
+// The estimate of several simulations in memory at once (a parallel sweep's jobs): the sum.
+SizeEstimate combined(const SizeEstimate& a, const SizeEstimate& b);
+
 // Throws InputError(where, "size", ...) naming the estimate and the limit when the estimate is
-// above kMaxOps, or above max_bytes unless `force`.
+// above kMaxOps or kMaxEdges, or above max_bytes unless `force`; "use fewer ..." names `reduce`
+// (default: microbatches, stages or layers); `can_force`: the command has --force (say so).
 void check_size(const SizeEstimate& estimate, double max_bytes, bool force,
-                const std::string& where);
+                const std::string& where,
+                const std::string& reduce = "fewer microbatches, stages or layers",
+                bool can_force = true);
+
+// Throws InputError(where, "size", ...) when pp x chunks per rank exceeds kMaxVirtualStages.
+void check_virtual_stages(double virtual_stages, const std::string& where);
 
 // Throws InputError(where, "size", ...) when pp x chunks_per_rank x microbatches x 3 instructions
 // exceed kMaxScheduleInstructions. Sizes that are not positive pass (the builders name them).

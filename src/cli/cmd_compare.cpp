@@ -49,6 +49,8 @@ void register_compare(CLI::App& app) {
     std::vector<std::string> names = args->schedules;
     if (names.empty() && ctx.study) names = ctx.study->schedules;
     if (names.empty()) names = kDefaultSchedules;
+    check_options_apply_to_any(names, schedule_options(ctx, args->sim),
+                               given_schedule_options(args->sim));
     std::vector<Report> reports;
     for (const std::string& name : names) {
       if (!known(name)) {

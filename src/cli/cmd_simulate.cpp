@@ -1,5 +1,6 @@
 // `braid simulate`: one schedule on one study (or on uniform unit costs): the iteration time and
 // where every rank's time and memory go, as a table, JSON or CSV.
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -28,6 +29,8 @@ Schedule resolve_schedule(const SimulateArgs& args, const SimulationContext& ctx
     throw InputError("--schedule", args.schedule.empty() ? "missing" : args.schedule,
                      "give either a schedule name or --schedule-csv FILE");
   if (args.schedule.empty()) {
+    if (std::filesystem::is_directory(args.schedule_csv))
+      throw InputError("--schedule-csv", args.schedule_csv, "is a directory; give a CSV file");
     std::ifstream in(args.schedule_csv);
     if (!in) throw InputError("--schedule-csv", args.schedule_csv, "cannot open the file");
     Schedule s = read_pytorch_csv(in, args.schedule_csv, ctx.microbatches);
@@ -39,7 +42,9 @@ Schedule resolve_schedule(const SimulateArgs& args, const SimulationContext& ctx
                            std::to_string(ctx.pp) + "; give --pp " + std::to_string(s.pp));
     return s;
   }
-  return make_schedule(args.schedule, schedule_options(ctx, args.sim));
+  const ScheduleOptions options = schedule_options(ctx, args.sim);
+  check_options_apply(args.schedule, options, given_schedule_options(args.sim));
+  return make_schedule(args.schedule, options);
 }
 
 }  // namespace
@@ -64,7 +69,7 @@ void register_simulate(CLI::App& app) {
     ctx.sim.record_memory = !args->trace.empty() || !args->svg.empty();
     ctx.lower.fold_zero_time = !ctx.sim.record_memory;
     const Schedule schedule = resolve_schedule(*args, ctx);
-    const SimulationResult result = simulate_schedule(ctx, schedule);
+    const SimulationResult result = simulate_schedule(ctx, schedule, args->schedule_csv.empty());
     write_timeline_outputs(result, args->trace, args->svg);
     if (args->json)
       std::cout << report_json(result.report);

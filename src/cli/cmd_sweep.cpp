@@ -75,9 +75,11 @@ void run_sweep(const SweepArgs& a) {
   ProgressBar bar;
   if (!root) bar.enabled = false;
   options.progress = bar.callback();
+  const std::vector<Configuration> configs = cross_product(axes);
+  check_memory_in_flight(base.study, configs, options);  // before any is built
   SweepResult result;
   try {
-    result = sweep(base.study, base.profile, cross_product(axes), options);
+    result = sweep(base.study, base.profile, configs, options);
   } catch (...) {
     bar.finish();
     throw;

@@ -2,6 +2,7 @@
 // closed forms of the PP bubble, TP bubble and peak activation next to what the real lowering and
 // engine find in uniform-cost mode, and the difference; or, with --scan, the simulated TP bubble
 // along m or p with its least-squares slope (and --svg, a chart of it).
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "braid/error.hpp"
 #include "braid/schedule.hpp"
+#include "braid/size_limit.hpp"
 #include "braid/theory.hpp"
 #include "commands.hpp"
 #include "output.hpp"
@@ -31,6 +33,41 @@ struct TheoryArgs {
   CLI::Option* step_option = nullptr;
 };
 
+// One simulation's size: uniform costs, one chunk per virtual stage.
+SizeEstimate point_size(const UniformCosts& costs, int pp, int vpp, int microbatches) {
+  const double stages = static_cast<double>(pp) * std::max(vpp, 2);
+  check_virtual_stages(stages, "--vpp");
+  return estimate_size(uniform_cost_model(costs, 1), stages, stages, microbatches);
+}
+
+// The size guard of theory mode, before anything is built: every simulation alone (the table's
+// one size, or each point of the scan) within the memory limit, and the whole scan (its points
+// run one after another) within the hard limit of ops, so it ends in minutes.
+void check_theory_size(const TheoryArgs& a, const UniformCosts& costs, const ScanSpec* scan) {
+  check_at_most(a.pp, kMaxPp, "--pp", "value");
+  check_at_most(a.microbatches, kMaxMicrobatches, "--microbatches", "value");
+  check_at_most(a.vpp, kMaxVpp, "--vpp", "value");
+  if (scan == nullptr) {
+    check_size(point_size(costs, a.pp, a.vpp, a.microbatches), kDefaultMaxSimulationBytes, false,
+               "--microbatches", "a smaller --pp or --microbatches", false);
+    return;
+  }
+  const bool over_m = scan->axis == ScanAxis::Microbatches;
+  check_at_most(scan->to, over_m ? kMaxMicrobatches : kMaxPp, "--scan", "end");
+  const int step = scan->step > 0 ? scan->step : over_m ? a.pp : 1;
+  SizeEstimate whole;
+  for (int x = scan->from; x <= scan->to; x += step) {
+    const SizeEstimate point =
+        point_size(costs, over_m ? a.pp : x, a.vpp, over_m ? x : a.microbatches);
+    check_size(point, kDefaultMaxSimulationBytes, false, "--scan",
+               "a smaller end of the scan or fixed --pp/--microbatches", false);
+    for (std::size_t s = 0; s < a.schedules.size(); ++s) whole = combined(whole, point);
+  }
+  whole.bytes = 0;  // the points run one after another: their ops add up, their memory does not
+  check_size(whole, kDefaultMaxSimulationBytes, false, "--scan",
+             "a shorter scan, a larger --step or fewer schedules", false);
+}
+
 void run(const TheoryArgs& a) {
   const UniformCosts costs = parse_unit_costs(a.unit_costs);
   for (const std::string& name : a.schedules) {
@@ -47,6 +84,7 @@ void run(const TheoryArgs& a) {
   if (a.scan.empty() && (a.step_option->count() || !a.svg.empty()))
     throw InputError(a.svg.empty() ? "--step" : "--svg", "", "needs --scan m=A..B or p=A..B");
   if (!a.svg.empty()) check_writable("--svg", a.svg);
+  if (a.scan.empty()) check_theory_size(a, costs, nullptr);
 
   ScheduleOptions options;
   options.pp = a.pp;
@@ -68,6 +106,7 @@ void run(const TheoryArgs& a) {
     if (a.step < 1) throw InputError("--step", std::to_string(a.step), "must be >= 1");
     spec.step = a.step;
   }
+  check_theory_size(a, costs, &spec);
   const ScanResult result = run_scan(a.schedules, options, costs, spec);
   for (const ScanSeries& s : result.series)
     if (s.points.empty())

@@ -1,10 +1,14 @@
 #include "schedule_options.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
 
+#include "braid/config.hpp"
 #include "braid/error.hpp"
 #include "braid/size_limit.hpp"
 
@@ -58,6 +62,8 @@ Schedule resolve_schedule(const ScheduleArgs& args) {
                        : given(args.offload_fraction) ? "--offload-fraction"
                                                       : "--offload",
                        "given", "applies to generated schedules, not to --schedule-csv");
+    if (std::filesystem::is_directory(args.csv))
+      throw InputError("--schedule-csv", args.csv, "is a directory; give a CSV file");
     std::ifstream in(args.csv);
     if (!in) throw InputError("--schedule-csv", args.csv, "cannot open the file");
     Schedule s =
@@ -76,25 +82,61 @@ Schedule resolve_schedule(const ScheduleArgs& args) {
   if (!given(args.microbatches))
     throw InputError("--microbatches", "missing", "required with --schedule");
   ScheduleOptions options = args.options;
-  if (fixed != 0) {
-    if (given(args.vpp) && options.vpp != fixed)
-      throw InputError("--vpp", std::to_string(options.vpp),
-                       args.name + " always has " + std::to_string(fixed) +
-                           (fixed == 1 ? " chunk" : " chunks") +
-                           " per rank; --vpp chooses the chunks of 1f1b-i only");
-    options.vpp = fixed;
-  }
-  if (given(args.group_size) && args.name != "1f1b-i")
-    throw InputError("--group-size", std::to_string(options.group_size),
-                     "applies to 1f1b-i only (Megatron's microbatch group size)");
-  if (given(args.offload_fraction) && args.name != "stp-offload")
-    throw InputError("--offload-fraction", number_text(options.offload_fraction),
-                     "applies to stp-offload only");
-  if (given(args.offload) && args.name == "stp-offload")
-    throw InputError("--offload", number_text(options.offload),
-                     "stp-offload offloads by --offload-fraction; --offload is for the others");
+  check_options_apply(
+      args.name, options,
+      {given(args.vpp), given(args.group_size), given(args.offload_fraction), given(args.offload)});
+  if (fixed != 0) options.vpp = fixed;
+  check_at_most(options.pp, kMaxPp, "--pp", "value");
+  check_at_most(options.vpp, kMaxVpp, "--vpp", "value");
+  check_at_most(options.microbatches, kMaxMicrobatches, "--microbatches", "value");
   check_schedule_size(options.pp, std::max(options.vpp, 2), options.microbatches, "--microbatches");
   return make_schedule(args.name, options);
+}
+
+void check_options_apply(const std::string& name, const ScheduleOptions& options,
+                         const GivenOptions& given) {
+  const int fixed = fixed_vpp(name);
+  if (fixed != 0 && given.vpp && options.vpp != fixed)
+    throw InputError("--vpp", std::to_string(options.vpp),
+                     name + " always has " + std::to_string(fixed) +
+                         (fixed == 1 ? " chunk" : " chunks") +
+                         " per rank; --vpp chooses the chunks of 1f1b-i only",
+                     InputKind::Value);
+  if (given.group_size && name != "1f1b-i")
+    throw InputError("--group-size", std::to_string(options.group_size),
+                     "applies to 1f1b-i only (Megatron's microbatch group size)", InputKind::Value);
+  if (given.offload_fraction && name != "stp-offload")
+    throw InputError("--offload-fraction", number_text(options.offload_fraction),
+                     "applies to stp-offload only", InputKind::Value);
+  if (given.offload && name == "stp-offload")
+    throw InputError("--offload", number_text(options.offload),
+                     "stp-offload offloads by --offload-fraction; --offload is for the others",
+                     InputKind::Value);
+}
+
+void check_options_apply_to_any(const std::vector<std::string>& names,
+                                const ScheduleOptions& options, const GivenOptions& given) {
+  // Each given option on its own: an error when no schedule of the list uses it.
+  const GivenOptions each[] = {{given.vpp, false, false, false},
+                               {false, given.group_size, false, false},
+                               {false, false, given.offload_fraction, false},
+                               {false, false, false, given.offload}};
+  for (const GivenOptions& one : each) {
+    if (!one.vpp && !one.group_size && !one.offload_fraction && !one.offload) continue;
+    std::optional<InputError> first;
+    for (const std::string& name : names) {
+      try {
+        check_options_apply(name, options, one);
+        first.reset();
+        break;
+      } catch (const InputError& e) {
+        if (!first) first = e;
+      }
+    }
+    if (first)
+      throw InputError(first->where, first->field,
+                       "no schedule compared uses it (" + first->problem + ")", InputKind::Value);
+  }
 }
 
 }  // namespace braid::cli

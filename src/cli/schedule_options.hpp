@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -28,5 +29,18 @@ struct ScheduleArgs {
 void add_schedule_options(CLI::App& cmd, ScheduleArgs& args);
 // Builds (or imports) the schedule; throws InputError on bad input.
 Schedule resolve_schedule(const ScheduleArgs& args);
+
+// Which schedule options the user gave (not their defaults).
+struct GivenOptions {
+  bool vpp = false, group_size = false, offload_fraction = false, offload = false;
+};
+// The same rule in every command: an option the schedule `name` does not use is an error naming
+// it (--vpp on a schedule with fixed chunks, --group-size off 1f1b-i, --offload-fraction off
+// stp-offload, --offload on stp-offload).
+void check_options_apply(const std::string& name, const ScheduleOptions& options,
+                         const GivenOptions& given);
+// compare: an option no schedule of the list uses is an error.
+void check_options_apply_to_any(const std::vector<std::string>& names,
+                                const ScheduleOptions& options, const GivenOptions& given);
 
 }  // namespace braid::cli

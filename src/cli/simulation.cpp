@@ -68,6 +68,7 @@ namespace {
 void check_context_size(const SimulationContext& ctx, const SimulationArgs& args) {
   if (ctx.pp <= 0 || ctx.vpp <= 0 || ctx.microbatches <= 0) return;
   const double virtual_stages = static_cast<double>(ctx.pp) * std::max(ctx.vpp, 2);
+  check_virtual_stages(virtual_stages, "--vpp");
   SizeEstimate estimate;
   if (ctx.uniform) {
     estimate = estimate_size(uniform_cost_model(*ctx.uniform, 1), virtual_stages, virtual_stages,
@@ -111,6 +112,9 @@ SimulationContext resolve_context(const SimulationArgs& args) {
     ctx.pp = *o.pp;
     ctx.vpp = o.vpp.value_or(2);
     ctx.microbatches = *o.microbatches;
+    check_at_most(ctx.pp, kMaxPp, "--pp", "parallel.pp");
+    check_at_most(ctx.vpp, kMaxVpp, "--vpp", "parallel.vpp");
+    check_at_most(ctx.microbatches, kMaxMicrobatches, "--microbatches", "training.microbatches");
     check_context_size(ctx, args);
     return ctx;
   }
@@ -135,15 +139,31 @@ ScheduleOptions schedule_options(const SimulationContext& ctx, const SimulationA
   return options;
 }
 
-SimulationResult simulate_schedule(const SimulationContext& ctx, const Schedule& schedule) {
+GivenOptions given_schedule_options(const SimulationArgs& args) {
+  const StudyOverrides& o = args.study.overrides;
+  auto given = [](const CLI::Option* option) { return option != nullptr && option->count() > 0; };
+  return {o.vpp.has_value(), given(args.group_size_option), given(args.offload_fraction_option),
+          o.offload.has_value()};
+}
+
+SimulationResult simulate_schedule(const SimulationContext& ctx, const Schedule& schedule,
+                                   bool generated) {
   SimulationResult r;
   r.schedule = schedule;
   if (ctx.uniform)
     r.cost = uniform_cost_model(*ctx.uniform, schedule.virtual_stages());
   else
     r.cost = build_cost_model(*ctx.study, *ctx.profile, schedule.virtual_stages());
-  r.dag = lower(r.schedule, r.cost, ctx.lower);
-  r.timeline = simulate(r.dag, ctx.sim);
+  try {
+    r.dag = lower(r.schedule, r.cost, ctx.lower);
+    r.timeline = simulate(r.dag, ctx.sim);
+  } catch (const InputError& e) {
+    if (!generated) throw;
+    throw InternalError(std::string(e.what()) + " (braid's own schedule " + schedule.name +
+                        ", pp " + std::to_string(schedule.pp) + ", vpp " +
+                        std::to_string(schedule.vpp) + ", m " +
+                        std::to_string(schedule.microbatches) + ")");
+  }
   r.report = make_report(ctx.study_name, r.schedule, r.cost, r.dag, r.timeline);
   return r;
 }

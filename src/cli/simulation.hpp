@@ -15,6 +15,7 @@
 #include "braid/report.hpp"
 #include "braid/schedule.hpp"
 #include "braid/simulator.hpp"
+#include "schedule_options.hpp"
 #include "study_options.hpp"
 
 namespace braid::cli {
@@ -58,7 +59,12 @@ struct SimulationResult {
   Report report;
 };
 ScheduleOptions schedule_options(const SimulationContext& ctx, const SimulationArgs& args);
-SimulationResult simulate_schedule(const SimulationContext& ctx, const Schedule& schedule);
+// The schedule options the user gave (--vpp, --group-size, --offload-fraction, --offload).
+GivenOptions given_schedule_options(const SimulationArgs& args);
+// `generated`: the schedule is braid's own (make_schedule), so a lowering failure or a deadlock
+// is a bug (InternalError); for an imported one (a CSV) it is the file's fault (InputError).
+SimulationResult simulate_schedule(const SimulationContext& ctx, const Schedule& schedule,
+                                   bool generated = true);
 
 // Parses "tf,tb,tw,tar[,ma]"; throws InputError naming --unit-costs.
 UniformCosts parse_unit_costs(const std::string& text);

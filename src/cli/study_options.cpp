@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "braid/error.hpp"
+#include "braid/schedule.hpp"
 
 namespace braid::cli {
 
@@ -118,7 +119,15 @@ std::vector<int> parse_layers_per_stage(const std::string& text) {
 }
 
 Study resolve_study(const StudyArgs& args) {
-  return load_study(resolve_config("studies", args.study), args.overrides);
+  Study study = load_study(resolve_config("studies", args.study), args.overrides);
+  // The study's own list (compare's default, sweep's and search's too): an unknown name is the
+  // file's error, not the --schedules option's, and never silently dropped.
+  const std::vector<std::string>& known = schedule_names();
+  for (const std::string& name : study.schedules)
+    if (std::find(known.begin(), known.end(), name) == known.end())
+      throw InputError(study.file, "schedules",
+                       "unknown schedule '" + name + "'; known: " + CLI::detail::join(known, ", "));
+  return study;
 }
 
 Profile resolve_profile(const StudyArgs& args, const Study& study) {

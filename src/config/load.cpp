@@ -112,6 +112,19 @@ const std::vector<std::string>& recompute_names() {
   return names;
 }
 
+}  // namespace
+
+void check_at_most(int value, int max, const std::string& where, const std::string& field) {
+  if (value > max)
+    throw InputError(where, field,
+                     "must be at most " + std::to_string(max) +
+                         " (braid's limit, docs/limits.md), "
+                         "got " +
+                         std::to_string(value));
+}
+
+namespace {
+
 // Where a value came from: the command-line option when it was overridden, else the study file.
 struct Origin {
   const Study& study;
@@ -142,6 +155,16 @@ void validate(Study& s, const StudyOverrides* ov) {
   positive(t.micro_batch_size, o.mbs.has_value(), "--mbs", "training.micro_batch_size");
   positive(t.microbatches, o.microbatches.has_value(), "--microbatches", "training.microbatches");
   positive(s.cluster.nodes, o.nodes.has_value(), "--nodes", "cluster.nodes");
+  check_at_most(p.pp, kMaxPp, origin.where(o.pp.has_value(), "--pp"), "parallel.pp");
+  check_at_most(p.vpp, kMaxVpp, origin.where(o.vpp.has_value(), "--vpp"), "parallel.vpp");
+  check_at_most(t.seq, kMaxSeq, origin.where(o.seq.has_value(), "--seq"), "training.seq");
+  check_at_most(t.micro_batch_size, kMaxMbs, origin.where(o.mbs.has_value(), "--mbs"),
+                "training.micro_batch_size");
+  check_at_most(t.microbatches, kMaxMicrobatches,
+                origin.where(o.microbatches.has_value(), "--microbatches"),
+                "training.microbatches");
+  check_at_most(s.cluster.nodes, kMaxNodes, origin.where(o.nodes.has_value(), "--nodes"),
+                "cluster.nodes");
 
   std::string tp_where = origin.where(o.tp.has_value(), "--tp");
   if (m.heads % p.tp != 0) {

@@ -57,6 +57,8 @@ fs::path resolve_named(const std::string& kind, const std::string& name_or_path,
                          as_path.extension() == ".yaml" || as_path.extension() == ".yml";
   if (looks_like_path) {
     if (fs::is_regular_file(as_path)) return as_path;
+    if (fs::is_directory(as_path))
+      throw InputError(where, field, "'" + name_or_path + "' is a directory; give a .yaml file");
     // A path relative to the data root ("configs/studies/default.yaml" from anywhere).
     if (as_path.is_relative() && fs::is_regular_file(data_root() / as_path)) {
       return data_root() / as_path;

@@ -1,7 +1,10 @@
 #include "yaml_reader.hpp"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <set>
+#include <string>
 #include <utility>
 
 #include "braid/error.hpp"
@@ -18,6 +21,9 @@ std::string join(const std::vector<std::string>& items) {
 }
 
 YAML::Node load_yaml_file(const std::filesystem::path& file) {
+  // An ifstream opens a directory and reads nothing: say what it is.
+  if (std::filesystem::is_directory(file))
+    throw InputError(file.string(), "", "is a directory; give a YAML file");
   std::ifstream in(file);
   if (!in) throw InputError(file.string(), "", "cannot open file");
   try {
@@ -36,6 +42,17 @@ YamlMap::YamlMap(const YAML::Node& node, std::string file, std::string prefix)
   if (!node_.IsMap()) {
     throw InputError(file_, prefix_.empty() ? "(top level)" : prefix_,
                      "expected a mapping of key: value");
+  }
+  // yaml-cpp keeps every pair and lookups find the first: a repeated key would silently drop
+  // the later value.
+  std::set<std::string> keys;
+  for (const auto& pair : node_) {
+    if (!pair.first.IsScalar()) continue;  // a list or mapping as a key: reported where read
+    const std::string key = pair.first.Scalar();
+    if (!keys.insert(key).second)
+      throw InputError(file_, path(key),
+                       "appears twice (again on line " +
+                           std::to_string(pair.first.Mark().line + 1) + "); keep one");
   }
 }
 

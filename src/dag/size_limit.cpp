@@ -31,6 +31,8 @@ std::string gib(double bytes) {
   return text;
 }
 
+SizeEstimate from_ops(double ops) { return {ops, ops * kEdgesPerOp, ops * kBytesPerOp}; }
+
 }  // namespace
 
 SizeEstimate estimate_size(const CostModel& cost, double cost_repeats, double virtual_stages,
@@ -44,24 +46,46 @@ SizeEstimate estimate_size(const CostModel& cost, double cost_repeats, double vi
     for (const UnitCost& u : chunk.epilogue) per_microbatch += unit_ops(u, false);
   }
   // Per virtual stage and microbatch: an activation send, a gradient send, an offload, a reload.
-  SizeEstimate e;
-  e.ops = (static_cast<double>(per_microbatch) * cost_repeats + 4 * virtual_stages) * microbatches;
-  e.bytes = e.ops * kBytesPerOp;
-  return e;
+  return from_ops((static_cast<double>(per_microbatch) * cost_repeats + 4 * virtual_stages) *
+                  microbatches);
+}
+
+SizeEstimate estimate_study_size(const Study& study, double virtual_stages, double microbatches) {
+  // Per layer: at most 5 units (attention, MLP, norms, MoE router) x F, B, W, and per phase
+  // with TP its collectives (two, four with sequence parallelism); full recomputation reruns
+  // the forward and its collectives once more. Per virtual stage: embedding/head/loss units.
+  const double collectives = study.parallel.tp > 1 ? (study.parallel.sequence_parallel ? 4 : 2) : 0;
+  double per_layer = 15 + 3 * collectives;
+  if (study.training.recompute == Recompute::Full) per_layer += 5 + collectives;
+  double layers = study.model.layers;
+  if (study.model.vision) layers += study.model.vision->depth;
+  const double per_stage = 12 + 3 * collectives + 4;  // prologue/epilogue units, sends, copies
+  return from_ops((layers * per_layer + per_stage * virtual_stages) * microbatches);
+}
+
+SizeEstimate combined(const SizeEstimate& a, const SizeEstimate& b) {
+  return {a.ops + b.ops, a.edges + b.edges, a.bytes + b.bytes};
 }
 
 void check_size(const SizeEstimate& estimate, double max_bytes, bool force,
-                const std::string& where) {
+                const std::string& where, const std::string& reduce, bool can_force) {
   const std::string what =
       "estimated " + count(estimate.ops) + " ops and " + gib(estimate.bytes) + " of memory";
-  if (estimate.ops > kMaxOps)
+  if (estimate.ops > kMaxOps || estimate.edges > kMaxEdges)
     throw InputError(where, "size",
-                     what + ", above the hard limit of " + count(kMaxOps) +
-                         " ops (int32 indices); use fewer microbatches, stages or layers");
+                     what + ", above the hard limit of " + count(kMaxOps) + " ops or " +
+                         count(kMaxEdges) + " edges (int32 indices); use " + reduce);
   if (estimate.bytes > max_bytes && !force)
     throw InputError(where, "size",
-                     what + ", above the limit of " + gib(max_bytes) +
-                         "; use fewer microbatches, stages or layers, or --force to run anyway");
+                     what + ", above the limit of " + gib(max_bytes) + "; use " + reduce +
+                         (can_force ? ", or --force to run anyway" : ""));
+}
+
+void check_virtual_stages(double virtual_stages, const std::string& where) {
+  if (virtual_stages > kMaxVirtualStages)
+    throw InputError(where, "size",
+                     count(virtual_stages) + " virtual stages (pp x chunks per rank), above the " +
+                         "limit of " + count(kMaxVirtualStages) + "; use a smaller --pp or --vpp");
 }
 
 void check_schedule_size(int pp, int chunks_per_rank, int microbatches, const std::string& where) {

@@ -43,6 +43,11 @@ struct Writer {
   }
 };
 
+// The last enumerator of each enum in a row (the decoder's range check); a new enum in a row
+// does not compile until it has one.
+constexpr RowStatus last_of(RowStatus) { return RowStatus::Invalid; }
+constexpr Recompute last_of(Recompute) { return Recompute::Full; }
+
 struct Reader {
   const std::string& in;
   std::size_t at = 0;
@@ -55,6 +60,23 @@ struct Reader {
     need(sizeof(T));
     std::memcpy(&v, in.data() + at, sizeof(T));
     at += sizeof(T);
+  }
+  // Bytes that must be one of a few values are checked, not copied into a bool or an enum whose
+  // other bit patterns are undefined behaviour.
+  void get(bool& v) {
+    std::uint8_t b = 0;
+    get(b);
+    if (b > 1) throw std::runtime_error("decode_rows: a bool byte is " + std::to_string(b));
+    v = b == 1;
+  }
+  template <typename E>
+  requires std::is_enum_v<E>
+  void get(E& v) {
+    std::underlying_type_t<E> raw{};
+    get(raw);
+    if (raw < 0 || raw > static_cast<std::underlying_type_t<E>>(last_of(E{})))
+      throw std::runtime_error("decode_rows: an enum value is " + std::to_string(+raw));
+    v = static_cast<E>(raw);
   }
   void get(std::string& s) {
     std::uint64_t n = 0;
@@ -165,16 +187,12 @@ std::vector<int> assign_by_cost(const std::vector<double>& costs, int parts) {
 namespace explore {
 
 double estimated_ops(const Study& base, const Configuration& c) {
-  // Per layer and microbatch: 4 units x (F, B, W); with TP their collectives (two per pass, four
-  // with sequence parallelism: all-gather + reduce-scatter); full recomputation reruns the
-  // forward units and their collectives. Per microbatch: a send each way between virtual stages.
-  const int collectives = c.tp > 1 ? (c.sp ? 4 : 2) : 0;
-  double per_layer = 12 + 2 * collectives;
-  if (c.recompute == Recompute::Full) per_layer += 4 + collectives;
-  double layers = base.model.layers;
-  if (base.model.vision) layers += base.model.vision->depth;
-  const double sends = 2.0 * (static_cast<double>(c.pp) * c.vpp - 1);
-  return static_cast<double>(c.microbatches) * (layers * per_layer + sends + 4);
+  // The size guard's estimate (size_limit.hpp): the same ops the guard bounds balance the work.
+  Study s = base;
+  s.parallel.tp = c.tp;
+  s.parallel.sequence_parallel = c.sp;
+  s.training.recompute = c.recompute;
+  return configuration_size(s, c).ops;
 }
 
 std::vector<int> share(const ProcessGroup& group, const std::vector<double>& costs) {

@@ -4,11 +4,14 @@
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "braid/dag.hpp"
 #include "braid/error.hpp"
 #include "braid/explore.hpp"
 #include "braid/simulator.hpp"
+#include "braid/size_limit.hpp"
+#include "format.hpp"
 #include "pipeline.hpp"
 
 namespace braid::explore {
@@ -32,9 +35,17 @@ int resolve_jobs(int jobs) {
 
 std::string reason_of(const InputError& e) {
   // Study rules name a YAML field ("parallel.tp"); schedule rules name an option and its value.
-  if (e.field.find('.') != std::string::npos) return e.field + ": " + e.problem;
-  if (!e.where.empty() && e.where.front() == '-') return e.where + " " + e.field + ": " + e.problem;
-  return e.problem;
+  switch (e.kind) {
+    case InputKind::Value:
+      return e.where + " " + e.field + ": " + e.problem;
+    case InputKind::Field:
+      break;
+  }
+  return e.field.empty() ? e.problem : e.field + ": " + e.problem;
+}
+
+void internal_error(const Configuration& c, const std::exception& e) {
+  throw InternalError(std::string(e.what()) + " (configuration: " + describe(c) + ")");
 }
 
 std::optional<Prepared> prepare(const Study& base, const Configuration& c,
@@ -63,11 +74,19 @@ std::optional<Prepared> prepare(const Study& base, const Configuration& c,
                std::to_string(minimum) + " of " + c.schedule + " at pp " + std::to_string(c.pp);
       return std::nullopt;
     }
+    // The size guard, before a schedule is built: a configuration beyond it is a row that says
+    // what to reduce, never an allocation that fills the machine.
+    check_size(configuration_size(p.study, c), kDefaultMaxSimulationBytes, false, "size",
+               "fewer microbatches or stages", false);
   } catch (const InputError& e) {
     reason = reason_of(e);
     return std::nullopt;
   }
   return p;
+}
+
+SizeEstimate configuration_size(const Study& study, const Configuration& c) {
+  return estimate_study_size(study, static_cast<double>(c.pp) * c.vpp, c.microbatches);
 }
 
 double cap_bytes(const Profile& profile, const ExploreOptions& options) {
@@ -99,8 +118,16 @@ void finish(Evaluation& e, const Study& study, const Schedule& schedule, const C
             double cap, const ExploreOptions& options) {
   e.dp = study.parallel.dp;
   e.gpus = study.cluster.gpus();
-  const Dag dag = lower(schedule, cost, options.lower);
-  const Timeline timeline = simulate(dag, options.sim);
+  // The schedule is braid's own (make_schedule accepted the sizes): a lowering failure or a
+  // deadlock is a bug in its generator, not bad input.
+  Dag dag;
+  Timeline timeline;
+  try {
+    dag = lower(schedule, cost, options.lower);
+    timeline = simulate(dag, options.sim);
+  } catch (const InputError& err) {
+    internal_error(e.config, err);
+  }
   e.report = make_report(study.name, schedule, cost, dag, timeline);
   double peak = 0, stat = 0;
   int worst = 0;
@@ -128,6 +155,27 @@ void finish(Evaluation& e, const Study& study, const Schedule& schedule, const C
 
 namespace braid {
 
+void check_memory_in_flight(const Study& base, const std::vector<Configuration>& configs,
+                            const ExploreOptions& options) {
+  // The largest configurations run first and together, one per job: their estimates add up.
+  std::vector<SizeEstimate> sizes;
+  for (const Configuration& c : configs) {
+    std::string reason;
+    const std::optional<explore::Prepared> p = explore::prepare(base, c, options, reason);
+    if (p) sizes.push_back(explore::configuration_size(p->study, c));
+  }
+  std::sort(sizes.begin(), sizes.end(),
+            [](const SizeEstimate& a, const SizeEstimate& b) { return a.bytes > b.bytes; });
+  const std::size_t jobs = std::min<std::size_t>(explore::resolve_jobs(options.jobs), sizes.size());
+  if (jobs < 2) return;  // one at a time: prepare() has checked each
+  SizeEstimate together;
+  for (std::size_t i = 0; i < jobs; ++i) together = combined(together, sizes[i]);
+  check_size(together, kDefaultMaxSimulationBytes, false, "--jobs",
+             "fewer --jobs (the " + std::to_string(jobs) +
+                 " largest configurations run at once), or fewer microbatches or stages",
+             false);
+}
+
 Evaluation evaluate(const Study& base, const Profile& profile, const Configuration& config,
                     const ExploreOptions& options) {
   Evaluation e;
@@ -147,10 +195,10 @@ Evaluation evaluate(const Study& base, const Profile& profile, const Configurati
     e.status = RowStatus::Invalid;
     e.reason = explore::reason_of(err);
     e.report = Report{};
+  } catch (const InternalError&) {
+    throw;
   } catch (const std::exception& err) {
-    e.status = RowStatus::Invalid;
-    e.reason = std::string("evaluation failed: ") + err.what();
-    e.report = Report{};
+    explore::internal_error(config, err);
   }
   return e;
 }

@@ -13,6 +13,7 @@
 #include "braid/cost_model.hpp"
 #include "braid/explore.hpp"
 #include "braid/schedule.hpp"
+#include "braid/size_limit.hpp"
 
 namespace braid::explore {
 
@@ -23,10 +24,13 @@ struct Prepared {
 };
 
 // The checks that need neither schedule nor cost model: TP across nodes, the study rules
-// (divisibility, layers per virtual stage), the schedule's minimum microbatches. Returns the
-// reason in `reason` and nothing when the configuration is invalid.
+// (divisibility, layers per virtual stage), the schedule's minimum microbatches, the size guard.
+// Returns the reason in `reason` and nothing when the configuration is invalid.
 std::optional<Prepared> prepare(const Study& base, const Configuration& config,
                                 const ExploreOptions& options, std::string& reason);
+
+// The size guard's estimate of one configuration (size_limit.hpp), from its study's shape.
+SizeEstimate configuration_size(const Study& study, const Configuration& c);
 
 // The cap in bytes of model state + activations.
 double cap_bytes(const Profile& profile, const ExploreOptions& options);
@@ -48,6 +52,9 @@ void finish(Evaluation& e, const Study& study, const Schedule& schedule, const C
 
 // The reason text of an InputError raised while evaluating a configuration.
 std::string reason_of(const InputError& e);
+// Anything but an InputError while evaluating a configuration is a bug in braid: throws
+// InternalError with e's message and the configuration that triggered it.
+[[noreturn]] void internal_error(const Configuration& c, const std::exception& e);
 
 // The shared work of many configurations: each distinct schedule and cost model built once (in
 // parallel), and per configuration which ones it uses. A configuration is ready when both built.
@@ -65,9 +72,8 @@ struct Workbench {
 Workbench build_workbench(const Study& base, const Profile& profile,
                           const std::vector<Configuration>& configs, const ExploreOptions& options,
                           std::vector<Evaluation>& rows);
-// finish() for configuration i of the workbench; an InputError makes the row Invalid, and so
-// does any other exception (reason "evaluation failed: ..."), so one bad configuration never
-// stops a sweep (nor, shared among processes, leaves the others waiting).
+// finish() for configuration i of the workbench; an InputError makes the row Invalid; anything
+// else is a bug (InternalError naming the configuration), which ends the whole job.
 void finish_row(Evaluation& e, const Workbench& wb, int i, double cap,
                 const ExploreOptions& options);
 

@@ -48,7 +48,7 @@ Workbench build_workbench(const Study& base, const Profile& profile,
     } catch (const InputError& e) {
       errors[s] = reason_of(e);
     } catch (const std::exception& e) {
-      errors[s] = std::string("evaluation failed: ") + e.what();
+      internal_error(configs[i], e);
     }
   });
   for (int i = 0; i < n; ++i) {
@@ -77,7 +77,7 @@ Workbench build_workbench(const Study& base, const Profile& profile,
     } catch (const InputError& e) {
       errors[c] = reason_of(e);
     } catch (const std::exception& e) {
-      errors[c] = std::string("evaluation failed: ") + e.what();
+      internal_error(configs[i], e);
     }
   });
   for (int i = 0; i < n; ++i) {
@@ -96,10 +96,10 @@ void finish_row(Evaluation& e, const Workbench& wb, int i, double cap,
     e.status = RowStatus::Invalid;
     e.reason = reason_of(err);
     e.report = Report{};
+  } catch (const InternalError&) {
+    throw;
   } catch (const std::exception& err) {
-    e.status = RowStatus::Invalid;
-    e.reason = std::string("evaluation failed: ") + err.what();
-    e.report = Report{};
+    internal_error(e.config, err);
   }
 }
 

@@ -1,6 +1,9 @@
 #include "gemm.hpp"
 
 #include <cmath>
+#include <memory>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "bf16.hpp"
@@ -20,10 +23,14 @@ constexpr std::size_t kWorkspaceBytes = 32u << 20;
 
 }  // namespace
 
+// Owns its cuBLASLt descriptors (each destroyed once: not copyable).
 struct Gemm::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  Plan() = default;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
   ~Plan() {
     if (a) cublasLtMatrixLayoutDestroy(a);
     if (b) cublasLtMatrixLayoutDestroy(b);
@@ -37,7 +44,7 @@ Gemm::Gemm(cudaStream_t stream) : stream_(stream), workspace_(kWorkspaceBytes) {
 }
 
 Gemm::~Gemm() {
-  for (auto& [key, plan] : plans_) delete plan;
+  plans_.clear();  // the plans' descriptors before the handle they were made with
   if (handle_) cublasLtDestroy(handle_);
 }
 
@@ -53,8 +60,7 @@ Gemm::Plan& Gemm::plan_for(const GemmCall& g) {
   const auto key = std::make_tuple(g.m, g.n, g.k, g.trans_a, g.trans_b, g.lda, g.ldb, g.ldc,
                                    g.batch, g.stride_a, g.stride_b, g.stride_c);
   if (auto it = plans_.find(key); it != plans_.end()) return *it->second;
-  auto* p = new Plan;
-  plans_[key] = p;
+  auto p = std::make_unique<Plan>();
   const std::int64_t lda = g.lda ? g.lda : (g.trans_a ? g.m : g.k);
   const std::int64_t ldb = g.ldb ? g.ldb : (g.trans_b ? g.k : g.n);
   const std::int64_t ldc = g.ldc ? g.ldc : g.n;
@@ -81,21 +87,24 @@ Gemm::Plan& Gemm::plan_for(const GemmCall& g) {
                                                 &stride, sizeof stride));
     }
   }
-  cublasLtMatmulPreference_t pref;
-  BRAID_LT(cublasLtMatmulPreferenceCreate(&pref));
+  // The preference is destroyed on every path, a throwing SetAttribute included.
+  cublasLtMatmulPreference_t raw_pref = nullptr;
+  BRAID_LT(cublasLtMatmulPreferenceCreate(&raw_pref));
+  const std::unique_ptr<std::remove_pointer_t<cublasLtMatmulPreference_t>,
+                        decltype(&cublasLtMatmulPreferenceDestroy)>
+      pref(raw_pref, &cublasLtMatmulPreferenceDestroy);
   const std::uint64_t ws = kWorkspaceBytes;
-  BRAID_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                                sizeof ws));
+  BRAID_LT(cublasLtMatmulPreferenceSetAttribute(
+      pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(handle_, p->desc, p->b, p->a, p->c, p->c,
-                                                          pref, 1, &result, &found);
-  cublasLtMatmulPreferenceDestroy(pref);
+                                                          pref.get(), 1, &result, &found);
   if (s != CUBLAS_STATUS_SUCCESS || found == 0)
     throw GpuError("cuBLASLt has no algorithm for GEMM m=" + std::to_string(g.m) +
                    " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k));
   p->algo = result.algo;
-  return *p;
+  return *plans_.emplace(key, std::move(p)).first->second;
 }
 
 void Gemm::run(const GemmCall& g, const void* a, const void* b, void* c) {

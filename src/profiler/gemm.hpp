@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 
@@ -43,8 +44,8 @@ class Gemm {
   DeviceBuffer workspace_;
   std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, bool, bool, std::int64_t,
                       std::int64_t, std::int64_t, int, std::int64_t, std::int64_t, std::int64_t>,
-           Plan*>
-      plans_;
+           std::unique_ptr<Plan>>
+      plans_;  // only fully configured plans: one that failed half-way is never cached
 };
 
 // Checks Gemm against a CPU reference (fp32 accumulation of the same bf16 inputs) on small
