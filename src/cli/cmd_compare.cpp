@@ -80,7 +80,7 @@ void register_compare(CLI::App& app) {
     else if (args->csv)
       std::cout << reports_csv(reports);
     else
-      std::cout << compare_table(reports);
+      std::cout << setting_header(ctx) << compare_table(reports);
   });
 }
 

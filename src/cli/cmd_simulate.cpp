@@ -70,7 +70,7 @@ void register_simulate(CLI::App& app) {
     else if (args->csv)
       std::cout << ranks_csv(result.report);
     else {
-      std::cout << simulate_table(result.report);
+      std::cout << setting_header(ctx) << simulate_table(result.report);
       if (!result.cost.uniform) std::cout << "\n" << stage_times_table(stage_times(result.cost));
     }
   });

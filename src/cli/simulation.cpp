@@ -29,6 +29,12 @@ void add_simulation_options(CLI::App& cmd, SimulationArgs& args) {
   args.offload_fraction_option =
       cmd.add_option("--offload-fraction", args.offload_fraction,
                      "stp-offload: share of microbatches whose chunk-0 activations are offloaded");
+  cmd.add_option("--mem-cap", args.mem_cap_gib,
+                 "GiB a GPU may use for model state + activations before a rank is reported oom; "
+                 "default: HBM less the profile's fixed overhead less --mem-margin");
+  cmd.add_option("--mem-margin", args.mem_margin_gib,
+                 "GiB kept free for the allocator (fragmentation); default 5% of HBM "
+                 "(docs/configuration.md, Memory cap)");
   cmd.add_flag("--force", args.force,
                "simulate even when the estimated memory is above the size limit (see "
                "docs/limits.md)");
@@ -84,7 +90,26 @@ void check_context_size(const SimulationContext& ctx, const SimulationArgs& args
   check_size(estimate, kDefaultMaxSimulationBytes, args.force, "--microbatches");
 }
 
+MemoryCap memory_cap_of(const Profile& profile, const SimulationArgs& args) {
+  if (args.mem_cap_gib != -1 && !(args.mem_cap_gib > 0))
+    throw InputError("--mem-cap", std::to_string(args.mem_cap_gib), "must be a positive GiB count");
+  if (args.mem_margin_gib != -1 && (!(args.mem_margin_gib >= 0) || args.mem_cap_gib != -1))
+    throw InputError("--mem-margin", std::to_string(args.mem_margin_gib),
+                     "must be a GiB count of 0 or more, and not with --mem-cap (which replaces "
+                     "the whole cap)");
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  ExploreOptions o;
+  o.mem_cap_bytes = args.mem_cap_gib > 0 ? args.mem_cap_gib * kGiB : -1;
+  o.mem_margin_bytes = args.mem_margin_gib >= 0 ? args.mem_margin_gib * kGiB : -1;
+  return memory_cap(profile, o);
+}
+
 }  // namespace
+
+std::string setting_header(const SimulationContext& ctx) {
+  if (!ctx.study) return "";
+  return "setting: " + study_setting(*ctx.study) + "\n" + memory_cap_text(ctx.cap) + "\n\n";
+}
 
 SimulationContext resolve_context(const SimulationArgs& args) {
   SimulationContext ctx;
@@ -116,6 +141,7 @@ SimulationContext resolve_context(const SimulationArgs& args) {
   ctx.study = resolve_study(args.study);
   ctx.profile = resolve_profile(args.study, *ctx.study);
   ctx.study_name = ctx.study->name;
+  ctx.cap = memory_cap_of(*ctx.profile, args);
   ctx.pp = ctx.study->parallel.pp;
   ctx.vpp = ctx.study->parallel.vpp;
   ctx.microbatches = ctx.study->training.microbatches;
@@ -144,6 +170,7 @@ SimulationResult simulate_schedule(const SimulationContext& ctx, const Schedule&
   r.dag = lower(r.schedule, r.cost, ctx.lower);
   r.timeline = simulate(r.dag, ctx.sim);
   r.report = make_report(ctx.study_name, r.schedule, r.cost, r.dag, r.timeline);
+  if (ctx.study) apply_memory_cap(r.report, ctx.cap.cap_bytes, ctx.cap.fixed_overhead_bytes);
   return r;
 }
 

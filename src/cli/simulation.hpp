@@ -12,6 +12,7 @@
 
 #include "braid/cost_model.hpp"
 #include "braid/dag.hpp"
+#include "braid/explore.hpp"
 #include "braid/report.hpp"
 #include "braid/schedule.hpp"
 #include "braid/simulator.hpp"
@@ -27,6 +28,7 @@ struct SimulationArgs {
   int group_size = 0;
   double offload_fraction = 1.0;
   bool force = false;  // run even above the size guard's memory limit (size_limit.hpp)
+  double mem_cap_gib = -1, mem_margin_gib = -1;  // the memory cap (explore.hpp, MemoryCap)
   CLI::Option* study_option = nullptr;
   CLI::Option* group_size_option = nullptr;
   CLI::Option* offload_fraction_option = nullptr;
@@ -46,6 +48,7 @@ struct SimulationContext {
   int pp = 1, vpp = 2, microbatches = 1;
   LowerOptions lower;
   SimOptions sim;
+  MemoryCap cap;  // study mode: a rank over it is reported oom
 };
 SimulationContext resolve_context(const SimulationArgs& args);
 
@@ -59,6 +62,9 @@ struct SimulationResult {
 };
 ScheduleOptions schedule_options(const SimulationContext& ctx, const SimulationArgs& args);
 SimulationResult simulate_schedule(const SimulationContext& ctx, const Schedule& schedule);
+
+// Study mode: "setting: <study_setting>" and the memory cap line, for the text headers.
+std::string setting_header(const SimulationContext& ctx);
 
 // Parses "tf,tb,tw,tar[,ma]"; throws InputError naming --unit-costs.
 UniformCosts parse_unit_costs(const std::string& text);

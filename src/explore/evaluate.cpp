@@ -71,8 +71,7 @@ std::optional<Prepared> prepare(const Study& base, const Configuration& c,
 }
 
 double cap_bytes(const Profile& profile, const ExploreOptions& options) {
-  return options.mem_cap_bytes >= 0 ? options.mem_cap_bytes
-                                    : profile.hbm_bytes - profile.fixed_overhead_bytes;
+  return memory_cap(profile, options).cap_bytes;
 }
 
 double max_static_bytes(const CostModel& cost, const Schedule& schedule) {
@@ -102,6 +101,7 @@ void finish(Evaluation& e, const Study& study, const Schedule& schedule, const C
   const Dag dag = lower(schedule, cost, options.lower);
   const Timeline timeline = simulate(dag, options.sim);
   e.report = make_report(study.name, schedule, cost, dag, timeline);
+  apply_memory_cap(e.report, cap, cost.fixed_overhead_bytes);  // the report's oom agrees
   double peak = 0, stat = 0;
   int worst = 0;
   for (const RankReport& r : e.report.ranks) {

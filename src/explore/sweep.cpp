@@ -222,7 +222,8 @@ SweepResult sweep(const Study& base, const Profile& profile,
                      "least one value");
   SweepResult result = options.cache ? sweep_cached(base, profile, configs, options)
                                      : sweep_plain(base, profile, configs, options);
-  result.mem_cap_gib = explore::cap_bytes(profile, options) / kGiB;
+  result.cap = memory_cap(profile, options);
+  result.mem_cap_gib = result.cap.cap_bytes / kGiB;
   result.fixed_overhead_gib = profile.fixed_overhead_bytes / kGiB;
   rank_rows(result);
   return result;
