@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "braid/config.hpp"
@@ -153,6 +154,37 @@ struct SweepResult {
 // no combination is valid, and a cap below the static memory of every valid configuration.
 SweepResult sweep(const Study& base, const Profile& profile,
                   const std::vector<Configuration>& configs, const ExploreOptions& options);
+
+// The ranking, speed-ups, group marks and checks of sweep() applied to rows already evaluated
+// (configuration order): what `braid merge` does with the rows of every shard. Throws InputError
+// as sweep() does (no valid row, a cap below every static memory).
+SweepResult sweep_from_rows(std::vector<Evaluation> rows, const MemoryCap& cap);
+
+// Sharding a sweep for job arrays (Slurm, GNU parallel): shard i of N (1 <= i <= N) evaluates
+// the configurations that assign_by_cost(estimated costs, N) gives to part i-1, the split MPI
+// uses, so every shard computes the same assignment alone. The shard file holds those rows bit for
+// bit; merge_shards() on all N files gives the SweepResult of the unsharded sweep.
+struct SweepShard {
+  int shard = 1, shards = 1;
+  int configurations = 0;  // of the whole grid
+  std::string grid;        // fingerprint of the grid, the study and the cap (shards must agree)
+  std::string title;       // the SVG chart's title
+  MemoryCap cap;
+  std::vector<int> indices;      // configuration indices of the rows, ascending
+  std::vector<Evaluation> rows;  // evaluated as sweep() evaluates them
+};
+SweepShard sweep_shard(const Study& base, const Profile& profile,
+                       const std::vector<Configuration>& configs, const ExploreOptions& options,
+                       int shard, int shards, const std::string& title);
+// "2/8" -> {2, 8}; throws InputError naming `option`.
+std::pair<int, int> parse_shard(const std::string& option, const std::string& text);
+std::string encode_shard(const SweepShard& shard);
+// Throws InputError naming `file` when the bytes are not a shard file.
+SweepShard decode_shard(const std::string& bytes, const std::string& file);
+// Every shard 1..N exactly once, all of the same grid; throws InputError naming the shard file
+// (`files[k]` for shards[k]) that is missing, repeated or from another grid.
+SweepResult merge_shards(const std::vector<SweepShard>& shards,
+                         const std::vector<std::string>& files);
 
 // Renderings (byte-stable). The table shows `top` ranked rows (0 = all), then the invalid ones.
 std::string sweep_table(const SweepResult& result, int top = 0);

@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iostream>
 #include <sstream>
 
 #include "braid/error.hpp"
 #include "braid/schedule.hpp"
+#include "output.hpp"
 #include "study_options.hpp"
 
 namespace braid::cli {
@@ -173,6 +175,23 @@ ExploreOptions explore_options(const ExploreStudyArgs& args) {
   options.jobs = args.jobs;
   options.tp_across_nodes = args.tp_across_nodes;
   return options;
+}
+
+void check_sweep_outputs(const SweepOutputs& out) {
+  if (out.top < 0) throw InputError("--top", std::to_string(out.top), "must be 0 (all) or more");
+  if (!out.csv.empty()) check_writable("--csv", out.csv);
+  if (!out.svg.empty()) check_writable("--svg", out.svg);
+}
+
+void write_sweep_outputs(const SweepResult& result, const SweepOutputs& out,
+                         const std::string& title) {
+  if (!out.csv.empty()) write_file("--csv", out.csv, sweep_csv(result));
+  if (!out.svg.empty()) write_file("--svg", out.svg, sweep_svg(result, title));
+  std::cout << (out.json ? sweep_json(result) : sweep_table(result, out.top));
+}
+
+std::string sweep_title(const Study& study) {
+  return "braid sweep: " + study.name + " (" + study.model.name + " on " + study.cluster.name + ")";
 }
 
 ProgressBar::ProgressBar() : enabled(isatty(STDERR_FILENO) != 0) {}

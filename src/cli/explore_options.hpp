@@ -51,6 +51,19 @@ ExploreOptions explore_options(const ExploreStudyArgs& args);
 // --mem-margin: -1 (not given), else a GiB count >= 0, and not together with --mem-cap.
 void check_mem_margin(double margin_gib, bool cap_given);
 
+// What a sweep (or `braid merge` of its shards) writes: --csv, --svg files and the table or JSON
+// on stdout. Paths are checked writable by check_sweep_outputs() before any work.
+struct SweepOutputs {
+  std::string csv, svg;
+  bool json = false;
+  int top = 0;
+};
+void check_sweep_outputs(const SweepOutputs& out);
+void write_sweep_outputs(const SweepResult& result, const SweepOutputs& out,
+                         const std::string& title);
+// The chart title of a sweep of `study`.
+std::string sweep_title(const Study& study);
+
 // A progress bar with ETA on stderr, drawn only when stderr is a terminal and the work has
 // taken more than a second; erased by finish(). Calls come one at a time (ExploreOptions).
 struct ProgressBar {

@@ -179,19 +179,6 @@ std::string setting_of(const Study& study, const SearchSpace& space) {
          (study.training.distributed_optimizer ? "on" : "off");
 }
 
-// Calls options.progress one at a time from the worker threads.
-struct Ticker {
-  const ExploreOptions& options;
-  int total = 0;
-  std::mutex mutex{};
-  int done = 0;
-  void tick() {
-    if (!options.progress) return;
-    std::lock_guard<std::mutex> lock(mutex);
-    options.progress(++done, total);
-  }
-};
-
 SearchResult search_once(const Study& base, const Profile& profile, const SearchSpace& space,
                          const ExploreOptions& options) {
   const Study study = with_gpus(base, space.gpus);
@@ -255,7 +242,7 @@ SearchResult search_once(const Study& base, const Profile& profile, const Search
       return rows[a].report.tokens_per_s > rows[b].report.tokens_per_s;
     return a < b;
   };
-  Ticker ticker{options, static_cast<int>(open.size())};
+  explore::Ticker ticker{options, static_cast<int>(open.size())};
   std::vector<int> fit, simulated;
   std::size_t next = 0;
   while (next < open.size()) {
