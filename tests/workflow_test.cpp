@@ -338,3 +338,75 @@ TEST_CASE("sweep shards joined by braid merge are byte-identical to the unsharde
   }
   fs::remove_all(dir);
 }
+
+TEST_CASE("a schedule CSV gives its pp and m to the study and names the option that disagrees",
+          "[workflow][schedule-csv][cli]") {
+  const fs::path dir = scratch("csv");
+  REQUIRE(run_braid("export --format pytorch-csv --schedule zb-v --pp 2 --microbatches 12 "
+                    "--output zbv.csv",
+                    dir)
+              .exit_code == 0);
+  // The default study has 64 microbatches; the file has 12 and is enough on its own.
+  const CliRun own = run_braid("simulate --study default --schedule-csv zbv.csv --json", dir);
+  INFO(own.err);
+  REQUIRE(own.exit_code == 0);
+  const CliRun named =
+      run_braid("simulate --study default --schedule zb-v --microbatches 12 --json", dir);
+  REQUIRE(named.exit_code == 0);
+  const auto a = nlohmann::json::parse(own.out), b = nlohmann::json::parse(named.out);
+  CHECK(a["microbatches"] == 12);
+  CHECK(a["iteration_time_s"] == b["iteration_time_s"]);
+  // An option that disagrees with the file is named, with the value to give.
+  const CliRun pp = run_braid("simulate --study default --schedule-csv zbv.csv --pp 4", dir);
+  CHECK(pp.exit_code == 2);
+  CHECK(count_lines(pp.err) == 1);
+  CHECK_THAT(pp.err, Catch::Contains("--pp: 4: conflicts with --schedule-csv zbv.csv, which has "
+                                     "2 ranks (rows); drop --pp or give --pp 2"));
+  const CliRun m =
+      run_braid("simulate --study default --schedule-csv zbv.csv --microbatches 8", dir);
+  CHECK(m.exit_code == 2);
+  CHECK_THAT(m.err, Catch::Contains("give --microbatches 12"));
+
+  // compare: the user's schedule in the same table as the named ones, at the file's m.
+  const CliRun cmp =
+      run_braid("compare --study default --schedules stp,zb-v --schedule-csv zbv.csv --json", dir);
+  INFO(cmp.err);
+  REQUIRE(cmp.exit_code == 0);
+  const auto reports = nlohmann::json::parse(cmp.out)["reports"];
+  REQUIRE(reports.size() == 3);
+  CHECK(reports[2]["schedule"] == "zbv.csv");
+  for (const auto& r : reports) CHECK(r["microbatches"] == 12);
+  CHECK(reports[2]["iteration_time_s"] == reports[1]["iteration_time_s"]);  // zb-v replayed
+  REQUIRE(run_braid("export --format pytorch-csv --schedule stp --pp 2 --microbatches 8 "
+                    "--output stp8.csv",
+                    dir)
+              .exit_code == 0);
+  const CliRun clash =
+      run_braid("compare --study default --schedule-csv zbv.csv --schedule-csv stp8.csv", dir);
+  CHECK(clash.exit_code == 2);
+  CHECK_THAT(clash.err, Catch::Contains("stp8.csv"));
+
+  // theory: the file beside the named schedules, uniform costs, no closed form.
+  const CliRun th = run_braid(
+      "theory --schedules zb-v --pp 2 --microbatches 12 --unit-costs 1,1,1,0.25 "
+      "--schedule-csv zbv.csv --json",
+      dir);
+  INFO(th.err);
+  REQUIRE(th.exit_code == 0);
+  const auto rows = nlohmann::json::parse(th.out)["rows"];
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0]["schedule"] == "zbv.csv");
+  CHECK(rows[0]["tp_bubble"]["formula"].is_null());
+  CHECK(rows[0]["tp_bubble"]["simulated_s"] == rows[1]["tp_bubble"]["simulated_s"]);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("every command's help has examples and points to its doc", "[workflow][cli]") {
+  for (const char* cmd : {"search", "sweep", "merge", "compare", "theory"}) {
+    const CliRun r = run_braid(std::string(cmd) + " --help");
+    INFO(cmd);
+    CHECK(r.exit_code == 0);
+    CHECK_THAT(r.out, Catch::Contains("Examples:\n  braid " + std::string(cmd)));
+    CHECK_THAT(r.out, Catch::Contains("docs/"));
+  }
+}

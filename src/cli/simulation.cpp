@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 
 #include "braid/error.hpp"
@@ -105,6 +106,51 @@ MemoryCap memory_cap_of(const Profile& profile, const SimulationArgs& args) {
 }
 
 }  // namespace
+
+Schedule read_schedule_csv(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError("--schedule-csv", path, "cannot open the file");
+  Schedule s = read_pytorch_csv(in, path, 0);
+  const ValidationResult check = validate(s);
+  if (!check.ok()) throw InputError("--schedule-csv", path, check.error);
+  return s;
+}
+
+void check_file_schedule(const SimulationArgs& args, const Schedule& schedule,
+                         const std::string& option, const std::string& file) {
+  const StudyOverrides& o = args.study.overrides;
+  auto conflict = [&](const char* given, int value, int in_file, const std::string& what) {
+    throw InputError(given, std::to_string(value),
+                     "conflicts with " + option + " " + file + ", which has " +
+                         std::to_string(in_file) + " " + what + "; drop " + given + " or give " +
+                         given + " " + std::to_string(in_file));
+  };
+  if (o.pp && *o.pp != schedule.pp) conflict("--pp", *o.pp, schedule.pp, "ranks (rows)");
+  if (o.microbatches && *o.microbatches != schedule.microbatches)
+    conflict("--microbatches", *o.microbatches, schedule.microbatches, "microbatches");
+  if (o.vpp && *o.vpp != schedule.vpp) conflict("--vpp", *o.vpp, schedule.vpp, "stages per rank");
+}
+
+void adopt_file_schedule(SimulationContext& ctx, const SimulationArgs& args,
+                         const Schedule& schedule, const std::string& option,
+                         const std::string& file) {
+  check_file_schedule(args, schedule, option, file);
+  if (ctx.study) {
+    ctx.study->parallel.pp = schedule.pp;
+    ctx.study->training.microbatches = schedule.microbatches;
+    try {
+      validate_study(*ctx.study);
+    } catch (const InputError& e) {
+      throw InputError(option, file,
+                       "its pp " + std::to_string(schedule.pp) + " and " +
+                           std::to_string(schedule.microbatches) +
+                           " microbatches do not fit study " + ctx.study->name + ": " + e.problem);
+    }
+  }
+  ctx.pp = schedule.pp;
+  ctx.microbatches = schedule.microbatches;
+  check_context_size(ctx, args);
+}
 
 std::string setting_header(const SimulationContext& ctx) {
   if (!ctx.study) return "";

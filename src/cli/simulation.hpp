@@ -63,6 +63,21 @@ struct SimulationResult {
 ScheduleOptions schedule_options(const SimulationContext& ctx, const SimulationArgs& args);
 SimulationResult simulate_schedule(const SimulationContext& ctx, const Schedule& schedule);
 
+// A schedule read from a file (--schedule-csv; another file kind can reuse this): in study mode
+// the study takes pp and microbatches from it (re-validated: dp follows), so that the file alone
+// is enough; an option given on the command line that disagrees is an InputError naming the
+// option, the file and the value to give. In uniform-cost mode the sizes must match --pp and
+// --microbatches. `option` names the file's option in messages.
+// The option checks of adopt_file_schedule() alone, for use before the context is resolved (so
+// that a conflicting --pp is named as such, not as a study that does not divide).
+void check_file_schedule(const SimulationArgs& args, const Schedule& schedule,
+                         const std::string& option, const std::string& file);
+void adopt_file_schedule(SimulationContext& ctx, const SimulationArgs& args,
+                         const Schedule& schedule, const std::string& option,
+                         const std::string& file);
+// Reads and validates a PyTorch compute-only CSV (microbatches inferred from the file).
+Schedule read_schedule_csv(const std::string& path);
+
 // Study mode: "setting: <study_setting>" and the memory cap line, for the text headers.
 std::string setting_header(const SimulationContext& ctx);
 
