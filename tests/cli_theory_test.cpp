@@ -40,7 +40,8 @@ TEST_CASE("braid theory prints closed form, simulated value and difference", "[c
   const CliRun t =
       run_braid("theory --schedule 1f1b-i,stp --pp 4 --microbatches 16 --unit-costs 1,1,1,0.25");
   REQUIRE(t.exit_code == 0);
-  CHECK(t.out.find("TP bubble, rank 0             2m T_AR") != std::string::npos);
+  // Columns are as wide as their longest cell plus two spaces (no cell runs into the next).
+  CHECK(t.out.find("TP bubble, rank 0              2m T_AR") != std::string::npos);
   CHECK(t.out.find("(2p+1) T_AR") != std::string::npos);
   const CliRun j = run_braid(
       "theory --schedule 1f1b-i,stp --pp 4 --microbatches 16 --unit-costs "
@@ -103,4 +104,72 @@ TEST_CASE("braid theory rejects bad input with one line and exit code 2", "[cli]
   }
   CHECK_FALSE(fs::exists(svg));
   fs::remove_all(dir);
+}
+
+TEST_CASE("braid theory --study scans the study's own exposed TP time as docs/theory.md states",
+          "[cli][theory][study]") {
+  // docs/theory.md, "On a real study": on the default study (Qwen2-12.1B, 2 x 8 A800, tp 8, pp 2,
+  // SP off) STP's rank-0 exposed TP time grows with m, unlike its uniform-cost form (2p+1) T_AR,
+  // because the embedding's all-reduce opens every forward of chunk 0 with nothing to hide it;
+  // without the embedding it is nearly flat; 1f1b-i's grows more than ten times as fast.
+  const CliRun r =
+      run_braid("theory --study default --schedules stp,1f1b-i --scan m=16..64 --step 16 --json");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const nlohmann::json scan = nlohmann::json::parse(r.out);
+  REQUIRE(scan["series"].size() == 2);
+  const auto& stp = scan["series"][0];
+  const auto& interleaved = scan["series"][1];
+  REQUIRE(stp["points"].size() == 4);
+  const double stp_slope = stp["slope_s_per_rank"][0];
+  const double i_slope = interleaved["slope_s_per_rank"][0];
+  CHECK(stp_slope > 0);
+  CHECK(stp_slope * 10 < i_slope);
+  // Exposed time only grows along m, point by point, on every rank.
+  for (const auto& series : scan["series"])
+    for (std::size_t k = 1; k < series["points"].size(); ++k)
+      for (std::size_t rank = 0; rank < 2; ++rank)
+        CHECK(series["points"][k]["tp_exposed_s"][rank].get<double>() >
+              series["points"][k - 1]["tp_exposed_s"][rank].get<double>());
+
+  // --explain at m = 16 and 64: the embedding's share is what grows.
+  double embedding[2], rest[2];
+  int k = 0;
+  for (int m : {16, 64}) {
+    const CliRun e = run_braid(
+        "theory --study default --schedules stp --explain --json "
+        "--microbatches " +
+        std::to_string(m));
+    REQUIRE(e.exit_code == 0);
+    const nlohmann::json x = nlohmann::json::parse(e.out)[0]["ranks"][0];
+    double sum_unit = 0, sum_phase = 0, sum_collective = 0;
+    for (const auto& [name, v] : x["by_unit"].items()) sum_unit += v.get<double>();
+    for (const auto& [name, v] : x["by_phase"].items()) sum_phase += v.get<double>();
+    for (const auto& [name, v] : x["by_collective"].items()) sum_collective += v.get<double>();
+    const double total = x["tp_exposed_s"];
+    CHECK(sum_unit == Approx(total).epsilon(1e-12));
+    CHECK(sum_phase == Approx(total).epsilon(1e-12));
+    CHECK(sum_collective == Approx(total).epsilon(1e-12));
+    // The breakdown's total is the scan's (the report's) exposed time at that m.
+    if (m == 16) CHECK(total == Approx(stp["points"][0]["tp_exposed_s"][0].get<double>()));
+    if (m == 64) CHECK(total == Approx(stp["points"][3]["tp_exposed_s"][0].get<double>()));
+    embedding[k] = x["by_unit"]["Embedding"];
+    rest[k] = total - embedding[k];
+    ++k;
+  }
+  const double embedding_slope = (embedding[1] - embedding[0]) / 48;
+  const double rest_slope = (rest[1] - rest[0]) / 48;
+  CHECK(embedding_slope > 0.5 * stp_slope);  // most of the growth
+  CHECK(rest_slope < 0.25 * stp_slope);
+  // Bad input: one line, exit 2.
+  for (const char* bad : {"theory --study default --schedules stp",
+                          "theory --study default --schedules stp "
+                          "--unit-costs 1,1,1,1 --explain",
+                          "theory --schedules stp --unit-costs 1,1,1,1 --explain",
+                          "theory --study default --schedules stp --scan m=4..8 --svg x.svg"}) {
+    const CliRun b = run_braid(bad);
+    INFO(bad << ": " << b.err);
+    CHECK(b.exit_code == 2);
+    CHECK(std::count(b.err.begin(), b.err.end(), '\n') == 1);
+  }
 }

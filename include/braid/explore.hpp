@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "braid/config.hpp"
@@ -57,9 +58,11 @@ struct ProcessGroup {
 };
 
 struct ExploreOptions {
-  // Memory a GPU may use for weights, gradients, optimizer state and activations; < 0: the GPU's
-  // memory less the profile's fixed overhead (then a row is oom exactly when simulate says so).
+  // Memory a GPU may use for weights, gradients, optimizer state and activations; < 0: the
+  // definition of memory_cap() (HBM less the fixed overhead less the allocator margin).
   double mem_cap_bytes = -1;
+  // The allocator margin of memory_cap(); < 0: kDefaultMarginShare of the GPU's memory.
+  double mem_margin_bytes = -1;
   bool tp_across_nodes =
       false;          // allow tp > GPUs per node (TP collectives over the inter-node link)
   int jobs = 0;       // worker threads; 0 = all cores
@@ -71,6 +74,32 @@ struct ExploreOptions {
   std::function<void(int done, int total)> progress;
   ProcessGroup group;  // one process unless set
 };
+
+// The memory cap, one definition for search, sweep, compare, simulate and the charts: what a GPU
+// may hold in weights, gradients, optimizer state and activations is its HBM less the profile's
+// fixed overhead (CUDA context, workspaces, NCCL buffers) less an allocator margin (memory the
+// caching allocator holds but cannot hand out: fragmentation). A rank is over the cap when its
+// peak less the fixed overhead exceeds the cap. --mem-cap replaces the whole formula.
+struct MemoryCap {
+  double hbm_bytes = 0, fixed_overhead_bytes = 0, margin_bytes = 0;
+  double cap_bytes = 0;  // for model state + activations
+  bool given = false;    // set by --mem-cap (the formula does not apply)
+};
+// 5% of the GPU's memory (docs/configuration.md, "Memory cap", gives the reasoning): an
+// assumption, not a measurement.
+inline constexpr double kDefaultMarginShare = 0.05;
+MemoryCap memory_cap(const Profile& profile, const ExploreOptions& options);
+// "memory cap 70.78 GiB = HBM 74.51 - fixed overhead 2.00 - allocator margin 3.73 GiB (peak GiB
+// includes the fixed overhead)": the same words in every header.
+std::string memory_cap_text(const MemoryCap& cap);
+// Re-marks the report's out-of-memory fields against the cap (instead of the bare HBM): a rank is
+// oom when its peak less `fixed_overhead_bytes` exceeds `cap_bytes`; over_bytes is by how much.
+void apply_memory_cap(Report& report, double cap_bytes, double fixed_overhead_bytes);
+
+// "model qwen2-12.1b on a800x16 (2 x 8 GPUs): tp 8, pp 2, dp 1, seq 6144, mbs 1, m 64, global
+// batch 64, sp off, recompute none, offload 0, distributed optimizer on": the full setting of one
+// study, for the headers of simulate and compare.
+std::string study_setting(const Study& study);
 
 enum class RowStatus : std::uint8_t { Ok, Oom, Invalid };
 const char* name(RowStatus s);
@@ -124,12 +153,44 @@ struct SweepResult {
   double mem_cap_gib = 0;        // the cap applied
   double fixed_overhead_gib = 0;
   int valid = 0, oom = 0, invalid = 0;
+  MemoryCap cap;  // how the cap was made (for the header)
 };
 // Evaluates every configuration on `options.jobs` threads; rows, ranking, speed-ups and group
 // marks are identical for any number of jobs. Throws InputError for an empty list, a list where
 // no combination is valid, and a cap below the static memory of every valid configuration.
 SweepResult sweep(const Study& base, const Profile& profile,
                   const std::vector<Configuration>& configs, const ExploreOptions& options);
+
+// The ranking, speed-ups, group marks and checks of sweep() applied to rows already evaluated
+// (configuration order): what `braid merge` does with the rows of every shard. Throws InputError
+// as sweep() does (no valid row, a cap below every static memory).
+SweepResult sweep_from_rows(std::vector<Evaluation> rows, const MemoryCap& cap);
+
+// Sharding a sweep for job arrays (Slurm, GNU parallel): shard i of N (1 <= i <= N) evaluates
+// the configurations that assign_by_cost(estimated costs, N) gives to part i-1, the split MPI
+// uses, so every shard computes the same assignment alone. The shard file holds those rows bit for
+// bit; merge_shards() on all N files gives the SweepResult of the unsharded sweep.
+struct SweepShard {
+  int shard = 1, shards = 1;
+  int configurations = 0;  // of the whole grid
+  std::string grid;        // fingerprint of the grid, the study and the cap (shards must agree)
+  std::string title;       // the SVG chart's title
+  MemoryCap cap;
+  std::vector<int> indices;      // configuration indices of the rows, ascending
+  std::vector<Evaluation> rows;  // evaluated as sweep() evaluates them
+};
+SweepShard sweep_shard(const Study& base, const Profile& profile,
+                       const std::vector<Configuration>& configs, const ExploreOptions& options,
+                       int shard, int shards, const std::string& title);
+// "2/8" -> {2, 8}; throws InputError naming `option`.
+std::pair<int, int> parse_shard(const std::string& option, const std::string& text);
+std::string encode_shard(const SweepShard& shard);
+// Throws InputError naming `file` when the bytes are not a shard file.
+SweepShard decode_shard(const std::string& bytes, const std::string& file);
+// Every shard 1..N exactly once, all of the same grid; throws InputError naming the shard file
+// (`files[k]` for shards[k]) that is missing, repeated or from another grid.
+SweepResult merge_shards(const std::vector<SweepShard>& shards,
+                         const std::vector<std::string>& files);
 
 // Renderings (byte-stable). The table shows `top` ranked rows (0 = all), then the invalid ones.
 std::string sweep_table(const SweepResult& result, int top = 0);
@@ -145,14 +206,28 @@ struct SearchSpace {
   std::vector<std::string> schedules;
   std::vector<int> mbs = {1, 2, 4};  // micro-batch sizes tried
   std::vector<int> vpp;              // 1f1b-i chunks per rank; empty: the study's
+  std::vector<bool> sp;              // sequence parallelism tried; empty: the study's
+  std::vector<Recompute> recompute;  // recomputation modes tried; empty: the study's
   int top = 5;                       // how many of the best to return
   int exhaustive_limit = 64;         // candidates (valid ones) up to which every one is simulated
+  // When no layout fits: search again with each lever alone (SP, selective and full
+  // recomputation, offloading, the distributed optimizer) and, if none is enough, all together.
+  bool try_levers = true;
 };
-// Every (tp, pp, dp, mbs, microbatches, schedule) the search considers, in its order; throws
-// InputError when gpus does not fit the cluster's node size or no layout divides the batch.
+// Every (tp, pp, dp, mbs, microbatches, sp, recompute, schedule) the search considers, in its
+// order; throws InputError when gpus does not fit the cluster's node size or no layout divides
+// the batch.
 std::vector<Configuration> search_candidates(const Study& base, const SearchSpace& space);
 // The study with the cluster resized to `gpus` GPUs (whole nodes, or one partial node).
 Study with_gpus(const Study& base, int gpus);
+
+// One way out when nothing fits: what was changed, and the best layout with it (if any fits).
+struct Lever {
+  std::string name;              // "--sp on", "--recompute full", ... (how to ask for it)
+  bool fits = false;             // some layout fits with it
+  std::string detail;            // when it does not apply or nothing fits: why
+  std::vector<Evaluation> best;  // the fastest layout that fits with it (empty if none)
+};
 
 struct SearchResult {
   std::vector<Evaluation> best;  // up to space.top rows that fit, fastest first
@@ -162,13 +237,26 @@ struct SearchResult {
   int candidates = 0, invalid = 0, pruned_memory = 0, pruned_bound = 0, simulated = 0;
   double mem_cap_gib = 0;
   std::string why_runner_up;  // one sentence: why best[1] loses to best[0]
+  MemoryCap cap;
+  int gpus = 0, global_batch = 0;
+  std::string setting;  // "h100x64 (8 x 8 GPUs), qwen2-72b, seq 8192, ..." for the header
+  // Every candidate that was simulated, found invalid or ruled out by its static memory (reason
+  // "static memory ..."), in candidate order; those skipped by the bound are not in it.
+  std::vector<Evaluation> rows;
+  std::vector<Lever> levers;  // when nothing fits and space.try_levers
 };
 // Shared among processes (options.group): every process builds every candidate's schedule and
 // cost model (cheap) so that all prune alike; the simulations of each batch are split.
+// options.progress is called once per simulated candidate (total: those left after the memory
+// check, an upper bound when the search prunes).
 SearchResult search(const Study& base, const Profile& profile, const SearchSpace& space,
                     const ExploreOptions& options);
 std::string search_text(const SearchResult& result);
 std::string search_json(const SearchResult& result);
+// The rows (simulated and invalid) in the columns of sweep_csv, ranked the same way.
+std::string search_csv(const SearchResult& result);
+// "differs in tp 4 vs 8, mbs 2 vs 1": every field of `a` that differs from `b` (empty if none).
+std::string differences(const Evaluation& a, const Evaluation& b);
 
 // An upper bound on tokens/s without simulating: the iteration lasts at least as long as the
 // busiest rank's compute alone (contention only slows it down). Exposed for tests.

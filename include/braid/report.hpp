@@ -85,6 +85,16 @@ Report make_report(const std::string& study, const Schedule& schedule, const Cos
 // offload_stall_s of `ranks` (size p).
 void attribute_idle(const Dag& dag, const Timeline& timeline, std::vector<RankReport>& ranks);
 
+// One piece of a rank's exposed TP time: the collective op that held the rank's compute stream
+// during [start_s, end_s) of an idle gap. The pieces of a rank add up to its tp_exposed_s (to
+// rounding); where two collectives overlap, the one that started first (then the lower op index)
+// holds the time. For `braid theory --explain`.
+struct ExposedPiece {
+  int op = 0;
+  double start_s = 0, end_s = 0;
+};
+std::vector<ExposedPiece> tp_exposed_pieces(const Dag& dag, const Timeline& timeline, int rank);
+
 // Renderings. JSON field names carry units (_s, _gib, _bytes); output is byte-stable.
 std::string report_json(const Report& report);
 std::string reports_json(const std::vector<Report>& reports);  // {"reports":[...]} for compare

@@ -8,11 +8,15 @@
 
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "braid/config.hpp"
 #include "braid/cost_model.hpp"
+#include "braid/profile.hpp"
 #include "braid/report.hpp"
 #include "braid/schedule.hpp"
+#include "braid/simulator.hpp"
 
 namespace braid {
 
@@ -108,6 +112,58 @@ struct ScanResult {
 // Runs the scan for every schedule; `base` gives pp, microbatches, vpp and the generator options.
 ScanResult run_scan(const std::vector<std::string>& schedules, const ScheduleOptions& base,
                     const UniformCosts& costs, const ScanSpec& spec);
+
+// A schedule given as a file (--schedule-csv) in uniform-cost mode: simulated, with no closed
+// forms (known = false).
+TheoryRow run_theory(const Schedule& schedule, const UniformCosts& costs);
+
+// Theory on a real study: the study's own cost model (build_cost_model on its profile) instead of
+// uniform costs, the engine as `braid simulate` runs it (contention on unless `sim` says
+// otherwise). A scan over m (or p) gives each rank's exposed TP time (the report's tp_exposed_s)
+// at every point, and the least-squares slope of each rank over the scanned axis.
+struct StudyScanPoint {
+  int x = 0;
+  double iteration_time_s = 0;
+  std::vector<double> tp_exposed_s;  // per rank
+};
+struct StudyScanSeries {
+  std::string schedule;
+  std::vector<StudyScanPoint> points;
+  std::vector<std::pair<int, std::string>> skipped;  // x and why (study or schedule rule)
+  std::vector<double> slope_s;                       // per rank: seconds per unit of x
+};
+struct StudyScan {
+  ScanSpec spec;
+  std::string study, setting;  // name, and the sizes the scan does not change
+  int pp = 1, microbatches = 1;
+  std::vector<StudyScanSeries> series;
+};
+StudyScan run_study_scan(const Study& study, const Profile& profile,
+                         const std::vector<std::string>& schedules, const ScheduleOptions& base,
+                         const ScanSpec& spec, const SimOptions& sim = {});
+
+// Where a rank's exposed TP time goes: by unit kind (attn, mlp, ...), by phase (F, B, W, and R
+// for the forward run again by full recomputation) and by collective (all-reduce, all-gather,
+// reduce-scatter), from tp_exposed_pieces(). Each list adds up to the rank's exposed time.
+struct ExposedBreakdown {
+  int rank = 0;
+  double total_s = 0;
+  std::vector<std::pair<std::string, double>> by_unit, by_phase, by_collective;  // name order
+};
+struct StudyExplain {
+  std::string schedule;
+  int pp = 1, microbatches = 1;
+  double iteration_time_s = 0;
+  std::vector<ExposedBreakdown> ranks;
+};
+// The schedule on the study at its own sizes (pp, vpp and microbatches in `options`).
+StudyExplain explain_study(const Study& study, const Profile& profile, const Schedule& schedule,
+                           const SimOptions& sim = {});
+
+std::string study_scan_table(const StudyScan& scan);
+std::string study_scan_json(const StudyScan& scan);
+std::string explain_table(const StudyExplain& explain);
+std::string explain_json(const std::vector<StudyExplain>& explains);
 
 // Renderings (byte-stable: fixed number formats, input order).
 std::string theory_table(const std::vector<TheoryRow>& rows);

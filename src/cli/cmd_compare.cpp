@@ -20,6 +20,7 @@ const std::vector<std::string> kDefaultSchedules = {"1f1b-i", "zb-v", "stp", "st
 struct CompareArgs {
   SimulationArgs sim;
   std::vector<std::string> schedules;
+  std::vector<std::string> schedule_csv;  // the user's own schedules, beside the named ones
   bool json = false;
   bool csv = false;
 };
@@ -43,12 +44,41 @@ void register_compare(CLI::App& app) {
       ->delimiter(',');
   auto* json = cmd->add_flag("--json", args->json, "print the reports as JSON");
   cmd->add_flag("--csv", args->csv, "print one CSV row per schedule")->excludes(json);
+  cmd->add_option("--schedule-csv", args->schedule_csv,
+                  "a PyTorch compute-only schedule CSV to compare beside the named schedules "
+                  "(repeatable); the study takes pp and microbatches from the first file");
+  cmd->footer(
+      "Examples:\n"
+      "  braid compare --study default\n"
+      "  braid compare --study default --schedules 1f1b-i,stp --seq 8192 --sp on\n"
+      "  braid compare --study default --schedules stp,zb-v --schedule-csv my-schedule.csv\n"
+      "See docs/schedules.md and docs/outputs.md.");
   cmd->callback([args] {
-    const SimulationContext ctx = resolve_context(args->sim);
-    const bool explicit_list = !args->schedules.empty();
+    // The user's own schedules fix pp and m (the first file); later files must agree.
+    std::vector<Schedule> own;
+    for (const std::string& file : args->schedule_csv) {
+      Schedule s = read_schedule_csv(file);
+      if (own.empty()) {
+        check_file_schedule(args->sim, s, "--schedule-csv", file);
+      } else if (s.pp != own.front().pp || s.microbatches != own.front().microbatches) {
+        throw InputError("--schedule-csv", file,
+                         "has pp " + std::to_string(s.pp) + " and " +
+                             std::to_string(s.microbatches) + " microbatches but " +
+                             args->schedule_csv.front() + " has pp " +
+                             std::to_string(own.front().pp) + " and " +
+                             std::to_string(own.front().microbatches) +
+                             "; the schedules of one comparison share pp and m");
+      }
+      own.push_back(std::move(s));
+    }
+    SimulationContext ctx = resolve_context(args->sim);
+    if (!own.empty())
+      adopt_file_schedule(ctx, args->sim, own.front(), "--schedule-csv",
+                          args->schedule_csv.front());
+    const bool explicit_list = !args->schedules.empty() || !own.empty();
     std::vector<std::string> names = args->schedules;
-    if (names.empty() && ctx.study) names = ctx.study->schedules;
-    if (names.empty()) names = kDefaultSchedules;
+    if (names.empty() && own.empty() && ctx.study) names = ctx.study->schedules;
+    if (names.empty() && own.empty()) names = kDefaultSchedules;
     check_options_apply_to_any(names, schedule_options(ctx, args->sim),
                                given_schedule_options(args->sim));
     std::vector<Report> reports;
@@ -75,6 +105,7 @@ void register_compare(CLI::App& app) {
         reports.push_back(simulate_schedule(ctx, schedule).report);
       }
     }
+    for (const Schedule& s : own) reports.push_back(simulate_schedule(ctx, s, false).report);
     if (reports.empty())
       throw InputError("--schedules", "default", "no schedule applies to this study");
     if (args->json)
@@ -82,7 +113,7 @@ void register_compare(CLI::App& app) {
     else if (args->csv)
       std::cout << reports_csv(reports);
     else
-      std::cout << compare_table(reports);
+      std::cout << setting_header(ctx) << compare_table(reports);
   });
 }
 

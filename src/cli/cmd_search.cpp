@@ -11,6 +11,7 @@
 #include "commands.hpp"
 #include "distributed.hpp"
 #include "explore_options.hpp"
+#include "output.hpp"
 
 namespace braid::cli {
 
@@ -20,7 +21,8 @@ struct SearchArgs {
   ExploreStudyArgs study;
   int gpus = 0;
   int global_batch = 0;
-  std::string schedules, mbs = "1,2,4", vpp;
+  std::string schedules, mbs = "1,2,4", vpp, sp, recompute;
+  std::string csv;
   int top = 5;
   int exhaustive_limit = 64;
   int seq = 0;
@@ -43,6 +45,8 @@ void run_search(const SearchArgs& a) {
   if (a.given("--vpp")) space.vpp = parse_int_list("--vpp", a.vpp);
   std::vector<std::string> schedules;
   if (a.given("--schedules")) schedules = parse_schedule_list("--schedules", a.schedules);
+  if (a.given("--sp")) space.sp = parse_sp_list("--sp", a.sp);
+  if (a.given("--recompute")) space.recompute = parse_recompute_list("--recompute", a.recompute);
   space.top = a.top;
   space.exhaustive_limit = a.exhaustive_limit;
 
@@ -59,9 +63,24 @@ void run_search(const SearchArgs& a) {
   }
   ExploreOptions options = explore_options(a.study);
   options.group = world_group();
+  const bool root = options.group.rank == 0;
+  agree(options.group, [&] {  // only rank 0 writes it
+    if (root && !a.csv.empty()) check_writable("--csv", a.csv);
+  });
   if (options.jobs == 0) options.jobs = default_jobs();
-  const SearchResult result = search(study, base.profile, space, options);
-  if (options.group.rank != 0) return;  // every rank holds the result; rank 0 prints it
+  ProgressBar bar;
+  if (!root) bar.enabled = false;
+  options.progress = bar.callback();
+  SearchResult result;
+  try {
+    result = search(study, base.profile, space, options);
+  } catch (...) {
+    bar.finish();
+    throw;
+  }
+  bar.finish();
+  if (!root) return;  // every rank holds the result; rank 0 prints it
+  if (!a.csv.empty()) write_file("--csv", a.csv, search_csv(result));
   std::cout << (a.json ? search_json(result) : search_text(result));
 }
 
@@ -73,6 +92,15 @@ void register_search(CLI::App& app) {
       "search",
       "find the fastest tp, pp, dp, micro-batch size, microbatches and schedule of N GPUs for a "
       "global batch within memory");
+  cmd->footer(
+      "Examples:\n"
+      "  braid search --gpus 16 --global-batch 64 --seq 2048\n"
+      "  braid search --model qwen2-72b --cluster h100x64 --gpus 64 --global-batch 1024 "
+      "--seq 8192 --sp on --recompute none,selective\n"
+      "  braid search --study default --gpus 16 --global-batch 128 --schedules stp,1f1b-i "
+      "--csv search.csv\n"
+      "When nothing fits, search tries SP, recomputation, offloading and the distributed "
+      "optimizer and says which would make it fit. See docs/explore.md.");
   args->cmd = cmd;
   add_explore_study_options(*cmd, args->study);
   cmd->add_option("--gpus", args->gpus,
@@ -87,6 +115,14 @@ void register_search(CLI::App& app) {
   cmd->add_option("--mbs", args->mbs, "micro-batch sizes to try (default 1,2,4)");
   cmd->add_option("--vpp", args->vpp, "chunks per rank to try for 1f1b-i (default: the study's)");
   cmd->add_option("--seq", args->seq, "sequence length (default: the study's)");
+  cmd->add_option("--sp", args->sp,
+                  "sequence parallelism to try: on, off or on,off (default: "
+                  "the study's)");
+  cmd->add_option("--recompute", args->recompute,
+                  "recomputation modes to try: none, selective, full (default: the study's)");
+  cmd->add_option(
+      "--csv", args->csv,
+      "write every simulated and invalid candidate as CSV (the columns of sweep --csv)");
   cmd->add_option("--top", args->top, "how many of the best layouts to print (default 5)");
   cmd->add_option("--exhaustive-limit", args->exhaustive_limit,
                   "simulate every candidate when at most this many fit the memory statically "

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "braid/error.hpp"
@@ -24,23 +25,13 @@ struct SimulateArgs {
   std::string svg;
 };
 
-Schedule resolve_schedule(const SimulateArgs& args, const SimulationContext& ctx) {
-  if (args.schedule.empty() == args.schedule_csv.empty())
-    throw InputError("--schedule", args.schedule.empty() ? "missing" : args.schedule,
-                     "give either a schedule name or --schedule-csv FILE");
-  if (args.schedule.empty()) {
-    if (std::filesystem::is_directory(args.schedule_csv))
-      throw InputError("--schedule-csv", args.schedule_csv, "is a directory; give a CSV file");
-    std::ifstream in(args.schedule_csv);
-    if (!in) throw InputError("--schedule-csv", args.schedule_csv, "cannot open the file");
-    Schedule s = read_pytorch_csv(in, args.schedule_csv, ctx.microbatches);
-    const ValidationResult check = validate(s);
-    if (!check.ok()) throw InputError("--schedule-csv", args.schedule_csv, check.error);
-    if (s.pp != ctx.pp)
-      throw InputError("--schedule-csv", args.schedule_csv,
-                       "has " + std::to_string(s.pp) + " ranks but pp is " +
-                           std::to_string(ctx.pp) + "; give --pp " + std::to_string(s.pp));
-    return s;
+// The schedule from --schedule-csv (read before the context, whose pp and m it then sets), else
+// by name.
+Schedule resolve_schedule(const SimulateArgs& args, SimulationContext& ctx,
+                          const std::optional<Schedule>& from_file) {
+  if (from_file) {
+    adopt_file_schedule(ctx, args.sim, *from_file, "--schedule-csv", args.schedule_csv);
+    return *from_file;
   }
   const ScheduleOptions options = schedule_options(ctx, args.sim);
   check_options_apply(args.schedule, options, given_schedule_options(args.sim));
@@ -56,7 +47,8 @@ void register_simulate(CLI::App& app) {
   add_simulation_options(*cmd, args->sim);
   cmd->add_option("--schedule", args->schedule, "schedule name (see braid schedule --help)");
   cmd->add_option("--schedule-csv", args->schedule_csv,
-                  "PyTorch compute-only schedule CSV to simulate instead of --schedule");
+                  "PyTorch compute-only schedule CSV to simulate instead of --schedule; pp and "
+                  "microbatches come from the file");
   auto* json = cmd->add_flag("--json", args->json, "print the report as JSON");
   cmd->add_flag("--csv", args->csv, "print the per-rank report as CSV")->excludes(json);
   cmd->add_option("--trace", args->trace,
@@ -65,18 +57,26 @@ void register_simulate(CLI::App& app) {
   cmd->callback([args] {
     // Output paths are checked before any work so a bad path fails fast and leaves nothing.
     check_timeline_outputs(args->trace, args->svg);
+    if (args->schedule.empty() == args->schedule_csv.empty())
+      throw InputError("--schedule", args->schedule.empty() ? "missing" : args->schedule,
+                       "give either a schedule name or --schedule-csv FILE");
+    std::optional<Schedule> from_file;
+    if (!args->schedule_csv.empty()) {
+      from_file = read_schedule_csv(args->schedule_csv);
+      check_file_schedule(args->sim, *from_file, "--schedule-csv", args->schedule_csv);
+    }
     SimulationContext ctx = resolve_context(args->sim);
     ctx.sim.record_memory = !args->trace.empty() || !args->svg.empty();
     ctx.lower.fold_zero_time = !ctx.sim.record_memory;
-    const Schedule schedule = resolve_schedule(*args, ctx);
-    const SimulationResult result = simulate_schedule(ctx, schedule, args->schedule_csv.empty());
+    const Schedule schedule = resolve_schedule(*args, ctx, from_file);
+    const SimulationResult result = simulate_schedule(ctx, schedule, !from_file.has_value());
     write_timeline_outputs(result, args->trace, args->svg);
     if (args->json)
       std::cout << report_json(result.report);
     else if (args->csv)
       std::cout << ranks_csv(result.report);
     else {
-      std::cout << simulate_table(result.report);
+      std::cout << setting_header(ctx) << simulate_table(result.report);
       if (!result.cost.uniform) std::cout << "\n" << stage_times_table(stage_times(result.cost));
     }
   });

@@ -21,16 +21,14 @@ namespace {
 struct SweepArgs {
   ExploreStudyArgs study;
   std::string tp, pp, vpp, seq, mbs, microbatches, sp, recompute, schedules;
-  std::string csv, svg;
-  bool json = false;
-  int top = 0;
+  SweepOutputs out;
+  std::string shard, shard_out;
   CLI::App* cmd = nullptr;
   // Given on the command line (an empty value is then an empty list, an error).
   bool given(const char* option) const { return cmd->get_option(option)->count() > 0; }
 };
 
 void run_sweep(const SweepArgs& a) {
-  if (a.top < 0) throw InputError("--top", std::to_string(a.top), "must be 0 (all) or more");
   // Parse every list before any work.
   SweepAxes axes;
   std::optional<std::vector<int>> tp, pp, vpp, seq, mbs, m;
@@ -51,9 +49,25 @@ void run_sweep(const SweepArgs& a) {
   if (a.given("--schedules")) schedules = parse_schedule_list("--schedules", a.schedules);
   const ProcessGroup group = world_group();
   const bool root = group.rank == 0;
+  std::pair<int, int> shard{0, 0};
+  if (a.given("--shard")) {
+    shard = parse_shard("--shard", a.shard);
+    if (a.shard_out.empty())
+      throw InputError("--shard", a.shard,
+                       "needs --shard-out FILE (the shard's rows for "
+                       "braid merge)");
+    if (group.size > 1)
+      throw InputError("--shard", a.shard, "runs as one process; use either mpirun or --shard");
+    if (!a.out.csv.empty() || !a.out.svg.empty() || a.out.json || a.out.top != 0)
+      throw InputError("--shard", a.shard,
+                       "writes only --shard-out; give --csv, --svg, --json and --top to braid "
+                       "merge");
+    check_writable("--shard-out", a.shard_out);
+  } else if (!a.shard_out.empty()) {
+    throw InputError("--shard-out", a.shard_out, "needs --shard i/N");
+  }
   agree(group, [&] {  // only rank 0 writes them
-    if (root && !a.csv.empty()) check_writable("--csv", a.csv);
-    if (root && !a.svg.empty()) check_writable("--svg", a.svg);
+    if (root) check_sweep_outputs(a.out);
   });
 
   const bool need_own = !tp || !pp || !vpp || !sp || !schedules;
@@ -77,6 +91,22 @@ void run_sweep(const SweepArgs& a) {
   options.progress = bar.callback();
   const std::vector<Configuration> configs = cross_product(axes);
   check_memory_in_flight(base.study, configs, options);  // before any is built
+  if (shard.second > 0) {
+    SweepShard part;
+    try {
+      part = sweep_shard(base.study, base.profile, configs, options, shard.first,
+                         shard.second, sweep_title(base.study));
+    } catch (...) {
+      bar.finish();
+      throw;
+    }
+    bar.finish();
+    write_file("--shard-out", a.shard_out, encode_shard(part));
+    std::cout << "shard " << part.shard << "/" << part.shards << ": " << part.rows.size() << " of "
+              << part.configurations << " configurations written to " << a.shard_out
+              << " (join the shards with braid merge)\n";
+    return;
+  }
   SweepResult result;
   try {
     result = sweep(base.study, base.profile, configs, options);
@@ -86,13 +116,7 @@ void run_sweep(const SweepArgs& a) {
   }
   bar.finish();
   if (!root) return;  // every rank holds the result; rank 0 writes it
-
-  if (!a.csv.empty()) write_file("--csv", a.csv, sweep_csv(result));
-  if (!a.svg.empty())
-    write_file("--svg", a.svg,
-               sweep_svg(result, "braid sweep: " + base.study.name + " (" + base.study.model.name +
-                                     " on " + base.study.cluster.name + ")"));
-  std::cout << (a.json ? sweep_json(result) : sweep_table(result, a.top));
+  write_sweep_outputs(result, a.out, sweep_title(base.study));
 }
 
 }  // namespace
@@ -103,6 +127,14 @@ void register_sweep(CLI::App& app) {
       "sweep",
       "evaluate the cross product of sizes and schedules of a study: ranked table, invalid "
       "combinations with their reasons, CSV/JSON/SVG");
+  cmd->footer(
+      "Examples:\n"
+      "  braid sweep --tp 4,8 --pp 2,4 --schedules 1f1b-i,stp --csv sweep.csv --svg sweep.svg\n"
+      "  braid sweep --study default --microbatches 16,32,64 --sp on,off --recompute "
+      "none,selective --top 10\n"
+      "  braid sweep --tp 4,8 --pp 2,4 --shard 2/8 --shard-out part2.bin   (then: braid merge "
+      "part*.bin)\n"
+      "See docs/explore.md and, for many machines, docs/distributed.md.");
   args->cmd = cmd;
   add_explore_study_options(*cmd, args->study);
   cmd->add_option("--tp", args->tp, "tensor-parallel sizes, e.g. 2,4,8 (default: the study's)");
@@ -119,11 +151,16 @@ void register_sweep(CLI::App& app) {
                   "recomputation modes: none, selective, full (default: the study's)");
   cmd->add_option("--schedules", args->schedules,
                   "all, or a list of schedule names (default: the study's schedules)");
-  cmd->add_option("--csv", args->csv, "write every row and metric as CSV to this file");
-  cmd->add_flag("--json", args->json, "print JSON (every row, full reports) instead of the table");
-  cmd->add_option("--svg", args->svg,
+  cmd->add_option("--csv", args->out.csv, "write every row and metric as CSV to this file");
+  cmd->add_flag("--json", args->out.json,
+                "print JSON (every row, full reports) instead of the table");
+  cmd->add_option("--svg", args->out.svg,
                   "write a chart of throughput against peak memory (Pareto front) to this file");
-  cmd->add_option("--top", args->top, "show only the best K rows in the table (default: all)");
+  cmd->add_option("--top", args->out.top, "show only the best K rows in the table (default: all)");
+  cmd->add_option("--shard", args->shard,
+                  "i/N: evaluate only shard i of N of the grid (a deterministic split by cost) "
+                  "and write it to --shard-out; braid merge joins the N files");
+  cmd->add_option("--shard-out", args->shard_out, "the shard file written by --shard");
   cmd->callback([args] { run_sweep(*args); });
 }
 

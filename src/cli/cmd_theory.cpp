@@ -3,17 +3,20 @@
 // engine find in uniform-cost mode, and the difference; or, with --scan, the simulated TP bubble
 // along m or p with its least-squares slope (and --svg, a chart of it).
 #include <algorithm>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "braid/error.hpp"
+#include "braid/explore.hpp"
 #include "braid/schedule.hpp"
 #include "braid/size_limit.hpp"
 #include "braid/theory.hpp"
 #include "commands.hpp"
 #include "output.hpp"
+#include "study_options.hpp"
 
 namespace braid::cli {
 
@@ -29,8 +32,13 @@ struct TheoryArgs {
   int step = 0;
   std::string svg;
   bool json = false;
+  std::string study;  // theory on a real study instead of uniform costs
+  bool explain = false;
+  std::vector<std::string> schedule_csv;
   CLI::Option* vpp_option = nullptr;
   CLI::Option* step_option = nullptr;
+  CLI::Option* pp_option = nullptr;
+  CLI::Option* microbatches_option = nullptr;
 };
 
 // One simulation's size: uniform costs, one chunk per virtual stage.
@@ -66,9 +74,94 @@ void check_theory_size(const TheoryArgs& a, const UniformCosts& costs, const Sca
   whole.bytes = 0;  // the points run one after another: their ops add up, their memory does not
   check_size(whole, kDefaultMaxSimulationBytes, false, "--scan",
              "a shorter scan, a larger --step or fewer schedules", false);
+// --study: the study's own costs; a scan of each rank's exposed TP time and/or the breakdown of
+// the exposed time at the study's sizes.
+void run_on_study(const TheoryArgs& a) {
+  if (!a.unit_costs.empty())
+    throw InputError("--study", a.study, "give either --study or --unit-costs, not both");
+  if (a.scan.empty() && !a.explain)
+    throw InputError("--study", a.study,
+                     "with --study give --scan m=A..B (or p=A..B), --explain, "
+                     "or both");
+  if (!a.svg.empty())
+    throw InputError("--svg", a.svg, "draws the uniform-cost scan only (without --study)");
+  if (!a.scan.empty() && !a.schedule_csv.empty())
+    throw InputError("--scan", a.scan,
+                     "a --schedule-csv fixes p and m; scan named schedules, or --explain the file");
+  if (a.scan.empty() && a.step_option->count())
+    throw InputError("--step", std::to_string(a.step), "needs --scan m=A..B or p=A..B");
+  StudyArgs sa;
+  sa.study = a.study;
+  if (a.pp_option->count()) sa.overrides.pp = a.pp;
+  if (a.microbatches_option->count()) sa.overrides.microbatches = a.microbatches;
+  if (a.vpp_option->count()) sa.overrides.vpp = a.vpp;
+  Study study = resolve_study(sa);
+  const Profile profile = resolve_profile(sa, study);
+  ScheduleOptions base;
+  base.pp = study.parallel.pp;
+  base.vpp = study.parallel.vpp;
+  base.microbatches = study.training.microbatches;
+  base.offload = study.training.offload;
+  std::vector<Schedule> files;
+  for (const std::string& f : a.schedule_csv) {
+    std::ifstream in(f);
+    if (!in) throw InputError("--schedule-csv", f, "cannot open the file");
+    Schedule s = read_pytorch_csv(in, f, 0);
+    const ValidationResult check = validate(s);
+    if (!check.ok()) throw InputError("--schedule-csv", f, check.error);
+    if (s.pp != study.parallel.pp || s.microbatches != study.training.microbatches)
+      throw InputError("--schedule-csv", f,
+                       "has pp " + std::to_string(s.pp) + " and " + std::to_string(s.microbatches) +
+                           " microbatches; give --pp " + std::to_string(s.pp) + " --microbatches " +
+                           std::to_string(s.microbatches) + " (the study has " +
+                           std::to_string(study.parallel.pp) + " and " +
+                           std::to_string(study.training.microbatches) + ")");
+    files.push_back(std::move(s));
+  }
+  for (const std::string& name : a.schedules) {
+    ScheduleOptions o = base;
+    if (const int fixed = fixed_vpp(name); fixed != 0) o.vpp = fixed;
+    if (a.explain) files.push_back(make_schedule(name, o));
+  }
+  std::string out;
+  if (!a.scan.empty()) {
+    ScanSpec spec = parse_scan(a.scan);
+    if (a.step_option->count()) {
+      if (a.step < 1) throw InputError("--step", std::to_string(a.step), "must be >= 1");
+      spec.step = a.step;
+    }
+    StudyScan scan = run_study_scan(study, profile, a.schedules, base, spec);
+    scan.setting = study_setting(study);
+    for (const StudyScanSeries& s : scan.series)
+      if (s.points.empty())
+        throw InputError("--scan", a.scan,
+                         s.schedule + " cannot run at any size of the scan (first: " +
+                             (s.skipped.empty() ? std::string("none") : s.skipped.front().second) +
+                             ")");
+    out += a.json ? study_scan_json(scan) : study_scan_table(scan);
+  }
+  if (a.explain) {
+    std::vector<StudyExplain> explains;
+    for (const Schedule& s : files) explains.push_back(explain_study(study, profile, s));
+    if (a.json) {
+      out += explain_json(explains);
+    } else {
+      out += (out.empty() ? "" : "\n") + std::string("setting: ") + study_setting(study) + "\n";
+      for (const StudyExplain& e : explains) out += "\n" + explain_table(e);
+    }
+  }
+  std::cout << out;
 }
 
 void run(const TheoryArgs& a) {
+  if (a.schedules.empty() && a.schedule_csv.empty())
+    throw InputError("--schedule", "missing", "give schedule names and/or --schedule-csv FILE");
+  if (!a.study.empty()) return run_on_study(a);
+  if (a.unit_costs.empty())
+    throw InputError("--unit-costs", "missing",
+                     "give --unit-costs tf,tb,tw,tar[,ma] (uniform costs) or --study S (its "
+                     "own costs)");
+  if (a.explain) throw InputError("--explain", "given", "needs --study (a real cost model)");
   const UniformCosts costs = parse_unit_costs(a.unit_costs);
   for (const std::string& name : a.schedules) {
     const int fixed = fixed_vpp(name);  // throws InputError for an unknown name
@@ -90,8 +183,15 @@ void run(const TheoryArgs& a) {
   options.pp = a.pp;
   options.microbatches = a.microbatches;
   options.vpp = a.vpp;
+  if (!a.scan.empty() && !a.schedule_csv.empty())
+    throw InputError("--scan", a.scan, "a --schedule-csv fixes p and m; scan named schedules");
   if (a.scan.empty()) {
     std::vector<TheoryRow> rows;
+    for (const std::string& f : a.schedule_csv) {
+      std::ifstream in(f);
+      if (!in) throw InputError("--schedule-csv", f, "cannot open the file");
+      rows.push_back(run_theory(read_pytorch_csv(in, f, 0), costs));
+    }
     for (const std::string& name : a.schedules) {
       ScheduleOptions o = options;
       const int fixed = fixed_vpp(name);
@@ -128,17 +228,37 @@ void register_theory(CLI::App& app) {
          "--schedule,--schedules", args->schedules,
          "schedule name(s), comma-separated: gpipe, 1f1b, zb-h1, 1f1b-i, zb-v, stp (closed "
          "forms) or any other generator name (simulated only)")
-      ->required()
       ->delimiter(',');
-  cmd->add_option("--pp", args->pp, "pipeline stages p (the fixed p of an m scan)")->default_val(4);
-  cmd->add_option("--microbatches", args->microbatches, "microbatches m (the fixed m of a p scan)")
-      ->default_val(16);
+  args->pp_option =
+      cmd->add_option("--pp", args->pp,
+                      "pipeline stages p (the fixed p of an m scan; with --study: the study's)")
+          ->default_val(4);
+  args->microbatches_option =
+      cmd->add_option("--microbatches", args->microbatches,
+                      "microbatches m (the fixed m of a p scan; with --study: the study's)")
+          ->default_val(16);
   args->vpp_option =
       cmd->add_option("--vpp", args->vpp, "chunks per rank of 1f1b-i (default 2)")->default_val(2);
-  cmd->add_option("--unit-costs", args->unit_costs,
-                  "tf,tb,tw,tar[,ma]: per chunk forward, input-gradient, weight-gradient time, "
-                  "TP collective time of a forward (and of a backward), activations (default ma 1)")
-      ->required();
+  cmd->add_option(
+      "--unit-costs", args->unit_costs,
+      "tf,tb,tw,tar[,ma]: per chunk forward, input-gradient, weight-gradient time, "
+      "TP collective time of a forward (and of a backward), activations (default ma 1)");
+  cmd->add_option("--study", args->study,
+                  "run on a study's own costs (a name under configs/studies or a path) instead of "
+                  "uniform costs; with --scan and/or --explain");
+  cmd->add_flag("--explain", args->explain,
+                "with --study: each rank's exposed TP time by unit kind, phase and collective");
+  cmd->add_option("--schedule-csv", args->schedule_csv,
+                  "a PyTorch compute-only schedule CSV beside the named schedules (repeatable; "
+                  "no closed form)");
+  cmd->footer(
+      "Examples:\n"
+      "  braid theory --schedules 1f1b-i,zb-v,stp --pp 4 --microbatches 16 --unit-costs "
+      "1,1,1,0.25\n"
+      "  braid theory --schedules stp,zb-v --pp 4 --unit-costs 1,1,1,0.25 --scan m=8..64 --svg "
+      "scan.svg\n"
+      "  braid theory --study default --schedules stp,1f1b-i --scan m=16..64 --explain\n"
+      "See docs/theory.md.");
   cmd->add_flag("--json", args->json, "print JSON instead of a table");
   cmd->add_option("--scan", args->scan,
                   "m=A..B (p fixed by --pp) or p=A..B (m fixed by --microbatches): the simulated "

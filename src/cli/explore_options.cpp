@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <iostream>
 #include <sstream>
 
 #include "braid/error.hpp"
 #include "braid/schedule.hpp"
+#include "output.hpp"
 #include "study_options.hpp"
 
 namespace braid::cli {
@@ -100,9 +102,23 @@ void add_explore_study_options(CLI::App& cmd, ExploreStudyArgs& args) {
   cmd.add_option_function<int>(
       "--nodes", [&args](int v) { args.nodes = v; },
       "nodes of the cluster; default: the cluster's");
+  cmd.add_option_function<double>(
+      "--offload", [&args](double v) { args.offload = v; },
+      "activation offloading for schedules other than stp-offload: share (0..1) of the "
+      "microbatches whose chunk-0 activations go to host memory; default: the study's");
+  cmd.add_option_function<std::string>(
+         "--balance",
+         [&args](const std::string& v) {
+           args.balance = v == "cost" ? StageBalance::Cost : StageBalance::Uniform;
+         },
+         "layers per virtual stage: uniform or cost; default: the study's")
+      ->check(CLI::IsMember({"uniform", "cost"}));
   cmd.add_option("--mem-cap", args.mem_cap_gib,
                  "GiB a GPU may use for weights, gradients, optimizer state and activations; "
-                 "default: the GPU's memory less the profile's fixed overhead");
+                 "default: HBM less the profile's fixed overhead less --mem-margin");
+  cmd.add_option("--mem-margin", args.mem_margin_gib,
+                 "GiB kept free for the allocator (fragmentation); default 5% of HBM "
+                 "(docs/configuration.md, Memory cap)");
   args.jobs_option = cmd.add_option("--jobs", args.jobs,
                                     "worker threads (default: all cores); results do not depend "
                                     "on it");
@@ -110,11 +126,23 @@ void add_explore_study_options(CLI::App& cmd, ExploreStudyArgs& args) {
                "allow tp larger than a node (TP collectives over the inter-node link)");
 }
 
+void check_mem_margin(double margin_gib, bool cap_given) {
+  if (margin_gib == -1) return;
+  if (!(margin_gib >= 0) || margin_gib > 1e6)
+    throw InputError("--mem-margin", std::to_string(margin_gib),
+                     "must be a GiB count of 0 or more");
+  if (cap_given)
+    throw InputError("--mem-margin", std::to_string(margin_gib),
+                     "--mem-cap replaces the whole cap (HBM - fixed overhead - margin); give one "
+                     "of the two");
+}
+
 ExploreBase load_explore_base(const ExploreStudyArgs& args, bool need_own) {
   if (args.jobs_option != nullptr && args.jobs_option->count() > 0 && args.jobs < 1)
     throw InputError("--jobs", std::to_string(args.jobs), "must be 1 or more");
   if (args.mem_cap_gib != -1 && !(args.mem_cap_gib > 0))
     throw InputError("--mem-cap", std::to_string(args.mem_cap_gib), "must be a positive GiB count");
+  check_mem_margin(args.mem_margin_gib, args.mem_cap_gib != -1);
   StudyArgs sa;
   sa.study = args.study;
   sa.profile = args.profile;
@@ -122,6 +150,8 @@ ExploreBase load_explore_base(const ExploreStudyArgs& args, bool need_own) {
   if (!args.model.empty()) o.model = args.model;
   if (!args.cluster.empty()) o.cluster = args.cluster;
   o.nodes = args.nodes;
+  o.offload = args.offload;
+  o.balance = args.balance;
   ExploreBase base;
   if (need_own) {
     base.own = resolve_study(sa);
@@ -140,9 +170,28 @@ ExploreBase load_explore_base(const ExploreStudyArgs& args, bool need_own) {
 ExploreOptions explore_options(const ExploreStudyArgs& args) {
   ExploreOptions options;
   options.mem_cap_bytes = args.mem_cap_gib > 0 ? args.mem_cap_gib * 1024.0 * 1024.0 * 1024.0 : -1;
+  options.mem_margin_bytes =
+      args.mem_margin_gib >= 0 ? args.mem_margin_gib * 1024.0 * 1024.0 * 1024.0 : -1;
   options.jobs = args.jobs;
   options.tp_across_nodes = args.tp_across_nodes;
   return options;
+}
+
+void check_sweep_outputs(const SweepOutputs& out) {
+  if (out.top < 0) throw InputError("--top", std::to_string(out.top), "must be 0 (all) or more");
+  if (!out.csv.empty()) check_writable("--csv", out.csv);
+  if (!out.svg.empty()) check_writable("--svg", out.svg);
+}
+
+void write_sweep_outputs(const SweepResult& result, const SweepOutputs& out,
+                         const std::string& title) {
+  if (!out.csv.empty()) write_file("--csv", out.csv, sweep_csv(result));
+  if (!out.svg.empty()) write_file("--svg", out.svg, sweep_svg(result, title));
+  std::cout << (out.json ? sweep_json(result) : sweep_table(result, out.top));
+}
+
+std::string sweep_title(const Study& study) {
+  return "braid sweep: " + study.name + " (" + study.model.name + " on " + study.cluster.name + ")";
 }
 
 ProgressBar::ProgressBar() : enabled(isatty(STDERR_FILENO) != 0) {}

@@ -1,7 +1,8 @@
 // Command-line pieces shared by `sweep` and `search`: comma-separated list values (each item
 // checked, one InputError naming the option otherwise), the base study (loaded so that its own
 // sizes cannot make it fail before the sweep decides which combinations are valid), explorer
-// options (--mem-cap, --jobs, --tp-across-nodes) and a progress bar on stderr.
+// options (--mem-cap, --mem-margin, --jobs, --tp-across-nodes, --offload, --balance) and a progress
+// bar on stderr.
 #pragma once
 
 #include <chrono>
@@ -28,7 +29,10 @@ struct ExploreStudyArgs {
   std::string study = "configs/studies/default.yaml";
   std::string model, cluster, profile;
   std::optional<int> nodes;
+  std::optional<double> offload;
+  std::optional<StageBalance> balance;
   double mem_cap_gib = -1;
+  double mem_margin_gib = -1;
   int jobs = 0;
   bool tp_across_nodes = false;
   CLI::Option* jobs_option = nullptr;
@@ -44,6 +48,21 @@ struct ExploreBase {
 // `need_own`: some axis defaults to the study's value, so the study must be valid as written.
 ExploreBase load_explore_base(const ExploreStudyArgs& args, bool need_own);
 ExploreOptions explore_options(const ExploreStudyArgs& args);
+// --mem-margin: -1 (not given), else a GiB count >= 0, and not together with --mem-cap.
+void check_mem_margin(double margin_gib, bool cap_given);
+
+// What a sweep (or `braid merge` of its shards) writes: --csv, --svg files and the table or JSON
+// on stdout. Paths are checked writable by check_sweep_outputs() before any work.
+struct SweepOutputs {
+  std::string csv, svg;
+  bool json = false;
+  int top = 0;
+};
+void check_sweep_outputs(const SweepOutputs& out);
+void write_sweep_outputs(const SweepResult& result, const SweepOutputs& out,
+                         const std::string& title);
+// The chart title of a sweep of `study`.
+std::string sweep_title(const Study& study);
 
 // A progress bar with ETA on stderr, drawn only when stderr is a terminal and the work has
 // taken more than a second; erased by finish(). Calls come one at a time (ExploreOptions).

@@ -130,6 +130,7 @@ int main(int argc, char** argv) {
   braid::cli::register_calibrate(app);
   braid::cli::register_sweep(app);
   braid::cli::register_search(app);
+  braid::cli::register_merge(app);
 
   if (const int code = first_word(app, argc, argv, root); code >= 0) return code;
   try {

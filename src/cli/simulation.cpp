@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "braid/error.hpp"
@@ -29,6 +31,12 @@ void add_simulation_options(CLI::App& cmd, SimulationArgs& args) {
   args.offload_fraction_option =
       cmd.add_option("--offload-fraction", args.offload_fraction,
                      "stp-offload: share of microbatches whose chunk-0 activations are offloaded");
+  cmd.add_option("--mem-cap", args.mem_cap_gib,
+                 "GiB a GPU may use for model state + activations before a rank is reported oom; "
+                 "default: HBM less the profile's fixed overhead less --mem-margin");
+  cmd.add_option("--mem-margin", args.mem_margin_gib,
+                 "GiB kept free for the allocator (fragmentation); default 5% of HBM "
+                 "(docs/configuration.md, Memory cap)");
   cmd.add_flag("--force", args.force,
                "simulate even when the estimated memory is above the size limit (see "
                "docs/limits.md)");
@@ -85,7 +93,73 @@ void check_context_size(const SimulationContext& ctx, const SimulationArgs& args
   check_size(estimate, kDefaultMaxSimulationBytes, args.force, "--microbatches");
 }
 
+MemoryCap memory_cap_of(const Profile& profile, const SimulationArgs& args) {
+  if (args.mem_cap_gib != -1 && !(args.mem_cap_gib > 0))
+    throw InputError("--mem-cap", std::to_string(args.mem_cap_gib), "must be a positive GiB count");
+  if (args.mem_margin_gib != -1 && (!(args.mem_margin_gib >= 0) || args.mem_cap_gib != -1))
+    throw InputError("--mem-margin", std::to_string(args.mem_margin_gib),
+                     "must be a GiB count of 0 or more, and not with --mem-cap (which replaces "
+                     "the whole cap)");
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  ExploreOptions o;
+  o.mem_cap_bytes = args.mem_cap_gib > 0 ? args.mem_cap_gib * kGiB : -1;
+  o.mem_margin_bytes = args.mem_margin_gib >= 0 ? args.mem_margin_gib * kGiB : -1;
+  return memory_cap(profile, o);
+}
+
 }  // namespace
+
+Schedule read_schedule_csv(const std::string& path) {
+  if (std::filesystem::is_directory(path))
+    throw InputError("--schedule-csv", path, "is a directory; give a CSV file");
+  std::ifstream in(path);
+  if (!in) throw InputError("--schedule-csv", path, "cannot open the file");
+  Schedule s = read_pytorch_csv(in, path, 0);
+  const ValidationResult check = validate(s);
+  if (!check.ok()) throw InputError("--schedule-csv", path, check.error);
+  return s;
+}
+
+void check_file_schedule(const SimulationArgs& args, const Schedule& schedule,
+                         const std::string& option, const std::string& file) {
+  const StudyOverrides& o = args.study.overrides;
+  auto conflict = [&](const char* given, int value, int in_file, const std::string& what) {
+    throw InputError(given, std::to_string(value),
+                     "conflicts with " + option + " " + file + ", which has " +
+                         std::to_string(in_file) + " " + what + "; drop " + given + " or give " +
+                         given + " " + std::to_string(in_file));
+  };
+  if (o.pp && *o.pp != schedule.pp) conflict("--pp", *o.pp, schedule.pp, "ranks (rows)");
+  if (o.microbatches && *o.microbatches != schedule.microbatches)
+    conflict("--microbatches", *o.microbatches, schedule.microbatches, "microbatches");
+  if (o.vpp && *o.vpp != schedule.vpp) conflict("--vpp", *o.vpp, schedule.vpp, "stages per rank");
+}
+
+void adopt_file_schedule(SimulationContext& ctx, const SimulationArgs& args,
+                         const Schedule& schedule, const std::string& option,
+                         const std::string& file) {
+  check_file_schedule(args, schedule, option, file);
+  if (ctx.study) {
+    ctx.study->parallel.pp = schedule.pp;
+    ctx.study->training.microbatches = schedule.microbatches;
+    try {
+      validate_study(*ctx.study);
+    } catch (const InputError& e) {
+      throw InputError(option, file,
+                       "its pp " + std::to_string(schedule.pp) + " and " +
+                           std::to_string(schedule.microbatches) +
+                           " microbatches do not fit study " + ctx.study->name + ": " + e.problem);
+    }
+  }
+  ctx.pp = schedule.pp;
+  ctx.microbatches = schedule.microbatches;
+  check_context_size(ctx, args);
+}
+
+std::string setting_header(const SimulationContext& ctx) {
+  if (!ctx.study) return "";
+  return "setting: " + study_setting(*ctx.study) + "\n" + memory_cap_text(ctx.cap) + "\n\n";
+}
 
 SimulationContext resolve_context(const SimulationArgs& args) {
   SimulationContext ctx;
@@ -121,6 +195,7 @@ SimulationContext resolve_context(const SimulationArgs& args) {
   ctx.study = resolve_study(args.study);
   ctx.profile = resolve_profile(args.study, *ctx.study);
   ctx.study_name = ctx.study->name;
+  ctx.cap = memory_cap_of(*ctx.profile, args);
   ctx.pp = ctx.study->parallel.pp;
   ctx.vpp = ctx.study->parallel.vpp;
   ctx.microbatches = ctx.study->training.microbatches;
@@ -165,6 +240,7 @@ SimulationResult simulate_schedule(const SimulationContext& ctx, const Schedule&
                         std::to_string(schedule.microbatches) + ")");
   }
   r.report = make_report(ctx.study_name, r.schedule, r.cost, r.dag, r.timeline);
+  if (ctx.study) apply_memory_cap(r.report, ctx.cap.cap_bytes, ctx.cap.fixed_overhead_bytes);
   return r;
 }
 

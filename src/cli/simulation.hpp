@@ -12,6 +12,7 @@
 
 #include "braid/cost_model.hpp"
 #include "braid/dag.hpp"
+#include "braid/explore.hpp"
 #include "braid/report.hpp"
 #include "braid/schedule.hpp"
 #include "braid/simulator.hpp"
@@ -28,6 +29,7 @@ struct SimulationArgs {
   int group_size = 0;
   double offload_fraction = 1.0;
   bool force = false;  // run even above the size guard's memory limit (size_limit.hpp)
+  double mem_cap_gib = -1, mem_margin_gib = -1;  // the memory cap (explore.hpp, MemoryCap)
   CLI::Option* study_option = nullptr;
   CLI::Option* group_size_option = nullptr;
   CLI::Option* offload_fraction_option = nullptr;
@@ -47,6 +49,7 @@ struct SimulationContext {
   int pp = 1, vpp = 2, microbatches = 1;
   LowerOptions lower;
   SimOptions sim;
+  MemoryCap cap;  // study mode: a rank over it is reported oom
 };
 SimulationContext resolve_context(const SimulationArgs& args);
 
@@ -65,6 +68,24 @@ GivenOptions given_schedule_options(const SimulationArgs& args);
 // is a bug (InternalError); for an imported one (a CSV) it is the file's fault (InputError).
 SimulationResult simulate_schedule(const SimulationContext& ctx, const Schedule& schedule,
                                    bool generated = true);
+
+// A schedule read from a file (--schedule-csv; another file kind can reuse this): in study mode
+// the study takes pp and microbatches from it (re-validated: dp follows), so that the file alone
+// is enough; an option given on the command line that disagrees is an InputError naming the
+// option, the file and the value to give. In uniform-cost mode the sizes must match --pp and
+// --microbatches. `option` names the file's option in messages.
+// The option checks of adopt_file_schedule() alone, for use before the context is resolved (so
+// that a conflicting --pp is named as such, not as a study that does not divide).
+void check_file_schedule(const SimulationArgs& args, const Schedule& schedule,
+                         const std::string& option, const std::string& file);
+void adopt_file_schedule(SimulationContext& ctx, const SimulationArgs& args,
+                         const Schedule& schedule, const std::string& option,
+                         const std::string& file);
+// Reads and validates a PyTorch compute-only CSV (microbatches inferred from the file).
+Schedule read_schedule_csv(const std::string& path);
+
+// Study mode: "setting: <study_setting>" and the memory cap line, for the text headers.
+std::string setting_header(const SimulationContext& ctx);
 
 // Parses "tf,tb,tw,tar[,ma]"; throws InputError naming --unit-costs.
 UniformCosts parse_unit_costs(const std::string& text);

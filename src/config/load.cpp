@@ -85,6 +85,13 @@ ClusterConfig read_cluster(YamlMap& c, const fs::path& file) {
   cluster.nodes = c.positive_int("nodes");
   cluster.gpus_per_node = c.positive_int("gpus_per_node");
   cluster.profile = c.string("profile");
+  // A profile given as a relative path is next to the cluster file (named profiles stay names).
+  if (const fs::path pf(cluster.profile);
+      pf.is_relative() && (cluster.profile.find('/') != std::string::npos ||
+                           pf.extension() == ".yaml" || pf.extension() == ".yml")) {
+    const fs::path local = file.parent_path() / pf;
+    if (fs::is_regular_file(local)) cluster.profile = local.string();
+  }
   cluster.intra_node.name = "nvlink";
   cluster.inter_node.name = "ib";
   cluster.host.name = "pcie";
@@ -269,10 +276,12 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
   std::string model_name = s.string("model");
   std::string cluster_name = s.string("cluster");
   fs::path model_file = o.model ? detail::resolve_named("models", *o.model, "--model", "model")
-                                : detail::resolve_named("models", model_name, study.file, "model");
+                                : detail::resolve_named("models", model_name, study.file, "model",
+                                                        file.parent_path());
   fs::path cluster_file =
       o.cluster ? detail::resolve_named("clusters", *o.cluster, "--cluster", "cluster")
-                : detail::resolve_named("clusters", cluster_name, study.file, "cluster");
+                : detail::resolve_named("clusters", cluster_name, study.file, "cluster",
+                                        file.parent_path());
   study.model = load_model(model_file);
   study.cluster = load_cluster(cluster_file);
   // A study may use part of a cluster (or more nodes of the same kind).

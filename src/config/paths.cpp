@@ -50,20 +50,27 @@ std::vector<std::string> known_names(const std::string& kind) {
 // Resolves a name or a path; on failure throws InputError(where, field, ...) listing the known
 // names of that kind.
 fs::path resolve_named(const std::string& kind, const std::string& name_or_path,
-                       const std::string& where, const std::string& field) {
+                       const std::string& where, const std::string& field,
+                       const fs::path& relative_to) {
   if (name_or_path.empty()) throw InputError(where, field, "empty name");
   fs::path as_path(name_or_path);
   bool looks_like_path = name_or_path.find('/') != std::string::npos ||
                          as_path.extension() == ".yaml" || as_path.extension() == ".yml";
   if (looks_like_path) {
-    if (fs::is_regular_file(as_path)) return as_path;
-    if (fs::is_directory(as_path))
+    // Inside a YAML file a relative path means "next to this file", so that a study and its model
+    // travel together and work from any working directory.
+    const fs::path local = as_path.is_relative() ? relative_to / as_path : as_path;
+    if (fs::is_regular_file(local)) return local;
+    if (fs::is_directory(local))
       throw InputError(where, field, "'" + name_or_path + "' is a directory; give a .yaml file");
     // A path relative to the data root ("configs/studies/default.yaml" from anywhere).
     if (as_path.is_relative() && fs::is_regular_file(data_root() / as_path)) {
       return data_root() / as_path;
     }
-    throw InputError(where, field, "no such file '" + name_or_path + "'");
+    const std::string looked =
+        relative_to.empty() ? std::string()
+                            : " (looked next to " + where + " and in " + data_root().string() + ")";
+    throw InputError(where, field, "no such file '" + name_or_path + "'" + looked);
   }
   fs::path named = config_dir(kind) / (name_or_path + ".yaml");
   if (fs::is_regular_file(named)) return named;

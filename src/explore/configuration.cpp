@@ -1,5 +1,6 @@
 // Configurations of the explorer: the cross product of the sweep axes, and a study with one
 // configuration's sizes applied and validated.
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,52 @@ std::vector<Configuration> cross_product(const SweepAxes& axes) {
                     out.push_back(c);
                   }
   return out;
+}
+
+MemoryCap memory_cap(const Profile& profile, const ExploreOptions& options) {
+  MemoryCap cap;
+  cap.hbm_bytes = profile.hbm_bytes;
+  cap.fixed_overhead_bytes = profile.fixed_overhead_bytes;
+  cap.margin_bytes = options.mem_margin_bytes >= 0 ? options.mem_margin_bytes
+                                                   : kDefaultMarginShare * profile.hbm_bytes;
+  cap.given = options.mem_cap_bytes >= 0;
+  cap.cap_bytes = cap.given ? options.mem_cap_bytes
+                            : cap.hbm_bytes - cap.fixed_overhead_bytes - cap.margin_bytes;
+  return cap;
+}
+
+std::string memory_cap_text(const MemoryCap& cap) {
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  char buf[256];
+  if (cap.given)
+    std::snprintf(buf, sizeof buf,
+                  "memory cap %.2f GiB for model state + activations (--mem-cap); peak GiB adds "
+                  "the %.2f GiB fixed overhead",
+                  cap.cap_bytes / kGiB, cap.fixed_overhead_bytes / kGiB);
+  else
+    std::snprintf(buf, sizeof buf,
+                  "memory cap %.2f GiB for model state + activations = HBM %.2f - fixed overhead "
+                  "%.2f - allocator margin %.2f GiB; peak GiB adds the fixed overhead",
+                  cap.cap_bytes / kGiB, cap.hbm_bytes / kGiB, cap.fixed_overhead_bytes / kGiB,
+                  cap.margin_bytes / kGiB);
+  return buf;
+}
+
+void apply_memory_cap(Report& report, double cap_bytes, double fixed_overhead_bytes) {
+  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+  report.oom = false;
+  report.oom_rank = -1;
+  report.oom_over_gib = 0;
+  for (RankReport& r : report.ranks) {
+    const double over = r.peak_memory_bytes - fixed_overhead_bytes - cap_bytes;
+    r.oom = over > 0;
+    r.over_bytes = r.oom ? over : 0;
+    if (r.oom && (!report.oom || over > report.oom_over_gib * kGiB)) {
+      report.oom = true;
+      report.oom_rank = r.rank;
+      report.oom_over_gib = over / kGiB;
+    }
+  }
 }
 
 Study configure(const Study& base, const Configuration& c) {

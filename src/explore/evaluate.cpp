@@ -90,8 +90,7 @@ SizeEstimate configuration_size(const Study& study, const Configuration& c) {
 }
 
 double cap_bytes(const Profile& profile, const ExploreOptions& options) {
-  return options.mem_cap_bytes >= 0 ? options.mem_cap_bytes
-                                    : profile.hbm_bytes - profile.fixed_overhead_bytes;
+  return memory_cap(profile, options).cap_bytes;
 }
 
 double max_static_bytes(const CostModel& cost, const Schedule& schedule) {
@@ -129,6 +128,7 @@ void finish(Evaluation& e, const Study& study, const Schedule& schedule, const C
     internal_error(e.config, err);
   }
   e.report = make_report(study.name, schedule, cost, dag, timeline);
+  apply_memory_cap(e.report, cap, cost.fixed_overhead_bytes);  // the report's oom agrees
   double peak = 0, stat = 0;
   int worst = 0;
   for (const RankReport& r : e.report.ranks) {

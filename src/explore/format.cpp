@@ -104,6 +104,20 @@ std::vector<int> output_order(const SweepResult& result) {
 
 }  // namespace
 
+std::string study_setting(const Study& st) {
+  const ParallelConfig& p = st.parallel;
+  const TrainingConfig& t = st.training;
+  return "model " + st.model.name + " on " + st.cluster.name + " (" +
+         std::to_string(st.cluster.nodes) + " x " + std::to_string(st.cluster.gpus_per_node) +
+         " GPUs): tp " + std::to_string(p.tp) + ", pp " + std::to_string(p.pp) + ", dp " +
+         std::to_string(p.dp) + ", seq " + std::to_string(t.seq) + ", mbs " +
+         std::to_string(t.micro_batch_size) + ", m " + std::to_string(t.microbatches) +
+         ", global batch " + std::to_string(p.dp * t.micro_batch_size * t.microbatches) + ", sp " +
+         (p.sequence_parallel ? "on" : "off") + ", recompute " +
+         explore::recompute_name(t.recompute) + ", offload " + fmt("%g", t.offload) +
+         ", distributed optimizer " + (t.distributed_optimizer ? "on" : "off");
+}
+
 std::string sweep_table(const SweepResult& result, int top) {
   const std::vector<Evaluation>& rows = result.rows;
   std::string study;
@@ -116,29 +130,42 @@ std::string sweep_table(const SweepResult& result, int top) {
   if (!study.empty()) out += " of study " + study;
   out += ": " + std::to_string(rows.size()) + " configurations, " + std::to_string(result.valid) +
          " valid (" + std::to_string(result.oom) + " oom), " + std::to_string(result.invalid) +
-         " invalid; memory cap " + fmt("%.2f", result.mem_cap_gib) +
-         " GiB for model state + activations (peak GiB adds the " +
-         fmt("%.2f", result.fixed_overhead_gib) + " GiB fixed overhead)\n";
+         " invalid\n" + memory_cap_text(result.cap) + "\n";
   out +=
       "* = best of its (tp, pp, seq) group that fits; speed-up: tokens/s over 1f1b-i at the "
       "same sizes\n\n";
   std::vector<std::vector<std::string>> table;
-  table.push_back({"#", "", "schedule", "tp", "pp", "vpp", "dp", "seq", "mbs", "m", "sp",
-                   "recompute", "tokens/s", "MFU", "TP bubble", "PP bubble", "peak GiB",
-                   "vs 1f1b-i", "status"});
+  table.push_back({"#",         "",           "schedule",  "tp",    "pp",           "vpp",
+                   "dp",        "seq",        "mbs",       "m",     "global batch", "sp",
+                   "recompute", "step s",     "tokens/s",  "MFU",   "TP bubble",    "PP bubble",
+                   "peak GiB",  "margin GiB", "vs 1f1b-i", "status"});
   const int shown = top > 0 ? std::min(top, static_cast<int>(result.ranking.size()))
                             : static_cast<int>(result.ranking.size());
   for (int k = 0; k < shown; ++k) {
     const Evaluation& e = rows[result.ranking[k]];
     const Configuration& c = e.config;
-    table.push_back(
-        {std::to_string(k + 1), e.group_best ? "*" : "", c.schedule, std::to_string(c.tp),
-         std::to_string(c.pp), std::to_string(c.vpp), std::to_string(e.dp), std::to_string(c.seq),
-         std::to_string(c.mbs), std::to_string(c.microbatches), c.sp ? "on" : "off",
-         explore::recompute_name(c.recompute), fmt("%.0f", e.report.tokens_per_s),
-         percent(e.report.mfu), percent(e.report.tp_bubble_rate), percent(e.report.pp_bubble_rate),
-         fmt("%.2f", e.report.max_peak_memory_gib), e.speedup > 0 ? fmt("%.3fx", e.speedup) : "-",
-         e.status == RowStatus::Oom ? "OOM" : "ok"});
+    table.push_back({std::to_string(k + 1),
+                     e.group_best ? "*" : "",
+                     c.schedule,
+                     std::to_string(c.tp),
+                     std::to_string(c.pp),
+                     std::to_string(c.vpp),
+                     std::to_string(e.dp),
+                     std::to_string(c.seq),
+                     std::to_string(c.mbs),
+                     std::to_string(c.microbatches),
+                     std::to_string(e.dp * c.mbs * c.microbatches),
+                     c.sp ? "on" : "off",
+                     explore::recompute_name(c.recompute),
+                     fmt("%.3f", e.report.iteration_time_s),
+                     fmt("%.0f", e.report.tokens_per_s),
+                     percent(e.report.mfu),
+                     percent(e.report.tp_bubble_rate),
+                     percent(e.report.pp_bubble_rate),
+                     fmt("%.2f", e.report.max_peak_memory_gib),
+                     fmt("%.2f", result.mem_cap_gib - e.model_peak_gib),
+                     e.speedup > 0 ? fmt("%.3fx", e.speedup) : "-",
+                     e.status == RowStatus::Oom ? "OOM" : "ok"});
   }
   out += explore::text_table(table);
   if (shown < static_cast<int>(result.ranking.size()))
@@ -194,6 +221,11 @@ std::string sweep_json(const SweepResult& result) {
   nlohmann::ordered_json j;
   j["mem_cap_gib"] = result.mem_cap_gib;
   j["fixed_overhead_gib"] = result.fixed_overhead_gib;
+  j["hbm_gib"] = result.cap.hbm_bytes / (1024.0 * 1024.0 * 1024.0);
+  j["allocator_margin_gib"] =
+      result.cap.given
+          ? nlohmann::ordered_json(nullptr)
+          : nlohmann::ordered_json(result.cap.margin_bytes / (1024.0 * 1024.0 * 1024.0));
   j["configurations"] = result.rows.size();
   j["valid"] = result.valid;
   j["oom"] = result.oom;

@@ -5,6 +5,7 @@
 
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -94,6 +95,19 @@ template <typename F>
 void parallel_for(int n, int jobs, F&& f);
 
 int resolve_jobs(int jobs);
+
+// Calls options.progress (if set) once per finished task, one call at a time, from any thread.
+struct Ticker {
+  const ExploreOptions& options;
+  int total = 0;
+  std::mutex mutex{};
+  int done = 0;
+  void tick() {
+    if (!options.progress) return;
+    std::lock_guard<std::mutex> lock(mutex);
+    options.progress(++done, total);
+  }
+};
 
 }  // namespace braid::explore
 

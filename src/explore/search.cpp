@@ -5,6 +5,7 @@
 // and the search stops once no unsimulated candidate can enter the top K. The batches do not
 // depend on --jobs, so neither does the result.
 #include <algorithm>
+#include <mutex>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -47,15 +48,16 @@ using explore::fmt;
 std::string pct(double rate) { return explore::percent(rate, 1); }
 std::string pts(double a, double b) { return pct(a) + " vs " + pct(b); }
 
-// Why `second` is slower than `best`: the bubble that grew most, else the compute itself (MFU at
-// equal bubbles: thinner GEMMs at a larger tp, a smaller micro-batch, recomputation); and what it
-// offers in exchange (memory).
+// Why `second` is slower than `best`: every field in which it differs, the bubble that grew
+// most, else the compute itself (MFU at equal bubbles: thinner GEMMs at a larger tp, a smaller
+// micro-batch, recomputation); and what it offers in exchange (memory).
 std::string why_slower(const Evaluation& best, const Evaluation& second) {
   const Report& a = best.report;
   const Report& b = second.report;
   const double slower = 1 - b.tokens_per_s / a.tokens_per_s;
   std::string s = "the runner-up (" + explore::describe(second.config) + ", dp " +
-                  std::to_string(second.dp) + ") is " + fmt("%.2f%%", slower * 100) + " slower: ";
+                  std::to_string(second.dp) + ") is " + fmt("%.2f%%", slower * 100) +
+                  " slower; it " + differences(second, best) + ": ";
   const double d_pp = b.pp_bubble_rate - a.pp_bubble_rate;
   const double d_tp = b.tp_bubble_rate - a.tp_bubble_rate;
   const double d_off = b.offload_stall_rate - a.offload_stall_rate;
@@ -68,15 +70,6 @@ std::string why_slower(const Evaluation& best, const Evaluation& second) {
   } else {
     s += "bubbles alike (PP " + pts(b.pp_bubble_rate, a.pp_bubble_rate) + ", TP " +
          pts(b.tp_bubble_rate, a.tp_bubble_rate) + "), its compute is slower";
-    const Configuration& x = second.config;
-    const Configuration& y = best.config;
-    if (x.tp != y.tp)
-      s += " (tp " + std::to_string(x.tp) + " vs " + std::to_string(y.tp) +
-           " changes the GEMM sizes per GPU)";
-    else if (x.mbs != y.mbs)
-      s += " (micro-batch size " + std::to_string(x.mbs) + " vs " + std::to_string(y.mbs) + ")";
-    else if (x.recompute != y.recompute)
-      s += " (recomputation)";
   }
   s += "; MFU " + pts(b.mfu, a.mfu) + "; peak memory " + fmt("%.1f", b.max_peak_memory_gib) +
        " vs " + fmt("%.1f", a.max_peak_memory_gib) + " GiB";
@@ -154,8 +147,9 @@ std::vector<Configuration> search_candidates(const Study& study, const SearchSpa
         axes.seq = {study.training.seq};
         axes.mbs = {mbs};
         axes.microbatches = {per_replica / mbs};
-        axes.sp = {study.parallel.sequence_parallel};
-        axes.recompute = {study.training.recompute};
+        axes.sp = space.sp.empty() ? std::vector<bool>{study.parallel.sequence_parallel} : space.sp;
+        axes.recompute = space.recompute.empty() ? std::vector<Recompute>{study.training.recompute}
+                                                 : space.recompute;
         axes.schedules = space.schedules;
         for (const Configuration& c : cross_product(axes)) out.push_back(c);
       }
@@ -167,37 +161,66 @@ std::vector<Configuration> search_candidates(const Study& study, const SearchSpa
   return out;
 }
 
-SearchResult search(const Study& base, const Profile& profile, const SearchSpace& space,
-                    const ExploreOptions& options) {
+namespace {
+
+// The setting every row shares, for the header.
+std::string setting_of(const Study& study, const SearchSpace& space) {
+  std::string sp, rc;
+  if (space.sp.empty()) sp = study.parallel.sequence_parallel ? "on" : "off";
+  for (bool b : space.sp) sp += (sp.empty() ? "" : ",") + std::string(b ? "on" : "off");
+  if (space.recompute.empty()) rc = explore::recompute_name(study.training.recompute);
+  for (Recompute r : space.recompute)
+    rc += (rc.empty() ? "" : ",") + std::string(explore::recompute_name(r));
+  return std::to_string(study.cluster.gpus()) + " GPUs of " + study.cluster.name + " (" +
+         std::to_string(study.cluster.nodes) + " x " + std::to_string(study.cluster.gpus_per_node) +
+         "), model " + study.model.name + ", global batch " + std::to_string(space.global_batch) +
+         ", seq " + std::to_string(study.training.seq) + ", sp " + sp + ", recompute " + rc +
+         ", offload " + fmt("%g", study.training.offload) + ", distributed optimizer " +
+         (study.training.distributed_optimizer ? "on" : "off");
+}
+
+SearchResult search_once(const Study& base, const Profile& profile, const SearchSpace& space,
+                         const ExploreOptions& options) {
   const Study study = with_gpus(base, space.gpus);
   const std::vector<Configuration> configs = search_candidates(study, space);
   const int n = static_cast<int>(configs.size());
-  const double cap = explore::cap_bytes(profile, options);
   SearchResult result;
+  result.cap = memory_cap(profile, options);
+  const double cap = result.cap.cap_bytes;
   result.candidates = n;
   result.mem_cap_gib = cap / kGiB;
+  result.gpus = space.gpus;
+  result.global_batch = space.global_batch;
+  result.setting = setting_of(study, space);
   std::vector<Evaluation> rows(n);
   const explore::Workbench wb = explore::build_workbench(study, profile, configs, options, rows);
+  std::vector<bool> listed(n, false);  // goes into result.rows
 
   // Memory first: static memory over the cap rules a candidate out without simulating it.
   std::vector<int> open;
   std::vector<double> bound(n, 0);
-  double least_static = -1;
+  bool any_valid = false;
   for (int i = 0; i < n; ++i) {
     if (!wb.ready(i)) {
       ++result.invalid;
+      listed[i] = true;
       continue;
     }
+    any_valid = true;
     const double stat = explore::max_static_bytes(wb.cost(i), wb.schedule(i));
-    least_static = least_static < 0 ? stat : std::min(least_static, stat);
     if (stat > cap) {
       ++result.pruned_memory;
+      rows[i].reason = "static memory (weights, gradients, optimizer state) " +
+                       fmt("%.2f GiB", stat / kGiB) + " over the " + fmt("%.2f GiB", cap / kGiB) +
+                       " cap; not simulated";
+      rows[i].dp = study.cluster.gpus() / (configs[i].tp * configs[i].pp);
+      listed[i] = true;
       continue;
     }
     bound[i] = throughput_upper_bound(wb.cost(i), wb.schedule(i));
     open.push_back(i);
   }
-  if (least_static < 0) {
+  if (!any_valid) {
     std::string first;
     for (const Evaluation& e : rows)
       if (!e.reason.empty()) {
@@ -208,11 +231,6 @@ SearchResult search(const Study& base, const Profile& profile, const SearchSpace
         "search", "candidates",
         "none of the " + std::to_string(n) + " layouts is valid (first: " + first + ")");
   }
-  if (open.empty())
-    throw InputError("--mem-cap", fmt("%.2f GiB", cap / kGiB),
-                     "below the static memory (weights, gradients, optimizer state) of every "
-                     "layout; the smallest needs " +
-                         fmt("%.2f GiB", least_static / kGiB));
 
   const int top = std::max(1, space.top);
   result.exhaustive = static_cast<int>(open.size()) <= space.exhaustive_limit;
@@ -224,6 +242,7 @@ SearchResult search(const Study& base, const Profile& profile, const SearchSpace
       return rows[a].report.tokens_per_s > rows[b].report.tokens_per_s;
     return a < b;
   };
+  explore::Ticker ticker{options, static_cast<int>(open.size())};
   std::vector<int> fit, simulated;
   std::size_t next = 0;
   while (next < open.size()) {
@@ -244,10 +263,12 @@ SearchResult search(const Study& base, const Profile& profile, const SearchSpace
     explore::parallel_for(static_cast<int>(mine.size()), options.jobs, [&](int k) {
       const int i = batch[mine[k]];
       explore::finish_row(rows[i], wb, i, cap, options);
+      ticker.tick();
     });
     explore::exchange_rows(options.group, costs, batch, rows);
     for (std::size_t k = next; k < end; ++k) {
       const int i = open[k];
+      listed[i] = true;
       if (rows[i].status == RowStatus::Invalid) {
         ++result.invalid;
         continue;
@@ -270,37 +291,197 @@ SearchResult search(const Study& base, const Profile& profile, const SearchSpace
     result.has_fastest_oom = true;
   }
   if (result.best.size() >= 2) result.why_runner_up = why_runner_up(result.best);
+  for (int i = 0; i < n; ++i)
+    if (listed[i]) result.rows.push_back(std::move(rows[i]));
   return result;
 }
 
+// The levers, each alone, then all together if none is enough. A lever already in effect is
+// left out.
+std::vector<Lever> try_levers(const Study& base, const Profile& profile, const SearchSpace& space,
+                              const ExploreOptions& options) {
+  struct Try {
+    std::string name;
+    SearchSpace space;
+    Study study;
+  };
+  SearchSpace quiet = space;
+  quiet.try_levers = false;
+  quiet.top = 1;
+  std::vector<Try> tries;
+  auto has = [](const auto& list, auto value) {
+    return std::find(list.begin(), list.end(), value) != list.end();
+  };
+  const bool sp_on = space.sp.empty() ? base.parallel.sequence_parallel : has(space.sp, true);
+  const std::vector<Recompute> rc =
+      space.recompute.empty() ? std::vector<Recompute>{base.training.recompute} : space.recompute;
+  Try all{"all of them together", quiet, base};
+  if (!sp_on) {
+    Try t{"--sp on", quiet, base};
+    t.space.sp = {true};
+    all.space.sp = {true};
+    tries.push_back(t);
+  }
+  for (Recompute r : {Recompute::Selective, Recompute::Full}) {
+    if (has(rc, r)) continue;
+    Try t{std::string("--recompute ") + explore::recompute_name(r), quiet, base};
+    t.space.recompute = {r};
+    tries.push_back(t);
+  }
+  if (!has(rc, Recompute::Full)) all.space.recompute = {Recompute::Full};
+  if (base.training.offload < 1) {
+    Try t{"--offload 1", quiet, base};
+    t.study.training.offload = 1;
+    all.study.training.offload = 1;
+    tries.push_back(t);
+  }
+  if (!base.training.distributed_optimizer) {
+    Try t{"distributed optimizer (training.distributed_optimizer: true)", quiet, base};
+    t.study.training.distributed_optimizer = true;
+    all.study.training.distributed_optimizer = true;
+    tries.push_back(t);
+  }
+  const std::size_t alone = tries.size();
+  if (alone > 1) tries.push_back(all);
+  std::vector<Lever> out;
+  for (std::size_t k = 0; k < tries.size(); ++k) {
+    if (k == alone) {
+      bool any = false;
+      for (const Lever& l : out) any = any || l.fits;
+      if (any) break;  // together only when no lever alone is enough
+    }
+    Lever lever;
+    lever.name = tries[k].name;
+    try {
+      SearchResult r = search_once(tries[k].study, profile, tries[k].space, options);
+      lever.fits = !r.best.empty();
+      lever.best = r.best;
+      if (!lever.fits)
+        lever.detail = r.has_fastest_oom
+                           ? "still over the cap: the fastest layout " +
+                                 explore::describe(r.fastest_oom.config) + ": " +
+                                 r.fastest_oom.reason
+                           : "still over the cap: the static memory of every layout exceeds it";
+    } catch (const InputError& e) {
+      lever.detail = "does not apply: " + explore::reason_of(e);
+    }
+    out.push_back(std::move(lever));
+  }
+  return out;
+}
+
+}  // namespace
+
+SearchResult search(const Study& base, const Profile& profile, const SearchSpace& space,
+                    const ExploreOptions& options) {
+  SearchResult result = search_once(base, profile, space, options);
+  if (result.best.empty() && space.try_levers)
+    result.levers = try_levers(base, profile, space, options);
+  return result;
+}
+
+std::string differences(const Evaluation& a, const Evaluation& b) {
+  const Configuration& x = a.config;
+  const Configuration& y = b.config;
+  std::vector<std::string> d;
+  auto num = [&d](const char* field, int u, int v) {
+    if (u != v)
+      d.push_back(std::string(field) + " " + std::to_string(u) + " vs " + std::to_string(v));
+  };
+  if (x.schedule != y.schedule) d.push_back("schedule " + x.schedule + " vs " + y.schedule);
+  num("tp", x.tp, y.tp);
+  num("pp", x.pp, y.pp);
+  num("dp", a.dp, b.dp);
+  num("vpp", x.vpp, y.vpp);
+  num("seq", x.seq, y.seq);
+  num("mbs", x.mbs, y.mbs);
+  num("m", x.microbatches, y.microbatches);
+  if (x.sp != y.sp)
+    d.push_back(std::string("sp ") + (x.sp ? "on" : "off") + " vs " + (y.sp ? "on" : "off"));
+  if (x.recompute != y.recompute)
+    d.push_back(std::string("recompute ") + explore::recompute_name(x.recompute) + " vs " +
+                explore::recompute_name(y.recompute));
+  if (d.empty()) return "";
+  std::string s = "differs in ";
+  for (std::size_t k = 0; k < d.size(); ++k) s += (k ? ", " : "") + d[k];
+  return s;
+}
+
+namespace {
+
+std::string margin_gib(const Evaluation& e, const MemoryCap& cap) {
+  return fmt("%.2f", cap.cap_bytes / kGiB - e.model_peak_gib);
+}
+
+std::vector<std::string> row_cells(std::size_t k, const Evaluation& e, const MemoryCap& cap) {
+  const Configuration& c = e.config;
+  return {std::to_string(k),
+          c.schedule,
+          std::to_string(c.tp),
+          std::to_string(c.pp),
+          std::to_string(e.dp),
+          std::to_string(c.vpp),
+          std::to_string(c.mbs),
+          std::to_string(c.microbatches),
+          std::to_string(e.dp * c.mbs * c.microbatches),
+          c.sp ? "on" : "off",
+          explore::recompute_name(c.recompute),
+          fmt("%.3f", e.report.iteration_time_s),
+          fmt("%.0f", e.report.tokens_per_s),
+          explore::percent(e.report.mfu),
+          explore::percent(e.report.tp_bubble_rate),
+          explore::percent(e.report.pp_bubble_rate),
+          fmt("%.2f", e.report.max_peak_memory_gib),
+          margin_gib(e, cap)};
+}
+
+const std::vector<std::string> kHeader = {
+    "#",        "schedule", "tp",           "pp",        "dp",        "vpp",
+    "mbs",      "m",        "global batch", "sp",        "recompute", "step s",
+    "tokens/s", "MFU",      "TP bubble",    "PP bubble", "peak GiB",  "margin GiB"};
+
+std::string levers_text(const SearchResult& r) {
+  std::string out = "\nwhat would make it fit (each lever alone; the fastest layout with it):\n";
+  const double ref = r.has_fastest_oom ? r.fastest_oom.report.iteration_time_s : 0;
+  for (const Lever& l : r.levers) {
+    out += "  " + l.name + ": ";
+    if (l.fits) {
+      const Evaluation& e = l.best.front();
+      out += "fits: " + explore::describe(e.config) + ", dp " + std::to_string(e.dp) + ", " +
+             fmt("%.3f s", e.report.iteration_time_s) + " per step, peak " +
+             fmt("%.2f GiB", e.report.max_peak_memory_gib) + " (margin " + margin_gib(e, r.cap) +
+             " GiB)";
+      if (ref > 0)
+        out += "; cost: " + fmt("%+.1f%%", (e.report.iteration_time_s / ref - 1) * 100) +
+               " step time against the fastest layout over the cap (" + fmt("%.3f s", ref) + ")";
+    } else {
+      out += l.detail;
+    }
+    out += "\n";
+  }
+  out += "  (more PP: every pp that divides the GPUs is already among the candidates)\n";
+  return out;
+}
+
+}  // namespace
+
 std::string search_text(const SearchResult& r) {
-  std::string out = "search: " + std::to_string(r.candidates) + " candidate layouts, " +
-                    std::to_string(r.invalid) + " invalid, " + std::to_string(r.pruned_memory) +
-                    " ruled out by static memory (no simulation), " +
-                    (r.exhaustive ? std::string("exhaustive: every other one simulated (") +
-                                        std::to_string(r.simulated) + ")"
-                                  : std::string("pruned: ") + std::to_string(r.simulated) +
-                                        " simulated in order "
-                                        "of a throughput upper bound, " +
-                                        std::to_string(r.pruned_bound) +
-                                        " skipped (bound below the top results)") +
-                    "; memory cap " + fmt("%.2f", r.mem_cap_gib) + " GiB\n\n";
+  std::string out = "search: " + r.setting + "\n" + memory_cap_text(r.cap) + "\n";
+  out += std::to_string(r.candidates) + " candidate layouts, " + std::to_string(r.invalid) +
+         " invalid, " + std::to_string(r.pruned_memory) +
+         " ruled out by static memory (no simulation), " +
+         (r.exhaustive
+              ? std::string("exhaustive: every other one simulated (") +
+                    std::to_string(r.simulated) + ")"
+              : std::string("pruned: ") + std::to_string(r.simulated) +
+                    " simulated in order of a throughput upper bound, " +
+                    std::to_string(r.pruned_bound) + " skipped (bound below the top results)") +
+         "; ranked by step time (every row runs the same global batch)\n\n";
   if (r.best.empty()) {
     out += "no layout fits in the memory cap\n";
   } else {
-    std::vector<std::vector<std::string>> t;
-    t.push_back({"#", "schedule", "tp", "pp", "dp", "mbs", "m", "vpp", "tokens/s", "MFU",
-                 "TP bubble", "PP bubble", "peak GiB"});
-    for (std::size_t k = 0; k < r.best.size(); ++k) {
-      const Evaluation& e = r.best[k];
-      const Configuration& c = e.config;
-      t.push_back({std::to_string(k + 1), c.schedule, std::to_string(c.tp), std::to_string(c.pp),
-                   std::to_string(e.dp), std::to_string(c.mbs), std::to_string(c.microbatches),
-                   std::to_string(c.vpp), fmt("%.0f", e.report.tokens_per_s),
-                   explore::percent(e.report.mfu), explore::percent(e.report.tp_bubble_rate),
-                   explore::percent(e.report.pp_bubble_rate),
-                   fmt("%.2f", e.report.max_peak_memory_gib)});
-    }
+    std::vector<std::vector<std::string>> t{kHeader};
+    for (std::size_t k = 0; k < r.best.size(); ++k) t.push_back(row_cells(k + 1, r.best[k], r.cap));
     out += explore::text_table(t);
     out += "\nbest: " + explore::describe(r.best[0].config) + " with dp " +
            std::to_string(r.best[0].dp) + "\n";
@@ -308,13 +489,51 @@ std::string search_text(const SearchResult& r) {
   }
   if (r.has_fastest_oom)
     out += "faster but over the cap: " + explore::describe(r.fastest_oom.config) + " (" +
-           fmt("%.0f", r.fastest_oom.report.tokens_per_s) + " tokens/s; " + r.fastest_oom.reason +
-           ")\n";
+           fmt("%.3f s", r.fastest_oom.report.iteration_time_s) + " per step; " +
+           r.fastest_oom.reason + ")\n";
+  if (!r.levers.empty()) out += levers_text(r);
+  std::vector<const Evaluation*> invalid;
+  for (const Evaluation& e : r.rows)
+    if (e.status == RowStatus::Invalid) invalid.push_back(&e);
+  if (!invalid.empty()) {
+    out += "\ninvalid or ruled out (" + std::to_string(invalid.size()) + "):\n";
+    for (const Evaluation* e : invalid)
+      out += "  " + explore::describe(e->config) + ": " + e->reason + "\n";
+  }
   return out;
 }
 
+namespace {
+
+nlohmann::ordered_json row_json(const Evaluation& e, const MemoryCap& cap) {
+  nlohmann::ordered_json b;
+  b["schedule"] = e.config.schedule;
+  b["tp"] = e.config.tp;
+  b["pp"] = e.config.pp;
+  b["dp"] = e.dp;
+  b["vpp"] = e.config.vpp;
+  b["mbs"] = e.config.mbs;
+  b["microbatches"] = e.config.microbatches;
+  b["global_batch"] = e.dp * e.config.mbs * e.config.microbatches;
+  b["sp"] = e.config.sp;
+  b["recompute"] = explore::recompute_name(e.config.recompute);
+  if (e.status == RowStatus::Invalid) {
+    b["reason"] = e.reason;
+    return b;
+  }
+  b["model_peak_gib"] = e.model_peak_gib;
+  b["margin_gib"] = cap.cap_bytes / kGiB - e.model_peak_gib;
+  b["report"] = nlohmann::ordered_json::parse(report_json(e.report));
+  return b;
+}
+
+}  // namespace
+
 std::string search_json(const SearchResult& r) {
   nlohmann::ordered_json j;
+  j["setting"] = r.setting;
+  j["gpus"] = r.gpus;
+  j["global_batch"] = r.global_batch;
   j["mode"] = r.exhaustive ? "exhaustive" : "pruned";
   j["candidates"] = r.candidates;
   j["invalid"] = r.invalid;
@@ -322,22 +541,49 @@ std::string search_json(const SearchResult& r) {
   j["pruned_bound"] = r.pruned_bound;
   j["simulated"] = r.simulated;
   j["mem_cap_gib"] = r.mem_cap_gib;
+  j["hbm_gib"] = r.cap.hbm_bytes / kGiB;
+  j["fixed_overhead_gib"] = r.cap.fixed_overhead_bytes / kGiB;
+  j["allocator_margin_gib"] = r.cap.given ? nlohmann::ordered_json(nullptr)
+                                          : nlohmann::ordered_json(r.cap.margin_bytes / kGiB);
   auto& best = j["best"] = nlohmann::ordered_json::array();
-  for (const Evaluation& e : r.best) {
-    nlohmann::ordered_json b;
-    b["schedule"] = e.config.schedule;
-    b["tp"] = e.config.tp;
-    b["pp"] = e.config.pp;
-    b["dp"] = e.dp;
-    b["mbs"] = e.config.mbs;
-    b["microbatches"] = e.config.microbatches;
-    b["vpp"] = e.config.vpp;
-    b["model_peak_gib"] = e.model_peak_gib;
-    b["report"] = nlohmann::ordered_json::parse(report_json(e.report));
-    best.push_back(std::move(b));
-  }
+  for (const Evaluation& e : r.best) best.push_back(row_json(e, r.cap));
   j["why_runner_up"] = r.why_runner_up;
+  auto& levers = j["levers"] = nlohmann::ordered_json::array();
+  for (const Lever& l : r.levers) {
+    nlohmann::ordered_json x;
+    x["lever"] = l.name;
+    x["fits"] = l.fits;
+    x["detail"] = l.detail;
+    x["best"] = l.best.empty() ? nlohmann::ordered_json(nullptr) : row_json(l.best.front(), r.cap);
+    levers.push_back(std::move(x));
+  }
+  auto& invalid = j["invalid_rows"] = nlohmann::ordered_json::array();
+  for (const Evaluation& e : r.rows)
+    if (e.status == RowStatus::Invalid) invalid.push_back(row_json(e, r.cap));
   return j.dump(2) + "\n";
+}
+
+std::string search_csv(const SearchResult& r) {
+  SweepResult s;
+  s.rows = r.rows;
+  s.cap = r.cap;
+  s.mem_cap_gib = r.mem_cap_gib;
+  s.fixed_overhead_gib = r.cap.fixed_overhead_bytes / kGiB;
+  std::vector<int> ok, oom;
+  for (int i = 0; i < static_cast<int>(s.rows.size()); ++i) {
+    if (s.rows[i].status == RowStatus::Ok) ok.push_back(i);
+    if (s.rows[i].status == RowStatus::Oom) oom.push_back(i);
+  }
+  auto faster = [&](int a, int b) {
+    if (s.rows[a].report.tokens_per_s != s.rows[b].report.tokens_per_s)
+      return s.rows[a].report.tokens_per_s > s.rows[b].report.tokens_per_s;
+    return a < b;
+  };
+  std::sort(ok.begin(), ok.end(), faster);
+  std::sort(oom.begin(), oom.end(), faster);
+  s.ranking = ok;
+  s.ranking.insert(s.ranking.end(), oom.begin(), oom.end());
+  return sweep_csv(s);
 }
 
 }  // namespace braid

@@ -222,8 +222,28 @@ SweepResult sweep(const Study& base, const Profile& profile,
                      "least one value");
   SweepResult result = options.cache ? sweep_cached(base, profile, configs, options)
                                      : sweep_plain(base, profile, configs, options);
-  result.mem_cap_gib = explore::cap_bytes(profile, options) / kGiB;
+  result.cap = memory_cap(profile, options);
+  result.mem_cap_gib = result.cap.cap_bytes / kGiB;
   result.fixed_overhead_gib = profile.fixed_overhead_bytes / kGiB;
+  rank_rows(result);
+  return result;
+}
+
+SweepResult sweep_from_rows(std::vector<Evaluation> rows, const MemoryCap& cap) {
+  if (rows.empty())
+    throw InputError("sweep", "configurations",
+                     "the cross product is empty; give every list at least one value");
+  SweepResult result;
+  result.rows = std::move(rows);
+  check_some_valid(result.rows);
+  std::vector<double> statics;
+  for (const Evaluation& e : result.rows)
+    if (e.status != RowStatus::Invalid)
+      statics.push_back(e.static_gib * kGiB - cap.fixed_overhead_bytes);
+  check_static_cap(statics, cap.cap_bytes);
+  result.cap = cap;
+  result.mem_cap_gib = cap.cap_bytes / kGiB;
+  result.fixed_overhead_gib = cap.fixed_overhead_bytes / kGiB;
   rank_rows(result);
   return result;
 }

@@ -97,6 +97,37 @@ std::string seconds(double s) {
   return fmt("%.3f us", s * 1e6);
 }
 
+// A time unit for a column: the one seconds() would pick for its largest value.
+struct Unit {
+  std::string name;
+  double per_s = 1;
+};
+Unit unit_for(double largest_s) {
+  if (largest_s >= 1) return {"s", 1};
+  if (largest_s >= 1e-3) return {"ms", 1e3};
+  return {"us", 1e6};
+}
+std::string in_unit(double s, const Unit& u) { return fmt("%.3f", s * u.per_s); }
+
+// "r0 75.1% (18.760 ms), r1 24.9% (6.168 ms); 5 visits: r0 -> r1 -> r0 -> r1 -> r0": the time the
+// critical path spends on each rank, then the order in which it visits them.
+std::string path_by_rank(const CriticalPathSummary& cp, double total_s, bool symbolic) {
+  std::string out;
+  for (std::size_t k = 0; k < cp.rank_s.size(); ++k) {
+    if (cp.rank_s[k] <= 0) continue;
+    out += (out.empty() ? "" : ", ") + std::string("r") + std::to_string(k) + " " +
+           fmt("%.1f%%", cp.rank_s[k] / total_s * 100) + " (" +
+           (symbolic ? fmt("%.6g", cp.rank_s[k]) : seconds(cp.rank_s[k])) + ")";
+  }
+  constexpr std::size_t kShown = 12;
+  const std::size_t n = cp.rank_sequence.size();
+  out += "; " + std::to_string(n) + (n == 1 ? " visit: " : " visits: ");
+  for (std::size_t k = 0; k < n && k < kShown; ++k)
+    out += (k ? " -> r" : "r") + std::to_string(cp.rank_sequence[k]);
+  if (n > kShown) out += " -> ... (" + std::to_string(n - kShown) + " more)";
+  return out;
+}
+
 std::string pad(const std::string& s, std::size_t width, bool right = true) {
   if (s.size() >= width) return s;
   return right ? std::string(width - s.size(), ' ') + s : s + std::string(width - s.size(), ' ');
@@ -194,6 +225,10 @@ std::string simulate_table(const Report& r) {
          std::to_string(r.ops) + " ops\n";
   // Uniform mode has symbolic times: print them as plain numbers.
   auto time = [&](double s) { return uniform(r) ? fmt("%.6g", s) : seconds(s); };
+  // The per-rank columns share one unit (the iteration time's), named in the header.
+  const Unit unit = unit_for(r.iteration_time_s);
+  auto cell = [&](double s) { return uniform(r) ? fmt("%.6g", s) : in_unit(s, unit); };
+  auto head = [&](const std::string& name) { return uniform(r) ? name : name + " " + unit.name; };
   out += "iteration time   " + time(r.iteration_time_s) + "\n";
   out += "TP bubble        " + percent(r.tp_bubble_rate) +
          (uniform(r) ? std::string()
@@ -223,15 +258,15 @@ std::string simulate_table(const Report& r) {
   if (uniform(r))
     rows.push_back({"rank", "busy", "tp_exposed", "pp_idle", "offload_stall", "act_peak_Ma"});
   else
-    rows.push_back({"rank", "busy", "tp_exposed", "pp_idle", "offload_stall", "dp_exposed",
-                    "optimizer", "act_peak_Ma", "static_GiB", "layers/emb/other/fixed", "peak_GiB",
-                    "oom"});
+    rows.push_back({"rank", head("busy"), head("tp_exposed"), head("pp_idle"),
+                    head("offload_stall"), head("dp_exposed"), head("optimizer"), "act_peak_Ma",
+                    "static_GiB", "layers/emb/other/fixed", "peak_GiB", "oom"});
   for (const RankReport& rr : r.ranks) {
-    std::vector<std::string> row{std::to_string(rr.rank), time(rr.busy_s), time(rr.tp_exposed_s),
-                                 time(rr.pp_idle_s), time(rr.offload_stall_s)};
+    std::vector<std::string> row{std::to_string(rr.rank), cell(rr.busy_s), cell(rr.tp_exposed_s),
+                                 cell(rr.pp_idle_s), cell(rr.offload_stall_s)};
     if (!uniform(r)) {
-      row.push_back(time(rr.dp_exposed_s));
-      row.push_back(time(rr.optimizer_s));
+      row.push_back(cell(rr.dp_exposed_s));
+      row.push_back(cell(rr.optimizer_s));
     }
     row.push_back(fmt("%.2f", rr.activation_peak_ma));
     if (!uniform(r)) {
@@ -251,7 +286,7 @@ std::string simulate_table(const Report& r) {
   out += "\ncritical path    " + std::to_string(cp.ops) + " ops: compute " +
          percent(cp.compute_s / total) + ", TP collectives " + percent(cp.collective_s / total) +
          ", P2P " + percent(cp.p2p_s / total) + ", copies " + percent(cp.copy_s / total) + "\n";
-  out += "ranks visited    " + cp.text + (uniform(r) ? "" : "  (seconds per visit)") + "\n";
+  out += "path by rank     " + path_by_rank(cp, total, uniform(r)) + "\n";
   return out;
 }
 
@@ -277,9 +312,13 @@ std::string compare_table(const std::vector<Report>& reports, const std::string&
                                std::to_string(reports.front().gpus) + " GPUs") +
                     "\n\n";
   std::vector<std::vector<std::string>> rows;
-  rows.push_back({"schedule", "iteration", base ? "speed-up vs " + baseline : "speed-up",
-                  "TP bubble", "PP bubble", "offload stall", "DP exposed", "MFU", "HFU", "tokens/s",
-                  "act peak Ma", "peak GiB", ""});
+  double longest = 0;
+  for (const Report& r : reports) longest = std::max(longest, r.iteration_time_s);
+  const Unit unit = unit_for(longest);  // one unit for the whole column
+  rows.push_back({"schedule", uni ? "iteration" : "iteration " + unit.name,
+                  base ? "speed-up vs " + baseline : "speed-up", "TP bubble", "PP bubble",
+                  "offload stall", "DP exposed", "MFU", "HFU", "tokens/s", "act peak Ma",
+                  "peak GiB", ""});
   for (std::size_t i = 0; i < reports.size(); ++i) {
     const Report& r = reports[i];
     double peak_ma = 0;
@@ -287,7 +326,8 @@ std::string compare_table(const std::vector<Report>& reports, const std::string&
     const double ref = base ? base->iteration_time_s : reports.front().iteration_time_s;
     std::string mark = static_cast<int>(i) == best ? "<- best" : "";
     if (r.oom) mark = (mark.empty() ? "" : mark + ", ") + "OOM";
-    rows.push_back({r.schedule, uni ? fmt("%.6g", r.iteration_time_s) : seconds(r.iteration_time_s),
+    rows.push_back({r.schedule,
+                    uni ? fmt("%.6g", r.iteration_time_s) : in_unit(r.iteration_time_s, unit),
                     fmt("%.3fx", r.iteration_time_s > 0 ? ref / r.iteration_time_s : 0),
                     percent(r.tp_bubble_rate), percent(r.pp_bubble_rate),
                     percent(r.offload_stall_rate), uni ? "-" : percent(r.dp_exposed_rate),

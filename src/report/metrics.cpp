@@ -108,6 +108,7 @@ class IdleAttribution {
       const std::pair<double, double> iv{std::max(t_.start_s[y], g0), std::min(t_.end_s[y], g1)};
       if (op.kind == OpKind::Collective) {
         tp_iv_.push_back(iv);
+        if (pieces != nullptr) tp_ops_.push_back(y);
         dp_iv_.push_back(iv);
         all_iv_.push_back(iv);
       } else if (op.kind == OpKind::DpSync) {
@@ -121,6 +122,8 @@ class IdleAttribution {
       if (dag_.stream_prev[y] >= 0) stack_.push_back(dag_.stream_prev[y]);
     }
     // Precedence TP, then DP, then copies: each category is its union minus the ones before.
+    if (pieces != nullptr) split_among_collectives(*pieces);
+    tp_ops_.clear();
     const double t = union_length(tp_iv_);
     const double td = union_length(dp_iv_);
     tp += t;
@@ -128,6 +131,39 @@ class IdleAttribution {
     off += union_length(all_iv_) - td;
   }
 
+  // The union of this gap's collective intervals, each elementary segment given to the collective
+  // that covers it and started first (tp_iv_ and tp_ops_ are parallel, before sorting).
+  void split_among_collectives(std::vector<ExposedPiece>& out) const {
+    std::vector<double> xs;
+    for (const auto& [b, e] : tp_iv_) {
+      if (e <= b) continue;
+      xs.push_back(b);
+      xs.push_back(e);
+    }
+    std::sort(xs.begin(), xs.end());
+    xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
+    for (std::size_t k = 0; k + 1 < xs.size(); ++k) {
+      int holder = -1;
+      for (std::size_t i = 0; i < tp_iv_.size(); ++i) {
+        const auto& [b, e] = tp_iv_[i];
+        if (b > xs[k] || e < xs[k + 1] || e <= b) continue;
+        if (holder < 0 || b < tp_iv_[holder].first ||
+            (b == tp_iv_[holder].first && tp_ops_[i] < tp_ops_[holder]))
+          holder = static_cast<int>(i);
+      }
+      if (holder < 0) continue;
+      if (!out.empty() && out.back().op == tp_ops_[holder] && out.back().end_s == xs[k])
+        out.back().end_s = xs[k + 1];
+      else
+        out.push_back({tp_ops_[holder], xs[k], xs[k + 1]});
+    }
+  }
+
+ public:
+  std::vector<ExposedPiece>* pieces = nullptr;  // when set, gap() records the exposed pieces
+
+ private:
+  std::vector<int> tp_ops_;
   const Dag& dag_;
   const Timeline& t_;
   std::vector<std::uint32_t> mark_;
@@ -243,6 +279,15 @@ void attribute_idle(const Dag& dag, const Timeline& timeline, std::vector<RankRe
     ranks[r].rank = r;
     attribution.rank(r, ranks[r]);
   }
+}
+
+std::vector<ExposedPiece> tp_exposed_pieces(const Dag& dag, const Timeline& timeline, int rank) {
+  IdleAttribution attribution(dag, timeline);
+  std::vector<ExposedPiece> pieces;
+  attribution.pieces = &pieces;
+  RankReport unused;
+  attribution.rank(rank, unused);
+  return pieces;
 }
 
 Report make_report(const std::string& study, const Schedule& schedule, const CostModel& cost,

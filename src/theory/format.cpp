@@ -1,6 +1,7 @@
 // Renderings of theory results: the terminal table of `braid theory` (closed form, simulated,
 // difference for PP bubble, TP bubble and peak activation), the scan table, and their JSON.
 // Fixed number formats (%.6g in tables, shortest round-trip in JSON): byte-stable output.
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -29,14 +30,35 @@ std::string costs_line(const UniformCosts& c) {
          num(c.tar) + ", M_a " + num(c.ma);
 }
 
-void table_row(std::string& out, const std::string& quantity, const ClosedForm& form,
-               double simulated) {
-  out += pad(quantity, 30);
-  out += pad(form.known ? form.formula : "-", 28);
-  out += pad(form.known ? num(form.value) : "-", 12);
-  out += pad(num(simulated), 12);
-  out += form.known ? num(simulated - form.value) : "-";
-  out += '\n';
+// Rows of cells -> left-aligned columns with at least two spaces between them, so that a long
+// quantity never runs into its formula.
+std::string aligned(const std::vector<std::vector<std::string>>& rows) {
+  std::vector<std::size_t> width;
+  for (const auto& row : rows)
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      if (width.size() <= c) width.push_back(0);
+      width[c] = std::max(width[c], row[c].size());
+    }
+  std::string out;
+  for (const auto& row : rows) {
+    std::string line;
+    for (std::size_t c = 0; c < row.size(); ++c)
+      line += c + 1 < row.size() ? pad(row[c], width[c] + 2) : row[c];
+    out += line + "\n";
+  }
+  return out;
+}
+
+std::vector<std::string> table_row(const std::string& quantity, const ClosedForm& form,
+                                   double simulated) {
+  return {quantity, form.known ? form.formula : "-", form.known ? num(form.value) : "-",
+          num(simulated), form.known ? num(simulated - form.value) : "-"};
+}
+
+std::string ms(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", s == 0 ? 0.0 : s * 1e3);
+  return buf;
 }
 
 nlohmann::ordered_json costs_json(const UniformCosts& c) {
@@ -73,18 +95,19 @@ std::string theory_table(const std::vector<TheoryRow>& rows) {
     out += "\n" + row.schedule + ": pp " + std::to_string(row.pp) + ", vpp " +
            std::to_string(row.vpp) + ", microbatches " + std::to_string(row.microbatches) +
            ", iteration time " + num(s.iteration_time_s) + "\n";
-    out += pad("quantity", 30) + pad("closed form", 28) + pad("closed", 12) + pad("simulated", 12) +
-           "difference\n";
-    table_row(out, "PP bubble, rank 0", row.forms.pp_bubble, s.pp_bubble_s);
-    table_row(out, "PP bubble, worst rank " + std::to_string(s.worst_pp_rank), row.forms.pp_bubble,
-              s.worst_pp_bubble_s);
-    table_row(out, "TP bubble, rank 0", row.forms.tp_bubble, s.tp_bubble_s);
-    table_row(out, "TP bubble, worst rank " + std::to_string(s.worst_tp_rank), row.forms.tp_bubble,
-              s.worst_tp_bubble_s);
-    table_row(out, "peak activation (M_a), rank 0", row.forms.peak_activation,
-              s.peak_activation_ma);
-    table_row(out, "peak activation, worst rank " + std::to_string(s.worst_peak_rank),
-              row.forms.peak_activation, s.worst_peak_activation_ma);
+    std::vector<std::vector<std::string>> t;
+    t.push_back({"quantity", "closed form", "closed", "simulated", "difference"});
+    t.push_back(table_row("PP bubble, rank 0", row.forms.pp_bubble, s.pp_bubble_s));
+    t.push_back(table_row("PP bubble, worst rank " + std::to_string(s.worst_pp_rank),
+                          row.forms.pp_bubble, s.worst_pp_bubble_s));
+    t.push_back(table_row("TP bubble, rank 0", row.forms.tp_bubble, s.tp_bubble_s));
+    t.push_back(table_row("TP bubble, worst rank " + std::to_string(s.worst_tp_rank),
+                          row.forms.tp_bubble, s.worst_tp_bubble_s));
+    t.push_back(table_row("peak activation (M_a), rank 0", row.forms.peak_activation,
+                          s.peak_activation_ma));
+    t.push_back(table_row("peak activation, worst rank " + std::to_string(s.worst_peak_rank),
+                          row.forms.peak_activation, s.worst_peak_activation_ma));
+    out += aligned(t);
   }
   return out;
 }
@@ -179,6 +202,142 @@ std::string scan_json(const ScanResult& scan) {
     }
     x["skipped"] = s.skipped;
     list.push_back(x);
+  }
+  return j.dump() + "\n";
+}
+
+std::string study_scan_table(const StudyScan& scan) {
+  const bool over_m = scan.spec.axis == ScanAxis::Microbatches;
+  const std::string axis = over_m ? "m" : "p";
+  std::string out = "exposed TP time per rank (ms) on study " + scan.study +
+                    " (its own costs) over " + axis + " = " + std::to_string(scan.spec.from) +
+                    ".." + std::to_string(scan.spec.to) + " step " +
+                    std::to_string(scan.spec.step) + ", " +
+                    (over_m ? "pp " + std::to_string(scan.pp)
+                            : "microbatches " + std::to_string(scan.microbatches)) +
+                    "\n";
+  if (!scan.setting.empty()) out += "setting: " + scan.setting + "\n";
+  for (const StudyScanSeries& s : scan.series) {
+    out += "\n" + s.schedule + ": least-squares slope per rank (ms per " + axis + "):";
+    for (std::size_t r = 0; r < s.slope_s.size(); ++r)
+      out += " r" + std::to_string(r) + " " + num(s.slope_s[r] * 1e3);
+    out += "\n";
+    std::size_t ranks = 0;
+    for (const StudyScanPoint& p : s.points) ranks = std::max(ranks, p.tp_exposed_s.size());
+    std::vector<std::vector<std::string>> t;
+    std::vector<std::string> head{axis, "iteration ms"};
+    for (std::size_t r = 0; r < ranks; ++r) head.push_back("rank " + std::to_string(r));
+    t.push_back(head);
+    for (const StudyScanPoint& p : s.points) {
+      std::vector<std::string> row{std::to_string(p.x), ms(p.iteration_time_s)};
+      for (std::size_t r = 0; r < ranks; ++r)
+        row.push_back(r < p.tp_exposed_s.size() ? ms(p.tp_exposed_s[r]) : "-");
+      t.push_back(row);
+    }
+    out += aligned(t);
+    for (const auto& [x, why] : s.skipped)
+      out += "skipped " + axis + " = " + std::to_string(x) + ": " + why + "\n";
+  }
+  return out;
+}
+
+std::string study_scan_json(const StudyScan& scan) {
+  const bool over_m = scan.spec.axis == ScanAxis::Microbatches;
+  nlohmann::ordered_json j;
+  j["study"] = scan.study;
+  j["setting"] = scan.setting;
+  j["axis"] = over_m ? "m" : "p";
+  j["from"] = scan.spec.from;
+  j["to"] = scan.spec.to;
+  j["step"] = scan.spec.step;
+  if (over_m)
+    j["pp"] = scan.pp;
+  else
+    j["microbatches"] = scan.microbatches;
+  auto& list = j["series"] = nlohmann::ordered_json::array();
+  for (const StudyScanSeries& s : scan.series) {
+    nlohmann::ordered_json x;
+    x["schedule"] = s.schedule;
+    x["slope_s_per_rank"] = s.slope_s;
+    auto& points = x["points"] = nlohmann::ordered_json::array();
+    for (const StudyScanPoint& p : s.points) {
+      nlohmann::ordered_json q;
+      q[over_m ? "m" : "p"] = p.x;
+      q["iteration_time_s"] = p.iteration_time_s;
+      q["tp_exposed_s"] = p.tp_exposed_s;
+      points.push_back(q);
+    }
+    auto& skipped = x["skipped"] = nlohmann::ordered_json::array();
+    for (const auto& [at, why] : s.skipped) skipped.push_back({{"x", at}, {"reason", why}});
+    list.push_back(x);
+  }
+  return j.dump() + "\n";
+}
+
+namespace {
+
+void breakdown_rows(std::vector<std::vector<std::string>>& t, const StudyExplain& e,
+                    const std::string& title,
+                    std::vector<std::pair<std::string, double>> ExposedBreakdown::*list) {
+  std::vector<std::string> names;
+  for (const ExposedBreakdown& b : e.ranks)
+    for (const auto& [n, v] : b.*list)
+      if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+  std::sort(names.begin(), names.end());
+  for (const std::string& n : names) {
+    std::vector<std::string> row{title + " " + n};
+    for (const ExposedBreakdown& b : e.ranks) {
+      double v = 0;
+      for (const auto& [m, t_s] : b.*list)
+        if (m == n) v = t_s;
+      row.push_back(ms(v));
+    }
+    t.push_back(row);
+  }
+}
+
+}  // namespace
+
+std::string explain_table(const StudyExplain& e) {
+  std::string out = e.schedule + ": pp " + std::to_string(e.pp) + ", microbatches " +
+                    std::to_string(e.microbatches) + ", iteration " + ms(e.iteration_time_s) +
+                    " ms; exposed TP time (ms) by unit kind, phase and collective\n";
+  std::vector<std::vector<std::string>> t;
+  std::vector<std::string> head{"exposed in"};
+  for (const ExposedBreakdown& b : e.ranks) head.push_back("rank " + std::to_string(b.rank));
+  t.push_back(head);
+  std::vector<std::string> total{"total"};
+  for (const ExposedBreakdown& b : e.ranks) total.push_back(ms(b.total_s));
+  t.push_back(total);
+  breakdown_rows(t, e, "unit", &ExposedBreakdown::by_unit);
+  breakdown_rows(t, e, "phase", &ExposedBreakdown::by_phase);
+  breakdown_rows(t, e, "collective", &ExposedBreakdown::by_collective);
+  return out + aligned(t);
+}
+
+std::string explain_json(const std::vector<StudyExplain>& explains) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::array();
+  for (const StudyExplain& e : explains) {
+    nlohmann::ordered_json x;
+    x["schedule"] = e.schedule;
+    x["pp"] = e.pp;
+    x["microbatches"] = e.microbatches;
+    x["iteration_time_s"] = e.iteration_time_s;
+    auto& ranks = x["ranks"] = nlohmann::ordered_json::array();
+    for (const ExposedBreakdown& b : e.ranks) {
+      nlohmann::ordered_json r;
+      r["rank"] = b.rank;
+      r["tp_exposed_s"] = b.total_s;
+      for (const auto& [key, list] :
+           {std::pair{"by_unit", &b.by_unit}, std::pair{"by_phase", &b.by_phase},
+            std::pair{"by_collective", &b.by_collective}}) {
+        nlohmann::ordered_json m;
+        for (const auto& [n, v] : *list) m[n] = v;
+        r[key] = m;
+      }
+      ranks.push_back(r);
+    }
+    j.push_back(x);
   }
   return j.dump() + "\n";
 }

@@ -1,0 +1,205 @@
+// Sharded sweeps for job arrays: shard i of N evaluates its part of the grid (the split the MPI
+// layer uses, computed alone by every shard) and writes the rows bit for bit; merging the N files
+// gives the rows of the unsharded sweep, then its ranking and renderings. A shard file is a text
+// header (a magic line and one JSON line) followed by the rows as encode_rows() writes them.
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "braid/error.hpp"
+#include "braid/explore.hpp"
+#include "format.hpp"
+#include "pipeline.hpp"
+
+namespace braid {
+
+namespace {
+
+constexpr const char* kMagic = "braid-sweep-shard 1";
+
+// FNV-1a, 64 bits: a stable fingerprint (not a security measure) of what the shards must share.
+std::string fingerprint(const std::string& text) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+std::string grid_text(const Study& base, const std::vector<Configuration>& configs,
+                      const MemoryCap& cap, const ExploreOptions& options) {
+  std::string s = base.name + "|" + base.model.name + "|" + base.cluster.name + "|" +
+                  std::to_string(base.cluster.gpus()) + "|" + explore::fmt("%.17g", cap.cap_bytes) +
+                  "|" + explore::fmt("%.17g", cap.fixed_overhead_bytes) + "|" +
+                  (options.tp_across_nodes ? "x" : "-") + "|" +
+                  explore::fmt("%.17g", base.training.offload) + "\n";
+  for (const Configuration& c : configs) s += explore::describe(c) + "\n";
+  return s;
+}
+
+nlohmann::ordered_json cap_json(const MemoryCap& c) {
+  nlohmann::ordered_json j;
+  j["hbm_bytes"] = c.hbm_bytes;
+  j["fixed_overhead_bytes"] = c.fixed_overhead_bytes;
+  j["margin_bytes"] = c.margin_bytes;
+  j["cap_bytes"] = c.cap_bytes;
+  j["given"] = c.given;
+  return j;
+}
+
+}  // namespace
+
+std::pair<int, int> parse_shard(const std::string& option, const std::string& text) {
+  const std::string expected = "expected i/N with 1 <= i <= N, e.g. 3/8";
+  const std::size_t slash = text.find('/');
+  auto number = [&](const std::string& part) {
+    if (part.empty() || part.size() > 6 ||
+        part.find_first_not_of("0123456789") != std::string::npos)
+      throw InputError(option, text, expected);
+    return std::stoi(part);
+  };
+  if (slash == std::string::npos) throw InputError(option, text, expected);
+  const int i = number(text.substr(0, slash)), n = number(text.substr(slash + 1));
+  if (n < 1 || i < 1 || i > n) throw InputError(option, text, expected);
+  return {i, n};
+}
+
+SweepShard sweep_shard(const Study& base, const Profile& profile,
+                       const std::vector<Configuration>& configs, const ExploreOptions& options,
+                       int shard, int shards, const std::string& title) {
+  if (configs.empty())
+    throw InputError("sweep", "configurations",
+                     "the cross product is empty; give every list at least one value");
+  if (shards < 1 || shard < 1 || shard > shards)
+    throw InputError("--shard", std::to_string(shard) + "/" + std::to_string(shards),
+                     "expected i/N with 1 <= i <= N");
+  SweepShard out;
+  out.shard = shard;
+  out.shards = shards;
+  out.configurations = static_cast<int>(configs.size());
+  out.cap = memory_cap(profile, options);
+  out.grid = fingerprint(grid_text(base, configs, out.cap, options));
+  out.title = title;
+  std::vector<double> costs(configs.size());
+  for (std::size_t i = 0; i < configs.size(); ++i)
+    costs[i] = estimated_cost(base, configs[i], options);
+  const std::vector<int> part = assign_by_cost(costs, shards);
+  std::vector<Configuration> mine;
+  for (int i = 0; i < out.configurations; ++i)
+    if (part[i] == shard - 1) {
+      out.indices.push_back(i);
+      mine.push_back(configs[i]);
+    }
+  const int n = static_cast<int>(mine.size());
+  out.rows.resize(n);
+  ExploreOptions local = options;
+  local.group = ProcessGroup{};  // a shard is one process
+  const explore::Workbench wb = explore::build_workbench(base, profile, mine, local, out.rows);
+  std::vector<int> todo;
+  for (int k = 0; k < n; ++k)
+    if (wb.ready(k)) todo.push_back(k);
+  explore::Ticker ticker{options, static_cast<int>(todo.size())};
+  explore::parallel_for(static_cast<int>(todo.size()), local.jobs, [&](int j) {
+    explore::finish_row(out.rows[todo[j]], wb, todo[j], out.cap.cap_bytes, local);
+    ticker.tick();
+  });
+  return out;
+}
+
+std::string encode_shard(const SweepShard& s) {
+  nlohmann::ordered_json j;
+  j["shard"] = s.shard;
+  j["shards"] = s.shards;
+  j["configurations"] = s.configurations;
+  j["grid"] = s.grid;
+  j["title"] = s.title;
+  j["cap"] = cap_json(s.cap);
+  j["indices"] = s.indices;
+  return std::string(kMagic) + "\n" + j.dump() + "\n" + encode_rows(s.rows);
+}
+
+SweepShard decode_shard(const std::string& bytes, const std::string& file) {
+  const std::string magic = std::string(kMagic) + "\n";
+  if (bytes.compare(0, magic.size(), magic) != 0)
+    throw InputError(file, "shard",
+                     "not a shard file of this braid (written by braid sweep "
+                     "--shard i/N --shard-out FILE)");
+  const std::size_t eol = bytes.find('\n', magic.size());
+  if (eol == std::string::npos) throw InputError(file, "shard", "truncated header");
+  SweepShard s;
+  try {
+    const auto j = nlohmann::json::parse(bytes.substr(magic.size(), eol - magic.size()));
+    s.shard = j.at("shard").get<int>();
+    s.shards = j.at("shards").get<int>();
+    s.configurations = j.at("configurations").get<int>();
+    s.grid = j.at("grid").get<std::string>();
+    s.title = j.at("title").get<std::string>();
+    const auto& c = j.at("cap");
+    s.cap.hbm_bytes = c.at("hbm_bytes").get<double>();
+    s.cap.fixed_overhead_bytes = c.at("fixed_overhead_bytes").get<double>();
+    s.cap.margin_bytes = c.at("margin_bytes").get<double>();
+    s.cap.cap_bytes = c.at("cap_bytes").get<double>();
+    s.cap.given = c.at("given").get<bool>();
+    s.indices = j.at("indices").get<std::vector<int>>();
+    s.rows = decode_rows(bytes.substr(eol + 1));
+  } catch (const std::exception& e) {
+    throw InputError(file, "shard", std::string("damaged shard file (") + e.what() + ")");
+  }
+  if (s.rows.size() != s.indices.size())
+    throw InputError(file, "shard", "damaged shard file (rows and indices differ in number)");
+  for (int i : s.indices)
+    if (i < 0 || i >= s.configurations)
+      throw InputError(file, "shard", "damaged shard file (an index outside the grid)");
+  return s;
+}
+
+SweepResult merge_shards(const std::vector<SweepShard>& shards,
+                         const std::vector<std::string>& files) {
+  if (shards.empty()) throw InputError("merge", "files", "give the shard files to merge");
+  const SweepShard& first = shards.front();
+  std::vector<int> seen(first.shards + 1, -1);
+  for (std::size_t k = 0; k < shards.size(); ++k) {
+    const SweepShard& s = shards[k];
+    if (s.grid != first.grid || s.shards != first.shards ||
+        s.configurations != first.configurations)
+      throw InputError(files[k], "shard",
+                       "from another sweep than " + files[0] +
+                           " (grid, study, cap or shard count differ); merge the shards of one "
+                           "sweep");
+    if (seen[s.shard] >= 0)
+      throw InputError(files[k], "shard",
+                       "shard " + std::to_string(s.shard) + "/" + std::to_string(s.shards) +
+                           " given twice (also " + files[seen[s.shard]] + ")");
+    seen[s.shard] = static_cast<int>(k);
+  }
+  for (int i = 1; i <= first.shards; ++i)
+    if (seen[i] < 0)
+      throw InputError("merge", "files",
+                       "shard " + std::to_string(i) + "/" + std::to_string(first.shards) +
+                           " is missing; run braid sweep --shard " + std::to_string(i) + "/" +
+                           std::to_string(first.shards) + " with the same options");
+  std::vector<Evaluation> rows(first.configurations);
+  std::vector<bool> filled(first.configurations, false);
+  for (std::size_t k = 0; k < shards.size(); ++k)
+    for (std::size_t r = 0; r < shards[k].indices.size(); ++r) {
+      const int i = shards[k].indices[r];
+      if (filled[i])
+        throw InputError(files[k], "shard", "damaged shard file (a configuration twice)");
+      filled[i] = true;
+      rows[i] = shards[k].rows[r];
+    }
+  if (std::find(filled.begin(), filled.end(), false) != filled.end())
+    throw InputError("merge", "files", "the shards do not cover the grid (damaged shard file)");
+  return sweep_from_rows(std::move(rows), first.cap);
+}
+
+}  // namespace braid
