@@ -15,6 +15,12 @@
 
 namespace braid {
 
+// A half-open time interval [begin_s, end_s) of the iteration.
+struct TimeInterval {
+  double begin_s = 0, end_s = 0;
+  bool operator==(const TimeInterval&) const = default;
+};
+
 struct RankReport {
   int rank = 0;
   double busy_s = 0;           // compute stream executing
@@ -28,6 +34,9 @@ struct RankReport {
   double peak_memory_gib = 0;
   bool oom = false;
   double over_bytes = 0;  // peak - hbm when oom
+  // The intervals attribute_idle() counted as tp_exposed, disjoint and in time order; their
+  // widths add up to tp_exposed_s (up to rounding). The SVG and HTML pictures draw exactly these.
+  std::vector<TimeInterval> tp_exposed_intervals;
 };
 
 // Where the critical path runs: time on it per op kind and per rank, in path order.

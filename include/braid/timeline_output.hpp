@@ -29,10 +29,22 @@ enum class SvgDetail {
   Instruction,  // one box per instruction (braided: top half side a, bottom half side b)
 };
 
+// What a compute box says when its text fits (font 11 px down to 7 px; half boxes from 9 px),
+// else it says nothing.
+enum class SvgLabels {
+  Microbatch,  // the microbatch number
+  Op,          // phase and microbatch, "F12" (with chunks: "F1.12", chunk.microbatch)
+  None,
+};
+
 struct SvgOptions {
   int width_px = 1600;  // the picture's width; its height follows from the rank count
   SvgDetail detail = SvgDetail::Auto;
   bool memory = true;  // draw the memory sparkline (needs Timeline::memory samples)
+  SvgLabels labels = SvgLabels::Microbatch;
+  // The time window drawn, in seconds (symbolic units for uniform reports); to_s < 0 is the end
+  // of the iteration. Ops crossing an edge are cut at it.
+  double from_s = 0, to_s = -1;
 };
 
 // The timeline picture as one SVG document (no external resources, fixed number formatting).

@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "braid/error.hpp"
+#include "braid/html_report.hpp"
 #include "commands.hpp"
+#include "output.hpp"
 #include "simulation.hpp"
 
 namespace braid::cli {
@@ -22,6 +24,7 @@ struct CompareArgs {
   std::vector<std::string> schedules;
   bool json = false;
   bool csv = false;
+  std::string html;  // --html FILE: the runs side by side on one time axis
 };
 
 bool known(const std::string& name) {
@@ -43,8 +46,14 @@ void register_compare(CLI::App& app) {
       ->delimiter(',');
   auto* json = cmd->add_flag("--json", args->json, "print the reports as JSON");
   cmd->add_flag("--csv", args->csv, "print one CSV row per schedule")->excludes(json);
+  cmd->add_option("--html", args->html,
+                  "write an interactive HTML report: the schedules' timelines on one time axis, "
+                  "per-rank breakdowns, memory over time");
   cmd->callback([args] {
-    const SimulationContext ctx = resolve_context(args->sim);
+    if (!args->html.empty()) check_writable("--html", args->html);
+    SimulationContext ctx = resolve_context(args->sim);
+    ctx.sim.record_memory = !args->html.empty();
+    std::vector<std::string> html_runs;
     const bool explicit_list = !args->schedules.empty();
     std::vector<std::string> names = args->schedules;
     if (names.empty() && ctx.study) names = ctx.study->schedules;
@@ -70,11 +79,17 @@ void register_compare(CLI::App& app) {
           std::cerr << "braid compare: skipping " << name << ": " << e.what() << "\n";
           break;
         }
-        reports.push_back(simulate_schedule(ctx, schedule).report);
+        const SimulationResult result = simulate_schedule(ctx, schedule);
+        if (!args->html.empty())
+          html_runs.push_back(html_run_data(result.dag, result.timeline, result.report));
+        reports.push_back(result.report);
       }
     }
     if (reports.empty())
       throw InputError("--schedules", "default", "no schedule applies to this study");
+    if (!args->html.empty())
+      write_file("--html", args->html,
+                 html_report(html_report_data("braid compare: " + ctx.study_name, html_runs)));
     if (args->json)
       std::cout << reports_json(reports);
     else if (args->csv)

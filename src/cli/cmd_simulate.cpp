@@ -19,8 +19,7 @@ struct SimulateArgs {
   std::string schedule_csv;
   bool json = false;
   bool csv = false;
-  std::string trace;
-  std::string svg;
+  TimelineFiles files;
 };
 
 Schedule resolve_schedule(const SimulateArgs& args, const SimulationContext& ctx) {
@@ -54,17 +53,15 @@ void register_simulate(CLI::App& app) {
                   "PyTorch compute-only schedule CSV to simulate instead of --schedule");
   auto* json = cmd->add_flag("--json", args->json, "print the report as JSON");
   cmd->add_flag("--csv", args->csv, "print the per-rank report as CSV")->excludes(json);
-  cmd->add_option("--trace", args->trace,
-                  "write a Chrome trace / Perfetto JSON timeline (one process per rank)");
-  cmd->add_option("--svg", args->svg, "write an SVG timeline picture");
+  add_timeline_options(*cmd, args->files);
   cmd->callback([args] {
     // Output paths are checked before any work so a bad path fails fast and leaves nothing.
-    check_timeline_outputs(args->trace, args->svg);
+    check_timeline_outputs(args->files);
     SimulationContext ctx = resolve_context(args->sim);
-    ctx.sim.record_memory = !args->trace.empty() || !args->svg.empty();
+    ctx.sim.record_memory = args->files.any();
     const Schedule schedule = resolve_schedule(*args, ctx);
     const SimulationResult result = simulate_schedule(ctx, schedule);
-    write_timeline_outputs(result, args->trace, args->svg);
+    write_timeline_outputs(result, args->files);
     if (args->json)
       std::cout << report_json(result.report);
     else if (args->csv)

@@ -8,6 +8,7 @@
 
 #include "braid/error.hpp"
 #include "braid/explore.hpp"
+#include "braid/html_report.hpp"
 #include "braid/schedule.hpp"
 #include "commands.hpp"
 #include "distributed.hpp"
@@ -21,13 +22,31 @@ namespace {
 struct SweepArgs {
   ExploreStudyArgs study;
   std::string tp, pp, vpp, seq, mbs, microbatches, sp, recompute, schedules;
-  std::string csv, svg;
+  std::string csv, svg, html;
   bool json = false;
   int top = 0;
   CLI::App* cmd = nullptr;
   // Given on the command line (an empty value is then an empty list, an error).
   bool given(const char* option) const { return cmd->get_option(option)->count() > 0; }
 };
+
+const char* recompute_name(Recompute r) {
+  return r == Recompute::Full ? "full" : r == Recompute::Selective ? "selective" : "none";
+}
+
+// The sweep's rows that were simulated, as the HTML report's scatter.
+std::string sweep_html(const SweepResult& result, const std::string& study) {
+  HtmlSweep sweep;
+  sweep.cap_gib = result.mem_cap_gib + result.fixed_overhead_gib;  // in peak terms
+  for (const Evaluation& e : result.rows) {
+    if (e.status == RowStatus::Invalid) continue;
+    const Configuration& c = e.config;
+    sweep.points.push_back({c.schedule, c.tp, c.pp, c.vpp, c.seq, c.mbs, c.microbatches, c.sp,
+                            recompute_name(c.recompute), name(e.status), e.report.tokens_per_s,
+                            e.report.max_peak_memory_gib});
+  }
+  return html_report(html_report_data("braid sweep: " + study, {}, &sweep));
+}
 
 void run_sweep(const SweepArgs& a) {
   if (a.top < 0) throw InputError("--top", std::to_string(a.top), "must be 0 (all) or more");
@@ -54,6 +73,7 @@ void run_sweep(const SweepArgs& a) {
   agree(group, [&] {  // only rank 0 writes them
     if (root && !a.csv.empty()) check_writable("--csv", a.csv);
     if (root && !a.svg.empty()) check_writable("--svg", a.svg);
+    if (root && !a.html.empty()) check_writable("--html", a.html);
   });
 
   const bool need_own = !tp || !pp || !vpp || !sp || !schedules;
@@ -90,6 +110,7 @@ void run_sweep(const SweepArgs& a) {
     write_file("--svg", a.svg,
                sweep_svg(result, "braid sweep: " + base.study.name + " (" + base.study.model.name +
                                      " on " + base.study.cluster.name + ")"));
+  if (!a.html.empty()) write_file("--html", a.html, sweep_html(result, base.study.name));
   std::cout << (a.json ? sweep_json(result) : sweep_table(result, a.top));
 }
 
@@ -121,6 +142,9 @@ void register_sweep(CLI::App& app) {
   cmd->add_flag("--json", args->json, "print JSON (every row, full reports) instead of the table");
   cmd->add_option("--svg", args->svg,
                   "write a chart of throughput against peak memory (Pareto front) to this file");
+  cmd->add_option("--html", args->html,
+                  "write an interactive HTML chart of throughput against peak memory (Pareto "
+                  "front, hover labels, filters)");
   cmd->add_option("--top", args->top, "show only the best K rows in the table (default: all)");
   cmd->callback([args] { run_sweep(*args); });
 }

@@ -24,15 +24,21 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-// Measure of the union of intervals (sorted in place).
-double union_length(std::vector<std::pair<double, double>>& iv) {
+// Measure of the union of intervals (sorted in place); the disjoint pieces of the union are
+// appended to `pieces` when given.
+double union_length(std::vector<std::pair<double, double>>& iv,
+                    std::vector<TimeInterval>* pieces = nullptr) {
   std::sort(iv.begin(), iv.end());
   double total = 0, cur_b = 0, cur_e = 0;
   bool open = false;
+  auto close = [&] {
+    total += cur_e - cur_b;
+    if (pieces) pieces->push_back({cur_b, cur_e});
+  };
   for (const auto& [b, e] : iv) {
     if (e <= b) continue;
     if (!open || b > cur_e) {
-      if (open) total += cur_e - cur_b;
+      if (open) close();
       cur_b = b;
       cur_e = e;
       open = true;
@@ -40,7 +46,7 @@ double union_length(std::vector<std::pair<double, double>>& iv) {
       cur_e = std::max(cur_e, e);
     }
   }
-  if (open) total += cur_e - cur_b;
+  if (open) close();
   return total;
 }
 
@@ -51,6 +57,8 @@ class IdleAttribution {
   void rank(int r, RankReport& out) {
     const int cs = dag_.stream_id(r, StreamKind::Compute);
     double busy = 0, tp = 0, off = 0, prev_end = 0;
+    out.tp_exposed_intervals.clear();
+    exposed_ = &out.tp_exposed_intervals;
     for (int k = dag_.stream_begin[cs]; k < dag_.stream_begin[cs + 1]; ++k) {
       const int x = dag_.stream_ops[k];
       const double s = t_.start_s[x];
@@ -110,7 +118,7 @@ class IdleAttribution {
         stack_.push_back(dag_.preds[j]);
       if (dag_.stream_prev[y] >= 0) stack_.push_back(dag_.stream_prev[y]);
     }
-    const double t = union_length(tp_iv_);
+    const double t = union_length(tp_iv_, exposed_);
     tp += t;
     off += union_length(all_iv_) - t;
   }
@@ -121,6 +129,7 @@ class IdleAttribution {
   std::uint32_t generation_ = 0;
   std::vector<int> roots_, stack_;
   std::vector<std::pair<double, double>> tp_iv_, all_iv_;
+  std::vector<TimeInterval>* exposed_ = nullptr;  // the rank's tp_exposed intervals
 };
 
 CriticalPathSummary summarize_critical_path(const Dag& dag, const Timeline& t) {
