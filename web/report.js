@@ -301,7 +301,9 @@
   // ---- per-rank stacked bars (categories: the rank fields ending in _s, in report order) ----
   function categoryColour(key, k) { return CATEGORY_COLOUR[key] || PALETTE[k % PALETTE.length]; }
   function addBars(section, run, index) {
-    const ranks = run.report.ranks, T = run.report.iteration_time_s;
+    // One scale for every run (compare: the longest iteration), so bars compare across runs.
+    const ranks = run.report.ranks, T = view.totalS || run.report.iteration_time_s;
+    const own = run.report.iteration_time_s;
     const keys = Object.keys(ranks[0] || {}).filter((k) => /_s$/.test(k) && typeof ranks[0][k] === "number");
     const w = Math.min(plotWidth(), 900), barH = 16, rowH = 22, top = 4;
     const parts = ['<svg xmlns="http://www.w3.org/2000/svg" class="bars" id="bars-' + index + '" width="' + (LEFT + w + 70) +
@@ -316,7 +318,7 @@
           '" width="' + Math.max(0, bw).toFixed(3) + '" height="' + barH + '" fill="' + categoryColour(key, k) + '"/>');
         x += Math.max(0, bw);
       });
-      const idle = T > 0 ? (1 - rr.busy_s / T) * 100 : 0;
+      const idle = own > 0 ? (1 - rr.busy_s / own) * 100 : 0;
       parts.push('<text class="k" x="' + (LEFT + w + 6) + '" y="' + (y + 12) + '">' + idle.toFixed(1) + "% idle</text>");
     });
     const ay = top + rowH * ranks.length + 4;
@@ -336,7 +338,7 @@
       if (!t.classList.contains("bar")) return hideTip();
       const rr = ranks[+t.dataset.r], v = rr[t.dataset.key];
       showTip(ev, "<b>rank " + rr.rank + ": " + esc(t.dataset.key.replace(/_s$/, "")) + "</b><br>" + fmtTime(run, v) +
-        " \u00b7 " + (T > 0 ? (v / T * 100).toFixed(2) : "0") + "% of the iteration");
+        " \u00b7 " + (own > 0 ? (v / own * 100).toFixed(2) : "0") + "% of the iteration");
     });
     box.addEventListener("mouseleave", hideTip);
   }
@@ -363,7 +365,7 @@
       const Y = (v) => mt + ch - v / ymax * ch;
       const parts = ['<svg xmlns="http://www.w3.org/2000/svg" class="memory" width="' + (ml + cw + 12) + '" height="' + (mt + ch + mb) + '">'];
       parts.push('<text class="rl" x="' + ml + '" y="12">rank ' + rr.rank + "</text>");
-      const yt = ticks(0, ymax, 4), dec = decimals(yt.step);
+      const yt = ticks(0, ymax, 6), dec = decimals(yt.step);
       for (const value of yt.values) {
         parts.push('<line class="grid" x1="' + ml + '" y1="' + Y(value) + '" x2="' + (ml + cw) + '" y2="' + Y(value) + '"/>');
         parts.push('<text class="l" x="' + (ml - 4) + '" y="' + (Y(value) + 4) + '" text-anchor="end">' + value.toFixed(dec) + "</text>");
@@ -428,7 +430,7 @@
     function render() {
       const shown = visiblePoints();
       let xmax = sweep.cap_gib || 0, ymax = 0;
-      for (const [p] of points) { xmax = Math.max(xmax, p.peak_gib); ymax = Math.max(ymax, p.tokens_per_s); }
+      for (const p of points) { xmax = Math.max(xmax, p.peak_gib); ymax = Math.max(ymax, p.tokens_per_s); }
       xmax = (xmax || 1) * 1.05;
       ymax = (ymax || 1) * 1.08;
       const X = (v) => ml + v / xmax * W, Y = (v) => mt + H - v / ymax * H;
