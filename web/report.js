@@ -148,17 +148,17 @@
     }
     parts.push('<g clip-path="url(#clip' + v.index + ')">');
     // One mark per op, except that ops narrower than a pixel join the mark before them on their
-    // lane when it belongs to the same instruction side (compute) or stream and nearly touches:
-    // the mark takes the colour that covers most of it, and data-n says how many ops it holds.
-    let shown = 0, marks = 0, open = null;
-    const flush = () => {
-      if (!open) return;
-      let colour = open.colour, most = -1;
+    // lane (rules below): the mark takes the colour that covers most of it, and data-n says how
+    // many ops it holds. Zoomed in, every op is its own mark.
+    // Each lane keeps its own open mark: a braided block's two sides alternate in stream order.
+    let shown = 0, marks = 0;
+    const openByLane = new Map();
+    const flush = (open) => {
+      let colour = "", most = -1;
       for (const c in open.weights) if (open.weights[c] > most) { most = open.weights[c]; colour = c; }
       parts.push('<rect class="op" data-i="' + open.i + '" data-n="' + open.n + '" x="' + open.x0.toFixed(2) + '" y="' + open.y +
         '" width="' + (open.x1 - open.x0).toFixed(3) + '" height="' + open.h + '" fill="' + colour + '"/>');
       ++marks;
-      open = null;
     };
     for (let i = 0; i < run.n; ++i) {
       const b = ops.start[i], e = b + ops.dur[i];
@@ -167,18 +167,23 @@
       const x0 = X(Math.max(b, from)), x1 = X(Math.min(e, to)), ly = laneOf(run, i), colour = opColour(run, i);
       const lane = ops.rank[i] * 16 + ops.stream[i] * 3 + ops.side[i];
       const group = run.streams[ops.stream[i]] === "compute" ? ops.instruction[i] : -1;
-      if (open && open.lane === lane && open.group === group && x0 - open.x1 < 0.5 &&
-          (x1 - x0 < 1 || open.x1 - open.x0 < 1)) {
+      const open = openByLane.get(lane);
+      // Same instruction side (a braided side's units are apart by the other side's): join
+      // across a gap of up to 4 px while either is narrower than a pixel. Another instruction:
+      // join across half a pixel while the open mark is narrower than a pixel.
+      const gap = open ? x0 - open.x1 : 0, narrow = open && (x1 - x0 < 1 || open.x1 - open.x0 < 1);
+      if (open && ((group >= 0 && open.group === group && gap < 4 && narrow) || (gap < 0.5 && open.x1 - open.x0 < 1))) {
         open.x1 = Math.max(open.x1, x1);
         open.n += 1;
         open.weights[colour] = (open.weights[colour] || 0) + (x1 - x0);
         continue;
       }
-      flush();
-      open = {i: i, n: 1, x0: x0, x1: x1, y: ly[0], h: ly[1], lane: lane, group: group, colour: colour, weights: {}};
-      open.weights[colour] = x1 - x0;
+      if (open) flush(open);
+      const next = {i: i, n: 1, x0: x0, x1: x1, y: ly[0], h: ly[1], group: group, weights: {}};
+      next.weights[colour] = x1 - x0;
+      openByLane.set(lane, next);
     }
-    flush();
+    for (const open of openByLane.values()) flush(open);
     // Exposed TP: the report's intervals, at true width, over the TP lane.
     let exposed = 0;
     run.tp_exposed.forEach((list, r) => {

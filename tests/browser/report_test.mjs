@@ -136,6 +136,7 @@ try {
       tipText.includes("chunk " + ops.chunk[target.i]) && tipText.includes("phase " + ops.phase[target.i]) &&
       tipText.includes("start ") && tipText.includes("duration "),
       "hover shows op " + name + ": " + tipText.replace(/\n/g, " | "));
+    if (shots) await page.screenshot({ path: join(shots, "report-default-stp-zoom.png") });
     // The reset button brings the whole iteration back.
     await page.click("#zoom-reset");
     const reset = await page.evaluate(() => window.braidReport.window());
