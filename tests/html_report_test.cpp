@@ -165,6 +165,9 @@ TEST_CASE("html: bad input to braid report and --html exits 2 and writes nothing
   r = run_braid(base + "--svg '" + out.string() + "' --from 20 --to 10");
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("--to") != std::string::npos);
+  r = run_braid(base + "--svg '" + out.string() + "' --detail fine");
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--detail") != std::string::npos);
   r = run_braid(base + "--svg '" + out.string() + "' --from 3parsecs");
   CHECK(r.exit_code == 2);
   CHECK_FALSE(fs::exists(out));

@@ -68,12 +68,12 @@ UniformCosts parse_unit_costs(const std::string& text);
 
 namespace braid::cli {
 
-// --trace / --svg / --html / --report-data and the SVG's --width, --from, --to, --labels
+// --trace / --svg / --html / --report-data and the SVG's --width, --from, --to, --detail, --labels
 // (src/cli/timeline_files.cpp): the paths are checked writable and the options parsed before any
 // work; after the simulation the files are written atomically (empty paths: not asked for).
 struct TimelineFiles {
   std::string trace, svg, html, report_data;
-  std::string from, to, labels = "mb";
+  std::string from, to, labels = "mb", detail = "auto";
   SvgOptions svg_options;
   bool any() const;
 };

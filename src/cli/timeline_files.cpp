@@ -1,5 +1,5 @@
 // The timeline files of `braid simulate` (declared in simulation.hpp): --trace, --svg, --html and
-// --report-data, with the SVG's --width, --from, --to and --labels. The paths are checked
+// --report-data, with the SVG's --width, --from, --to, --detail and --labels. The paths are checked
 // writable and the options parsed before any work; after the simulation each file is written
 // atomically (output.hpp). The command turns on SimOptions::record_memory when any is asked for.
 #include <cmath>
@@ -51,6 +51,8 @@ void add_timeline_options(CLI::App& cmd, TimelineFiles& files) {
       ->check(CLI::Range(400, 20000));
   cmd.add_option("--from", files.from, "SVG time window start (e.g. 120ms; default 0)");
   cmd.add_option("--to", files.to, "SVG time window end (e.g. 180ms; default the iteration end)");
+  cmd.add_option("--detail", files.detail,
+                 "SVG compute boxes: auto (default), unit (one per run of units) or instruction");
   cmd.add_option("--labels", files.labels,
                  "SVG box labels: mb (microbatch, default), op (phase and microbatch) or none");
 }
@@ -65,6 +67,14 @@ void check_timeline_outputs(TimelineFiles& files) {
   if (!files.from.empty() && !files.to.empty() &&
       files.svg_options.to_s <= files.svg_options.from_s)
     throw InputError("--to", files.to, "must be later than --from " + files.from);
+  if (files.detail == "auto")
+    files.svg_options.detail = SvgDetail::Auto;
+  else if (files.detail == "unit")
+    files.svg_options.detail = SvgDetail::Unit;
+  else if (files.detail == "instruction")
+    files.svg_options.detail = SvgDetail::Instruction;
+  else
+    throw InputError("--detail", files.detail, "allowed: auto, unit, instruction");
   if (files.labels == "mb")
     files.svg_options.labels = SvgLabels::Microbatch;
   else if (files.labels == "op")
