@@ -205,3 +205,13 @@ TEST_CASE("html: compare and sweep write their reports", "[html][cli]") {
   }
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("html: the page carries web/report.js and web/report.css verbatim", "[html]") {
+  // The build embeds them in pieces (web/embed.cmake); joined, they must be the files as written.
+  const std::string page = html_report(html_report_data("t", {}));
+  const std::string js = slurp(fs::path(BRAID_SOURCE_DIR) / "web" / "report.js");
+  const std::string css = slurp(fs::path(BRAID_SOURCE_DIR) / "web" / "report.css");
+  REQUIRE(js.size() > 1000);
+  CHECK(page.find(js) != std::string::npos);
+  CHECK(page.find(css) != std::string::npos);
+}
