@@ -79,7 +79,8 @@ Report make_report(const std::string& study, const Schedule& schedule, const Cos
                    const Dag& dag, const Timeline& timeline);
 
 // Per-rank attribution of the compute stream's idle time (DESIGN §5), exposed for tests and the
-// theory command: fills busy_s, tp_exposed_s, pp_idle_s, offload_stall_s of `ranks` (size p).
+// theory command: fills busy_s, tp_exposed_s, pp_idle_s, offload_stall_s and
+// tp_exposed_intervals of `ranks` (size p).
 void attribute_idle(const Dag& dag, const Timeline& timeline, std::vector<RankReport>& ranks);
 
 // Renderings. JSON field names carry units (_s, _gib, _bytes); output is byte-stable.

@@ -17,8 +17,10 @@ namespace braid {
 // Chrome trace event format (JSON object with "traceEvents" and "displayTimeUnit"), as
 // ui.perfetto.dev and chrome://tracing open it: process = rank ("rank r"), thread = stream
 // (compute, tp, p2p-next, p2p-prev, d2h, h2d; only the streams a rank uses), one complete event
-// ("X") per op named by op_name(), timestamps in microseconds (uniform reports: one symbolic time
-// unit is written as 1 us). Activation memory is a counter track per rank ("C" events) when the
+// ("X") per op named by op_name() (an op of zero duration: an instant event, "i"), timestamps in
+// microseconds (uniform reports: one symbolic time unit is written as 1 us) with ts + dur never
+// past the next slice's start in double arithmetic, a flow ("s" -> "f") from each P2P send to the
+// op that consumes it. Activation memory is a counter track per rank ("C" events) when the
 // timeline was simulated with SimOptions::record_memory.
 std::string chrome_trace_json(const Dag& dag, const Timeline& timeline, const Report& report);
 
