@@ -205,7 +205,8 @@ class SvgWriter {
   double px(double time_s) const { return kLeft + (time_s - from_) / span_ * plot_w_; }
   // [b, e) in pixels, cut to the window; false when nothing of it is inside.
   bool visible(double b_s, double e_s, double& x0, double& x1) const {
-    if (e_s < from_ || b_s > to_ || (e_s == from_ && b_s < e_s)) return false;
+    const bool outside = b_s < e_s ? e_s <= from_ || b_s >= to_ : b_s < from_ || b_s > to_;
+    if (outside) return false;
     x0 = px(std::max(b_s, from_));
     x1 = px(std::min(e_s, to_));
     return true;
