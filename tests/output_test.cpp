@@ -2,6 +2,7 @@
 // one thread per used stream and one event per op; the SVG is well-formed XML with one lane per
 // rank, at least one box per instruction and a legend; both are byte-stable. And the checked-in
 // traces/ match what braid produces now (tools/make-traces --check).
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -20,8 +21,10 @@
 
 #include "braid/dag.hpp"
 #include "braid/report.hpp"
+#include "braid/schedule.hpp"
 #include "braid/simulator.hpp"
 #include "braid/timeline_output.hpp"
+#include "cli_run.hpp"
 #include "hand_schedules.hpp"
 
 using namespace braid;
@@ -104,10 +107,10 @@ TEST_CASE("trace: one process per rank, one thread per used stream, one event pe
       processes[e["pid"].get<int>()] = e["args"]["name"];
     if (ph == "M" && e["name"] == "thread_name")
       named_threads.insert({e["pid"].get<int>(), e["tid"].get<int>()});
-    if (ph == "X") {
+    if (ph == "X" || ph == "i") {  // zero-duration ops are instant events
       ++complete;
       used_threads.insert({e["pid"].get<int>(), e["tid"].get<int>()});
-      CHECK(e["dur"].get<double>() >= 0);
+      if (ph == "X") CHECK(e["dur"].get<double>() > 0);
     }
     if (ph == "C") ++counters;
   }
@@ -126,7 +129,7 @@ TEST_CASE("trace: op names, times and args", "[output][trace]") {
   const json trace = json::parse(chrome_trace_json(r.dag, r.timeline, r.report));
   std::vector<json> ops;
   for (const json& e : trace["traceEvents"])
-    if (e["ph"] == "X") ops.push_back(e);
+    if (e["ph"] == "X" || e["ph"] == "i") ops.push_back(e);
   REQUIRE(static_cast<int>(ops.size()) == r.dag.size());
 
   // Events come rank by rank, stream by stream, in stream order: the first is the first op of
@@ -149,7 +152,7 @@ TEST_CASE("trace: op names, times and args", "[output][trace]") {
       if (op_name(r.dag, i) != e["name"].get<std::string>()) continue;
       if (r.timeline.start_s[i] != e["ts"].get<double>()) continue;
       found = true;
-      CHECK(e["dur"].get<double>() == r.timeline.end_s[i] - r.timeline.start_s[i]);
+      CHECK(e.value("dur", 0.0) == r.timeline.end_s[i] - r.timeline.start_s[i]);
     }
     CHECK(found);
     sides[e["args"]["side"]]++;
@@ -235,7 +238,7 @@ TEST_CASE("svg: exposed TP time is drawn, and only when compute idles", "[output
   UniformCosts no_ar = unit_costs();
   no_ar.tar = 0;
   const Run q = run(one_f_one_b_p2_m2(), uniform_cost_model(no_ar, 2));
-  CHECK(count(timeline_svg(q.dag, q.timeline, q.report), "class=\"ex\"") == 1);  // legend only
+  CHECK(count(timeline_svg(q.dag, q.timeline, q.report), "class=\"ex\"") == 0);  // no legend either
 }
 
 TEST_CASE("svg: the exposed TP drawn on each rank adds up to the report's tp_exposed",
@@ -319,4 +322,257 @@ TEST_CASE("traces/ matches what braid produces now", "[output][traces]") {
   const int rc = std::system(cmd.c_str());
   INFO("run tools/make-traces (after building braid) and commit traces/");
   CHECK(rc == 0);
+}
+
+namespace {
+
+// Every schedule braid knows at p = 4, m = 8 on uniform unit costs (one-unit All-Reduces).
+std::vector<std::pair<std::string, Run>> every_schedule_p4_m8() {
+  std::vector<std::pair<std::string, Run>> runs;
+  for (const std::string& name : schedule_names()) {
+    ScheduleOptions o;
+    o.pp = 4;
+    o.microbatches = 8;
+    const Schedule s = make_schedule(name, o);
+    runs.emplace_back(name, run(s, uniform_cost_model(unit_costs(), s.pp * s.vpp)));
+  }
+  return runs;
+}
+
+// The widths of the red (exposed TP) rectangles of one rank's group, in pixels, and their count.
+std::pair<double, int> red_px(const std::string& svg, int rank) {
+  static const std::regex ex("width=\"([0-9.]+)\" height=\"[0-9.]+\" class=\"ex\"");
+  const std::size_t b = svg.find("<g id=\"rank" + std::to_string(rank) + "\">");
+  const std::size_t e = svg.find("</g>", b);
+  const std::string lane = svg.substr(b, e - b);
+  double px = 0;
+  int n = 0;
+  for (auto it = std::sregex_iterator(lane.begin(), lane.end(), ex); it != std::sregex_iterator();
+       ++it, ++n)
+    px += std::stod((*it)[1]);
+  return {px, n};
+}
+
+// A trace as speedscope's Chrome importer reads it: per thread, X events ordered by ts (longer
+// first on ties), each turned into begin/end at ts and ts + dur computed in double; an event
+// that begins inside the one on top of the stack must end inside it, else the stack breaks.
+// Returns the number of breaks.
+int speedscope_stack_breaks(const json& trace) {
+  std::map<std::pair<int, int>, std::vector<std::pair<double, double>>> threads;
+  for (const json& e : trace["traceEvents"])
+    if (e["ph"] == "X")
+      threads[{e["pid"].get<int>(), e["tid"].get<int>()}].push_back(
+          {e["ts"].get<double>(), e["dur"].get<double>()});
+  int breaks = 0;
+  for (auto& [id, events] : threads) {
+    std::stable_sort(events.begin(), events.end(), [](const auto& a, const auto& b) {
+      return a.first != b.first ? a.first < b.first : a.second > b.second;
+    });
+    std::vector<double> stack;  // end times
+    for (const auto& [ts, dur] : events) {
+      const double end = ts + dur;
+      while (!stack.empty() && stack.back() <= ts) stack.pop_back();
+      if (!stack.empty() && end > stack.back()) ++breaks;
+      stack.push_back(end);
+    }
+  }
+  return breaks;
+}
+
+}  // namespace
+
+TEST_CASE("svg: the red TP drawn on every schedule adds up to the report's tp_exposed",
+          "[output][svg]") {
+  // The red rectangles are exactly the report's tp_exposed intervals at true width (no
+  // widening); each printed width is rounded to 0.01 px, so the sum may be off by 0.005 px each.
+  for (const auto& [name, r] : every_schedule_p4_m8()) {
+    const std::string svg = timeline_svg(r.dag, r.timeline, r.report);
+    const double units_per_px = r.report.iteration_time_s / 1438.0;
+    double total = 0;
+    for (int rank = 0; rank < r.report.pp; ++rank) {
+      INFO(name << " rank " << rank);
+      const auto [px, n] = red_px(svg, rank);
+      const RankReport& rr = r.report.ranks[rank];
+      CHECK(px * units_per_px ==
+            Approx(rr.tp_exposed_s).margin((n + 1) * 0.005 * units_per_px + 1e-9));
+      double intervals = 0;
+      for (const TimeInterval& iv : rr.tp_exposed_intervals) {
+        CHECK(iv.end_s > iv.begin_s);
+        intervals += iv.end_s - iv.begin_s;
+      }
+      CHECK(intervals == Approx(rr.tp_exposed_s).margin(1e-9));
+      total += rr.tp_exposed_s;
+    }
+    CHECK(total > 0);  // every schedule exposes some TP at these costs: the check has teeth
+  }
+}
+
+TEST_CASE("svg: the legend lists only what the picture draws", "[output][svg]") {
+  // 1F1B at v = 1 has F and B boxes only: no W, no chunk numbers, no braided halves, no copies.
+  // At instruction level a full backward is one B box (at unit level its W units show).
+  const Run plain = run(one_f_one_b_p2_m2(), uniform_cost_model(unit_costs(), 2));
+  SvgOptions instruction;
+  instruction.detail = SvgDetail::Instruction;
+  const std::string svg = timeline_svg(plain.dag, plain.timeline, plain.report, instruction);
+  const std::string legend = svg.substr(svg.find("<g id=\"legend\">"));
+  const std::string head = legend.substr(0, legend.find("</g>"));
+  CHECK(head.find(">F</text>") != std::string::npos);
+  CHECK(head.find(">B</text>") != std::string::npos);
+  CHECK(head.find(">W</text>") == std::string::npos);
+  CHECK(head.find("braided") == std::string::npos);
+  CHECK(head.find("offload") == std::string::npos);
+  CHECK(head.find("TP exposed") != std::string::npos);
+  // The braided schedule draws halves, so its legend has the braided entry.
+  const Run braided = run(braided_one_rank(), uniform_cost_model(unit_costs(), 1));
+  CHECK(timeline_svg(braided.dag, braided.timeline, braided.report).find("braided (top") !=
+        std::string::npos);
+}
+
+TEST_CASE("svg: labels of any width fit their box or are left out, as --labels says",
+          "[output][svg]") {
+  ScheduleOptions o;
+  o.pp = 2;
+  o.microbatches = 16;
+  const Schedule s = make_schedule("1f1b-i", o);
+  const Run r = run(s, uniform_cost_model(unit_costs(), s.pp * s.vpp));
+  SvgOptions so;
+  so.detail = SvgDetail::Instruction;
+  const std::string mb = timeline_svg(r.dag, r.timeline, r.report, so);
+  // Two-digit microbatch numbers are drawn (the old 11 px rule stopped at 9 here).
+  CHECK(std::regex_search(mb, std::regex("class=\"mb m[0-9]+( lt)?\">1[0-5]</text>")));
+  // A label is drawn only where it fits (font 11 px down to 7 px), so a narrow picture has fewer
+  // than a wide one (where an instruction is split by idle time, its widest piece carries it),
+  // and there are none when asked for none.
+  so.width_px = 400;
+  const int narrow = count(timeline_svg(r.dag, r.timeline, r.report, so), "class=\"mb ");
+  so.width_px = 6000;
+  const int wide = count(timeline_svg(r.dag, r.timeline, r.report, so), "class=\"mb ");
+  CHECK(narrow < wide);
+  CHECK(wide > compute_instructions(s) / 2);
+  CHECK(wide <= compute_instructions(s));
+  so.labels = SvgLabels::None;
+  CHECK(count(timeline_svg(r.dag, r.timeline, r.report, so), "class=\"mb ") == 0);
+  so.labels = SvgLabels::Op;  // phase chunk.microbatch
+  CHECK(std::regex_search(timeline_svg(r.dag, r.timeline, r.report, so),
+                          std::regex(">[FB][01]\\.1[0-5]</text>")));
+}
+
+TEST_CASE("svg: --from and --to draw a window of the iteration at full width", "[output][svg]") {
+  const Run r = run(interleaved_p2_m2(), uniform_cost_model(unit_costs(), 4));
+  SvgOptions o;
+  o.width_px = 1000;
+  o.from_s = 10;
+  o.to_s = 30;
+  const std::string svg = timeline_svg(r.dag, r.timeline, r.report, o);
+  CHECK(xmllint(svg, "window.svg") == 0);
+  CHECK(svg.find("window 10 to 30") != std::string::npos);
+  CHECK(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"1000\"", 0) == 0);
+  // Every box lies inside the plot (58 .. 1000 - 104 px).
+  static const std::regex box(
+      "<rect x=\"([0-9.]+)\" y=\"[0-9.]+\" width=\"([0-9.]+)\" "
+      "height=\"[0-9.]+\" class=\"[FBW][0-9]+\"/>");
+  int boxes = 0;
+  for (auto it = std::sregex_iterator(svg.begin(), svg.end(), box); it != std::sregex_iterator();
+       ++it, ++boxes) {
+    const double x = std::stod((*it)[1]), w = std::stod((*it)[2]);
+    CHECK(x >= 58 - 1e-9);
+    CHECK(x + w <= 896 + 0.41);  // a sliver at the edge is drawn 0.4 px wide
+  }
+  CHECK(boxes > 0);
+  // Fewer boxes than the whole iteration draws.
+  SvgOptions whole;
+  whole.width_px = 1000;
+  whole.detail = SvgDetail::Unit;
+  o.detail = SvgDetail::Unit;
+  const std::string all = timeline_svg(r.dag, r.timeline, r.report, whole);
+  const std::string part = timeline_svg(r.dag, r.timeline, r.report, o);
+  static const std::regex any_box("class=\"[FBW][0-9]+\"/>");
+  auto n = [](const std::string& t) {
+    return std::distance(std::sregex_iterator(t.begin(), t.end(), any_box), std::sregex_iterator());
+  };
+  CHECK(n(part) < n(all));
+}
+
+TEST_CASE("trace: speedscope's importer sees an unbroken stack on the default study",
+          "[output][trace]") {
+  // The default study (real costs, m = 64) is where ts + dur, added in floating point, used to
+  // land past the next slice's start (891 pairs) and zero-duration slices broke the stack.
+  const std::filesystem::path dir = temp_file("speedscope." + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  for (const char* schedule : {"1f1b-i", "zb-v", "stp"}) {
+    INFO(schedule);
+    const std::string path = (dir / (std::string(schedule) + ".json")).string();
+    REQUIRE(run_braid(std::string("simulate --study default --schedule ") + schedule +
+                      " --trace '" + path + "'")
+                .exit_code == 0);
+    std::ifstream in(path);
+    const json trace = json::parse(in);
+    CHECK(speedscope_stack_breaks(trace) == 0);
+    int slices = 0;
+    for (const json& e : trace["traceEvents"])
+      if (e["ph"] == "X") {
+        ++slices;
+        CHECK(e["dur"].get<double>() > 0);
+      }
+    CHECK(slices > 10000);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("trace: the stack check catches a slice that ends past the next one's start",
+          "[output][trace]") {
+  const json broken = json::parse(R"({"traceEvents":[
+      {"ph":"X","pid":1,"tid":10,"ts":0.1,"dur":0.2},
+      {"ph":"X","pid":1,"tid":10,"ts":0.3,"dur":1}]})");
+  CHECK(speedscope_stack_breaks(broken) == 1);  // 0.1 + 0.2 > 0.3 in double
+}
+
+TEST_CASE("trace: a flow runs from each P2P send to the op on the peer rank that consumes it",
+          "[output][trace]") {
+  const std::filesystem::path path = temp_file("flows." + std::to_string(::getpid()) + ".json");
+  REQUIRE(run_braid("simulate --study default --schedule 1f1b-i --trace '" + path.string() + "'")
+              .exit_code == 0);
+  std::ifstream in(path);
+  const json trace = json::parse(in);
+  std::filesystem::remove(path);
+  struct Slice {
+    double ts, end;
+    std::string cat;
+    int pid;
+  };
+  std::map<std::pair<int, int>, std::vector<Slice>> slices;
+  std::map<int, json> starts, finishes;
+  int sends = 0;
+  for (const json& e : trace["traceEvents"]) {
+    const std::string ph = e["ph"];
+    if (ph == "X") {
+      const double ts = e["ts"];
+      slices[{e["pid"].get<int>(), e["tid"].get<int>()}].push_back(
+          {ts, ts + e["dur"].get<double>(), e["cat"], e["pid"]});
+      if (e["cat"] == "p2p") ++sends;
+    }
+    if (ph == "s") starts[e["id"].get<int>()] = e;
+    if (ph == "f") finishes[e["id"].get<int>()] = e;
+  }
+  auto enclosing = [&](const json& e) -> const Slice* {
+    for (const Slice& s : slices[{e["pid"].get<int>(), e["tid"].get<int>()}])
+      if (s.ts <= e["ts"].get<double>() && e["ts"].get<double>() < s.end) return &s;
+    return nullptr;
+  };
+  CHECK(sends > 0);
+  CHECK(static_cast<int>(starts.size()) == sends);
+  CHECK(starts.size() == finishes.size());
+  for (const auto& [id, s] : starts) {
+    INFO("flow " << id);
+    REQUIRE(finishes.count(id));
+    const json& f = finishes[id];
+    CHECK(f["bp"] == "e");
+    const Slice* from = enclosing(s);
+    const Slice* to = enclosing(f);
+    REQUIRE(from);
+    REQUIRE(to);
+    CHECK(from->cat == "p2p");
+    CHECK(to->pid != from->pid);        // lands on the peer rank
+    CHECK(to->ts >= from->end - 1e-3);  // the consumer starts after the send ends
+  }
 }

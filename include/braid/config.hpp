@@ -14,6 +14,7 @@ namespace braid {
 enum class MlpActivation { SwiGLU, GeLU };
 enum class PositionEmbedding { Rotary, Learned };
 enum class Recompute { None, Selective, Full };
+const char* name(Recompute r);  // "none", "selective", "full" (the YAML and option values)
 // Where a multimodal model's ViT runs: on virtual stage(s) of its own (no LM layers with it), or
 // folded into the first LM virtual stage.
 enum class VisionPlacement { Separate, FirstStage };

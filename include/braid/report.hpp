@@ -16,6 +16,12 @@
 
 namespace braid {
 
+// A half-open time interval [begin_s, end_s) of the iteration.
+struct TimeInterval {
+  double begin_s = 0, end_s = 0;
+  bool operator==(const TimeInterval&) const = default;
+};
+
 struct RankReport {
   int rank = 0;
   double busy_s = 0;           // compute stream executing
@@ -34,6 +40,9 @@ struct RankReport {
   double peak_memory_gib = 0;
   bool oom = false;
   double over_bytes = 0;  // peak - hbm when oom
+  // The intervals attribute_idle() counted as tp_exposed, disjoint and in time order; their
+  // widths add up to tp_exposed_s (up to rounding). The SVG and HTML pictures draw exactly these.
+  std::vector<TimeInterval> tp_exposed_intervals;
 };
 
 // Where the critical path runs: time on it per op kind and per rank, in path order.
@@ -82,7 +91,7 @@ Report make_report(const std::string& study, const Schedule& schedule, const Cos
 
 // Per-rank attribution of the compute stream's idle time (DESIGN §5), exposed for tests and the
 // theory command: fills busy_s, tp_exposed_s, dp_exposed_s, optimizer_s, pp_idle_s,
-// offload_stall_s of `ranks` (size p).
+// offload_stall_s and tp_exposed_intervals of `ranks` (size p).
 void attribute_idle(const Dag& dag, const Timeline& timeline, std::vector<RankReport>& ranks);
 
 // One piece of a rank's exposed TP time: the collective op that held the rank's compute stream

@@ -17,8 +17,10 @@ namespace braid {
 // Chrome trace event format (JSON object with "traceEvents" and "displayTimeUnit"), as
 // ui.perfetto.dev and chrome://tracing open it: process = rank ("rank r"), thread = stream
 // (compute, tp, p2p-next, p2p-prev, d2h, h2d; only the streams a rank uses), one complete event
-// ("X") per op named by op_name(), timestamps in microseconds (uniform reports: one symbolic time
-// unit is written as 1 us). Activation memory is a counter track per rank ("C" events) when the
+// ("X") per op named by op_name() (an op of zero duration: an instant event, "i"), timestamps in
+// microseconds (uniform reports: one symbolic time unit is written as 1 us) with ts + dur never
+// past the next slice's start in double arithmetic, a flow ("s" -> "f") from each P2P send to the
+// op that consumes it. Activation memory is a counter track per rank ("C" events) when the
 // timeline was simulated with SimOptions::record_memory.
 std::string chrome_trace_json(const Dag& dag, const Timeline& timeline, const Report& report);
 
@@ -29,10 +31,22 @@ enum class SvgDetail {
   Instruction,  // one box per instruction (braided: top half side a, bottom half side b)
 };
 
+// What a compute box says when its text fits (font 11 px down to 7 px; half boxes from 9 px),
+// else it says nothing.
+enum class SvgLabels {
+  Microbatch,  // the microbatch number
+  Op,          // phase and microbatch, "F12" (with chunks: "F1.12", chunk.microbatch)
+  None,
+};
+
 struct SvgOptions {
   int width_px = 1600;  // the picture's width; its height follows from the rank count
   SvgDetail detail = SvgDetail::Auto;
   bool memory = true;  // draw the memory sparkline (needs Timeline::memory samples)
+  SvgLabels labels = SvgLabels::Microbatch;
+  // The time window drawn, in seconds (symbolic units for uniform reports); to_s < 0 is the end
+  // of the iteration. Ops crossing an edge are cut at it.
+  double from_s = 0, to_s = -1;
 };
 
 // The timeline picture as one SVG document (no external resources, fixed number formatting).

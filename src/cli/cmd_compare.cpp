@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "braid/error.hpp"
+#include "braid/html_report.hpp"
 #include "commands.hpp"
+#include "output.hpp"
 #include "simulation.hpp"
 
 namespace braid::cli {
@@ -23,6 +25,7 @@ struct CompareArgs {
   std::vector<std::string> schedule_csv;  // the user's own schedules, beside the named ones
   bool json = false;
   bool csv = false;
+  std::string html;  // --html FILE: the runs side by side on one time axis
 };
 
 bool known(const std::string& name) {
@@ -47,6 +50,9 @@ void register_compare(CLI::App& app) {
   cmd->add_option("--schedule-csv", args->schedule_csv,
                   "a PyTorch compute-only schedule CSV to compare beside the named schedules "
                   "(repeatable); the study takes pp and microbatches from the first file");
+  cmd->add_option("--html", args->html,
+                  "write an interactive HTML report: the schedules' timelines on one time axis, "
+                  "per-rank breakdowns, memory over time");
   cmd->footer(
       "Examples:\n"
       "  braid compare --study default\n"
@@ -54,6 +60,7 @@ void register_compare(CLI::App& app) {
       "  braid compare --study default --schedules stp,zb-v --schedule-csv my-schedule.csv\n"
       "See docs/schedules.md and docs/outputs.md.");
   cmd->callback([args] {
+    if (!args->html.empty()) check_writable("--html", args->html);
     // The user's own schedules fix pp and m (the first file); later files must agree.
     std::vector<Schedule> own;
     for (const std::string& file : args->schedule_csv) {
@@ -75,6 +82,9 @@ void register_compare(CLI::App& app) {
     if (!own.empty())
       adopt_file_schedule(ctx, args->sim, own.front(), "--schedule-csv",
                           args->schedule_csv.front());
+    ctx.sim.record_memory = !args->html.empty();
+    ctx.lower.fold_zero_time = !ctx.sim.record_memory;
+    std::vector<std::string> html_runs;
     const bool explicit_list = !args->schedules.empty() || !own.empty();
     std::vector<std::string> names = args->schedules;
     if (names.empty() && own.empty() && ctx.study) names = ctx.study->schedules;
@@ -102,12 +112,23 @@ void register_compare(CLI::App& app) {
           std::cerr << "braid compare: skipping " << name << ": " << e.what() << "\n";
           break;
         }
-        reports.push_back(simulate_schedule(ctx, schedule).report);
+        const SimulationResult result = simulate_schedule(ctx, schedule);
+        if (!args->html.empty())
+          html_runs.push_back(html_run_data(result.dag, result.timeline, result.report));
+        reports.push_back(result.report);
       }
     }
-    for (const Schedule& s : own) reports.push_back(simulate_schedule(ctx, s, false).report);
+    for (const Schedule& s : own) {
+      const SimulationResult result = simulate_schedule(ctx, s, false);
+      if (!args->html.empty())
+        html_runs.push_back(html_run_data(result.dag, result.timeline, result.report));
+      reports.push_back(result.report);
+    }
     if (reports.empty())
       throw InputError("--schedules", "default", "no schedule applies to this study");
+    if (!args->html.empty())
+      write_file("--html", args->html,
+                 html_report(html_report_data("braid compare: " + ctx.study_name, html_runs)));
     if (args->json)
       std::cout << reports_json(reports);
     else if (args->csv)

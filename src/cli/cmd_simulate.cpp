@@ -21,8 +21,7 @@ struct SimulateArgs {
   std::string schedule_csv;
   bool json = false;
   bool csv = false;
-  std::string trace;
-  std::string svg;
+  TimelineFiles files;
 };
 
 // The schedule from --schedule-csv (read before the context, whose pp and m it then sets), else
@@ -51,12 +50,10 @@ void register_simulate(CLI::App& app) {
                   "microbatches come from the file");
   auto* json = cmd->add_flag("--json", args->json, "print the report as JSON");
   cmd->add_flag("--csv", args->csv, "print the per-rank report as CSV")->excludes(json);
-  cmd->add_option("--trace", args->trace,
-                  "write a Chrome trace / Perfetto JSON timeline (one process per rank)");
-  cmd->add_option("--svg", args->svg, "write an SVG timeline picture");
+  add_timeline_options(*cmd, args->files);
   cmd->callback([args] {
     // Output paths are checked before any work so a bad path fails fast and leaves nothing.
-    check_timeline_outputs(args->trace, args->svg);
+    check_timeline_outputs(args->files);
     if (args->schedule.empty() == args->schedule_csv.empty())
       throw InputError("--schedule", args->schedule.empty() ? "missing" : args->schedule,
                        "give either a schedule name or --schedule-csv FILE");
@@ -66,11 +63,11 @@ void register_simulate(CLI::App& app) {
       check_file_schedule(args->sim, *from_file, "--schedule-csv", args->schedule_csv);
     }
     SimulationContext ctx = resolve_context(args->sim);
-    ctx.sim.record_memory = !args->trace.empty() || !args->svg.empty();
+    ctx.sim.record_memory = args->files.any();
     ctx.lower.fold_zero_time = !ctx.sim.record_memory;
     const Schedule schedule = resolve_schedule(*args, ctx, from_file);
     const SimulationResult result = simulate_schedule(ctx, schedule, !from_file.has_value());
-    write_timeline_outputs(result, args->trace, args->svg);
+    write_timeline_outputs(result, args->files);
     if (args->json)
       std::cout << report_json(result.report);
     else if (args->csv)

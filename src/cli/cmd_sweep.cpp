@@ -58,9 +58,10 @@ void run_sweep(const SweepArgs& a) {
                        "braid merge)");
     if (group.size > 1)
       throw InputError("--shard", a.shard, "runs as one process; use either mpirun or --shard");
-    if (!a.out.csv.empty() || !a.out.svg.empty() || a.out.json || a.out.top != 0)
+    if (!a.out.csv.empty() || !a.out.svg.empty() || !a.out.html.empty() || a.out.json ||
+        a.out.top != 0)
       throw InputError("--shard", a.shard,
-                       "writes only --shard-out; give --csv, --svg, --json and --top to braid "
+                       "writes only --shard-out; give --csv, --svg, --html, --json and --top to braid "
                        "merge");
     check_writable("--shard-out", a.shard_out);
   } else if (!a.shard_out.empty()) {
@@ -156,6 +157,9 @@ void register_sweep(CLI::App& app) {
                 "print JSON (every row, full reports) instead of the table");
   cmd->add_option("--svg", args->out.svg,
                   "write a chart of throughput against peak memory (Pareto front) to this file");
+  cmd->add_option("--html", args->out.html,
+                  "write an interactive HTML chart of throughput against peak memory (Pareto "
+                  "front, hover labels, filters)");
   cmd->add_option("--top", args->out.top, "show only the best K rows in the table (default: all)");
   cmd->add_option("--shard", args->shard,
                   "i/N: evaluate only shard i of N of the grid (a deterministic split by cost) "

@@ -18,5 +18,6 @@ void register_calibrate(CLI::App& app);
 void register_sweep(CLI::App& app);
 void register_search(CLI::App& app);
 void register_merge(CLI::App& app);
+void register_report(CLI::App& app);
 
 }  // namespace braid::cli

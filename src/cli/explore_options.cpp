@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "braid/error.hpp"
+#include "braid/html_report.hpp"
 #include "braid/schedule.hpp"
 #include "output.hpp"
 #include "study_options.hpp"
@@ -181,12 +182,32 @@ void check_sweep_outputs(const SweepOutputs& out) {
   if (out.top < 0) throw InputError("--top", std::to_string(out.top), "must be 0 (all) or more");
   if (!out.csv.empty()) check_writable("--csv", out.csv);
   if (!out.svg.empty()) check_writable("--svg", out.svg);
+  if (!out.html.empty()) check_writable("--html", out.html);
 }
+
+namespace {
+
+// The sweep's rows that were simulated, as the HTML report's scatter.
+std::string sweep_html(const SweepResult& result, const std::string& title) {
+  HtmlSweep sweep;
+  sweep.cap_gib = result.mem_cap_gib + result.fixed_overhead_gib;  // in peak terms
+  for (const Evaluation& e : result.rows) {
+    if (e.status == RowStatus::Invalid) continue;
+    const Configuration& c = e.config;
+    sweep.points.push_back({c.schedule, c.tp, c.pp, c.vpp, c.seq, c.mbs, c.microbatches, c.sp,
+                            name(c.recompute), name(e.status),
+                            e.report.tokens_per_s, e.report.max_peak_memory_gib});
+  }
+  return html_report(html_report_data(title, {}, &sweep));
+}
+
+}  // namespace
 
 void write_sweep_outputs(const SweepResult& result, const SweepOutputs& out,
                          const std::string& title) {
   if (!out.csv.empty()) write_file("--csv", out.csv, sweep_csv(result));
   if (!out.svg.empty()) write_file("--svg", out.svg, sweep_svg(result, title));
+  if (!out.html.empty()) write_file("--html", out.html, sweep_html(result, title));
   std::cout << (out.json ? sweep_json(result) : sweep_table(result, out.top));
 }
 

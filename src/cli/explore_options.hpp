@@ -54,7 +54,7 @@ void check_mem_margin(double margin_gib, bool cap_given);
 // What a sweep (or `braid merge` of its shards) writes: --csv, --svg files and the table or JSON
 // on stdout. Paths are checked writable by check_sweep_outputs() before any work.
 struct SweepOutputs {
-  std::string csv, svg;
+  std::string csv, svg, html;
   bool json = false;
   int top = 0;
 };

@@ -17,6 +17,7 @@
 #include "braid/schedule.hpp"
 #include "braid/simulator.hpp"
 #include "schedule_options.hpp"
+#include "braid/timeline_output.hpp"
 #include "study_options.hpp"
 
 namespace braid::cli {
@@ -94,10 +95,17 @@ UniformCosts parse_unit_costs(const std::string& text);
 
 namespace braid::cli {
 
-// --trace / --svg (src/cli/timeline_files.cpp): the paths are checked writable before any work;
-// after the simulation the trace and SVG are written atomically (empty paths: not asked for).
-void check_timeline_outputs(const std::string& trace, const std::string& svg);
-void write_timeline_outputs(const SimulationResult& result, const std::string& trace,
-                            const std::string& svg);
+// --trace / --svg / --html / --report-data and the SVG's --width, --from, --to, --detail, --labels
+// (src/cli/timeline_files.cpp): the paths are checked writable and the options parsed before any
+// work; after the simulation the files are written atomically (empty paths: not asked for).
+struct TimelineFiles {
+  std::string trace, svg, html, report_data;
+  std::string from, to, labels = "mb", detail = "auto";
+  SvgOptions svg_options;
+  bool any() const;
+};
+void add_timeline_options(CLI::App& cmd, TimelineFiles& files);
+void check_timeline_outputs(TimelineFiles& files);  // also fills svg_options
+void write_timeline_outputs(const SimulationResult& result, const TimelineFiles& files);
 
 }  // namespace braid::cli

@@ -121,6 +121,8 @@ const std::vector<std::string>& recompute_names() {
 
 }  // namespace
 
+const char* name(Recompute r) { return recompute_names().at(static_cast<std::size_t>(r)).c_str(); }
+
 void check_at_most(int value, int max, const std::string& where, const std::string& field) {
   if (value > max)
     throw InputError(where, field,

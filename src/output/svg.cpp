@@ -2,17 +2,20 @@
 //
 // Per rank, top to bottom: the compute lane (F/B/W boxes coloured by phase, chunk 0 dark and the
 // last chunk light; a braided block draws side a in the top half and side b in the bottom half),
-// a thin TP lane (collectives coloured by phase; the part of a collective during which the
-// compute stream is idle is drawn red: exposed TP time), a copy lane when the rank offloads, and
-// a memory sparkline (activation bytes over time, common scale for all ranks, peak labelled).
+// a thin TP lane (collectives coloured by phase, at true width; the report's tp_exposed intervals
+// drawn red over them), a copy lane when the rank offloads, and a memory sparkline (activation
+// bytes over time, common scale for all ranks, peak labelled). The legend lists only what is
+// drawn. A time window (SvgOptions::from_s / to_s) draws part of the iteration at full width.
 // Level of detail: at unit level a box is a run of consecutive unit ops of one instruction side
 // and phase; at instruction level a box is an instruction (split only where the compute stream
 // idles for more than a pixel). Auto picks unit level when its boxes are wide enough to see.
 // Everything is placed on a pixel grid and printed with two decimals at most, so the same input
-// gives the same bytes; boxes narrower than a pixel are merged with their neighbours.
+// gives the same bytes; compute boxes narrower than a pixel are merged with their neighbours,
+// thin-lane pieces only where they touch (gap below the 0.01 px print resolution).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -150,6 +153,13 @@ class SvgWriter {
   SvgWriter(const Dag& dag, const Timeline& t, const Report& report, const SvgOptions& o)
       : dag_(dag), t_(t), report_(report), o_(o) {
     total_ = t.iteration_time_s > 0 ? t.iteration_time_s : 1.0;
+    from_ = std::clamp(o.from_s, 0.0, total_);
+    to_ = o.to_s < 0 ? total_ : std::clamp(o.to_s, from_, total_);
+    if (to_ <= from_) {  // an empty window draws the whole iteration
+      from_ = 0;
+      to_ = total_;
+    }
+    span_ = to_ - from_;
     plot_w_ = std::max(100.0, o.width_px - kLeft - kRight);
     vpp_ = std::max(1, dag.vpp);
     has_memory_ = o.memory && !t.memory.empty();
@@ -174,6 +184,10 @@ class SvgWriter {
     const double plot_bottom = y - kRankGap;
     const double height = plot_bottom + kAxisH;
 
+    // The ranks first: the legend lists only what they drew.
+    for (int r = 0; r < dag_.pp; ++r) rank(r);
+    std::string lanes;
+    lanes.swap(out_);
     out_ += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(o_.width_px) +
             "\" height=\"" + num(height) + "\" viewBox=\"0 0 " + num(o_.width_px) + " " +
             num(height) + "\" font-family=\"Helvetica, Arial, sans-serif\">\n";
@@ -181,14 +195,22 @@ class SvgWriter {
     out_ += "<rect class=\"bg\" width=\"100%\" height=\"100%\"/>\n";
     header();
     grid(plot_bottom);
-    for (int r = 0; r < dag_.pp; ++r) rank(r);
+    out_ += lanes;
     axis(plot_bottom);
     out_ += "</svg>\n";
     return out_;
   }
 
  private:
-  double px(double time_s) const { return kLeft + time_s / total_ * plot_w_; }
+  double px(double time_s) const { return kLeft + (time_s - from_) / span_ * plot_w_; }
+  // [b, e) in pixels, cut to the window; false when nothing of it is inside.
+  bool visible(double b_s, double e_s, double& x0, double& x1) const {
+    const bool outside = b_s < e_s ? e_s <= from_ || b_s >= to_ : b_s < from_ || b_s > to_;
+    if (outside) return false;
+    x0 = px(std::max(b_s, from_));
+    x1 = px(std::min(e_s, to_));
+    return true;
+  }
   double rank_height(int r) const {
     double h = kComputeH + kThinGap + kTpH;
     if (copy_lane_[r]) h += kThinGap + kCopyH;
@@ -214,13 +236,13 @@ class SvgWriter {
             prev = i;
             continue;
           }
-          widths.push_back((e - b) / total_ * plot_w_);
+          widths.push_back((e - b) / span_ * plot_w_);
         }
         b = t_.start_s[i];
         e = t_.end_s[i];
         prev = i;
       }
-      if (prev >= 0) widths.push_back((e - b) / total_ * plot_w_);
+      if (prev >= 0) widths.push_back((e - b) / span_ * plot_w_);
     }
     if (widths.empty()) return true;
     std::nth_element(widths.begin(), widths.begin() + widths.size() / 2, widths.end());
@@ -235,7 +257,9 @@ class SvgWriter {
     out_ +=
         "text{fill:#222}.t{font-size:16px;font-weight:bold}.s{font-size:12px}"
         ".l{font-size:11px}.k{font-size:9px;fill:#777}.rl{font-size:12px;font-weight:bold}"
-        ".lt{fill:#fff}.mb{text-anchor:middle}.m9{font-size:9px}.m11{font-size:11px}"
+        ".lt{fill:#fff}.mb{text-anchor:middle}.m7{font-size:7px}.m8{font-size:8px}.m9{font-size:"
+        "9px}"
+        ".m10{font-size:10px}.m11{font-size:11px}"
         ".pk{font-size:9px;fill:#444}\n";
     for (Phase p : {Phase::F, Phase::B, Phase::W})
       for (int c = 0; c < vpp_; ++c) {
@@ -288,14 +312,16 @@ class SvgWriter {
       s += "  \xc2\xb7  peak memory " + fixed(report_.max_peak_memory_gib, 1) + " GiB" +
            (report_.oom ? " (OOM)" : "");
     s += "  \xc2\xb7  " + std::string(unit_level_ ? "unit-level boxes" : "one box per instruction");
+    if (from_ > 0 || to_ < total_)
+      s += "  \xc2\xb7  window " + time_text(from_) + " to " + time_text(to_);
     text(kLeft, 42, "s", s);
     out_ += "<g id=\"legend\">\n";
     legend(56);
     out_ += "</g>\n";
   }
 
-  // Two rows of swatches: phases x (first, last chunk) and a braided example; then the thin
-  // lanes (TP forward / backward, exposed, copies when any) and memory.
+  // Swatches for what the ranks drew, in two rows: the compute boxes (phase x chunk, braided
+  // halves), then the thin lanes (TP forward / backward, exposed, copies) and memory.
   void legend(double y) {
     double x = kLeft;
     const double sw = 16, sh = 12;
@@ -304,60 +330,68 @@ class SvgWriter {
       text(x + sw + 4, y + sh - 2, "l", label);
       x += sw + 10 + 6.2 * static_cast<double>(label.size());
     };
-    for (Phase p : {Phase::F, Phase::B, Phase::W}) {
-      const std::string pn = name(p);
-      if (vpp_ == 1) {
-        entry(box_class(p, 0), pn);
-      } else {
-        entry(box_class(p, 0), pn + " chunk 0");
-        entry(box_class(p, vpp_ - 1), pn + " chunk " + std::to_string(vpp_ - 1));
+    for (Phase p : {Phase::F, Phase::B, Phase::W})
+      for (int c = 0; c < vpp_; ++c) {
+        if (!used_box_.count(box_class(p, c))) continue;
+        entry(box_class(p, c), vpp_ == 1 ? std::string(name(p))
+                                         : name(p) + std::string(" chunk ") + std::to_string(c));
       }
+    if (used_braided_) {  // top half side a, bottom half side b
+      rect(x, y, sw, sh / 2, box_class(Phase::F, 0));
+      rect(x, y + sh / 2, sw, sh / 2, box_class(Phase::B, vpp_ - 1));
+      const std::string braided = "braided (top: side a, bottom: side b)";
+      text(x + sw + 4, y + sh - 2, "l", braided);
     }
-    // Braided: top half side a (F), bottom half side b (B).
-    rect(x, y, sw, sh / 2, box_class(Phase::F, 0));
-    rect(x, y + sh / 2, sw, sh / 2, box_class(Phase::B, vpp_ - 1));
-    const std::string braided = "braided (top: side a, bottom: side b)";
-    text(x + sw + 4, y + sh - 2, "l", braided);
-    x += sw + 10 + 6.2 * static_cast<double>(braided.size());
-    // Second row: the thin lanes.
     x = kLeft;
     y += 18;
-    entry("cF", "TP collective (forward)");
-    entry("cB", "TP collective (backward)");
-    entry("ex", "TP / DP sync exposed (compute idle)");
-    if (std::find(copy_lane_.begin(), copy_lane_.end(), true) != copy_lane_.end()) {
-      entry("off", "offload (D2H)");
-      entry("rel", "reload (H2D)");
-    }
-    if (has_memory_) entry("mem", "activation memory");
-    text(kLeft + plot_w_, y + sh - 2, "k",
-         "number in a box: microbatch; memory on one scale for all ranks", "end");
+    if (used_.count("cF")) entry("cF", "TP collective (forward)");
+    if (used_.count("cB")) entry("cB", "TP collective (backward)");
+    if (used_.count("cW")) entry("cW", "TP collective (weight)");
+    if (used_.count("ex")) entry("ex", "TP exposed (report's attribution)");
+    if (used_.count("off")) entry("off", "offload (D2H)");
+    if (used_.count("rel")) entry("rel", "reload (H2D)");
+    if (used_.count("mem")) entry("mem", "activation memory");
+    std::string note;
+    if (o_.labels == SvgLabels::Microbatch) note = "number in a box: microbatch";
+    if (o_.labels == SvgLabels::Op)
+      note = vpp_ > 1 ? "text in a box: phase chunk.microbatch" : "text in a box: phase microbatch";
+    if (used_.count("mem")) note += std::string(note.empty() ? "" : "; ") + "memory on one scale";
+    if (!note.empty()) text(kLeft + plot_w_, y + sh - 2, "k", note, "end");
   }
 
   void grid(double plot_bottom) {
-    const AxisUnit u = axis_unit(report_, total_);
-    const double span = total_ * u.per_s;
-    step_ = nice_step(span, 12);
-    for (int k = 1; k * step_ <= span * 1.0000001; ++k) {
-      const double x = px(k * step_ / u.per_s);
+    const AxisUnit u = axis_unit(report_, span_);
+    step_ = nice_step(span_ * u.per_s, 12);
+    for (const double tick : ticks(u)) {
+      if (tick <= from_ * u.per_s) continue;
+      const double x = px(tick / u.per_s);
       out_ += "<line x1=\"" + num(x) + "\" y1=\"" + num(kHeader - 4) + "\" x2=\"" + num(x) +
               "\" y2=\"" + num(plot_bottom) + "\" class=\"grid\"/>\n";
     }
   }
 
+  // Tick values (in the axis unit) on the step grid inside the window.
+  std::vector<double> ticks(const AxisUnit& u) const {
+    std::vector<double> v;
+    const double lo = from_ * u.per_s, hi = to_ * u.per_s;
+    for (auto k = static_cast<long long>(std::ceil(lo / step_ - 1e-7));
+         static_cast<double>(k) * step_ <= hi + span_ * u.per_s * 1e-7; ++k)
+      v.push_back(static_cast<double>(k) * step_);
+    return v;
+  }
+
   void axis(double plot_bottom) {
-    const AxisUnit u = axis_unit(report_, total_);
-    const double span = total_ * u.per_s;
+    const AxisUnit u = axis_unit(report_, span_);
     const double y = plot_bottom + 6;
     out_ += "<g id=\"axis\">\n";
     out_ += "<line x1=\"" + num(kLeft) + "\" y1=\"" + num(y) + "\" x2=\"" + num(kLeft + plot_w_) +
             "\" y2=\"" + num(y) + "\" class=\"axis\"/>\n";
     const int decimals = std::max(0, -static_cast<int>(std::floor(std::log10(step_) + 1e-9)));
-    for (int k = 0; k * step_ <= span * 1.0000001; ++k) {
-      const double x = px(k * step_ / u.per_s);
+    for (const double tick : ticks(u)) {
+      const double x = px(tick / u.per_s);
       out_ += "<line x1=\"" + num(x) + "\" y1=\"" + num(y) + "\" x2=\"" + num(x) + "\" y2=\"" +
               num(y + 5) + "\" class=\"axis\"/>\n";
-      text(x, y + 17, "l", fixed(k * step_, decimals), "middle");
+      text(x, y + 17, "l", fixed(tick, decimals), "middle");
     }
     const std::string label =
         report_.uniform ? "time (symbolic units)" : std::string("time (") + u.label + ")";
@@ -390,7 +424,7 @@ class SvgWriter {
     out_ += "</g>\n";
   }
 
-  // Compute lane: boxes, then microbatch labels per instruction side on top.
+  // Compute lane: boxes, then labels per instruction side on top.
   void compute_lane(int r, double y0) {
     const int cs = dag_.stream_id(r, StreamKind::Compute);
     std::vector<Box> boxes;
@@ -399,7 +433,8 @@ class SvgWriter {
     for (int k = dag_.stream_begin[cs]; k < dag_.stream_begin[cs + 1]; ++k) {
       const int i = dag_.stream_ops[k];
       const DagOp& op = dag_.ops[i];
-      const double b = px(t_.start_s[i]), e = px(t_.end_s[i]);
+      double b = 0, e = 0;
+      if (!visible(t_.start_s[i], t_.end_s[i], b, e)) continue;
       const Phase phase = unit_level_ ? op.phase : side_phase(op.instruction_op, op.side);
       // Extend the latest box of the same instruction side (and phase at unit level) when the
       // compute stream did not visibly idle before this op. At instruction level the other
@@ -442,9 +477,12 @@ class SvgWriter {
         y = y0 + kComputeH / 2;
         h = kComputeH / 2;
       }
+      if (bx.side != BlockSide::Plain) used_braided_ = true;
+      used_box_.insert(box_class(bx.phase, bx.chunk));
       rect(x0, y, w, h, box_class(bx.phase, bx.chunk));
     }
-    // Labels: the microbatch of each instruction side, in its widest box.
+    if (o_.labels == SvgLabels::None) return;
+    // Labels: one per instruction side, in its widest box.
     for (std::size_t j = 0; j < boxes.size();) {
       std::size_t end = j;
       while (end < boxes.size() && boxes[end].instruction == boxes[j].instruction) ++end;
@@ -459,66 +497,69 @@ class SvgWriter {
     }
   }
 
-  // The microbatch number of a box, centred, if it fits.
+  std::string label_text(const Box& l) const {
+    if (o_.labels == SvgLabels::Op)
+      return std::string(name(l.phase)) + (vpp_ > 1 ? std::to_string(l.chunk) + "." : "") +
+             std::to_string(l.mb);
+    return std::to_string(l.mb);
+  }
+
+  // The label of a box, centred, in the largest font from 11 px (9 px in a half box) down to
+  // 7 px that fits its width (a Helvetica digit is 0.556 em wide, plus half a pixel each side);
+  // none fits: no label.
   void label(const Box& l, double y0) {
     const bool half = l.side != BlockSide::Plain;
-    const double font = half ? 9 : 11;
-    const std::string s = std::to_string(l.mb);
-    const double need = 0.6 * font * static_cast<double>(s.size()) + 3;
-    if (l.x1 - l.x0 < need) return;
+    const std::string s = label_text(l);
+    int font = 0;
+    for (int f = half ? 9 : 11; f >= 7 && !font; --f)
+      if (0.56 * f * static_cast<double>(s.size()) + 1 <= l.x1 - l.x0) font = f;
+    if (!font) return;
     const double cy = !half                    ? y0 + kComputeH / 2
                       : l.side == BlockSide::A ? y0 + kComputeH / 4
                                                : y0 + 3 * kComputeH / 4;
     const bool light = dark(chunk_colour(l.phase, l.chunk, vpp_));
     out_ += "<text x=\"" + num((l.x0 + l.x1) / 2) + "\" y=\"" + num(cy + font * 0.36) +
-            "\" class=\"mb " + (half ? "m9" : "m11") + (light ? " lt" : "") + "\">" + s +
+            "\" class=\"mb m" + std::to_string(font) + (light ? " lt" : "") + "\">" + s +
             "</text>\n";
   }
 
-  // Busy pixel intervals of the compute stream of rank r (exact times, merged when touching).
-  std::vector<Interval> compute_busy(int r) const {
-    std::vector<Interval> busy;
-    const int cs = dag_.stream_id(r, StreamKind::Compute);
-    for (int k = dag_.stream_begin[cs]; k < dag_.stream_begin[cs + 1]; ++k) {
-      const int i = dag_.stream_ops[k];
-      push_merged(busy, t_.start_s[i], t_.end_s[i], 0.0);
+  // Thin-lane rectangles at true width: pieces are joined only where they touch at the print
+  // resolution (0.01 px); nothing is widened.
+  void thin_rects(const std::vector<Interval>& v, double y, double h, const char* cls) {
+    for (const Interval& iv : v) {
+      if (iv.e - iv.b < 0.005) continue;  // prints as width 0
+      rect(iv.b, y, iv.e - iv.b, h, cls);
+      used_.insert(cls);
     }
-    return busy;
   }
 
   // TP collectives, and in the same lane the data-parallel sync ops (phase W: drawn like the
   // backward's weight side), with their exposed parts.
   void tp_lane(int r, double y) {
-    const std::vector<Interval> busy = compute_busy(r);
-    std::vector<Interval> fwd, bwd, other, exposed;
-    for (StreamKind stream : {StreamKind::Tp, StreamKind::Dp})
-      collective_intervals(dag_.stream_id(r, stream), busy, fwd, bwd, other, exposed);
-    for (const Interval& v : fwd) rect(v.b, y, std::max(v.e - v.b, 0.4), kTpH, "cF");
-    for (const Interval& v : bwd) rect(v.b, y, std::max(v.e - v.b, 0.4), kTpH, "cB");
-    for (const Interval& v : other) rect(v.b, y, std::max(v.e - v.b, 0.4), kTpH, "cW");
-    for (const Interval& v : exposed) rect(v.b, y, std::max(v.e - v.b, 0.5), kTpH, "ex");
-  }
-
-  void collective_intervals(int ts, const std::vector<Interval>& busy, std::vector<Interval>& fwd,
-                            std::vector<Interval>& bwd, std::vector<Interval>& other,
-                            std::vector<Interval>& exposed) {
-    std::size_t cursor = 0;
+    std::vector<Interval> fwd, bwd, other;
+    for (StreamKind stream : {StreamKind::Tp, StreamKind::Dp}) {
+      const int ts = dag_.stream_id(r, stream);
     for (int k = dag_.stream_begin[ts]; k < dag_.stream_begin[ts + 1]; ++k) {
       const int i = dag_.stream_ops[k];
       const DagOp& op = dag_.ops[i];
-      const double b = t_.start_s[i], e = t_.end_s[i];
+      double b = 0, e = 0;
+      if (!visible(t_.start_s[i], t_.end_s[i], b, e)) continue;
       std::vector<Interval>& lane =
           op.phase == Phase::F ? fwd : (op.phase == Phase::B ? bwd : other);
-      push_merged(lane, px(b), px(e), 0.5);
-      // The parts of [b, e) not covered by compute: exposed.
-      while (cursor < busy.size() && busy[cursor].e <= b) ++cursor;
-      double at = b;
-      for (std::size_t c = cursor; c < busy.size() && busy[c].b < e; ++c) {
-        if (busy[c].b > at) push_merged(exposed, px(at), px(busy[c].b), 0.5);
-        at = std::max(at, busy[c].e);
-      }
-      if (at < e) push_merged(exposed, px(at), px(e), 0.5);
+      push_merged(lane, b, e, 0.01);
     }
+    }
+    thin_rects(fwd, y, kTpH, "cF");
+    thin_rects(bwd, y, kTpH, "cB");
+    thin_rects(other, y, kTpH, "cW");
+    // Exposed TP: exactly the report's intervals (attribute_idle), one rectangle each.
+    std::vector<Interval> exposed;
+    if (r < static_cast<int>(report_.ranks.size()))
+      for (const TimeInterval& iv : report_.ranks[r].tp_exposed_intervals) {
+        double b = 0, e = 0;
+        if (visible(iv.begin_s, iv.end_s, b, e)) exposed.push_back({b, e});
+      }
+    thin_rects(exposed, y, kTpH, "ex");
   }
 
   void copy_lane(int r, double y) {
@@ -527,25 +568,29 @@ class SvgWriter {
       std::vector<Interval> v;
       for (int k = dag_.stream_begin[sid]; k < dag_.stream_begin[sid + 1]; ++k) {
         const int i = dag_.stream_ops[k];
-        push_merged(v, px(t_.start_s[i]), px(t_.end_s[i]), 0.5);
+        double b = 0, e = 0;
+        if (visible(t_.start_s[i], t_.end_s[i], b, e)) push_merged(v, b, e, 0.01);
       }
       const char* cls = s == StreamKind::D2H ? "off" : "rel";
       const double h = kCopyH / 2, yy = s == StreamKind::D2H ? y : y + h;
-      for (const Interval& iv : v) rect(iv.b, yy, std::max(iv.e - iv.b, 0.4), h, cls);
+      thin_rects(v, yy, h, cls);
     }
   }
 
-  // Step plot of activation bytes, downsampled to the maximum per pixel column.
+  // Step plot of activation bytes in the window, downsampled to the maximum per pixel column.
   void memory_lane(int r, double y) {
     double scale_max = 0;
     for (double p : t_.peak_activation_bytes) scale_max = std::max(scale_max, p);
     text(kLeft - 8, y + kMemH / 2 + 3, "k", "mem", "end");
     if (scale_max <= 0) return;
+    used_.insert("mem");
     const int cols = static_cast<int>(std::ceil(plot_w_));
     std::vector<double> col(static_cast<std::size_t>(cols), 0.0);
     const MemorySample* prev = nullptr;
     auto fill = [&](const MemorySample& s, double until) {
-      const double x0 = (s.time_s / total_) * plot_w_, x1 = (until / total_) * plot_w_;
+      if (until < from_ || s.time_s > to_) return;
+      const double x0 = (std::max(s.time_s, from_) - from_) / span_ * plot_w_;
+      const double x1 = (std::min(until, to_) - from_) / span_ * plot_w_;
       const int c0 = std::clamp(static_cast<int>(std::floor(x0)), 0, cols - 1);
       const int c1 = std::clamp(static_cast<int>(std::ceil(x1)) - 1, c0, cols - 1);
       for (int c = c0; c <= c1; ++c) col[c] = std::max(col[c], s.activation_bytes);
@@ -569,13 +614,15 @@ class SvgWriter {
     }
     d += "H" + num(kLeft + cols) + "V" + num(base) + "Z";
     out_ += "<path d=\"" + d + "\" class=\"mem\"/>\n";
-    // The peak: a dot where it is first reached, and its value at the right.
+    // The peak: a dot where it is first reached (when inside the window), and its value at the
+    // right.
     const double peak =
         r < static_cast<int>(t_.peak_activation_bytes.size()) ? t_.peak_activation_bytes[r] : 0.0;
     const double peak_t =
         r < static_cast<int>(t_.peak_activation_time_s.size()) ? t_.peak_activation_time_s[r] : 0.0;
-    out_ += "<circle cx=\"" + num(px(peak_t)) + "\" cy=\"" + num(vy(peak)) +
-            "\" r=\"2\" class=\"pkd\"/>\n";
+    if (peak_t >= from_ && peak_t <= to_)
+      out_ += "<circle cx=\"" + num(px(peak_t)) + "\" cy=\"" + num(vy(peak)) +
+              "\" r=\"2\" class=\"pkd\"/>\n";
     const double x = kLeft + plot_w_ + 6;
     const double ma = report_.ma_bytes;
     if (report_.uniform) {
@@ -591,8 +638,12 @@ class SvgWriter {
   const Report& report_;
   const SvgOptions& o_;
   double total_ = 1, plot_w_ = 100, step_ = 1;
+  double from_ = 0, to_ = 1, span_ = 1;  // the window drawn
   int vpp_ = 1;
   bool has_memory_ = false, unit_level_ = false;
+  // What the ranks drew, for the legend: box classes, thin-lane classes, braided halves.
+  std::set<std::string> used_box_, used_;
+  bool used_braided_ = false;
   std::vector<bool> copy_lane_;
   std::vector<double> rank_y_;
   std::string out_;

@@ -2,13 +2,16 @@
 //   {"traceEvents":[
 //   <metadata events: process_name, process_sort_index per rank; thread_name, thread_sort_index
 //    per used stream>,
-//   <one "X" event per op, rank by rank, stream by stream, in stream order>,
+//   <one "X" event per op, rank by rank, stream by stream, in stream order (an op of zero
+//    duration is an "i" instant event instead)>,
+//   <a flow ("s" then "f") from each P2P send to the op on the peer rank that consumes it>,
 //   <"C" activation-memory counter events per rank, in time order>
 //   ],
 //   "displayTimeUnit":"ms","otherData":{...}}
 // one event per line so diffs of checked-in traces stay readable. Times are whole nanoseconds
 // (printed as microseconds with at most three decimals) so that rounding can never make two ops
-// of one stream overlap.
+// of one stream overlap, and dur is cut by a nanosecond where ts + dur, added in floating point
+// as viewers do (speedscope), would land past the op's end and so past the next op's start.
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -64,6 +67,12 @@ struct Clock {
   double ns_per_unit;
   std::int64_t ns(double t) const { return std::llround(t * ns_per_unit); }
   static double us(std::int64_t ns) { return static_cast<double>(ns) / 1000.0; }
+  // dur (us) of [b, e) ns such that us(b) + dur <= us(e) in double arithmetic.
+  static double dur_us(std::int64_t b, std::int64_t e) {
+    std::int64_t d = e - b;
+    while (d > 0 && us(b) + us(d) > us(e)) --d;
+    return us(d);
+  }
 };
 
 // Process and thread ids. Perfetto treats pid 0 and tid 0 as the kernel's swapper, so ranks are
@@ -153,18 +162,60 @@ std::string chrome_trace_json(const Dag& dag, const Timeline& timeline, const Re
         const DagOp& op = dag.ops[i];
         const std::int64_t b = clock.ns(timeline.start_s[i]);
         const std::int64_t e = clock.ns(timeline.end_s[i]);
-        add_line(out,
-                 json{{"name", op_name(dag, i)},
-                      {"cat", name(op.kind)},
-                      {"ph", "X"},
-                      {"pid", pid(r)},
-                      {"tid", tid(r, s)},
-                      {"ts", Clock::us(b)},
-                      {"dur", Clock::us(e - b)},
-                      {"args", op_args(op)}},
-                 first);
+        json event{{"name", op_name(dag, i)}, {"cat", name(op.kind)}, {"ph", "X"},
+                   {"pid", pid(r)},           {"tid", tid(r, s)},     {"ts", Clock::us(b)}};
+        if (e > b) {
+          event["dur"] = Clock::dur_us(b, e);
+        } else {  // zero duration: a slice of it would break viewers' slice stacks
+          event["ph"] = "i";
+          event["s"] = "t";
+        }
+        event["args"] = op_args(op);
+        add_line(out, event, first);
       }
     }
+  }
+
+  // Flows: each P2P send to its consumer on the peer rank (the earliest-starting successor
+  // there), bound to the middle of both slices so that neither end is ambiguous.
+  int flow_id = 0;
+  for (int i = 0; i < dag.size(); ++i) {
+    const DagOp& send = dag.ops[i];
+    // A send of zero duration is an instant event, which flows cannot bind to.
+    if (send.kind != OpKind::P2P || clock.ns(timeline.end_s[i]) <= clock.ns(timeline.start_s[i]))
+      continue;
+    int consumer = -1;
+    for (int j = dag.succ_begin[i]; j < dag.succ_begin[i + 1]; ++j) {
+      const int c = dag.succs[j];
+      if (dag.ops[c].rank != send.peer) continue;
+      if (consumer < 0 || timeline.start_s[c] < timeline.start_s[consumer]) consumer = c;
+    }
+    if (consumer < 0) continue;
+    auto mid = [&](int op) {
+      return Clock::us((clock.ns(timeline.start_s[op]) + clock.ns(timeline.end_s[op])) / 2);
+    };
+    if (clock.ns(timeline.end_s[consumer]) <= clock.ns(timeline.start_s[consumer])) continue;
+    const DagOp& to = dag.ops[consumer];
+    ++flow_id;
+    add_line(out,
+             json{{"name", "p2p"},
+                  {"cat", "p2p"},
+                  {"ph", "s"},
+                  {"id", flow_id},
+                  {"pid", pid(send.rank)},
+                  {"tid", tid(send.rank, static_cast<int>(send.stream))},
+                  {"ts", mid(i)}},
+             first);
+    add_line(out,
+             json{{"name", "p2p"},
+                  {"cat", "p2p"},
+                  {"ph", "f"},
+                  {"bp", "e"},
+                  {"id", flow_id},
+                  {"pid", pid(to.rank)},
+                  {"tid", tid(to.rank, static_cast<int>(to.stream))},
+                  {"ts", mid(consumer)}},
+             first);
   }
 
   // Activation memory: one counter track per rank, in GiB (uniform reports: in M_a).

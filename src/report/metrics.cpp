@@ -27,15 +27,21 @@ namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-// Measure of the union of intervals (sorted in place).
-double union_length(std::vector<std::pair<double, double>>& iv) {
+// Measure of the union of intervals (sorted in place); the disjoint pieces of the union are
+// appended to `pieces` when given.
+double union_length(std::vector<std::pair<double, double>>& iv,
+                    std::vector<TimeInterval>* pieces = nullptr) {
   std::sort(iv.begin(), iv.end());
   double total = 0, cur_b = 0, cur_e = 0;
   bool open = false;
+  auto close = [&] {
+    total += cur_e - cur_b;
+    if (pieces) pieces->push_back({cur_b, cur_e});
+  };
   for (const auto& [b, e] : iv) {
     if (e <= b) continue;
     if (!open || b > cur_e) {
-      if (open) total += cur_e - cur_b;
+      if (open) close();
       cur_b = b;
       cur_e = e;
       open = true;
@@ -43,7 +49,7 @@ double union_length(std::vector<std::pair<double, double>>& iv) {
       cur_e = std::max(cur_e, e);
     }
   }
-  if (open) total += cur_e - cur_b;
+  if (open) close();
   return total;
 }
 
@@ -54,6 +60,8 @@ class IdleAttribution {
   void rank(int r, RankReport& out) {
     const int cs = dag_.stream_id(r, StreamKind::Compute);
     double busy = 0, opt = 0, tp = 0, dp = 0, off = 0, prev_end = 0;
+    out.tp_exposed_intervals.clear();
+    exposed_ = &out.tp_exposed_intervals;
     for (int k = dag_.stream_begin[cs]; k < dag_.stream_begin[cs + 1]; ++k) {
       const int x = dag_.stream_ops[k];
       const double s = t_.start_s[x];
@@ -124,7 +132,7 @@ class IdleAttribution {
     // Precedence TP, then DP, then copies: each category is its union minus the ones before.
     if (pieces != nullptr) split_among_collectives(*pieces);
     tp_ops_.clear();
-    const double t = union_length(tp_iv_);
+    const double t = union_length(tp_iv_, exposed_);
     const double td = union_length(dp_iv_);
     tp += t;
     dp += td - t;
@@ -170,6 +178,7 @@ class IdleAttribution {
   std::uint32_t generation_ = 0;
   std::vector<int> roots_, stack_;
   std::vector<std::pair<double, double>> tp_iv_, dp_iv_, all_iv_;
+  std::vector<TimeInterval>* exposed_ = nullptr;  // the rank's tp_exposed intervals
 };
 
 // The critical path from the engine's record (Timeline::critical_pred): from the op that ends
