@@ -20,6 +20,7 @@ const std::vector<std::string> kDefaultSchedules = {"1f1b-i", "zb-v", "stp", "st
 struct CompareArgs {
   SimulationArgs sim;
   std::vector<std::string> schedules;
+  std::vector<std::string> schedule_files;
   bool json = false;
   bool csv = false;
 };
@@ -41,6 +42,8 @@ void register_compare(CLI::App& app) {
                   "comma-separated schedule names (default: the study's list, else "
                   "1f1b-i,zb-v,stp,stp-offload,dualpipe-v)")
       ->delimiter(',');
+  cmd->add_option("--schedule-file", args->schedule_files,
+                  "schedule JSON file(s) (braid design -o) compared after the named schedules");
   auto* json = cmd->add_flag("--json", args->json, "print the reports as JSON");
   cmd->add_flag("--csv", args->csv, "print one CSV row per schedule")->excludes(json);
   cmd->callback([args] {
@@ -73,6 +76,8 @@ void register_compare(CLI::App& app) {
         reports.push_back(simulate_schedule(ctx, schedule).report);
       }
     }
+    for (const std::string& file : args->schedule_files)
+      reports.push_back(simulate_schedule(ctx, schedule_file_for(ctx, file)).report);
     if (reports.empty())
       throw InputError("--schedules", "default", "no schedule applies to this study");
     if (args->json)

@@ -17,6 +17,7 @@ struct SimulateArgs {
   SimulationArgs sim;
   std::string schedule;
   std::string schedule_csv;
+  std::string schedule_file;
   bool json = false;
   bool csv = false;
   std::string trace;
@@ -24,6 +25,12 @@ struct SimulateArgs {
 };
 
 Schedule resolve_schedule(const SimulateArgs& args, const SimulationContext& ctx) {
+  if (!args.schedule_file.empty()) {
+    if (!args.schedule.empty() || !args.schedule_csv.empty())
+      throw InputError("--schedule-file", args.schedule_file,
+                       "give one of --schedule, --schedule-csv and --schedule-file");
+    return schedule_file_for(ctx, args.schedule_file);
+  }
   if (args.schedule.empty() == args.schedule_csv.empty())
     throw InputError("--schedule", args.schedule.empty() ? "missing" : args.schedule,
                      "give either a schedule name or --schedule-csv FILE");
@@ -52,6 +59,9 @@ void register_simulate(CLI::App& app) {
   cmd->add_option("--schedule", args->schedule, "schedule name (see braid schedule --help)");
   cmd->add_option("--schedule-csv", args->schedule_csv,
                   "PyTorch compute-only schedule CSV to simulate instead of --schedule");
+  cmd->add_option("--schedule-file", args->schedule_file,
+                  "schedule JSON (braid schedule --json, braid design -o) to simulate instead of "
+                  "--schedule");
   auto* json = cmd->add_flag("--json", args->json, "print the report as JSON");
   cmd->add_flag("--csv", args->csv, "print the per-rank report as CSV")->excludes(json);
   cmd->add_option("--trace", args->trace,

@@ -17,5 +17,6 @@ void register_theory(CLI::App& app);
 void register_calibrate(CLI::App& app);
 void register_sweep(CLI::App& app);
 void register_search(CLI::App& app);
+void register_design(CLI::App& app);
 
 }  // namespace braid::cli

@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
   braid::cli::register_calibrate(app);
   braid::cli::register_sweep(app);
   braid::cli::register_search(app);
+  braid::cli::register_design(app);
 
   try {
     app.parse(argc, argv);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <sstream>
 
 #include "braid/error.hpp"
@@ -132,6 +133,20 @@ ScheduleOptions schedule_options(const SimulationContext& ctx, const SimulationA
   options.offload_fraction = args.offload_fraction;
   if (ctx.study) options.offload = ctx.study->training.offload;
   return options;
+}
+
+Schedule schedule_file_for(const SimulationContext& ctx, const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError("--schedule-file", path, "cannot open the file");
+  Schedule s = read_schedule_json(in, path);
+  const char* option = ctx.uniform ? "--pp / --microbatches" : "the study's pp / microbatches";
+  if (s.pp != ctx.pp || s.microbatches != ctx.microbatches)
+    throw InputError("--schedule-file", path,
+                     "holds pp " + std::to_string(s.pp) + ", " + std::to_string(s.microbatches) +
+                         " microbatches but " + option + " are " + std::to_string(ctx.pp) + ", " +
+                         std::to_string(ctx.microbatches) + "; give --pp " + std::to_string(s.pp) +
+                         " --microbatches " + std::to_string(s.microbatches));
+  return s;
 }
 
 SimulationResult simulate_schedule(const SimulationContext& ctx, const Schedule& schedule) {

@@ -60,6 +60,10 @@ struct SimulationResult {
 ScheduleOptions schedule_options(const SimulationContext& ctx, const SimulationArgs& args);
 SimulationResult simulate_schedule(const SimulationContext& ctx, const Schedule& schedule);
 
+// A --schedule-file for this context: read, validated, and its pp and microbatches checked against
+// the study's (or --pp / --microbatches in uniform-cost mode). Throws InputError.
+Schedule schedule_file_for(const SimulationContext& ctx, const std::string& path);
+
 // Parses "tf,tb,tw,tar[,ma]"; throws InputError naming --unit-costs.
 UniformCosts parse_unit_costs(const std::string& text);
 
