@@ -45,6 +45,10 @@ struct DesignOptions {
   double mem_cap_bytes = -1;
   // Cap on each rank's activation peak in units of M_a (uniform-cost mode); < 0: none.
   double mem_cap_ma = -1;
+  // Count a microbatch's activations in the M_a cap until its weight gradient has run, not only
+  // until its backward: the zero-bubble authors' memory rule (their F adds one, their W frees it),
+  // stricter than braid's uniform cost model, where B frees everything.
+  bool hold_until_w = false;
   int max_candidates = 1000;  // simulated candidates, seeds included: the deterministic budget
   double budget_s = 0;        // wall-clock limit as well (0 = none); the run stops at either
   std::uint64_t seed = 1;

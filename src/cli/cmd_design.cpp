@@ -25,6 +25,7 @@ struct DesignArgs {
   SimulationArgs sim;
   double mem_cap_gib = -1;
   double mem_cap_ma = -1;
+  bool hold_until_w = false;
   double budget_s = 60;
   int max_candidates = 1000;
   std::uint64_t seed = 1;
@@ -75,6 +76,9 @@ void register_design(CLI::App& app) {
                                   "fixed overhead, as sweep)");
   cmd->add_option("--mem-cap-ma", args->mem_cap_ma,
                   "cap on each rank's activation peak in M_a (uniform-cost mode)");
+  cmd->add_flag("--hold-until-w", args->hold_until_w,
+                "count activations in --mem-cap-ma until the weight gradient has run (the "
+                "zero-bubble scheduler's memory rule)");
   cmd->add_option("--budget", args->budget_s,
                   "wall-clock seconds the search may take (default 60; 0 = no limit)")
       ->check(CLI::NonNegativeNumber);
@@ -108,6 +112,7 @@ void register_design(CLI::App& app) {
       options.mem_cap_bytes = ctx.profile->hbm_bytes - ctx.profile->fixed_overhead_bytes;
     }
     options.mem_cap_ma = args->mem_cap_ma;
+    options.hold_until_w = args->hold_until_w;
     options.max_candidates = args->max_candidates;
     options.budget_s = args->budget_s;
     options.seed = args->seed;

@@ -15,6 +15,7 @@
 
 #include "braid/design.hpp"
 #include "braid/error.hpp"
+#include "greedy.hpp"
 #include "moves.hpp"
 
 namespace braid {
@@ -68,6 +69,34 @@ std::vector<Gap> find_gaps(const Dag& dag, const Timeline& t, int ranks) {
   return gaps;
 }
 
+// Peak per rank, in chunk-microbatches, of passes whose forward has run and whose weight gradient
+// has not (a full backward runs both). Inside a block releases count before allocations, as in
+// validate().
+double peak_until_w(const Schedule& s) {
+  int worst = 0;
+  for (const RankProgram& rank : s.ranks) {
+    int live = 0;
+    for (const Instruction& in : rank.instructions) {
+      const bool second = in.op == OpCode::FB || in.op == OpCode::FW || in.op == OpCode::FF;
+      const Pass* parts[2] = {&in.a, second ? &in.b : nullptr};
+      for (int release = 1; release >= 0; --release)
+        for (int i = 0; i < 2; ++i) {
+          if (parts[i] == nullptr) continue;
+          const bool forward = (i == 0 && in.op != OpCode::B && in.op != OpCode::W &&
+                                in.op != OpCode::Offload && in.op != OpCode::Reload) ||
+                               (i == 1 && in.op == OpCode::FF);
+          const bool frees = (i == 0 && in.op == OpCode::W) || (i == 1 && in.op == OpCode::FW) ||
+                             (((i == 0 && in.op == OpCode::B) || (i == 1 && in.op == OpCode::FB)) &&
+                              !parts[i]->defer_w);
+          if (release == 1 && frees) --live;
+          if (release == 0 && forward) ++live;
+        }
+      worst = std::max(worst, live);
+    }
+  }
+  return worst;
+}
+
 class Oracle {
  public:
   Oracle(const DesignProblem& problem, const DesignOptions& options)
@@ -95,6 +124,7 @@ class Oracle {
       c.peak_bytes = std::max(c.peak_bytes, bytes);
       if (ma > 0) c.peak_ma = std::max(c.peak_ma, t.peak_activation_bytes[r] / ma);
     }
+    if (options_.hold_until_w) c.peak_ma = std::max(c.peak_ma, peak_until_w(s));
     if (options_.mem_cap_bytes >= 0 && c.peak_bytes > options_.mem_cap_bytes)
       c.over += (c.peak_bytes - options_.mem_cap_bytes) / std::max(options_.mem_cap_bytes, 1.0);
     // A hair of tolerance: the M_a count is a ratio of byte sums.
@@ -167,6 +197,43 @@ std::vector<Seed> make_seeds(const DesignProblem& problem, const std::vector<std
   return seeds;
 }
 
+// The greedy list scheduler's family (greedy.hpp) for V placement: memory limits around the
+// cap (in chunk-microbatches), split or full backward, either chunk's forward first; each plain
+// and with its adjacent passes braided.
+std::vector<Seed> greedy_seeds(const DesignProblem& problem, const DesignOptions& options,
+                               const CostModel& cost) {
+  const int p = problem.pp;
+  std::set<int> limits;
+  if (options.mem_cap_ma >= 0) {
+    const int cap = static_cast<int>(std::floor(options.mem_cap_ma + 1e-9));
+    for (int l = cap; l >= std::max(1, cap - 2); --l) limits.insert(l);
+  } else {
+    for (int l : {p, (3 * p + 1) / 2, 2 * p, (5 * p + 1) / 2, 3 * p}) limits.insert(l);
+  }
+  std::vector<Seed> seeds;
+  for (auto it = limits.rbegin(); it != limits.rend(); ++it)
+    for (int reserve : {1, 0, 2})
+      for (bool split : {true, false})
+        for (bool later_first : {true, false})
+          for (bool w_when_full : {false, true}) {
+            if ((reserve != 1 || w_when_full) && !split) continue;
+            designer::GreedyPolicy policy{*it,         options.hold_until_w, split,
+                                          later_first, w_when_full,          reserve};
+            std::optional<Schedule> s =
+                designer::greedy_v_schedule(p, problem.microbatches, cost, policy);
+            if (!s || !validate(*s).ok()) continue;
+            const std::string label = "greedy(L" + std::to_string(*it) +
+                                      (split ? ",split" : ",full") + (later_first ? ",c1" : ",c0") +
+                                      ",r" + std::to_string(reserve) + (w_when_full ? ",w" : "") +
+                                      ")";
+            Schedule braided = *s;
+            designer::braid_adjacent(braided);
+            seeds.push_back({label, std::move(*s), false});
+            seeds.push_back({label + "+braid", std::move(braided), false});
+          }
+  return seeds;
+}
+
 class Beam {
  public:
   explicit Beam(int width) : width_(std::max(1, width)) {}
@@ -215,8 +282,12 @@ DesignResult design(const DesignProblem& problem, const DesignOptions& options) 
                         best != nullptr});
   };
 
-  const std::vector<Seed> seeds =
+  std::vector<Seed> seeds =
       make_seeds(problem, options.seeds.empty() ? kDefaultSeeds : options.seeds);
+  if (problem.microbatches >= 1) {
+    std::vector<Seed> greedy = greedy_seeds(problem, options, oracle.cost(2 * problem.pp));
+    for (Seed& g : greedy) seeds.push_back(std::move(g));
+  }
   for (const Seed& seed : seeds) {
     // The plain hand-designed seeds always run (they are the baseline); variants within budget.
     if (!seed.hand && (result.candidates >= options.max_candidates ||
