@@ -87,6 +87,9 @@ std::optional<Schedule> greedy_v_schedule(int p, int m, const CostModel& cost,
       for (int c : policy.later_chunk_first ? std::vector<int>{1, 0} : std::vector<int>{0, 1}) {
         const int mb = st.next_f[c];
         if (mb >= m || st.live + (c == 0 ? policy.reserve : 0) >= policy.mem_limit) continue;
+        const int depth = std::max(policy.mem_limit - 1 - r, policy.mem_limit / 2);
+        if (c == 0 && policy.warmup_cap && st.next_b[0] + st.next_b[1] == 0 && mb >= depth)
+          continue;
         const int k = s.virtual_stage(r, c);
         const double ready = k == 0 ? 0 : f_end[at(k - 1, mb)];
         if (ready == kNever) continue;

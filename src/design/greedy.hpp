@@ -18,7 +18,11 @@ struct GreedyPolicy {
   bool split = true;              // B defers its W; false: full backward
   bool later_chunk_first = true;  // among ready forwards, the chunk nearer the loss first
   bool w_when_full = false;       // at the memory limit a deferred W goes before a ready backward
-  int reserve = 1;  // slots a chunk-0 forward leaves free for chunk-1 forwards (0 may starve)
+  int reserve = 1;
+  // Warm-up depth: before its first backward, rank r runs at most max(mem_limit - 1 - r,
+  // mem_limit / 2) chunk-0 forwards (ZB-V's 2p - 1 - r at mem_limit 2p); false: as memory allows.
+  bool warmup_cap =
+      false;  // slots a chunk-0 forward leaves free for chunk-1 forwards (0 may starve)
 };
 
 // A V schedule (vpp = 2) built by the policy on `cost` (2p virtual stages); nullopt when the

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -159,6 +160,7 @@ struct Seed {
   std::string label;
   Schedule schedule;
   bool hand = false;  // a plain hand-designed schedule (the baseline the result must match)
+  std::optional<designer::GreedyPolicy> greedy;  // built when its turn comes (it costs time)
 };
 
 // The hand-designed schedules as `compare` runs them (with and without the study's offload),
@@ -198,10 +200,14 @@ std::vector<Seed> make_seeds(const DesignProblem& problem, const std::vector<std
 }
 
 // The greedy list scheduler's family (greedy.hpp) for V placement: memory limits around the
-// cap (in chunk-microbatches), split or full backward, either chunk's forward first; each plain
-// and with its adjacent passes braided.
-std::vector<Seed> greedy_seeds(const DesignProblem& problem, const DesignOptions& options,
-                               const CostModel& cost) {
+// cap (in chunk-microbatches), split or full backward, either chunk's forward first, a reserved
+// slot or none, W first at the limit or not, a capped warm-up depth or not.
+struct GreedySeed {
+  std::string label;
+  designer::GreedyPolicy policy;
+};
+
+std::vector<GreedySeed> greedy_family(const DesignProblem& problem, const DesignOptions& options) {
   const int p = problem.pp;
   std::set<int> limits;
   if (options.mem_cap_ma >= 0) {
@@ -210,28 +216,25 @@ std::vector<Seed> greedy_seeds(const DesignProblem& problem, const DesignOptions
   } else {
     for (int l : {p, (3 * p + 1) / 2, 2 * p, (5 * p + 1) / 2, 3 * p}) limits.insert(l);
   }
-  std::vector<Seed> seeds;
+  std::vector<GreedySeed> family;
   for (auto it = limits.rbegin(); it != limits.rend(); ++it)
-    for (int reserve : {1, 0, 2})
-      for (bool split : {true, false})
-        for (bool later_first : {true, false})
-          for (bool w_when_full : {false, true}) {
-            if ((reserve != 1 || w_when_full) && !split) continue;
-            designer::GreedyPolicy policy{*it,         options.hold_until_w, split,
-                                          later_first, w_when_full,          reserve};
-            std::optional<Schedule> s =
-                designer::greedy_v_schedule(p, problem.microbatches, cost, policy);
-            if (!s || !validate(*s).ok()) continue;
-            const std::string label = "greedy(L" + std::to_string(*it) +
-                                      (split ? ",split" : ",full") + (later_first ? ",c1" : ",c0") +
-                                      ",r" + std::to_string(reserve) + (w_when_full ? ",w" : "") +
-                                      ")";
-            Schedule braided = *s;
-            designer::braid_adjacent(braided);
-            seeds.push_back({label, std::move(*s), false});
-            seeds.push_back({label + "+braid", std::move(braided), false});
-          }
-  return seeds;
+    for (int variant = 0; variant < 32; ++variant) {
+      designer::GreedyPolicy g;
+      g.mem_limit = *it;
+      g.hold_until_w = options.hold_until_w;
+      g.split = (variant & 1) == 0;
+      g.later_chunk_first = (variant & 2) == 0;
+      g.w_when_full = (variant & 4) != 0;
+      g.reserve = (variant & 8) == 0 ? 1 : 0;
+      g.warmup_cap = (variant & 16) != 0;
+      if (!g.split && variant > 3) continue;  // the W options need a split backward
+      family.push_back({"greedy(L" + std::to_string(g.mem_limit) + (g.split ? ",split" : ",full") +
+                            (g.later_chunk_first ? ",c1" : ",c0") + ",r" +
+                            std::to_string(g.reserve) + (g.w_when_full ? ",w" : "") +
+                            (g.warmup_cap ? ",d" : "") + ")",
+                        g});
+    }
+  return family;
 }
 
 class Beam {
@@ -284,15 +287,28 @@ DesignResult design(const DesignProblem& problem, const DesignOptions& options) 
 
   std::vector<Seed> seeds =
       make_seeds(problem, options.seeds.empty() ? kDefaultSeeds : options.seeds);
-  if (problem.microbatches >= 1) {
-    std::vector<Seed> greedy = greedy_seeds(problem, options, oracle.cost(2 * problem.pp));
-    for (Seed& g : greedy) seeds.push_back(std::move(g));
-  }
+  // The greedy family runs after the offload variants, within the budget, each schedule plain
+  // and with its adjacent passes braided (which pays only where there are collectives to hide).
+  for (const GreedySeed& g : greedy_family(problem, options))
+    seeds.push_back({g.label, Schedule{}, false, g.policy});
   for (const Seed& seed : seeds) {
     // The plain hand-designed seeds always run (they are the baseline); variants within budget.
     if (!seed.hand && (result.candidates >= options.max_candidates ||
                        (options.budget_s > 0 && elapsed() > options.budget_s)))
       break;
+    if (seed.greedy) {
+      std::optional<Schedule> g = designer::greedy_v_schedule(
+          problem.pp, problem.microbatches, oracle.cost(2 * problem.pp), *seed.greedy);
+      if (!g || !validate(*g).ok()) continue;
+      for (int braided = 0; braided < 2; ++braided) {
+        if (braided == 1) designer::braid_adjacent(*g);
+        if (!seen.insert(designer::schedule_hash(*g)).second) continue;
+        if (result.candidates >= options.max_candidates) break;
+        consider(oracle.evaluate(*g, seed.label + (braided ? "+braid" : "")),
+                 "seed " + seed.label + (braided ? "+braid" : ""));
+      }
+      continue;
+    }
     seen.insert(designer::schedule_hash(seed.schedule));
     Candidate c = oracle.evaluate(seed.schedule, seed.label);
     if (seed.hand) {
