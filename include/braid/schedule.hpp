@@ -84,8 +84,13 @@ int fixed_vpp(std::string_view name);
 // deferred W) or `W1.4` (any other), `F1.1&B1.0*` (FB), `F0.8&W` (FW), `F0.4+F0.5` (FF),
 // `OFF0.3` / `REL0.3` (offload / reload), separated by single spaces.
 std::string format_program(const RankProgram& program);
-// DESIGN §8 JSON: {"schedule","pp","vpp","microbatches","ranks":[{"rank","instructions"}]}.
+// DESIGN §8 JSON: {"schedule","pp","vpp","microbatches","ranks":[{"rank","instructions"}],
+// "placement":"loop"|"v"}.
 std::string to_json(const Schedule& schedule);
+// Reads that JSON back (`--schedule-file`; "placement" may be absent: V when the file has two
+// chunks per rank and validates as V). The result is validated; throws InputError naming the
+// file, the field ("ranks[1].instructions[4].op") and what is allowed.
+Schedule read_schedule_json(std::istream& in, const std::string& file);
 
 // The result of validation: empty `error` means valid.
 struct ValidationResult {

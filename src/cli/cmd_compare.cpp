@@ -22,7 +22,8 @@ const std::vector<std::string> kDefaultSchedules = {"1f1b-i", "zb-v", "stp", "st
 struct CompareArgs {
   SimulationArgs sim;
   std::vector<std::string> schedules;
-  std::vector<std::string> schedule_csv;  // the user's own schedules, beside the named ones
+  std::vector<std::string> schedule_csv;    // the user's own schedules, beside the named ones
+  std::vector<std::string> schedule_files;  // likewise, schedule JSON files (braid design -o)
   bool json = false;
   bool csv = false;
   std::string html;  // --html FILE: the runs side by side on one time axis
@@ -45,6 +46,8 @@ void register_compare(CLI::App& app) {
                   "comma-separated schedule names (default: the study's list, else "
                   "1f1b-i,zb-v,stp,stp-offload,dualpipe-v)")
       ->delimiter(',');
+  cmd->add_option("--schedule-file", args->schedule_files,
+                  "schedule JSON file(s) (braid design -o) compared after the named schedules");
   auto* json = cmd->add_flag("--json", args->json, "print the reports as JSON");
   cmd->add_flag("--csv", args->csv, "print one CSV row per schedule")->excludes(json);
   cmd->add_option("--schedule-csv", args->schedule_csv,
@@ -63,25 +66,30 @@ void register_compare(CLI::App& app) {
     if (!args->html.empty()) check_writable("--html", args->html);
     // The user's own schedules fix pp and m (the first file); later files must agree.
     std::vector<Schedule> own;
-    for (const std::string& file : args->schedule_csv) {
-      Schedule s = read_schedule_csv(file);
+    std::vector<std::pair<std::string, std::string>> own_files;  // (option, path)
+    auto add_own = [&](Schedule s, const char* option, const std::string& file) {
       if (own.empty()) {
-        check_file_schedule(args->sim, s, "--schedule-csv", file);
+        check_file_schedule(args->sim, s, option, file);
       } else if (s.pp != own.front().pp || s.microbatches != own.front().microbatches) {
-        throw InputError("--schedule-csv", file,
+        throw InputError(option, file,
                          "has pp " + std::to_string(s.pp) + " and " +
                              std::to_string(s.microbatches) + " microbatches but " +
-                             args->schedule_csv.front() + " has pp " +
+                             own_files.front().second + " has pp " +
                              std::to_string(own.front().pp) + " and " +
                              std::to_string(own.front().microbatches) +
                              "; the schedules of one comparison share pp and m");
       }
       own.push_back(std::move(s));
-    }
+      own_files.emplace_back(option, file);
+    };
+    for (const std::string& file : args->schedule_csv)
+      add_own(read_schedule_csv(file), "--schedule-csv", file);
+    for (const std::string& file : args->schedule_files)
+      add_own(read_schedule_file(file), "--schedule-file", file);
     SimulationContext ctx = resolve_context(args->sim);
     if (!own.empty())
-      adopt_file_schedule(ctx, args->sim, own.front(), "--schedule-csv",
-                          args->schedule_csv.front());
+      adopt_file_schedule(ctx, args->sim, own.front(), own_files.front().first,
+                          own_files.front().second);
     ctx.sim.record_memory = !args->html.empty();
     ctx.lower.fold_zero_time = !ctx.sim.record_memory;
     std::vector<std::string> html_runs;

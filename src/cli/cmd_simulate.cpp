@@ -19,6 +19,7 @@ struct SimulateArgs {
   SimulationArgs sim;
   std::string schedule;
   std::string schedule_csv;
+  std::string schedule_file;
   bool json = false;
   bool csv = false;
   TimelineFiles files;
@@ -29,7 +30,9 @@ struct SimulateArgs {
 Schedule resolve_schedule(const SimulateArgs& args, SimulationContext& ctx,
                           const std::optional<Schedule>& from_file) {
   if (from_file) {
-    adopt_file_schedule(ctx, args.sim, *from_file, "--schedule-csv", args.schedule_csv);
+    const bool csv = !args.schedule_csv.empty();
+    adopt_file_schedule(ctx, args.sim, *from_file, csv ? "--schedule-csv" : "--schedule-file",
+                        csv ? args.schedule_csv : args.schedule_file);
     return *from_file;
   }
   const ScheduleOptions options = schedule_options(ctx, args.sim);
@@ -48,19 +51,28 @@ void register_simulate(CLI::App& app) {
   cmd->add_option("--schedule-csv", args->schedule_csv,
                   "PyTorch compute-only schedule CSV to simulate instead of --schedule; pp and "
                   "microbatches come from the file");
+  cmd->add_option("--schedule-file", args->schedule_file,
+                  "schedule JSON (braid schedule --json, braid design -o) to simulate instead of "
+                  "--schedule; pp and microbatches come from the file");
   auto* json = cmd->add_flag("--json", args->json, "print the report as JSON");
   cmd->add_flag("--csv", args->csv, "print the per-rank report as CSV")->excludes(json);
   add_timeline_options(*cmd, args->files);
   cmd->callback([args] {
     // Output paths are checked before any work so a bad path fails fast and leaves nothing.
     check_timeline_outputs(args->files);
-    if (args->schedule.empty() == args->schedule_csv.empty())
+    const int given = static_cast<int>(!args->schedule.empty()) +
+                      static_cast<int>(!args->schedule_csv.empty()) +
+                      static_cast<int>(!args->schedule_file.empty());
+    if (given != 1)
       throw InputError("--schedule", args->schedule.empty() ? "missing" : args->schedule,
-                       "give either a schedule name or --schedule-csv FILE");
+                       "give one of a schedule name, --schedule-csv FILE and --schedule-file FILE");
     std::optional<Schedule> from_file;
     if (!args->schedule_csv.empty()) {
       from_file = read_schedule_csv(args->schedule_csv);
       check_file_schedule(args->sim, *from_file, "--schedule-csv", args->schedule_csv);
+    } else if (!args->schedule_file.empty()) {
+      from_file = read_schedule_file(args->schedule_file);
+      check_file_schedule(args->sim, *from_file, "--schedule-file", args->schedule_file);
     }
     SimulationContext ctx = resolve_context(args->sim);
     ctx.sim.record_memory = args->files.any();

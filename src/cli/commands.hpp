@@ -19,5 +19,6 @@ void register_sweep(CLI::App& app);
 void register_search(CLI::App& app);
 void register_merge(CLI::App& app);
 void register_report(CLI::App& app);
+void register_design(CLI::App& app);
 
 }  // namespace braid::cli

@@ -132,6 +132,7 @@ int main(int argc, char** argv) {
   braid::cli::register_search(app);
   braid::cli::register_merge(app);
   braid::cli::register_report(app);
+  braid::cli::register_design(app);
 
   if (const int code = first_word(app, argc, argv, root); code >= 0) return code;
   try {

@@ -37,6 +37,9 @@ void add_schedule_options(CLI::App& cmd, ScheduleArgs& args) {
   cmd.add_option("--schedule", args.name, "schedule name: " + known());
   cmd.add_option("--schedule-csv", args.csv,
                  "PyTorch compute-only schedule CSV to use instead of --schedule");
+  cmd.add_option("--schedule-file", args.file,
+                 "schedule JSON file (braid schedule --json, braid design -o) to use instead of "
+                 "--schedule");
   args.pp = cmd.add_option("--pp", args.options.pp, "pipeline-parallel size p (ranks)");
   args.microbatches =
       cmd.add_option("--microbatches", args.options.microbatches, "microbatches m per iteration");
@@ -52,7 +55,34 @@ void add_schedule_options(CLI::App& cmd, ScheduleArgs& args) {
                                 "chunk-0 activations are offloaded (default 0 = off)");
 }
 
+Schedule read_schedule_file(const std::string& path) {
+  if (std::filesystem::is_directory(path))
+    throw InputError("--schedule-file", path, "is a directory; give a schedule JSON file");
+  std::ifstream in(path);
+  if (!in) throw InputError("--schedule-file", path, "cannot open the file");
+  return read_schedule_json(in, path);
+}
+
 Schedule resolve_schedule(const ScheduleArgs& args) {
+  if (!args.file.empty()) {
+    if (!args.name.empty() || !args.csv.empty())
+      throw InputError("--schedule-file", args.file,
+                       "give one of --schedule, --schedule-csv and --schedule-file");
+    Schedule s = read_schedule_file(args.file);
+    // The file fixes every size; a size given as well must agree with it.
+    const std::pair<const CLI::Option*, int> sizes[] = {
+        {args.pp, s.pp}, {args.microbatches, s.microbatches}, {args.vpp, s.vpp}};
+    const int wanted[] = {args.options.pp, args.options.microbatches, args.options.vpp};
+    for (int i = 0; i < 3; ++i)
+      if (given(sizes[i].first) && wanted[i] != sizes[i].second)
+        throw InputError(sizes[i].first->get_name(), std::to_string(wanted[i]),
+                         args.file + " has " + std::to_string(sizes[i].second));
+    if (given(args.group_size) || given(args.offload_fraction) || given(args.offload))
+      throw InputError("--schedule-file", args.file,
+                       "--group-size, --offload-fraction and --offload apply to generated "
+                       "schedules only");
+    return s;
+  }
   if (args.name.empty() == args.csv.empty())
     throw InputError("--schedule", args.name.empty() ? "missing" : args.name,
                      "give either a schedule name (" + known() + ") or --schedule-csv FILE");

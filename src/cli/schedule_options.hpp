@@ -16,6 +16,7 @@ namespace braid::cli {
 struct ScheduleArgs {
   std::string name;  // --schedule
   std::string csv;   // --schedule-csv
+  std::string file;  // --schedule-file (DESIGN §8 JSON)
   ScheduleOptions options;
   // Set by add_schedule_options, read after parsing to tell given options from defaults.
   CLI::Option* pp = nullptr;
@@ -29,6 +30,8 @@ struct ScheduleArgs {
 void add_schedule_options(CLI::App& cmd, ScheduleArgs& args);
 // Builds (or imports) the schedule; throws InputError on bad input.
 Schedule resolve_schedule(const ScheduleArgs& args);
+// Reads a --schedule-file (DESIGN §8 JSON), validated; InputError when it cannot be opened or read.
+Schedule read_schedule_file(const std::string& path);
 
 // Which schedule options the user gave (not their defaults).
 struct GivenOptions {

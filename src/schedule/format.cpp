@@ -112,7 +112,8 @@ std::string to_json(const Schedule& schedule) {
            {"pp", schedule.pp},
            {"vpp", schedule.vpp},
            {"microbatches", schedule.microbatches},
-           {"ranks", std::move(ranks)}};
+           {"ranks", std::move(ranks)},
+           {"placement", schedule.placement == Placement::V ? "v" : "loop"}};
   return out.dump();
 }
 

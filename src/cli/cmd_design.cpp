@@ -1,0 +1,129 @@
+// `braid design`: searches for the fastest schedule of a study (or of uniform unit costs) under a
+// memory cap and writes it as a schedule file (the `braid schedule --json` format) that
+// --schedule-file accepts everywhere. The search itself is the library's (design.hpp).
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "braid/design.hpp"
+#include "braid/error.hpp"
+#include "commands.hpp"
+#include "output.hpp"
+#include "simulation.hpp"
+
+namespace braid::cli {
+
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+struct DesignArgs {
+  SimulationArgs sim;
+  double mem_cap_gib = -1;
+  double mem_cap_ma = -1;
+  bool hold_until_w = false;
+  double budget_s = 60;
+  int max_candidates = 1000;
+  std::uint64_t seed = 1;
+  int beam = 6;
+  std::vector<std::string> seeds;
+  bool json = false;
+  std::string output;
+  CLI::Option* mem_cap = nullptr;
+};
+
+DesignProblem problem_of(const SimulationContext& ctx) {
+  DesignProblem p;
+  p.study = ctx.study_name;
+  p.pp = ctx.pp;
+  p.vpp = ctx.vpp;
+  p.microbatches = ctx.microbatches;
+  p.lower = ctx.lower;
+  p.sim = ctx.sim;
+  if (ctx.study) p.offload = ctx.study->training.offload;
+  p.cost = [ctx](int virtual_stages) {
+    return ctx.uniform ? uniform_cost_model(*ctx.uniform, virtual_stages)
+                       : build_cost_model(*ctx.study, *ctx.profile, virtual_stages);
+  };
+  return p;
+}
+
+// On a terminal: one line, rewritten every few candidates.
+std::function<void(const DesignProgress&)> progress_line() {
+  if (isatty(STDERR_FILENO) == 0) return {};
+  return [](const DesignProgress& p) {
+    if (p.candidates % 10 != 0) return;
+    std::fprintf(stderr, "\rbraid design: %d / %d candidates, best %s%.6g s   ", p.candidates,
+                 p.max_candidates, p.best_fits ? "" : "(none under the cap) ", p.best_time_s);
+    std::fflush(stderr);
+  };
+}
+
+}  // namespace
+
+void register_design(CLI::App& app) {
+  auto args = std::make_shared<DesignArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "design", "search for the fastest schedule under a memory cap (writes a schedule file)");
+  add_simulation_options(*cmd, args->sim);
+  args->mem_cap = cmd->add_option("--mem-cap", args->mem_cap_gib,
+                                  "GiB per GPU for weights, gradients, optimizer state and "
+                                  "activations (default: the GPU's memory less the profile's "
+                                  "fixed overhead, as sweep)");
+  cmd->add_option("--mem-cap-ma", args->mem_cap_ma,
+                  "cap on each rank's activation peak in M_a (uniform-cost mode)");
+  cmd->add_flag("--hold-until-w", args->hold_until_w,
+                "count activations in --mem-cap-ma until the weight gradient has run (the "
+                "zero-bubble scheduler's memory rule)");
+  cmd->add_option("--budget", args->budget_s,
+                  "wall-clock seconds the search may take (default 60; 0 = no limit)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--max-candidates", args->max_candidates,
+                  "simulated candidates, seeds included (default 1000); the result is "
+                  "reproducible when this, not --budget, ends the search")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", args->seed, "random seed of the search (default 1)");
+  cmd->add_option("--beam", args->beam, "candidates kept and mutated (default 6)")
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--seeds", args->seeds,
+                  "hand-designed schedules to start from (default "
+                  "1f1b-i,zb-v,stp,stp-offload,dualpipe-v)")
+      ->delimiter(',');
+  cmd->add_flag("--json", args->json, "print the result and the search trace as JSON");
+  cmd->add_option("-o,--output", args->output, "schedule file to write (braid schedule --json)")
+      ->required();
+  cmd->callback([args] {
+    check_writable("--output", args->output);
+    for (const std::string& name : args->seeds) fixed_vpp(name);  // names unknown ones
+    const SimulationContext ctx = resolve_context(args->sim);
+    DesignOptions options;
+    if (args->mem_cap->count() > 0) {
+      if (!(args->mem_cap_gib > 0))
+        throw InputError("--mem-cap", std::to_string(args->mem_cap_gib), "must be > 0 GiB");
+      if (ctx.uniform)
+        throw InputError("--mem-cap", std::to_string(args->mem_cap_gib),
+                         "uniform-cost mode has no bytes; use --mem-cap-ma");
+      options.mem_cap_bytes = args->mem_cap_gib * kGiB;
+    } else if (ctx.profile) {
+      options.mem_cap_bytes = ctx.profile->hbm_bytes - ctx.profile->fixed_overhead_bytes;
+    }
+    options.mem_cap_ma = args->mem_cap_ma;
+    options.hold_until_w = args->hold_until_w;
+    options.max_candidates = args->max_candidates;
+    options.budget_s = args->budget_s;
+    options.seed = args->seed;
+    options.beam = args->beam;
+    options.seeds = args->seeds;
+    options.progress = progress_line();
+    const DesignResult result = design(problem_of(ctx), options);
+    if (options.progress) std::fprintf(stderr, "\r\033[K");
+    write_file("--output", args->output, to_json(result.schedule) + "\n");
+    std::cout << (args->json ? design_json(result, options) : design_table(result, options));
+  });
+}
+
+}  // namespace braid::cli

@@ -1,0 +1,380 @@
+// design(): a steady-state beam search over rank programs with the simulator as the oracle.
+// The beam starts from the hand-designed schedules (and their offload variants); each step
+// mutates one beam member (moves.cpp), validates the child, simulates it, and keeps it if it
+// ranks above the worst member. Ranking: under the cap before over it; under the cap by iteration
+// time, over it by how far over. The best child under the cap is the result, so the result is
+// never slower than the best seed that fits.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "braid/design.hpp"
+#include "braid/error.hpp"
+#include "greedy.hpp"
+#include "moves.hpp"
+
+namespace braid {
+
+namespace {
+
+using designer::Gap;
+
+const std::vector<std::string> kDefaultSeeds = {"1f1b-i", "zb-v", "stp", "stp-offload",
+                                                "dualpipe-v"};
+constexpr int kGapsKept = 16;
+
+struct Candidate {
+  Schedule schedule;
+  double time_s = 0;
+  double peak_bytes = 0;  // largest rank: static of its chunks + simulated activation peak
+  double peak_ma = 0;     // largest rank: activation peak / M_a
+  double over = 0;        // relative excess over the cap(s); 0 when it fits
+  std::vector<Gap> gaps;
+  std::string origin;  // the seed it descends from
+  bool fits() const { return over <= 0; }
+};
+
+bool ranks_above(const Candidate& a, const Candidate& b) {
+  if (a.fits() != b.fits()) return a.fits();
+  if (!a.fits() && a.over != b.over) return a.over < b.over;
+  return a.time_s < b.time_s;
+}
+
+// The largest compute-stream idle times before an instruction, largest first.
+std::vector<Gap> find_gaps(const Dag& dag, const Timeline& t, int ranks) {
+  std::vector<Gap> gaps;
+  for (int r = 0; r < ranks; ++r) {
+    const int stream = r * kStreamsPerRank + static_cast<int>(StreamKind::Compute);
+    double prev_end = 0;
+    int instruction = -1;
+    for (int k = dag.stream_begin[stream]; k < dag.stream_begin[stream + 1]; ++k) {
+      const int op = dag.stream_ops[k];
+      const int in = dag.ops[op].instruction;
+      if (in != instruction && in >= 0) {
+        const double idle = t.start_s[op] - prev_end;
+        if (idle > 1e-9 * t.iteration_time_s) gaps.push_back({idle, r, in});
+        instruction = in;
+      }
+      prev_end = std::max(prev_end, t.end_s[op]);
+    }
+  }
+  std::stable_sort(gaps.begin(), gaps.end(),
+                   [](const Gap& a, const Gap& b) { return a.idle_s > b.idle_s; });
+  if (gaps.size() > kGapsKept) gaps.resize(kGapsKept);
+  return gaps;
+}
+
+// Peak per rank, in chunk-microbatches, of passes whose forward has run and whose weight gradient
+// has not (a full backward runs both). Inside a block releases count before allocations, as in
+// validate().
+double peak_until_w(const Schedule& s) {
+  int worst = 0;
+  for (const RankProgram& rank : s.ranks) {
+    int live = 0;
+    for (const Instruction& in : rank.instructions) {
+      const bool second = in.op == OpCode::FB || in.op == OpCode::FW || in.op == OpCode::FF;
+      const Pass* parts[2] = {&in.a, second ? &in.b : nullptr};
+      for (int release = 1; release >= 0; --release)
+        for (int i = 0; i < 2; ++i) {
+          if (parts[i] == nullptr) continue;
+          const bool forward = (i == 0 && in.op != OpCode::B && in.op != OpCode::W &&
+                                in.op != OpCode::Offload && in.op != OpCode::Reload) ||
+                               (i == 1 && in.op == OpCode::FF);
+          const bool frees = (i == 0 && in.op == OpCode::W) || (i == 1 && in.op == OpCode::FW) ||
+                             (((i == 0 && in.op == OpCode::B) || (i == 1 && in.op == OpCode::FB)) &&
+                              !parts[i]->defer_w);
+          if (release == 1 && frees) --live;
+          if (release == 0 && forward) ++live;
+        }
+      worst = std::max(worst, live);
+    }
+  }
+  return worst;
+}
+
+class Oracle {
+ public:
+  Oracle(const DesignProblem& problem, const DesignOptions& options)
+      : problem_(problem), options_(options) {}
+
+  const CostModel& cost(int virtual_stages) {
+    auto it = costs_.find(virtual_stages);
+    if (it == costs_.end())
+      it = costs_.emplace(virtual_stages, problem_.cost(virtual_stages)).first;
+    return it->second;
+  }
+
+  Candidate evaluate(Schedule s, const std::string& origin) {
+    Candidate c;
+    const CostModel& model = cost(s.virtual_stages());
+    const Dag dag = lower(s, model, problem_.lower);
+    const Timeline t = simulate(dag, problem_.sim);
+    c.time_s = t.iteration_time_s;
+    double ma = 0;
+    for (const ChunkCost& chunk : model.chunks) ma += chunk.activation_bytes;
+    ma = model.chunks.empty() ? 0 : ma / static_cast<double>(model.chunks.size());
+    for (int r = 0; r < s.pp; ++r) {
+      double bytes = t.peak_activation_bytes[r];
+      for (int k = 0; k < s.vpp; ++k) bytes += model.chunks[s.virtual_stage(r, k)].static_bytes;
+      c.peak_bytes = std::max(c.peak_bytes, bytes);
+      if (ma > 0) c.peak_ma = std::max(c.peak_ma, t.peak_activation_bytes[r] / ma);
+    }
+    if (options_.hold_until_w) c.peak_ma = std::max(c.peak_ma, peak_until_w(s));
+    if (options_.mem_cap_bytes >= 0 && c.peak_bytes > options_.mem_cap_bytes)
+      c.over += (c.peak_bytes - options_.mem_cap_bytes) / std::max(options_.mem_cap_bytes, 1.0);
+    // A hair of tolerance: the M_a count is a ratio of byte sums.
+    if (options_.mem_cap_ma >= 0 && c.peak_ma > options_.mem_cap_ma + 1e-9)
+      c.over += (c.peak_ma - options_.mem_cap_ma) / std::max(options_.mem_cap_ma, 1.0);
+    c.gaps = find_gaps(dag, t, s.pp);
+    c.origin = origin;
+    c.schedule = std::move(s);
+    return c;
+  }
+
+  Report report(const Schedule& s) {
+    const CostModel& model = cost(s.virtual_stages());
+    const Dag dag = lower(s, model, problem_.lower);
+    const Timeline t = simulate(dag, problem_.sim);
+    return make_report(problem_.study, s, model, dag, t);
+  }
+
+ private:
+  const DesignProblem& problem_;
+  const DesignOptions& options_;
+  std::map<int, CostModel> costs_;
+};
+
+std::string share(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
+}
+
+struct Seed {
+  std::string label;
+  Schedule schedule;
+  bool hand = false;  // a plain hand-designed schedule (the baseline the result must match)
+  std::optional<designer::GreedyPolicy> greedy;  // built when its turn comes (it costs time)
+};
+
+// The hand-designed schedules as `compare` runs them (with and without the study's offload),
+// then their offload variants: stp-offload with a smaller share, the others with the post-pass.
+std::vector<Seed> make_seeds(const DesignProblem& problem, const std::vector<std::string>& names) {
+  std::vector<Seed> seeds;
+  auto add = [&](const std::string& name, double offload, double fraction, bool hand) {
+    ScheduleOptions o;
+    o.pp = problem.pp;
+    o.vpp = fixed_vpp(name) != 0 ? fixed_vpp(name) : problem.vpp;
+    o.microbatches = problem.microbatches;
+    o.offload = name == "stp-offload" ? 0.0 : offload;
+    o.offload_fraction = fraction;
+    try {
+      Schedule s = make_schedule(name, o);
+      std::string label = s.name;
+      if (name == "stp-offload" && fraction != 1.0) label += "@" + share(fraction);
+      if (name != "stp-offload" && offload > 0 && offload != 1.0) label += "@" + share(offload);
+      seeds.push_back({label, std::move(s), hand});
+    } catch (const InputError&) {
+      // Too few microbatches for this schedule at this pp: it is not a seed.
+    }
+  };
+  for (const std::string& name : names) {
+    add(name, 0.0, 1.0, true);
+    if (problem.offload > 0 && name != "stp-offload") add(name, problem.offload, 1.0, true);
+  }
+  for (const std::string& name : names) {
+    if (name == "stp-offload") {
+      for (double f : {0.25, 0.5, 0.75}) add(name, 0.0, f, false);
+    } else {
+      for (double f : {0.25, 0.5, 1.0})
+        if (f != problem.offload) add(name, f, 1.0, false);
+    }
+  }
+  return seeds;
+}
+
+// The greedy list scheduler's family (greedy.hpp) for V placement: memory limits around the
+// cap (in chunk-microbatches), split or full backward, either chunk's forward first, a reserved
+// slot or none, W first at the limit or not, a capped warm-up depth or not.
+struct GreedySeed {
+  std::string label;
+  designer::GreedyPolicy policy;
+};
+
+std::vector<GreedySeed> greedy_family(const DesignProblem& problem, const DesignOptions& options) {
+  const int p = problem.pp;
+  std::set<int> limits;
+  if (options.mem_cap_ma >= 0) {
+    const int cap = static_cast<int>(std::floor(options.mem_cap_ma + 1e-9));
+    for (int l = cap; l >= std::max(1, cap - 2); --l) limits.insert(l);
+  } else {
+    for (int l : {p, (3 * p + 1) / 2, 2 * p, (5 * p + 1) / 2, 3 * p}) limits.insert(l);
+  }
+  std::vector<GreedySeed> family;
+  for (auto it = limits.rbegin(); it != limits.rend(); ++it)
+    for (int variant = 0; variant < 32; ++variant) {
+      designer::GreedyPolicy g;
+      g.mem_limit = *it;
+      g.hold_until_w = options.hold_until_w;
+      g.split = (variant & 1) == 0;
+      g.later_chunk_first = (variant & 2) == 0;
+      g.w_when_full = (variant & 4) != 0;
+      g.reserve = (variant & 8) == 0 ? 1 : 0;
+      g.warmup_cap = (variant & 16) != 0;
+      if (!g.split && variant > 3) continue;  // the W options need a split backward
+      family.push_back({"greedy(L" + std::to_string(g.mem_limit) + (g.split ? ",split" : ",full") +
+                            (g.later_chunk_first ? ",c1" : ",c0") + ",r" +
+                            std::to_string(g.reserve) + (g.w_when_full ? ",w" : "") +
+                            (g.warmup_cap ? ",d" : "") + ")",
+                        g});
+    }
+  return family;
+}
+
+class Beam {
+ public:
+  explicit Beam(int width) : width_(std::max(1, width)) {}
+  void offer(const Candidate& c) {
+    auto pos = std::find_if(members_.begin(), members_.end(),
+                            [&](const Candidate& m) { return ranks_above(c, m); });
+    if (pos == members_.end() && static_cast<int>(members_.size()) >= width_) return;
+    members_.insert(pos, c);
+    if (static_cast<int>(members_.size()) > width_) members_.pop_back();
+  }
+  // Half the time the best member, else any.
+  const Candidate& pick(designer::Rng& rng) const {
+    return rng.below(2) == 0 ? members_.front()
+                             : members_[rng.below(static_cast<int>(members_.size()))];
+  }
+  bool empty() const { return members_.empty(); }
+
+ private:
+  int width_;
+  std::vector<Candidate> members_;
+};
+
+}  // namespace
+
+DesignResult design(const DesignProblem& problem, const DesignOptions& options) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  Oracle oracle(problem, options);
+  DesignResult result;
+  Beam beam(options.beam);
+  std::set<std::uint64_t> seen;
+  const Candidate* best = nullptr;
+  Candidate best_store;
+  auto consider = [&](Candidate&& c, const std::string& move) {
+    ++result.candidates;
+    if (!c.fits()) ++result.over_cap;
+    if (c.fits() && (best == nullptr || c.time_s < best_store.time_s)) {
+      best_store = c;
+      best = &best_store;
+      result.trace.push_back({result.candidates, c.time_s, move});
+    }
+    beam.offer(c);
+    if (options.progress)
+      options.progress({result.candidates, options.max_candidates, best ? best_store.time_s : 0.0,
+                        best != nullptr});
+  };
+
+  std::vector<Seed> seeds =
+      make_seeds(problem, options.seeds.empty() ? kDefaultSeeds : options.seeds);
+  // The greedy family runs after the offload variants, within the budget, each schedule plain
+  // and with its adjacent passes braided (which pays only where there are collectives to hide).
+  for (const GreedySeed& g : greedy_family(problem, options))
+    seeds.push_back({g.label, Schedule{}, false, g.policy});
+  for (const Seed& seed : seeds) {
+    // The plain hand-designed seeds always run (they are the baseline); variants within budget.
+    if (!seed.hand && (result.candidates >= options.max_candidates ||
+                       (options.budget_s > 0 && elapsed() > options.budget_s)))
+      break;
+    if (seed.greedy) {
+      std::optional<Schedule> g = designer::greedy_v_schedule(
+          problem.pp, problem.microbatches, oracle.cost(2 * problem.pp), *seed.greedy);
+      if (!g || !validate(*g).ok()) continue;
+      for (int braided = 0; braided < 2; ++braided) {
+        if (braided == 1) designer::braid_adjacent(*g);
+        if (!seen.insert(designer::schedule_hash(*g)).second) continue;
+        if (result.candidates >= options.max_candidates) break;
+        consider(oracle.evaluate(*g, seed.label + (braided ? "+braid" : "")),
+                 "seed " + seed.label + (braided ? "+braid" : ""));
+      }
+      continue;
+    }
+    seen.insert(designer::schedule_hash(seed.schedule));
+    Candidate c = oracle.evaluate(seed.schedule, seed.label);
+    if (seed.hand) {
+      Report r = oracle.report(seed.schedule);
+      r.schedule = seed.label;
+      result.hand.push_back(r);
+      result.hand_fits.push_back(c.fits());
+      result.hand_peak_bytes.push_back(c.peak_bytes);
+      result.hand_peak_ma.push_back(c.peak_ma);
+      if (c.fits() && (result.best_hand.empty() || c.time_s < result.best_hand_time_s)) {
+        result.best_hand = seed.label;
+        result.best_hand_time_s = c.time_s;
+      }
+    }
+    consider(std::move(c), "seed " + seed.label);
+  }
+  if (beam.empty()) throw InputError("--seeds", "none", "no hand-designed schedule applies");
+
+  designer::Rng rng{options.seed};
+  const long max_attempts = 50L * std::max(options.max_candidates, 1);
+  for (long attempt = 0; attempt < max_attempts && result.candidates < options.max_candidates;
+       ++attempt) {
+    if (options.budget_s > 0 && elapsed() > options.budget_s) {
+      result.budget_exhausted_by_time = true;
+      break;
+    }
+    const Candidate& parent = beam.pick(rng);
+    Schedule child = parent.schedule;
+    const std::string origin = parent.origin;
+    const bool tight = !parent.fits();
+    const std::vector<Gap> gaps = parent.gaps;
+    std::string move, what;
+    const int moves = rng.below(4) == 0 ? 2 + rng.below(2) : 1;
+    bool changed = false;
+    for (int i = 0; i < moves; ++i)
+      if (designer::mutate(child, gaps, tight, rng, what)) {
+        changed = true;
+        move += (move.empty() ? "" : ", ") + what;
+      }
+    if (!changed) continue;
+    if (!seen.insert(designer::schedule_hash(child)).second) {
+      ++result.duplicates;
+      continue;
+    }
+    if (!validate(child).ok()) {
+      ++result.invalid;
+      continue;
+    }
+    consider(oracle.evaluate(std::move(child), origin), move + " (from " + origin + ")");
+  }
+
+  if (best == nullptr) {
+    throw InputError("--mem-cap",
+                     options.mem_cap_ma >= 0
+                         ? share(options.mem_cap_ma) + " M_a"
+                         : share(options.mem_cap_bytes / (1024.0 * 1024.0 * 1024.0)) + " GiB",
+                     "no schedule found under the cap after " + std::to_string(result.candidates) +
+                         " candidates; raise the cap or allow more candidates");
+  }
+  result.schedule = best_store.schedule;
+  result.schedule.name = "designed";
+  result.report = oracle.report(result.schedule);
+  result.peak_bytes = best_store.peak_bytes;
+  result.peak_ma = best_store.peak_ma;
+  result.seed = best_store.origin;
+  return result;
+}
+
+}  // namespace braid

@@ -1,0 +1,317 @@
+// The schedule designer (braid design) and the schedule file it writes: a designed schedule is
+// valid, survives its JSON file and the PyTorch CSV, re-simulates to the reported time, is never
+// slower than its best seed, is reproducible for a seed and candidate budget, and on the default
+// and paper studies is never slower than the best hand-designed schedule under the same cap.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "braid/config.hpp"
+#include "braid/cost_model.hpp"
+#include "braid/dag.hpp"
+#include "braid/design.hpp"
+#include "braid/error.hpp"
+#include "braid/profile.hpp"
+#include "braid/report.hpp"
+#include "braid/schedule.hpp"
+#include "braid/simulator.hpp"
+#include "cli_run.hpp"
+
+using namespace braid;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::vector<std::string> kHand = {"1f1b-i", "zb-v", "stp", "stp-offload", "dualpipe-v"};
+
+DesignProblem uniform_problem(int p, int m, UniformCosts c) {
+  DesignProblem problem;
+  problem.study = "uniform";
+  problem.pp = p;
+  problem.microbatches = m;
+  problem.cost = [c](int stages) { return uniform_cost_model(c, stages); };
+  return problem;
+}
+
+struct StudyProblem {
+  Study study;
+  Profile profile;
+  DesignProblem problem;
+};
+
+StudyProblem study_problem(const std::string& name) {
+  StudyProblem s;
+  s.study = load_study(resolve_config("studies", name));
+  s.profile = load_profile(resolve_config("profiles", s.study.cluster.profile));
+  s.problem.study = s.study.name;
+  s.problem.pp = s.study.parallel.pp;
+  s.problem.vpp = s.study.parallel.vpp;
+  s.problem.microbatches = s.study.training.microbatches;
+  s.problem.offload = s.study.training.offload;
+  const Study study = s.study;
+  const Profile profile = s.profile;
+  s.problem.cost = [study, profile](int stages) {
+    return build_cost_model(study, profile, stages);
+  };
+  return s;
+}
+
+struct Simulated {
+  double time_s = 0;
+  double peak_bytes = 0;  // largest rank peak less the fixed overhead (what the cap bounds)
+  double peak_ma = 0;
+};
+
+// Independent of the designer: lower, simulate and report the schedule the plain way.
+Simulated simulate_plain(const DesignProblem& problem, const Schedule& s) {
+  const CostModel cost = problem.cost(s.virtual_stages());
+  const Dag dag = lower(s, cost);
+  const Report r = make_report(problem.study, s, cost, dag, simulate(dag));
+  Simulated out;
+  out.time_s = r.iteration_time_s;
+  for (const RankReport& rr : r.ranks) {
+    out.peak_bytes = std::max(out.peak_bytes, rr.peak_memory_bytes - cost.fixed_overhead_bytes);
+    out.peak_ma = std::max(out.peak_ma, rr.activation_peak_ma);
+  }
+  return out;
+}
+
+Schedule hand_schedule(const DesignProblem& problem, const std::string& name, double offload) {
+  ScheduleOptions o;
+  o.pp = problem.pp;
+  o.vpp = fixed_vpp(name) != 0 ? fixed_vpp(name) : problem.vpp;
+  o.microbatches = problem.microbatches;
+  o.offload = name == "stp-offload" ? 0 : offload;
+  return make_schedule(name, o);
+}
+
+}  // namespace
+
+TEST_CASE("a schedule file reads back to the same schedule for every hand-designed schedule",
+          "[design][schedule-file]") {
+  for (const std::string& name : schedule_names()) {
+    ScheduleOptions o;
+    o.pp = 4;
+    o.vpp = fixed_vpp(name) != 0 ? fixed_vpp(name) : 2;
+    o.microbatches = 8;
+    const Schedule s = make_schedule(name, o);
+    std::istringstream in(to_json(s));
+    const Schedule back = read_schedule_json(in, "f.json");
+    INFO(name);
+    CHECK(back.name == s.name);
+    CHECK(back.placement == s.placement);
+    CHECK(back.vpp == s.vpp);
+    REQUIRE(back.ranks.size() == s.ranks.size());
+    for (std::size_t r = 0; r < s.ranks.size(); ++r)
+      CHECK(back.ranks[r].instructions == s.ranks[r].instructions);
+  }
+}
+
+TEST_CASE("a schedule file without placement is read as V when it validates as V",
+          "[design][schedule-file]") {
+  ScheduleOptions o;
+  o.pp = 2;
+  o.microbatches = 4;
+  nlohmann::json doc = nlohmann::json::parse(to_json(make_schedule("zb-v", o)));
+  doc.erase("placement");
+  std::istringstream in(doc.dump());
+  CHECK(read_schedule_json(in, "f.json").placement == Placement::V);
+}
+
+TEST_CASE("a malformed schedule file names the field and what is allowed",
+          "[design][schedule-file]") {
+  ScheduleOptions o;
+  o.pp = 2;
+  o.microbatches = 4;
+  nlohmann::json doc = nlohmann::json::parse(to_json(make_schedule("1f1b", o)));
+  doc["ranks"][1]["instructions"][2]["op"] = "X";
+  std::istringstream bad_op(doc.dump());
+  CHECK_THROWS_WITH(read_schedule_json(bad_op, "f.json"),
+                    "f.json: ranks[1].instructions[2].op: 'X' is not an instruction; known: F, "
+                    "B, W, FB, FW, FF, OFFLOAD, RELOAD");
+  doc = nlohmann::json::parse(to_json(make_schedule("1f1b", o)));
+  doc["ranks"][0]["instructions"].erase(0);  // rank 0 loses F0.0
+  std::istringstream incomplete(doc.dump());
+  CHECK_THROWS_WITH(read_schedule_json(incomplete, "f.json"),
+                    Catch::StartsWith("f.json: schedule: rank 0, position"));
+  std::istringstream not_json("{\"schedule\":");
+  CHECK_THROWS_AS(read_schedule_json(not_json, "f.json"), InputError);
+}
+
+TEST_CASE(
+    "a designed schedule validates, survives its file and the PyTorch CSV, and "
+    "re-simulates to the reported time",
+    "[design]") {
+  DesignProblem problem = uniform_problem(4, 12, {1, 1, 1, 0.4, 1});
+  DesignOptions options;
+  options.max_candidates = 150;
+  options.mem_cap_ma = 10;
+  const DesignResult result = design(problem, options);
+  REQUIRE(validate(result.schedule).ok());
+  CHECK(result.candidates == 150);
+
+  std::istringstream file(to_json(result.schedule));
+  const Schedule back = read_schedule_json(file, "designed.json");
+  for (int r = 0; r < 4; ++r)
+    CHECK(back.ranks[r].instructions == result.schedule.ranks[r].instructions);
+  const Simulated again = simulate_plain(problem, back);
+  CHECK(again.time_s == result.report.iteration_time_s);
+  CHECK(again.peak_ma <= 10 + 1e-9);
+
+  // The CSV has no OFFLOAD / RELOAD and splits FW: compare the compute order.
+  std::ostringstream csv;
+  write_pytorch_csv(result.schedule, csv);
+  std::istringstream csv_in(csv.str());
+  const Schedule from_csv = read_pytorch_csv(csv_in, "designed.csv");
+  std::ostringstream csv_again;
+  write_pytorch_csv(from_csv, csv_again);
+  CHECK(csv_again.str() == csv.str());
+}
+
+TEST_CASE("the search never returns a schedule slower than its best seed under the cap",
+          "[design]") {
+  for (int p : {2, 4}) {
+    for (double tar : {0.0, 0.5}) {
+      DesignProblem problem = uniform_problem(p, 3 * p, {1, 1, 1, tar, 1});
+      DesignOptions options;
+      options.max_candidates = 80;
+      options.mem_cap_ma = 2 * p;
+      const DesignResult r = design(problem, options);
+      INFO("p " << p << " tar " << tar);
+      REQUIRE(!r.best_hand.empty());
+      CHECK(r.report.iteration_time_s <= r.best_hand_time_s);
+      REQUIRE(!r.trace.empty());
+      CHECK(r.trace.back().best_time_s == r.report.iteration_time_s);
+      for (std::size_t i = 1; i < r.trace.size(); ++i)
+        CHECK(r.trace[i].best_time_s < r.trace[i - 1].best_time_s);
+      CHECK(simulate_plain(problem, r.schedule).peak_ma <= 2 * p + 1e-9);
+    }
+  }
+}
+
+TEST_CASE("the same seed and candidate budget give the same designed schedule", "[design]") {
+  DesignProblem problem = uniform_problem(4, 8, {1, 2, 1, 0.3, 1});
+  DesignOptions options;
+  options.max_candidates = 120;
+  options.mem_cap_ma = 8;
+  const DesignResult a = design(problem, options);
+  const DesignResult b = design(problem, options);
+  CHECK(to_json(a.schedule) == to_json(b.schedule));
+  CHECK(design_json(a, options) == design_json(b, options));
+  options.seed = 7;
+  const DesignResult c = design(problem, options);
+  CHECK(c.report.iteration_time_s <= a.best_hand_time_s);
+}
+
+TEST_CASE(
+    "on the default and the paper studies the designed schedule is never slower than the "
+    "best hand-designed one under the same cap",
+    "[design][study]") {
+  std::vector<std::string> studies = {"default"};
+  for (const auto& entry :
+       fs::directory_iterator(fs::path(BRAID_SOURCE_DIR) / "configs" / "studies" / "paper"))
+    studies.push_back(entry.path().string());
+  std::sort(studies.begin() + 1, studies.end());
+  REQUIRE(studies.size() == 13);
+  int binding = 0;
+  for (std::size_t i = 0; i < studies.size(); ++i) {
+    const StudyProblem s = study_problem(studies[i]);
+    INFO(studies[i]);
+    // The hand-designed schedules as compare runs them, simulated here on their own.
+    std::vector<Simulated> hand;
+    for (const std::string& name : kHand) {
+      hand.push_back(simulate_plain(s.problem, hand_schedule(s.problem, name, 0)));
+      if (s.problem.offload > 0 && name != "stp-offload")
+        hand.push_back(
+            simulate_plain(s.problem, hand_schedule(s.problem, name, s.problem.offload)));
+    }
+    double low = hand[0].peak_bytes, high = low;
+    for (const Simulated& h : hand)
+      low = std::min(low, h.peak_bytes), high = std::max(high, h.peak_bytes);
+    // Every other study gets a cap halfway between the hand-designed peaks, which shuts out the
+    // hungriest of them; the rest the GPU's memory less the fixed overhead.
+    DesignOptions options;
+    options.max_candidates = 40;
+    options.mem_cap_bytes =
+        i % 2 == 0 ? (low + high) / 2 : s.profile.hbm_bytes - s.profile.fixed_overhead_bytes;
+    double best_hand = 0;
+    bool excluded = false;
+    for (const Simulated& h : hand) {
+      if (h.peak_bytes > options.mem_cap_bytes) {
+        excluded = true;
+        continue;
+      }
+      if (best_hand == 0 || h.time_s < best_hand) best_hand = h.time_s;
+    }
+    REQUIRE(best_hand > 0);
+    if (excluded) ++binding;
+    const DesignResult r = design(s.problem, options);
+    const Simulated designed = simulate_plain(s.problem, r.schedule);
+    CHECK(designed.time_s <= best_hand);
+    CHECK(designed.peak_bytes <= options.mem_cap_bytes);
+    CHECK(designed.time_s == r.report.iteration_time_s);
+  }
+  CHECK(binding >= 2);
+}
+
+TEST_CASE("braid design writes a schedule file that simulate, compare and export accept",
+          "[design][cli]") {
+  const fs::path dir = fs::temp_directory_path() / ("braid_design_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string file = (dir / "designed.json").string();
+  const test::CliRun d = test::run_braid(
+      "design --unit-costs 1,1,1,0.5 --pp 4 --microbatches 8 --mem-cap-ma 8 --max-candidates 60 "
+      "--json -o " +
+      file);
+  REQUIRE(d.exit_code == 0);
+  const nlohmann::json trace = nlohmann::json::parse(d.out);
+  CHECK(trace["candidates"] == 60);
+  CHECK(trace["stopped_by"] == "candidates");
+  const double designed_s = trace["iteration_time_s"];
+  CHECK(designed_s <= trace["best_hand_time_s"].get<double>());
+
+  const test::CliRun sim = test::run_braid(
+      "simulate --unit-costs 1,1,1,0.5 --pp 4 --microbatches 8 --json --schedule-file " + file);
+  REQUIRE(sim.exit_code == 0);
+  CHECK(nlohmann::json::parse(sim.out)["iteration_time_s"].get<double>() == designed_s);
+
+  const test::CliRun cmp = test::run_braid(
+      "compare --unit-costs 1,1,1,0.5 --pp 4 --microbatches 8 --schedules stp --schedule-file " +
+      file);
+  REQUIRE(cmp.exit_code == 0);
+  CHECK_THAT(cmp.out, Catch::Contains("designed") && Catch::Contains("stp"));
+
+  const std::string csv = (dir / "designed.csv").string();
+  const test::CliRun ex =
+      test::run_braid("export --format pytorch-csv --schedule-file " + file + " -o " + csv);
+  REQUIRE(ex.exit_code == 0);
+  CHECK(test::count_lines(test::slurp(csv)) == 4);
+
+  // A file for other sizes is bad input: one line, exit code 2.
+  const test::CliRun wrong = test::run_braid(
+      "simulate --unit-costs 1,1,1,0.5 --pp 2 --microbatches 8 --schedule-file " + file);
+  CHECK(wrong.exit_code == 2);
+  CHECK(test::count_lines(wrong.err) == 1);
+  CHECK_THAT(wrong.err, Catch::Contains("--pp 4 --microbatches 8"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("braid design refuses a cap no schedule fits, and writes no file", "[design][cli]") {
+  const fs::path file = fs::temp_directory_path() / ("braid_nofit_" + std::to_string(::getpid()));
+  const test::CliRun r =
+      test::run_braid("design --study default --mem-cap 1 --max-candidates 30 -o " + file.string());
+  CHECK(r.exit_code == 2);
+  CHECK(test::count_lines(r.err) == 1);
+  CHECK_THAT(r.err, Catch::Contains("--mem-cap"));
+  CHECK(!fs::exists(file));
+}
