@@ -74,6 +74,8 @@ void check_theory_size(const TheoryArgs& a, const UniformCosts& costs, const Sca
   whole.bytes = 0;  // the points run one after another: their ops add up, their memory does not
   check_size(whole, kDefaultMaxSimulationBytes, false, "--scan",
              "a shorter scan, a larger --step or fewer schedules", false);
+}
+
 // --study: the study's own costs; a scan of each rank's exposed TP time and/or the breakdown of
 // the exposed time at the study's sizes.
 void run_on_study(const TheoryArgs& a) {
