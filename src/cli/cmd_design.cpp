@@ -19,11 +19,8 @@ namespace braid::cli {
 
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
 struct DesignArgs {
   SimulationArgs sim;
-  double mem_cap_gib = -1;
   double mem_cap_ma = -1;
   bool hold_until_w = false;
   double budget_s = 60;
@@ -33,7 +30,6 @@ struct DesignArgs {
   std::vector<std::string> seeds;
   bool json = false;
   std::string output;
-  CLI::Option* mem_cap = nullptr;
 };
 
 DesignProblem problem_of(const SimulationContext& ctx) {
@@ -70,10 +66,6 @@ void register_design(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "design", "search for the fastest schedule under a memory cap (writes a schedule file)");
   add_simulation_options(*cmd, args->sim);
-  args->mem_cap = cmd->add_option("--mem-cap", args->mem_cap_gib,
-                                  "GiB per GPU for weights, gradients, optimizer state and "
-                                  "activations (default: the GPU's memory less the profile's "
-                                  "fixed overhead, as sweep)");
   cmd->add_option("--mem-cap-ma", args->mem_cap_ma,
                   "cap on each rank's activation peak in M_a (uniform-cost mode)");
   cmd->add_flag("--hold-until-w", args->hold_until_w,
@@ -101,16 +93,11 @@ void register_design(CLI::App& app) {
     for (const std::string& name : args->seeds) fixed_vpp(name);  // names unknown ones
     const SimulationContext ctx = resolve_context(args->sim);
     DesignOptions options;
-    if (args->mem_cap->count() > 0) {
-      if (!(args->mem_cap_gib > 0))
-        throw InputError("--mem-cap", std::to_string(args->mem_cap_gib), "must be > 0 GiB");
-      if (ctx.uniform)
-        throw InputError("--mem-cap", std::to_string(args->mem_cap_gib),
-                         "uniform-cost mode has no bytes; use --mem-cap-ma");
-      options.mem_cap_bytes = args->mem_cap_gib * kGiB;
-    } else if (ctx.profile) {
-      options.mem_cap_bytes = ctx.profile->hbm_bytes - ctx.profile->fixed_overhead_bytes;
-    }
+    // The one memory cap of every command (--mem-cap / --mem-margin, simulation options).
+    if (ctx.uniform && args->sim.mem_cap_gib != -1)
+      throw InputError("--mem-cap", std::to_string(args->sim.mem_cap_gib),
+                       "uniform-cost mode has no bytes; use --mem-cap-ma");
+    if (ctx.profile) options.mem_cap_bytes = ctx.cap.cap_bytes;
     options.mem_cap_ma = args->mem_cap_ma;
     options.hold_until_w = args->hold_until_w;
     options.max_candidates = args->max_candidates;
