@@ -174,6 +174,15 @@ void for_every_schedule(int pp, int m, CostOf cost_of, Check check) {
     }
 }
 
+// Calls run(pp, m, costs of a schedule) with the default study's sizes and costs.
+template <class Run>
+void on_default_study(Run run) {
+  const Study study = load_study(resolve_config("studies", "default"));
+  const Profile profile = load_profile(resolve_config("profiles", study.cluster.profile));
+  run(study.parallel.pp, study.training.microbatches,
+      [&](const Schedule& s) { return build_cost_model(study, profile, s.virtual_stages()); });
+}
+
 // The fast path against the event engine on every schedule.
 template <class CostOf>
 void every_schedule(int pp, int m, CostOf cost_of) {
@@ -208,11 +217,7 @@ TEST_CASE("the fast path equals the event engine on every schedule with uniform 
 
 TEST_CASE("the fast path equals the event engine on every schedule with study costs",
           "[sim][fast]") {
-  const Study study = load_study(resolve_config("studies", "default"));
-  const Profile profile = load_profile(resolve_config("profiles", study.cluster.profile));
-  every_schedule(study.parallel.pp, study.training.microbatches, [&](const Schedule& s) {
-    return build_cost_model(study, profile, s.virtual_stages());
-  });
+  on_default_study([](int pp, int m, auto cost_of) { every_schedule(pp, m, cost_of); });
 }
 
 TEST_CASE("the fast path steps aside for contention, memory samples and inexact sums", "[sim]") {
@@ -311,11 +316,7 @@ TEST_CASE("zero-time collectives and sends folded away change no reported figure
               return uniform_cost_model(u, s.virtual_stages());
             }) > 0);
   // Study costs: every op takes time; nothing is folded and nothing changes.
-  const Study study = load_study(resolve_config("studies", "default"));
-  const Profile profile = load_profile(resolve_config("profiles", study.cluster.profile));
-  fold_every_schedule(study.parallel.pp, study.training.microbatches, [&](const Schedule& s) {
-    return build_cost_model(study, profile, s.virtual_stages());
-  });
+  on_default_study([](int pp, int m, auto cost_of) { fold_every_schedule(pp, m, cost_of); });
 }
 
 TEST_CASE("folding leaves ops that move memory and compute ops in place", "[sim][fold]") {
