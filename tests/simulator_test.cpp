@@ -156,9 +156,10 @@ void check_identical(const Dag& dag, const Timeline& fast, const Timeline& event
   CHECK(differ == 0);
 }
 
-// Every schedule with offload off and on (stp-offload offloads by itself), on the given costs.
-template <class CostOf>
-void every_schedule(int pp, int m, CostOf cost_of) {
+// Calls check(schedule, its costs) for every schedule with offload off and on (stp-offload
+// offloads by itself), at pp and at least m microbatches.
+template <class CostOf, class Check>
+void for_every_schedule(int pp, int m, CostOf cost_of, Check check) {
   for (const std::string& name : schedule_names())
     for (const double offload : {0.0, 0.5}) {
       if (offload > 0 && name == "stp-offload") continue;
@@ -168,19 +169,35 @@ void every_schedule(int pp, int m, CostOf cost_of) {
       o.microbatches = std::max(m, min_microbatches(name, o));
       o.offload = offload;
       const Schedule s = make_schedule(name, o);
-      const CostModel cost = cost_of(s);
-      const Dag dag = lower(s, cost);
-      SimOptions no_contention;
-      no_contention.contention = false;
       INFO(s.name << " pp " << pp << " m " << o.microbatches);
-      check_identical(dag, simulate(dag, no_contention), simulate_events(dag, no_contention));
-      // Both slowdowns 1.0 with contention on takes the fast path too.
-      CostModel flat = cost;
-      flat.contention = Contention{1.0, 1.0};
-      flat.copy_contention = CopyContention{};
-      const Dag flat_dag = lower(s, flat);
-      check_identical(flat_dag, simulate(flat_dag), simulate_events(flat_dag));
+      check(s, cost_of(s));
     }
+}
+
+// Calls run(pp, m, costs of a schedule) with the default study's sizes and costs.
+template <class Run>
+void on_default_study(Run run) {
+  const Study study = load_study(resolve_config("studies", "default"));
+  const Profile profile = load_profile(resolve_config("profiles", study.cluster.profile));
+  run(study.parallel.pp, study.training.microbatches,
+      [&](const Schedule& s) { return build_cost_model(study, profile, s.virtual_stages()); });
+}
+
+// The fast path against the event engine on every schedule.
+template <class CostOf>
+void every_schedule(int pp, int m, CostOf cost_of) {
+  for_every_schedule(pp, m, cost_of, [](const Schedule& s, const CostModel& cost) {
+    const Dag dag = lower(s, cost);
+    SimOptions no_contention;
+    no_contention.contention = false;
+    check_identical(dag, simulate(dag, no_contention), simulate_events(dag, no_contention));
+    // Both slowdowns 1.0 with contention on takes the fast path too.
+    CostModel flat = cost;
+    flat.contention = Contention{1.0, 1.0};
+    flat.copy_contention = CopyContention{};
+    const Dag flat_dag = lower(s, flat);
+    check_identical(flat_dag, simulate(flat_dag), simulate_events(flat_dag));
+  });
 }
 
 }  // namespace
@@ -200,11 +217,7 @@ TEST_CASE("the fast path equals the event engine on every schedule with uniform 
 
 TEST_CASE("the fast path equals the event engine on every schedule with study costs",
           "[sim][fast]") {
-  const Study study = load_study(resolve_config("studies", "default"));
-  const Profile profile = load_profile(resolve_config("profiles", study.cluster.profile));
-  every_schedule(study.parallel.pp, study.training.microbatches, [&](const Schedule& s) {
-    return build_cost_model(study, profile, s.virtual_stages());
-  });
+  on_default_study([](int pp, int m, auto cost_of) { every_schedule(pp, m, cost_of); });
 }
 
 TEST_CASE("the fast path steps aside for contention, memory samples and inexact sums", "[sim]") {
@@ -280,26 +293,16 @@ void check_same_report(const Report& a, const Report& b) {
 template <class CostOf>
 int fold_every_schedule(int pp, int m, CostOf cost_of) {
   int folded = 0;
-  for (const std::string& name : schedule_names())
-    for (const double offload : {0.0, 0.5}) {
-      if (offload > 0 && name == "stp-offload") continue;
-      ScheduleOptions o;
-      o.pp = pp;
-      o.vpp = 2;
-      o.microbatches = std::max(m, min_microbatches(name, o));
-      o.offload = offload;
-      const Schedule s = make_schedule(name, o);
-      const CostModel cost = cost_of(s);
-      LowerOptions fold;
-      fold.fold_zero_time = true;
-      const Dag full = lower(s, cost), lean = lower(s, cost, fold);
-      INFO(s.name << " pp " << pp << " m " << o.microbatches);
-      folded += full.size() - lean.size();
-      check_same_report(make_report("x", s, cost, full, simulate(full)),
-                        make_report("x", s, cost, lean, simulate(lean)));
-      check_same_report(make_report("x", s, cost, full, simulate_events(full)),
-                        make_report("x", s, cost, lean, simulate_events(lean)));
-    }
+  for_every_schedule(pp, m, cost_of, [&](const Schedule& s, const CostModel& cost) {
+    LowerOptions fold;
+    fold.fold_zero_time = true;
+    const Dag full = lower(s, cost), lean = lower(s, cost, fold);
+    folded += full.size() - lean.size();
+    check_same_report(make_report("x", s, cost, full, simulate(full)),
+                      make_report("x", s, cost, lean, simulate(lean)));
+    check_same_report(make_report("x", s, cost, full, simulate_events(full)),
+                      make_report("x", s, cost, lean, simulate_events(lean)));
+  });
   return folded;
 }
 
@@ -313,11 +316,7 @@ TEST_CASE("zero-time collectives and sends folded away change no reported figure
               return uniform_cost_model(u, s.virtual_stages());
             }) > 0);
   // Study costs: every op takes time; nothing is folded and nothing changes.
-  const Study study = load_study(resolve_config("studies", "default"));
-  const Profile profile = load_profile(resolve_config("profiles", study.cluster.profile));
-  fold_every_schedule(study.parallel.pp, study.training.microbatches, [&](const Schedule& s) {
-    return build_cost_model(study, profile, s.virtual_stages());
-  });
+  on_default_study([](int pp, int m, auto cost_of) { fold_every_schedule(pp, m, cost_of); });
 }
 
 TEST_CASE("folding leaves ops that move memory and compute ops in place", "[sim][fold]") {

@@ -108,17 +108,14 @@ void DagBuilder::fold_zero_time() {
   }
   if (folded == 0) return;
 
-  // Position of each op on its stream (a stream predecessor always has a lower index).
-  std::vector<std::int32_t> pos(n, 0);
-  for (int i = 0; i < n; ++i)
-    if (d.stream_prev[i] >= 0) pos[i] = pos[d.stream_prev[i]] + 1;
+  // Ops are added in stream order, so on one stream a higher index is a later op.
   auto stream_of = [&](int i) { return d.stream_id(d.ops[i].rank, d.ops[i].stream); };
   // Keeps the latest member per stream of hv[from..).
   std::vector<std::int32_t> hv;
   auto prune = [&](std::size_t from) {
     std::sort(hv.begin() + static_cast<std::ptrdiff_t>(from), hv.end(), [&](int a, int b) {
       const int sa = stream_of(a), sb = stream_of(b);
-      return sa != sb ? sa < sb : pos[a] > pos[b];
+      return sa != sb ? sa < sb : a > b;
     });
     std::size_t out = from;
     for (std::size_t k = from; k < hv.size(); ++k)
@@ -172,24 +169,36 @@ void DagBuilder::fold_zero_time() {
     }
   }
 
-  // The kept ops, renumbered in order, with folded inputs replaced by their handles.
-  std::vector<std::int32_t> id(n, -1);
+  // The kept ops, renumbered in order, with folded inputs replaced by their handles. Ops and
+  // stream links move down in place (a kept op's new index is never above its old one); the
+  // predecessor lists, which a handle can lengthen, are written anew.
+  state.clear();
+  state.shrink_to_fit();
+  // A kept op's new index goes in hb (which only folded ops use for their handles).
+  std::vector<std::int32_t>& id = hb;
   int kept = 0;
   for (int i = 0; i < n; ++i)
     if (!fold[i]) id[i] = kept++;
-  std::vector<DagOp> ops;
-  std::vector<std::int32_t> pred_begin, preds, stream_prev, list;
-  ops.reserve(kept);
-  pred_begin.reserve(kept + 1);
+  std::vector<std::int32_t> preds, list;
   preds.reserve(d.preds.size());
-  stream_prev.reserve(kept);
   for (int i = 0; i < n; ++i) {
     if (fold[i]) continue;
+    // The new stream predecessor: the old one if kept, else the member of its handle on this
+    // stream (the handle keeps the latest kept op of each stream, down the folded chain).
     int sp = d.stream_prev[i];
     list.clear();
-    if (sp >= 0 && fold[sp])
-      for (int k = hb[sp]; k < he[sp]; ++k) list.push_back(hv[k]);
-    while (sp >= 0 && fold[sp]) sp = d.stream_prev[sp];
+    if (sp >= 0 && fold[sp]) {
+      const int folded_prev = sp;
+      sp = -1;
+      const int here = stream_of(i);
+      for (int k = hb[folded_prev]; k < he[folded_prev]; ++k) {
+        const int m = hv[k];
+        list.push_back(m);
+        // Ops below i have moved to their new index already (each slot is written once).
+        const DagOp& mo = m < i ? d.ops[id[m]] : d.ops[m];
+        if (d.stream_id(mo.rank, mo.stream) == here) sp = m;
+      }
+    }
     for (int j = d.pred_begin[i]; j < d.pred_begin[i + 1]; ++j) {
       const int p = d.preds[j];
       if (!fold[p]) {
@@ -200,17 +209,20 @@ void DagBuilder::fold_zero_time() {
     }
     std::sort(list.begin(), list.end());
     list.erase(std::unique(list.begin(), list.end()), list.end());
-    pred_begin.push_back(static_cast<std::int32_t>(preds.size()));
+    const int k = id[i];
+    // pred_begin[k] is read for op i >= k before it is overwritten here (i's own entry is read
+    // above, and later ops have indices above k).
+    d.pred_begin[k] = static_cast<std::int32_t>(preds.size());
     for (const int p : list)
       if (p != sp) preds.push_back(id[p]);  // the stream predecessor waits by stream order
-    stream_prev.push_back(sp >= 0 ? id[sp] : -1);
-    ops.push_back(d.ops[i]);
+    d.stream_prev[k] = sp >= 0 ? id[sp] : -1;
+    if (k != i) d.ops[k] = d.ops[i];
   }
-  pred_begin.push_back(static_cast<std::int32_t>(preds.size()));
-  d.ops = std::move(ops);
-  d.pred_begin = std::move(pred_begin);
+  d.pred_begin[kept] = static_cast<std::int32_t>(preds.size());
+  d.pred_begin.resize(kept + 1);
+  d.ops.resize(kept);
+  d.stream_prev.resize(kept);
   d.preds = std::move(preds);
-  d.stream_prev = std::move(stream_prev);
 }
 
 void DagBuilder::finish(bool fold) {
