@@ -57,8 +57,12 @@ void row_collectives(UnitCost& u, const TpSetup& tp, double bytes) {
   if (tp.sp) {
     u[Phase::F].collective =
         collective(tp, CollectiveKind::ReduceScatter, CollectivePosition::After, bytes);
+    // The backward of _ReduceScatterToSequenceParallelRegion (core/tensor_parallel/mappings.py)
+    // all-gathers the output gradient synchronously, once the norm and residual backward before
+    // it have produced it.
     u[Phase::B].collective =
         collective(tp, CollectiveKind::AllGather, CollectivePosition::Before, bytes);
+    u[Phase::B].collective.from_compute = true;
   } else {
     u[Phase::F].collective =
         collective(tp, CollectiveKind::AllReduce, CollectivePosition::After, bytes);
