@@ -45,7 +45,7 @@ struct PassState {
 
 enum class CollectiveMode { Sync, Async };
 
-class Lowerer : public detail::StepEmitter {
+class Lowerer final : public detail::StepEmitter {
  public:
   Lowerer(const Schedule& schedule, const CostModel& cost, const LowerOptions& options, Dag& dag)
       : s_(schedule), cost_(cost), dag_(dag) {
