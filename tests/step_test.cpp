@@ -417,3 +417,17 @@ TEST_CASE("under SP a row-parallel layer's backward all-gather waits for the com
   }
   CHECK(checked == 2 * (2 * 48 + 1));  // Attn and MLP of 48 layers and the embedding, 2 mbs
 }
+
+TEST_CASE("a GPT embedding adds its learned positions and dropout", "[step][cost]") {
+  const Profile p = load_profile("a100");
+  const Study s = load_study(resolve_config("studies", "default"), gpt22b(8, 1));
+  const UnitCost emb = build_cost_model(s, p, 1).chunks[0].prologue.back();
+  REQUIRE(emb.kind == UnitKind::Embedding);
+  const double b = 2048.0 * 6144 * 2, Bps = p.hbm_bandwidth_Bps * p.memory_bound_efficiency;
+  // Word lookup 2b, position lookup 2b, add 3b, dropout 2.5b (read, write, 1-byte mask).
+  CHECK(emb[Phase::F].time_s == Approx((2 + 2 + 3 + 2.5) * b / Bps));
+  // Dropout backward 2.5b, scatter-adds into the word and position gradients 3b each.
+  CHECK(emb[Phase::W].time_s == Approx((2.5 + 3 + 3) * b / Bps));
+  CHECK(emb[Phase::F].alloc_bytes == Approx(b / 2));  // the mask, freed by W
+  CHECK(emb[Phase::W].free_bytes == Approx(b / 2));
+}
