@@ -387,3 +387,47 @@ TEST_CASE("the parameter gather overlap without the distributed optimizer is ref
   CHECK(test::count_lines(b.err) == 1);
   CHECK(b.err.find("nics_per_node") != std::string::npos);
 }
+
+TEST_CASE("under SP a row-parallel layer's backward all-gather waits for the compute before it",
+          "[step][dag]") {
+  const Profile p = load_profile("a100");
+  StudyOverrides o = gpt22b(8, 1);
+  o.sequence_parallel = true;
+  o.microbatches = 2;
+  const Study s = load_study(resolve_config("studies", "default"), o);
+  Dag dag;
+  const Report r = run(s, p, "1f1b", &dag);
+  check_identity(r);
+  // Recompute the timeline of the same DAG for the op times.
+  const Timeline t = simulate(dag);
+  int checked = 0;
+  for (int i = 0; i < dag.size(); ++i) {
+    const DagOp& op = dag.ops[i];
+    if (op.kind != OpKind::Collective || op.collective != CollectiveKind::AllGather ||
+        op.phase != Phase::B)
+      continue;
+    // The compute op emitted just before it on the rank (mappings.py: the all-gather is issued
+    // synchronously after the norm and residual backward, which follow the previous W).
+    int before = -1;
+    for (int j = i - 1; j >= 0 && before < 0; --j)
+      if (dag.ops[j].stream == StreamKind::Compute && dag.ops[j].rank == op.rank) before = j;
+    REQUIRE(before >= 0);
+    CHECK(t.start_s[i] >= t.end_s[before]);
+    ++checked;
+  }
+  CHECK(checked == 2 * (2 * 48 + 1));  // Attn and MLP of 48 layers and the embedding, 2 mbs
+}
+
+TEST_CASE("a GPT embedding adds its learned positions and dropout", "[step][cost]") {
+  const Profile p = load_profile("a100");
+  const Study s = load_study(resolve_config("studies", "default"), gpt22b(8, 1));
+  const UnitCost emb = build_cost_model(s, p, 1).chunks[0].prologue.back();
+  REQUIRE(emb.kind == UnitKind::Embedding);
+  const double b = 2048.0 * 6144 * 2, Bps = p.hbm_bandwidth_Bps * p.memory_bound_efficiency;
+  // Word lookup 2b, position lookup 2b, add 3b, dropout 2.5b (read, write, 1-byte mask).
+  CHECK(emb[Phase::F].time_s == Approx((2 + 2 + 3 + 2.5) * b / Bps));
+  // Dropout backward 2.5b, scatter-adds into the word and position gradients 3b each.
+  CHECK(emb[Phase::W].time_s == Approx((2.5 + 3 + 3) * b / Bps));
+  CHECK(emb[Phase::F].alloc_bytes == Approx(b / 2));  // the mask, freed by W
+  CHECK(emb[Phase::W].free_bytes == Approx(b / 2));
+}

@@ -43,6 +43,10 @@ struct Collective {
   double bytes = 0;   // payload per rank, as nccl-tests counts it
   double time_s = 0;  // alone on the link, no contention
   Source source = Source::SpecDerived;
+  // Megatron runs it synchronously on the compute stream, after the kernels before it (under SP
+  // the all-gather of a row-parallel layer's output gradient, mappings.py): in a plain backward
+  // it starts when the rank's previous compute op ends and is never issued ahead of its unit.
+  bool from_compute = false;
 };
 
 struct PhaseCost {

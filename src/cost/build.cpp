@@ -75,7 +75,8 @@ CostModel build_cost_model(const Study& study, const Profile& profile, int virtu
   // The layer costs are identical for every layer of the LM (and of the ViT): compute once,
   // relabel per layer.
   const LayerCost lm_layer = detail::layer_cost(lm, tp, roof, 0, false);
-  const UnitCost embedding = detail::embedding_cost(tokens, m.hidden, tp, roof);
+  const UnitCost embedding = detail::embedding_cost(
+      tokens, m.hidden, tp, roof, m.position == PositionEmbedding::Learned, m.dropout);
   const UnitCost head = detail::head_cost(tokens, m.hidden, vocab_per_gpu, tp, roof);
   detail::LayoutCosts lc;
   lc.lm_layers = m.layers;

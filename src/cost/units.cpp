@@ -57,8 +57,12 @@ void row_collectives(UnitCost& u, const TpSetup& tp, double bytes) {
   if (tp.sp) {
     u[Phase::F].collective =
         collective(tp, CollectiveKind::ReduceScatter, CollectivePosition::After, bytes);
+    // The backward of _ReduceScatterToSequenceParallelRegion (core/tensor_parallel/mappings.py)
+    // all-gathers the output gradient synchronously, once the norm and residual backward before
+    // it have produced it.
     u[Phase::B].collective =
         collective(tp, CollectiveKind::AllGather, CollectivePosition::Before, bytes);
+    u[Phase::B].collective.from_compute = true;
   } else {
     u[Phase::F].collective =
         collective(tp, CollectiveKind::AllReduce, CollectivePosition::After, bytes);
@@ -324,16 +328,23 @@ double layer_params_per_gpu(const LayerShape& s, int tp) {
   return sharded / t + replicated;
 }
 
-UnitCost embedding_cost(double tokens, double hidden, const TpSetup& tp, const Roofline& roof) {
+UnitCost embedding_cost(double tokens, double hidden, const TpSetup& tp, const Roofline& roof,
+                        bool learned_positions, bool dropout) {
   const double e = tp.dtype_bytes;
   const double bytes = tokens * hidden * e;
   UnitCost u = make_unit(UnitKind::Embedding, -1, false, tp.source);
   // Lookup: read the rows of this GPU's vocabulary shard, write the (masked) output. No saved
-  // activations: the backward needs only the token ids.
-  u[Phase::F].time_s = roof.memory_s(2 * bytes);
+  // activations: the backward needs only the token ids (and the dropout mask). Learned
+  // positions (Megatron's LanguageModelEmbedding.forward): a second lookup and the add (read 2,
+  // write 1); dropout on the sum (read, write, 1-byte mask), on the sequence shard under SP.
+  const double shard = tp.sp ? tokens / tp.tp * hidden : tokens * hidden;
+  const double positions = learned_positions ? 2 * bytes + 3 * bytes : 0;
+  const double drop_fwd = dropout ? shard * (2 * e + 1) : 0;
+  u[Phase::F].time_s = roof.memory_s(2 * bytes + positions + drop_fwd);
   // W: scatter-add of the output gradient into the embedding gradient (read grad, read + write
-  // the gradient rows).
-  u[Phase::W].time_s = roof.memory_s(3 * bytes);
+  // the gradient rows), again for the position embedding; before them the dropout backward.
+  u[Phase::W].time_s = roof.memory_s(3 * bytes + (learned_positions ? 3 * bytes : 0) + drop_fwd);
+  if (dropout) u[Phase::F].alloc_bytes = u[Phase::W].free_bytes = shard;  // the mask
   // Vocab-parallel: partial outputs are reduced like a row-parallel unit's.
   row_collectives(u, tp, bytes);
   return u;

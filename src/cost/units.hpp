@@ -52,8 +52,10 @@ LayerCost layer_cost(const LayerShape& shape, const TpSetup& tp, const Roofline&
 // Parameters of one layer held by one GPU of the TP group (weights sharded, norms replicated).
 double layer_params_per_gpu(const LayerShape& shape, int tp);
 
-// Token embedding (vocab-parallel): `vocab_per_gpu` rows of `hidden`.
-UnitCost embedding_cost(double tokens, double hidden, const TpSetup& tp, const Roofline& roof);
+// Token embedding (vocab-parallel): `vocab_per_gpu` rows of `hidden`; GPT models add learned
+// position embeddings and apply dropout to the sum.
+UnitCost embedding_cost(double tokens, double hidden, const TpSetup& tp, const Roofline& roof,
+                        bool learned_positions = false, bool dropout = false);
 // Final norm + LM head (vocab-parallel, column) + cross-entropy loss.
 UnitCost head_cost(double tokens, double hidden, double vocab_per_gpu, const TpSetup& tp,
                    const Roofline& roof);

@@ -46,7 +46,7 @@ struct PassState {
 
 enum class CollectiveMode { Sync, Async };
 
-class Lowerer : public detail::StepEmitter {
+class Lowerer final : public detail::StepEmitter {
  public:
   Lowerer(const Schedule& schedule, const CostModel& cost, const LowerOptions& options, Dag& dag)
       : s_(schedule),
@@ -241,6 +241,7 @@ class Lowerer : public detail::StepEmitter {
       } else {
         c = emit_collective(pass, unit, phase, cost.collective, recompute);
         edge(input, c);
+        if (from_compute(pass, cost.collective)) edge(last_compute_[rank_], c);
         if (mode == CollectiveMode::Sync) pending_sync_[rank_].push_back(c);
       }
       if (flows && pass.first == kNone) pass.first = c;
@@ -275,11 +276,17 @@ class Lowerer : public detail::StepEmitter {
     if (mode == CollectiveMode::Async && pass.pos < n) {
       const UnitCost& next = *flow[phase == Phase::F ? pass.pos : n - 1 - pass.pos];
       const Collective& col = next[phase].collective;
-      if (col.kind != CollectiveKind::None && col.position == CollectivePosition::Before) {
+      if (col.kind != CollectiveKind::None && col.position == CollectivePosition::Before &&
+          !from_compute(pass, col)) {
         pass.prefetched = emit_collective(pass, next, phase, col);
         edge(output, pass.prefetched);
       }
     }
+  }
+
+  // Collective::from_compute outside braided blocks (a plain B instruction).
+  [[nodiscard]] static bool from_compute(const PassState& pass, const Collective& c) {
+    return c.from_compute && pass.instruction_op == OpCode::B;
   }
 
   // The step tail's inputs: a unit's first F and last W op on its virtual stage.
