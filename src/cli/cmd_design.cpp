@@ -113,6 +113,7 @@ void register_design(CLI::App& app) {
     }
     options.mem_cap_ma = args->mem_cap_ma;
     options.hold_until_w = args->hold_until_w;
+    options.allow_offload = !ctx.uniform;  // uniform costs have no host link: copies are free
     options.max_candidates = args->max_candidates;
     options.budget_s = args->budget_s;
     options.seed = args->seed;
