@@ -98,7 +98,13 @@ void register_design(CLI::App& app) {
       ->required();
   cmd->callback([args] {
     check_writable("--output", args->output);
-    for (const std::string& name : args->seeds) fixed_vpp(name);  // names unknown ones
+    for (const std::string& name : args->seeds) {
+      try {
+        fixed_vpp(name);
+      } catch (const InputError& e) {
+        throw InputError("--seeds", name, e.problem);
+      }
+    }
     const SimulationContext ctx = resolve_context(args->sim);
     DesignOptions options;
     if (args->mem_cap->count() > 0) {
