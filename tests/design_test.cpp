@@ -315,3 +315,44 @@ TEST_CASE("braid design refuses a cap no schedule fits, and writes no file", "[d
   CHECK_THAT(r.err, Catch::Contains("--mem-cap"));
   CHECK(!fs::exists(file));
 }
+
+TEST_CASE("a wall-clock budget stops the search early and says so", "[design]") {
+  DesignProblem problem = uniform_problem(4, 16, {1, 1, 1, 0.2, 1});
+  DesignOptions options;
+  options.max_candidates = 1000000;
+  options.budget_s = 0.2;
+  const DesignResult r = design(problem, options);
+  CHECK(r.budget_exhausted_by_time);
+  CHECK(r.candidates < options.max_candidates);
+  CHECK(r.report.iteration_time_s <= r.best_hand_time_s);
+  CHECK_THAT(design_json(r, options), Catch::Contains("\"stopped_by\": \"time\""));
+}
+
+TEST_CASE("the greedy seeds honour the zero-bubble memory rule with --hold-until-w", "[design]") {
+  // At 1.5p no hand-designed schedule fits when activations live until their W, so the result
+  // must come from the list scheduler's family, and a W-aware count of it must stay within 6.
+  DesignProblem problem = uniform_problem(4, 16, {1, 1, 1, 0, 1});
+  DesignOptions options;
+  options.max_candidates = 200;
+  options.mem_cap_ma = 6;
+  options.hold_until_w = true;
+  const DesignResult r = design(problem, options);
+  CHECK(r.best_hand.empty());
+  CHECK_THAT(r.seed, Catch::StartsWith("greedy("));
+  CHECK(r.peak_ma <= 6);
+  for (const RankProgram& rank : r.schedule.ranks) {
+    int live = 0, peak = 0;
+    for (const Instruction& in : rank.instructions) {
+      REQUIRE((in.op == OpCode::F || in.op == OpCode::B || in.op == OpCode::W ||
+               in.op == OpCode::FB || in.op == OpCode::FW || in.op == OpCode::FF));
+      const bool split_b =
+          (in.op == OpCode::B && in.a.defer_w) || (in.op == OpCode::FB && in.b.defer_w);
+      if ((in.op == OpCode::B || in.op == OpCode::FB) && !split_b) --live;
+      if (in.op == OpCode::W || in.op == OpCode::FW) --live;
+      if (in.op == OpCode::F || in.op == OpCode::FB || in.op == OpCode::FW) ++live;
+      if (in.op == OpCode::FF) live += 2;
+      peak = std::max(peak, live);
+    }
+    CHECK(peak <= 6);
+  }
+}

@@ -49,6 +49,8 @@ struct DesignOptions {
   // until its backward: the zero-bubble authors' memory rule (their F adds one, their W frees it),
   // stricter than braid's uniform cost model, where B frees everything.
   bool hold_until_w = false;
+  // Offload seeds and moves; off where copies cost nothing (uniform-cost mode has no host link).
+  bool allow_offload = true;
   int max_candidates = 1000;  // simulated candidates, seeds included: the deterministic budget
   double budget_s = 0;        // wall-clock limit as well (0 = none); the run stops at either
   std::uint64_t seed = 1;

@@ -90,7 +90,13 @@ void register_design(CLI::App& app) {
       ->required();
   cmd->callback([args] {
     check_writable("--output", args->output);
-    for (const std::string& name : args->seeds) fixed_vpp(name);  // names unknown ones
+    for (const std::string& name : args->seeds) {
+      try {
+        fixed_vpp(name);
+      } catch (const InputError& e) {
+        throw InputError("--seeds", name, e.problem);
+      }
+    }
     const SimulationContext ctx = resolve_context(args->sim);
     DesignOptions options;
     // The one memory cap of every command (--mem-cap / --mem-margin, simulation options).
@@ -100,6 +106,7 @@ void register_design(CLI::App& app) {
     if (ctx.profile) options.mem_cap_bytes = ctx.cap.cap_bytes;
     options.mem_cap_ma = args->mem_cap_ma;
     options.hold_until_w = args->hold_until_w;
+    options.allow_offload = !ctx.uniform;  // uniform costs have no host link: copies are free
     options.max_candidates = args->max_candidates;
     options.budget_s = args->budget_s;
     options.seed = args->seed;

@@ -160,7 +160,8 @@ bool toggle_offload(Program& list, int chunk, int mb) {
 
 }  // namespace
 
-bool mutate(Schedule& s, const std::vector<Gap>& gaps, bool tight, Rng& rng, std::string& what) {
+bool mutate(Schedule& s, const std::vector<Gap>& gaps, bool tight, bool offload, Rng& rng,
+            std::string& what) {
   const bool aimed = !gaps.empty() && rng.below(3) != 0;
   int rank = rng.below(s.pp), position = 0;
   if (aimed) {
@@ -172,7 +173,7 @@ bool mutate(Schedule& s, const std::vector<Gap>& gaps, bool tight, Rng& rng, std
   const int n = static_cast<int>(list.size());
   if (n < 2) return false;
   if (!aimed) position = rng.below(n);
-  const int kind = rng.below(tight ? 13 : 11);
+  const int kind = rng.below(!offload ? 10 : tight ? 13 : 11);
   switch (kind) {
     case 0:
     case 1:

@@ -30,9 +30,10 @@ struct Gap {
 };
 
 // Applies one random move to `s`, aimed at `gaps` (largest first) when there are some; `tight`
-// favours moves that lower memory (offload, unbraid an FF, run a W at once). Returns false when
+// favours offloading; `offload` = false never offloads. Returns false when
 // the drawn move does not apply. `what` names the move for the trace.
-bool mutate(Schedule& s, const std::vector<Gap>& gaps, bool tight, Rng& rng, std::string& what);
+bool mutate(Schedule& s, const std::vector<Gap>& gaps, bool tight, bool offload, Rng& rng,
+            std::string& what);
 
 // Order-sensitive hash of every rank program (to skip candidates already simulated).
 std::uint64_t schedule_hash(const Schedule& s);

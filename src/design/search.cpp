@@ -287,6 +287,9 @@ DesignResult design(const DesignProblem& problem, const DesignOptions& options) 
 
   std::vector<Seed> seeds =
       make_seeds(problem, options.seeds.empty() ? kDefaultSeeds : options.seeds);
+  if (!options.allow_offload)
+    std::erase_if(seeds,
+                  [](const Seed& s) { return s.label.find("offload") != std::string::npos; });
   // The greedy family runs after the offload variants, within the budget, each schedule plain
   // and with its adjacent passes braided (which pays only where there are collectives to hide).
   for (const GreedySeed& g : greedy_family(problem, options))
@@ -344,7 +347,7 @@ DesignResult design(const DesignProblem& problem, const DesignOptions& options) 
     const int moves = rng.below(4) == 0 ? 2 + rng.below(2) : 1;
     bool changed = false;
     for (int i = 0; i < moves; ++i)
-      if (designer::mutate(child, gaps, tight, rng, what)) {
+      if (designer::mutate(child, gaps, tight, options.allow_offload, rng, what)) {
         changed = true;
         move += (move.empty() ? "" : ", ") + what;
       }
