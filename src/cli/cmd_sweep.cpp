@@ -60,9 +60,10 @@ void run_sweep(const SweepArgs& a) {
       throw InputError("--shard", a.shard, "runs as one process; use either mpirun or --shard");
     if (!a.out.csv.empty() || !a.out.svg.empty() || !a.out.html.empty() || a.out.json ||
         a.out.top != 0)
-      throw InputError("--shard", a.shard,
-                       "writes only --shard-out; give --csv, --svg, --html, --json and --top to braid "
-                       "merge");
+      throw InputError(
+          "--shard", a.shard,
+          "writes only --shard-out; give --csv, --svg, --html, --json and --top to braid "
+          "merge");
     check_writable("--shard-out", a.shard_out);
   } else if (!a.shard_out.empty()) {
     throw InputError("--shard-out", a.shard_out, "needs --shard i/N");
@@ -95,8 +96,8 @@ void run_sweep(const SweepArgs& a) {
   if (shard.second > 0) {
     SweepShard part;
     try {
-      part = sweep_shard(base.study, base.profile, configs, options, shard.first,
-                         shard.second, sweep_title(base.study));
+      part = sweep_shard(base.study, base.profile, configs, options, shard.first, shard.second,
+                         sweep_title(base.study));
     } catch (...) {
       bar.finish();
       throw;

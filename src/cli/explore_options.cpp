@@ -195,8 +195,8 @@ std::string sweep_html(const SweepResult& result, const std::string& title) {
     if (e.status == RowStatus::Invalid) continue;
     const Configuration& c = e.config;
     sweep.points.push_back({c.schedule, c.tp, c.pp, c.vpp, c.seq, c.mbs, c.microbatches, c.sp,
-                            name(c.recompute), name(e.status),
-                            e.report.tokens_per_s, e.report.max_peak_memory_gib});
+                            name(c.recompute), name(e.status), e.report.tokens_per_s,
+                            e.report.max_peak_memory_gib});
   }
   return html_report(html_report_data(title, {}, &sweep));
 }

@@ -129,7 +129,8 @@ void check_file_schedule(const SimulationArgs& args, const Schedule& schedule,
                          std::to_string(in_file) + " " + what + "; drop " + given + " or give " +
                          given + " " + std::to_string(in_file));
   };
-  if (o.pp && *o.pp != schedule.pp) conflict("--pp", *o.pp, schedule.pp, "ranks (rows)");
+  if (o.pp && *o.pp != schedule.pp)
+    conflict("--pp", *o.pp, schedule.pp, option == "--schedule-csv" ? "ranks (rows)" : "ranks");
   if (o.microbatches && *o.microbatches != schedule.microbatches)
     conflict("--microbatches", *o.microbatches, schedule.microbatches, "microbatches");
   if (o.vpp && *o.vpp != schedule.vpp) conflict("--vpp", *o.vpp, schedule.vpp, "stages per rank");

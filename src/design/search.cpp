@@ -179,7 +179,7 @@ std::vector<Seed> make_seeds(const DesignProblem& problem, const std::vector<std
       std::string label = s.name;
       if (name == "stp-offload" && fraction != 1.0) label += "@" + share(fraction);
       if (name != "stp-offload" && offload > 0 && offload != 1.0) label += "@" + share(offload);
-      seeds.push_back({label, std::move(s), hand});
+      seeds.push_back({label, std::move(s), hand, std::nullopt});
     } catch (const InputError&) {
       // Too few microbatches for this schedule at this pp: it is not a seed.
     }

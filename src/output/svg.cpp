@@ -539,15 +539,15 @@ class SvgWriter {
     std::vector<Interval> fwd, bwd, other;
     for (StreamKind stream : {StreamKind::Tp, StreamKind::Dp}) {
       const int ts = dag_.stream_id(r, stream);
-    for (int k = dag_.stream_begin[ts]; k < dag_.stream_begin[ts + 1]; ++k) {
-      const int i = dag_.stream_ops[k];
-      const DagOp& op = dag_.ops[i];
-      double b = 0, e = 0;
-      if (!visible(t_.start_s[i], t_.end_s[i], b, e)) continue;
-      std::vector<Interval>& lane =
-          op.phase == Phase::F ? fwd : (op.phase == Phase::B ? bwd : other);
-      push_merged(lane, b, e, 0.01);
-    }
+      for (int k = dag_.stream_begin[ts]; k < dag_.stream_begin[ts + 1]; ++k) {
+        const int i = dag_.stream_ops[k];
+        const DagOp& op = dag_.ops[i];
+        double b = 0, e = 0;
+        if (!visible(t_.start_s[i], t_.end_s[i], b, e)) continue;
+        std::vector<Interval>& lane =
+            op.phase == Phase::F ? fwd : (op.phase == Phase::B ? bwd : other);
+        push_merged(lane, b, e, 0.01);
+      }
     }
     thin_rects(fwd, y, kTpH, "cF");
     thin_rects(bwd, y, kTpH, "cB");

@@ -326,14 +326,13 @@ std::string compare_table(const std::vector<Report>& reports, const std::string&
     const double ref = base ? base->iteration_time_s : reports.front().iteration_time_s;
     std::string mark = static_cast<int>(i) == best ? "<- best" : "";
     if (r.oom) mark = (mark.empty() ? "" : mark + ", ") + "OOM";
-    rows.push_back({r.schedule,
-                    uni ? fmt("%.6g", r.iteration_time_s) : in_unit(r.iteration_time_s, unit),
-                    fmt("%.3fx", r.iteration_time_s > 0 ? ref / r.iteration_time_s : 0),
-                    percent(r.tp_bubble_rate), percent(r.pp_bubble_rate),
-                    percent(r.offload_stall_rate), uni ? "-" : percent(r.dp_exposed_rate),
-                    uni ? "-" : percent(r.mfu), uni ? "-" : percent(r.hfu),
-                    uni ? "-" : fmt("%.0f", r.tokens_per_s), fmt("%.2f", peak_ma),
-                    uni ? "-" : fmt("%.2f", r.max_peak_memory_gib), mark});
+    rows.push_back(
+        {r.schedule, uni ? fmt("%.6g", r.iteration_time_s) : in_unit(r.iteration_time_s, unit),
+         fmt("%.3fx", r.iteration_time_s > 0 ? ref / r.iteration_time_s : 0),
+         percent(r.tp_bubble_rate), percent(r.pp_bubble_rate), percent(r.offload_stall_rate),
+         uni ? "-" : percent(r.dp_exposed_rate), uni ? "-" : percent(r.mfu),
+         uni ? "-" : percent(r.hfu), uni ? "-" : fmt("%.0f", r.tokens_per_s), fmt("%.2f", peak_ma),
+         uni ? "-" : fmt("%.2f", r.max_peak_memory_gib), mark});
   }
   out += table(rows);
   return out;
