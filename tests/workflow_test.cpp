@@ -274,6 +274,11 @@ TEST_CASE("search rows show step time, global batch, dp, peak and margin, and li
   REQUIRE(!j["best"].empty());
   for (const auto& b : j["best"]) CHECK(b["global_batch"] == 16);
   CHECK(!j["invalid_rows"].empty());
+  // The study's own tp x pp (8 x 2) need not fit the GPUs searched: search chooses them.
+  const CliRun one_node =
+      run_braid("search --gpus 8 --nodes 1 --global-batch 8 --mbs 1 --schedules stp --seq 2048");
+  INFO(one_node.err);
+  CHECK(one_node.exit_code == 0);
   fs::remove_all(dir);
 }
 
@@ -402,7 +407,7 @@ TEST_CASE("a schedule CSV gives its pp and m to the study and names the option t
 }
 
 TEST_CASE("every command's help has examples and points to its doc", "[workflow][cli]") {
-  for (const char* cmd : {"search", "sweep", "merge", "compare", "theory"}) {
+  for (const char* cmd : {"search", "sweep", "merge", "compare", "theory", "simulate"}) {
     const CliRun r = run_braid(std::string(cmd) + " --help");
     INFO(cmd);
     CHECK(r.exit_code == 0);
