@@ -415,3 +415,29 @@ TEST_CASE("every command's help has examples and points to its doc", "[workflow]
     CHECK_THAT(r.out, Catch::Contains("docs/"));
   }
 }
+
+TEST_CASE("search reports its progress once per simulated candidate", "[workflow][search]") {
+  Study study = load_study(resolve_config("studies", "default"));
+  study.training.seq = 2048;
+  const Profile profile = load_profile(study.cluster.profile);
+  SearchSpace space;
+  space.gpus = 16;
+  space.global_batch = 16;
+  space.mbs = {1};
+  space.schedules = {"stp", "1f1b-i"};
+  int calls = 0, last_total = 0;
+  bool in_order = true;
+  ExploreOptions options;
+  options.jobs = 2;
+  options.progress = [&](int done, int total) {
+    in_order = in_order && done == calls + 1;
+    ++calls;
+    last_total = total;
+  };
+  const SearchResult r = search(study, profile, space, options);
+  CHECK(in_order);
+  CHECK(calls == last_total);  // exhaustive: every candidate left after the memory check
+  REQUIRE(r.exhaustive);
+  CHECK(r.simulated > 0);
+  CHECK(calls == r.simulated);  // no candidate here fails after its schedule and costs are built
+}
