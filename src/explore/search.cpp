@@ -3,9 +3,9 @@
 // are never simulated (memory first); when the space is large, the rest are simulated in order
 // of an upper bound on their throughput (the busiest rank's compute alone), in fixed-size batches,
 // and the search stops once no unsimulated candidate can enter the top K. The batches do not
-// depend on --jobs, so neither does the result.
+// depend on --jobs, so neither does the result. When nothing fits, the same search runs again with
+// each lever that lowers memory (SP, recomputation, offloading, the distributed optimizer).
 #include <algorithm>
-#include <mutex>
 #include <numeric>
 #include <string>
 #include <vector>
