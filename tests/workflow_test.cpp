@@ -274,6 +274,11 @@ TEST_CASE("search rows show step time, global batch, dp, peak and margin, and li
   REQUIRE(!j["best"].empty());
   for (const auto& b : j["best"]) CHECK(b["global_batch"] == 16);
   CHECK(!j["invalid_rows"].empty());
+  // The study's own tp x pp (8 x 2) need not fit the GPUs searched: search chooses them.
+  const CliRun one_node =
+      run_braid("search --gpus 8 --nodes 1 --global-batch 8 --mbs 1 --schedules stp --seq 2048");
+  INFO(one_node.err);
+  CHECK(one_node.exit_code == 0);
   fs::remove_all(dir);
 }
 
@@ -402,11 +407,37 @@ TEST_CASE("a schedule CSV gives its pp and m to the study and names the option t
 }
 
 TEST_CASE("every command's help has examples and points to its doc", "[workflow][cli]") {
-  for (const char* cmd : {"search", "sweep", "merge", "compare", "theory"}) {
+  for (const char* cmd : {"search", "sweep", "merge", "compare", "theory", "simulate"}) {
     const CliRun r = run_braid(std::string(cmd) + " --help");
     INFO(cmd);
     CHECK(r.exit_code == 0);
     CHECK_THAT(r.out, Catch::Contains("Examples:\n  braid " + std::string(cmd)));
     CHECK_THAT(r.out, Catch::Contains("docs/"));
   }
+}
+
+TEST_CASE("search reports its progress once per simulated candidate", "[workflow][search]") {
+  Study study = load_study(resolve_config("studies", "default"));
+  study.training.seq = 2048;
+  const Profile profile = load_profile(study.cluster.profile);
+  SearchSpace space;
+  space.gpus = 16;
+  space.global_batch = 16;
+  space.mbs = {1};
+  space.schedules = {"stp", "1f1b-i"};
+  int calls = 0, last_total = 0;
+  bool in_order = true;
+  ExploreOptions options;
+  options.jobs = 2;
+  options.progress = [&](int done, int total) {
+    in_order = in_order && done == calls + 1;
+    ++calls;
+    last_total = total;
+  };
+  const SearchResult r = search(study, profile, space, options);
+  CHECK(in_order);
+  CHECK(calls == last_total);  // exhaustive: every candidate left after the memory check
+  REQUIRE(r.exhaustive);
+  CHECK(r.simulated > 0);
+  CHECK(calls == r.simulated);  // no candidate here fails after its schedule and costs are built
 }

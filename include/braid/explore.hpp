@@ -3,8 +3,10 @@
 // plus a schedule — each checked for validity (invalid ones keep their reason), evaluated through
 // the same chain as `braid simulate` (build_cost_model -> make_schedule -> lower -> simulate ->
 // make_report) on a thread pool, flagged against a memory cap, ranked and rendered (table, CSV,
-// JSON, SVG chart). `search` picks the best layout for a GPU count and global batch. It is not a
-// simulator: every number comes from the modules below it; results do not depend on --jobs.
+// JSON, SVG chart). `search` picks the best layout for a GPU count and global batch (and, when
+// nothing fits, which lever would make it fit); a sweep splits into shards that merge back into
+// the unsharded result, byte for byte. It is not a simulator: every number comes from the modules
+// below it; results do not depend on --jobs.
 #pragma once
 
 #include <cstdint>

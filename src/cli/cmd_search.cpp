@@ -50,7 +50,7 @@ void run_search(const SearchArgs& a) {
   space.top = a.top;
   space.exhaustive_limit = a.exhaustive_limit;
 
-  const ExploreBase base = load_explore_base(a.study, /*need_own=*/true);
+  const ExploreBase base = load_explore_base(a.study, /*need_own=*/true, /*own_any_layout=*/true);
   space.schedules = !schedules.empty()            ? schedules
                     : !base.own.schedules.empty() ? base.own.schedules
                                                   : schedule_names();

@@ -46,6 +46,12 @@ void register_simulate(CLI::App& app) {
   auto args = std::make_shared<SimulateArgs>();
   CLI::App* cmd = app.add_subcommand(
       "simulate", "simulate one schedule: iteration time, TP/PP bubbles, memory per rank");
+  cmd->footer(
+      "Examples:\n"
+      "  braid simulate --study default --schedule stp\n"
+      "  braid simulate --study default --schedule 1f1b-i --seq 8192 --sp on --trace t.json\n"
+      "  braid simulate --study default --schedule-csv my-schedule.csv --json\n"
+      "See docs/simulator.md and docs/outputs.md.");
   add_simulation_options(*cmd, args->sim);
   cmd->add_option("--schedule", args->schedule, "schedule name (see braid schedule --help)");
   cmd->add_option("--schedule-csv", args->schedule_csv,

@@ -138,7 +138,7 @@ void check_mem_margin(double margin_gib, bool cap_given) {
                      "of the two");
 }
 
-ExploreBase load_explore_base(const ExploreStudyArgs& args, bool need_own) {
+ExploreBase load_explore_base(const ExploreStudyArgs& args, bool need_own, bool own_any_layout) {
   if (args.jobs_option != nullptr && args.jobs_option->count() > 0 && args.jobs < 1)
     throw InputError("--jobs", std::to_string(args.jobs), "must be 1 or more");
   if (args.mem_cap_gib != -1 && !(args.mem_cap_gib > 0))
@@ -155,7 +155,9 @@ ExploreBase load_explore_base(const ExploreStudyArgs& args, bool need_own) {
   o.balance = args.balance;
   ExploreBase base;
   if (need_own) {
-    base.own = resolve_study(sa);
+    StudyArgs own = sa;
+    if (own_any_layout) own.overrides.tp = own.overrides.pp = 1;  // search chooses them
+    base.own = resolve_study(own);
     base.has_own = true;
   }
   // Sizes that always validate: the axes decide the rest, configuration by configuration.

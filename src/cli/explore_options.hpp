@@ -45,8 +45,10 @@ struct ExploreBase {
   bool has_own = false;
   Profile profile;
 };
-// `need_own`: some axis defaults to the study's value, so the study must be valid as written.
-ExploreBase load_explore_base(const ExploreStudyArgs& args, bool need_own);
+// `need_own`: some axis defaults to the study's value, so the study must be valid as written;
+// `own_any_layout`: its tp and pp are not used (search chooses them), so they need not fit.
+ExploreBase load_explore_base(const ExploreStudyArgs& args, bool need_own,
+                              bool own_any_layout = false);
 ExploreOptions explore_options(const ExploreStudyArgs& args);
 // --mem-margin: -1 (not given), else a GiB count >= 0, and not together with --mem-cap.
 void check_mem_margin(double margin_gib, bool cap_given);

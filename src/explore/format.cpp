@@ -47,6 +47,36 @@ std::string describe(const Configuration& c) {
          recompute_name(c.recompute);
 }
 
+const std::vector<std::string>& layout_header() {
+  static const std::vector<std::string> header = {
+      "schedule", "tp",  "pp",           "vpp",       "dp",        "seq",
+      "mbs",      "m",   "global batch", "sp",        "recompute", "step s",
+      "tokens/s", "MFU", "TP bubble",    "PP bubble", "peak GiB",  "margin GiB"};
+  return header;
+}
+
+std::vector<std::string> layout_cells(const Evaluation& e, double cap_gib) {
+  const Configuration& c = e.config;
+  return {c.schedule,
+          std::to_string(c.tp),
+          std::to_string(c.pp),
+          std::to_string(c.vpp),
+          std::to_string(e.dp),
+          std::to_string(c.seq),
+          std::to_string(c.mbs),
+          std::to_string(c.microbatches),
+          std::to_string(e.dp * c.mbs * c.microbatches),
+          c.sp ? "on" : "off",
+          recompute_name(c.recompute),
+          fmt("%.3f", e.report.iteration_time_s),
+          fmt("%.0f", e.report.tokens_per_s),
+          percent(e.report.mfu),
+          percent(e.report.tp_bubble_rate),
+          percent(e.report.pp_bubble_rate),
+          fmt("%.2f", e.report.max_peak_memory_gib),
+          fmt("%.2f", cap_gib - e.model_peak_gib)};
+}
+
 std::string text_table(const std::vector<std::vector<std::string>>& rows) {
   std::vector<std::size_t> width;
   for (const auto& row : rows)
@@ -135,37 +165,20 @@ std::string sweep_table(const SweepResult& result, int top) {
       "* = best of its (tp, pp, seq) group that fits; speed-up: tokens/s over 1f1b-i at the "
       "same sizes\n\n";
   std::vector<std::vector<std::string>> table;
-  table.push_back({"#",         "",           "schedule",  "tp",    "pp",           "vpp",
-                   "dp",        "seq",        "mbs",       "m",     "global batch", "sp",
-                   "recompute", "step s",     "tokens/s",  "MFU",   "TP bubble",    "PP bubble",
-                   "peak GiB",  "margin GiB", "vs 1f1b-i", "status"});
+  std::vector<std::string> head{"#", ""};
+  for (const std::string& h : explore::layout_header()) head.push_back(h);
+  head.push_back("vs 1f1b-i");
+  head.push_back("status");
+  table.push_back(head);
   const int shown = top > 0 ? std::min(top, static_cast<int>(result.ranking.size()))
                             : static_cast<int>(result.ranking.size());
   for (int k = 0; k < shown; ++k) {
     const Evaluation& e = rows[result.ranking[k]];
-    const Configuration& c = e.config;
-    table.push_back({std::to_string(k + 1),
-                     e.group_best ? "*" : "",
-                     c.schedule,
-                     std::to_string(c.tp),
-                     std::to_string(c.pp),
-                     std::to_string(c.vpp),
-                     std::to_string(e.dp),
-                     std::to_string(c.seq),
-                     std::to_string(c.mbs),
-                     std::to_string(c.microbatches),
-                     std::to_string(e.dp * c.mbs * c.microbatches),
-                     c.sp ? "on" : "off",
-                     explore::recompute_name(c.recompute),
-                     fmt("%.3f", e.report.iteration_time_s),
-                     fmt("%.0f", e.report.tokens_per_s),
-                     percent(e.report.mfu),
-                     percent(e.report.tp_bubble_rate),
-                     percent(e.report.pp_bubble_rate),
-                     fmt("%.2f", e.report.max_peak_memory_gib),
-                     fmt("%.2f", result.mem_cap_gib - e.model_peak_gib),
-                     e.speedup > 0 ? fmt("%.3fx", e.speedup) : "-",
-                     e.status == RowStatus::Oom ? "OOM" : "ok"});
+    std::vector<std::string> row{std::to_string(k + 1), e.group_best ? "*" : ""};
+    for (std::string& cell : explore::layout_cells(e, result.mem_cap_gib)) row.push_back(cell);
+    row.push_back(e.speedup > 0 ? fmt("%.3fx", e.speedup) : "-");
+    row.push_back(e.status == RowStatus::Oom ? "OOM" : "ok");
+    table.push_back(row);
   }
   out += explore::text_table(table);
   if (shown < static_cast<int>(result.ranking.size()))

@@ -3,9 +3,9 @@
 // are never simulated (memory first); when the space is large, the rest are simulated in order
 // of an upper bound on their throughput (the busiest rank's compute alone), in fixed-size batches,
 // and the search stops once no unsimulated candidate can enter the top K. The batches do not
-// depend on --jobs, so neither does the result.
+// depend on --jobs, so neither does the result. When nothing fits, the same search runs again with
+// each lever that lowers memory (SP, recomputation, offloading, the distributed optimizer).
 #include <algorithm>
-#include <mutex>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -413,33 +413,6 @@ std::string margin_gib(const Evaluation& e, const MemoryCap& cap) {
   return fmt("%.2f", cap.cap_bytes / kGiB - e.model_peak_gib);
 }
 
-std::vector<std::string> row_cells(std::size_t k, const Evaluation& e, const MemoryCap& cap) {
-  const Configuration& c = e.config;
-  return {std::to_string(k),
-          c.schedule,
-          std::to_string(c.tp),
-          std::to_string(c.pp),
-          std::to_string(e.dp),
-          std::to_string(c.vpp),
-          std::to_string(c.mbs),
-          std::to_string(c.microbatches),
-          std::to_string(e.dp * c.mbs * c.microbatches),
-          c.sp ? "on" : "off",
-          explore::recompute_name(c.recompute),
-          fmt("%.3f", e.report.iteration_time_s),
-          fmt("%.0f", e.report.tokens_per_s),
-          explore::percent(e.report.mfu),
-          explore::percent(e.report.tp_bubble_rate),
-          explore::percent(e.report.pp_bubble_rate),
-          fmt("%.2f", e.report.max_peak_memory_gib),
-          margin_gib(e, cap)};
-}
-
-const std::vector<std::string> kHeader = {
-    "#",        "schedule", "tp",           "pp",        "dp",        "vpp",
-    "mbs",      "m",        "global batch", "sp",        "recompute", "step s",
-    "tokens/s", "MFU",      "TP bubble",    "PP bubble", "peak GiB",  "margin GiB"};
-
 std::string levers_text(const SearchResult& r) {
   std::string out = "\nwhat would make it fit (each lever alone; the fastest layout with it):\n";
   const double ref = r.has_fastest_oom ? r.fastest_oom.report.iteration_time_s : 0;
@@ -480,8 +453,14 @@ std::string search_text(const SearchResult& r) {
   if (r.best.empty()) {
     out += "no layout fits in the memory cap\n";
   } else {
-    std::vector<std::vector<std::string>> t{kHeader};
-    for (std::size_t k = 0; k < r.best.size(); ++k) t.push_back(row_cells(k + 1, r.best[k], r.cap));
+    std::vector<std::vector<std::string>> t;
+    t.push_back({"#"});
+    for (const std::string& h : explore::layout_header()) t.back().push_back(h);
+    for (std::size_t k = 0; k < r.best.size(); ++k) {
+      t.push_back({std::to_string(k + 1)});
+      for (std::string& cell : explore::layout_cells(r.best[k], r.mem_cap_gib))
+        t.back().push_back(cell);
+    }
     out += explore::text_table(t);
     out += "\nbest: " + explore::describe(r.best[0].config) + " with dp " +
            std::to_string(r.best[0].dp) + "\n";

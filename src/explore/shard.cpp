@@ -35,13 +35,23 @@ std::string fingerprint(const std::string& text) {
   return buf;
 }
 
+// Everything the rows depend on besides the configurations: the study's files and the settings
+// no axis varies, the cap, and the explorer options that change a row.
 std::string grid_text(const Study& base, const std::vector<Configuration>& configs,
                       const MemoryCap& cap, const ExploreOptions& options) {
-  std::string s = base.name + "|" + base.model.name + "|" + base.cluster.name + "|" +
-                  std::to_string(base.cluster.gpus()) + "|" + explore::fmt("%.17g", cap.cap_bytes) +
-                  "|" + explore::fmt("%.17g", cap.fixed_overhead_bytes) + "|" +
-                  (options.tp_across_nodes ? "x" : "-") + "|" +
-                  explore::fmt("%.17g", base.training.offload) + "\n";
+  const TrainingConfig& t = base.training;
+  std::string s = base.name + "|" + base.model.file + "|" + base.cluster.file + "|" +
+                  base.cluster.profile + "|" + std::to_string(base.cluster.gpus()) + "|";
+  for (double v : {cap.cap_bytes, cap.fixed_overhead_bytes, t.offload, t.weight_bytes_per_param,
+                   t.grad_bytes_per_param, t.optimizer_bytes_per_param})
+    s += explore::fmt("%.17g", v) + "|";
+  s += std::to_string(t.dtype_bytes) + (t.distributed_optimizer ? "d" : "-") +
+       std::to_string(static_cast<int>(base.layout.balance)) +
+       std::to_string(static_cast<int>(base.layout.vision_placement)) + "|";
+  for (int n : base.layout.layers_per_stage) s += std::to_string(n) + ",";
+  s += std::string("|") + (options.tp_across_nodes ? "x" : "-") +
+       std::to_string(static_cast<int>(options.lower.p2p)) + (options.sim.contention ? "c" : "-") +
+       "\n";
   for (const Configuration& c : configs) s += explore::describe(c) + "\n";
   return s;
 }

@@ -189,8 +189,12 @@ std::string sweep_svg(const SweepResult& result, const std::string& title) {
   s += "<line x1=\"" + fmt("%.1f", lx) + "\" y1=\"" + fmt("%.1f", ly) + "\" x2=\"" +
        fmt("%.1f", lx + 14) + "\" y2=\"" + fmt("%.1f", ly) +
        "\" stroke=\"#444\" stroke-dasharray=\"6 4\"/>\n";
+  // Worded as every header words it (memory_cap_text); the line sits at cap + fixed overhead
+  // because the x axis is the whole peak.
   s += "<text x=\"" + fmt("%.1f", lx + 18) + "\" y=\"" + fmt("%.1f", ly + 4) + "\">memory cap " +
-       fmt("%.1f", cap_peak) + " GiB</text>\n";
+       fmt("%.2f", result.mem_cap_gib) + " GiB</text>\n";
+  s += "<text x=\"" + fmt("%.1f", lx + 18) + "\" y=\"" + fmt("%.1f", ly + 20) +
+       "\" fill=\"#555\">+ " + fmt("%.2f", result.fixed_overhead_gib) + " GiB overhead</text>\n";
   if (hidden > 0) {
     s += "<text x=\"" + fmt("%.1f", x1 - 6) + "\" y=\"" + fmt("%.1f", y1 + 16) +
          "\" text-anchor=\"end\" fill=\"#555\">" + std::to_string(hidden) +
