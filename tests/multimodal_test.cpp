@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <unistd.h>
@@ -131,7 +132,7 @@ TEST_CASE("layers per stage by hand: one entry per virtual stage, each >= 1, sum
   CHECK(cm.chunks[1].epilogue.at(0).kind == UnitKind::VisionMerger);
   CHECK(cm.chunks[0].output_bytes == Approx(4096.0 * 1280 * 2));  // patches at the ViT width
   auto fails = [&](std::vector<int> list, const std::string& why) {
-    s.layout.layers_per_stage = list;
+    s.layout.layers_per_stage = std::move(list);
     CHECK_THROWS_WITH(build_cost_model(s, p, 4), Catch::Contains(why));
   };
   fails({32, 16}, "one per virtual stage (4)");
