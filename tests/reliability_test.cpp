@@ -420,3 +420,21 @@ TEST_CASE("oversized schedules are refused before they are built", "[reliability
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("estimated") && Catch::Contains("instructions"));
 }
+
+// ---- error kinds ------------------------------------------------------------------------------
+
+TEST_CASE("an InputError joins its non-empty parts with one ': ' and carries its kind",
+          "[reliability][errors]") {
+  const braid::InputError file("study.yaml", "training.seq", "must be 1 or more");
+  CHECK(std::string(file.what()) == "study.yaml: training.seq: must be 1 or more");
+  CHECK(file.kind == braid::InputKind::Field);
+  CHECK(std::string(braid::InputError("empty.yaml", "", "is empty").what()) ==
+        "empty.yaml: is empty");
+  const braid::InputError option("--vpp", "3", "applies to 1f1b-i only", braid::InputKind::Value);
+  CHECK(std::string(option.what()) == "--vpp: 3: applies to 1f1b-i only");
+  CHECK(option.kind == braid::InputKind::Value);
+  // A bug is not bad input: main tells them apart by type.
+  const braid::InternalError bug("lowering failed");
+  CHECK(dynamic_cast<const braid::InputError*>(static_cast<const std::exception*>(&bug)) ==
+        nullptr);
+}
