@@ -27,6 +27,17 @@
 #include "braid/simulator.hpp"
 #include "braid/size_limit.hpp"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define BRAID_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define BRAID_TEST_ASAN 1
+#endif
+#endif
+#ifndef BRAID_TEST_ASAN
+#define BRAID_TEST_ASAN 0
+#endif
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -70,7 +81,16 @@ constexpr long kGuardedMemoryKib = 3L << 20;  // 3 GiB
 Run run_braid(const std::vector<std::string>& args, long memory_kib = 0) {
   const fs::path dir = scratch_dir();
   std::string cmd = "cd " + quote(BRAID_SOURCE_DIR) + " && ";
-  if (memory_kib > 0) cmd += "ulimit -v " + std::to_string(memory_kib) + " && ";
+  if (memory_kib > 0) {
+#if BRAID_TEST_ASAN
+    // ASan reserves terabytes of shadow address space, so no ulimit -v: its own RSS limit.
+    cmd +=
+        "ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:hard_rss_limit_mb=" + std::to_string(memory_kib / 1024) +
+        "\" ";
+#else
+    cmd += "ulimit -v " + std::to_string(memory_kib) + " && ";
+#endif
+  }
   cmd += quote(BRAID_EXE);
   for (const std::string& a : args) cmd += " " + quote(a);
   cmd += " >" + quote((dir / "out").string()) + " 2>" + quote((dir / "err").string());
