@@ -7,7 +7,6 @@
 using braid::test::CliRun;
 using braid::test::count_lines;
 using braid::test::run_braid;
-using braid::test::slurp;
 
 #include <cstdlib>
 #include <filesystem>
@@ -18,12 +17,6 @@ using braid::test::slurp;
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
-
-namespace {
-
-namespace fs = std::filesystem;
-
-}  // namespace
 
 TEST_CASE("braid info prints parameters, FLOPs, chunks and the unit cost table", "[cli][info]") {
   CliRun r = run_braid("info --study configs/studies/default.yaml");

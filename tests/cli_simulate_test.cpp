@@ -7,7 +7,6 @@
 using braid::test::CliRun;
 using braid::test::count_lines;
 using braid::test::run_braid;
-using braid::test::slurp;
 
 #include <cstdlib>
 #include <filesystem>

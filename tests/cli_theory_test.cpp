@@ -6,7 +6,6 @@
 #include "cli_run.hpp"
 
 using braid::test::CliRun;
-using braid::test::count_lines;
 using braid::test::run_braid;
 using braid::test::slurp;
 

@@ -151,7 +151,7 @@ TEST_CASE("a schedule with a dependency cycle is rejected naming the ops on it",
 
 TEST_CASE("lowering rejects passes that are missing, repeated or out of order", "[dag]") {
   const CostModel cost = uniform_cost_model(unit_costs(), 1);
-  auto lower_program = [&](std::vector<Instruction> program, int m = 1) {
+  auto lower_program = [&](const std::vector<Instruction>& program, int m = 1) {
     return lower(make("bad", 1, 1, m, Placement::Loop, {program}), cost);
   };
   CHECK_THROWS_AS(lower_program({F(0, 0)}), InputError);                    // B missing

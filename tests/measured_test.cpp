@@ -64,7 +64,7 @@ MeasuredTables make_synthetic() {
                     {"fc2", 18944 / tp, 3584}};
     for (std::int64_t tokens : {4096, 8192}) {
       for (const W& w : ws) {
-        for (GemmShape shape : linear_gemms(tokens, w.in, w.out, w.label)) {
+        for (const GemmShape& shape : linear_gemms(tokens, w.in, w.out, w.label)) {
           GemmPoint g{shape.m, shape.n, shape.k, 0, shape.label};
           const double f = g.flops();
           const double eff = tr.gemm_max_eff * f / (f + tr.gemm_half_flops);

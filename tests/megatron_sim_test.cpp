@@ -7,9 +7,7 @@
 #include "cli_run.hpp"
 
 using braid::test::CliRun;
-using braid::test::count_lines;
 using braid::test::run_braid;
-using braid::test::slurp;
 
 #include <chrono>
 #include <cstdlib>
@@ -34,8 +32,6 @@ using braid::test::slurp;
 using namespace braid;
 
 namespace {
-
-namespace fs = std::filesystem;
 
 const char* const kModels[] = {"megatron-22b", "gpt3-175b", "turing-530b", "megatron-1t"};
 const char* const kVariants[] = {"full", "selective-sp"};

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <unistd.h>
@@ -104,8 +105,6 @@ TEST_CASE("ViT layer units: full attention, plain GELU MLP, own width and TP col
   CHECK(cm.chunks[1].layers[0][0][Phase::F].flops ==
         Approx(2.0 * 4096 * 8192 * (8192 + 2 * 1024) / t));
   // Parameters: all of the ViT on stage 0's GPU (sharded by tp, norms and patch replicated).
-  double lm_params = 0;
-  for (std::size_t k = 1; k < cm.chunks.size(); ++k) lm_params += cm.chunks[k].params;
   CHECK(vit.params * 8 == Approx(count_parameters(s.model).vision).epsilon(0.02));
 }
 
@@ -131,7 +130,7 @@ TEST_CASE("layers per stage by hand: one entry per virtual stage, each >= 1, sum
   CHECK(cm.chunks[1].epilogue.at(0).kind == UnitKind::VisionMerger);
   CHECK(cm.chunks[0].output_bytes == Approx(4096.0 * 1280 * 2));  // patches at the ViT width
   auto fails = [&](std::vector<int> list, const std::string& why) {
-    s.layout.layers_per_stage = list;
+    s.layout.layers_per_stage = std::move(list);
     CHECK_THROWS_WITH(build_cost_model(s, p, 4), Catch::Contains(why));
   };
   fails({32, 16}, "one per virtual stage (4)");

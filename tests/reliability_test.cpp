@@ -27,6 +27,17 @@
 #include "braid/simulator.hpp"
 #include "braid/size_limit.hpp"
 
+#if defined(__SANITIZE_ADDRESS__)
+#define BRAID_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define BRAID_TEST_ASAN 1
+#endif
+#endif
+#ifndef BRAID_TEST_ASAN
+#define BRAID_TEST_ASAN 0
+#endif
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -70,7 +81,16 @@ constexpr long kGuardedMemoryKib = 3L << 20;  // 3 GiB
 Run run_braid(const std::vector<std::string>& args, long memory_kib = 0) {
   const fs::path dir = scratch_dir();
   std::string cmd = "cd " + quote(BRAID_SOURCE_DIR) + " && ";
-  if (memory_kib > 0) cmd += "ulimit -v " + std::to_string(memory_kib) + " && ";
+  if (memory_kib > 0) {
+#if BRAID_TEST_ASAN
+    // ASan reserves terabytes of shadow address space, so no ulimit -v: its own RSS limit.
+    cmd +=
+        "ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:hard_rss_limit_mb=" + std::to_string(memory_kib / 1024) +
+        "\" ";
+#else
+    cmd += "ulimit -v " + std::to_string(memory_kib) + " && ";
+#endif
+  }
   cmd += quote(BRAID_EXE);
   for (const std::string& a : args) cmd += " " + quote(a);
   cmd += " >" + quote((dir / "out").string()) + " 2>" + quote((dir / "err").string());
@@ -422,4 +442,22 @@ TEST_CASE("oversized schedules are refused before they are built", "[reliability
                            "--microbatches", "100000"});
   CHECK(r.exit_code == 2);
   CHECK_THAT(r.err, Catch::Contains("estimated") && Catch::Contains("instructions"));
+}
+
+// ---- error kinds ------------------------------------------------------------------------------
+
+TEST_CASE("an InputError joins its non-empty parts with one ': ' and carries its kind",
+          "[reliability][errors]") {
+  const braid::InputError file("study.yaml", "training.seq", "must be 1 or more");
+  CHECK(std::string(file.what()) == "study.yaml: training.seq: must be 1 or more");
+  CHECK(file.kind == braid::InputKind::Field);
+  CHECK(std::string(braid::InputError("empty.yaml", "", "is empty").what()) ==
+        "empty.yaml: is empty");
+  const braid::InputError option("--vpp", "3", "applies to 1f1b-i only", braid::InputKind::Value);
+  CHECK(std::string(option.what()) == "--vpp: 3: applies to 1f1b-i only");
+  CHECK(option.kind == braid::InputKind::Value);
+  // A bug is not bad input: main tells them apart by type.
+  const braid::InternalError bug("lowering failed");
+  CHECK(dynamic_cast<const braid::InputError*>(static_cast<const std::exception*>(&bug)) ==
+        nullptr);
 }

@@ -180,7 +180,8 @@ inline constexpr int kMaxMicrobatches = 1'000'000;
 inline constexpr int kMaxSeq = 1 << 20;  // 1,048,576 tokens
 inline constexpr int kMaxMbs = 4096;
 inline constexpr int kMaxNodes = 16384;
-// Throws InputError(where, field, ...) naming the bound when value > max.
+// Throws InputError(where, field, ...) naming the bound when value > max (field "" for an option:
+// "--pp: must be at most ...").
 void check_at_most(int value, int max, const std::string& where, const std::string& field);
 
 }  // namespace braid

@@ -17,8 +17,6 @@ namespace braid::cli {
 
 namespace {
 
-namespace fs = std::filesystem;
-
 void print_text(const std::string& file, const MeasuredTables& t, const ProfileFit& fit) {
   std::printf("profile %s: measured %s on %s, %d x %s (peak %.0f TFLOP/s)\n", file.c_str(),
               t.meta.date.c_str(), t.meta.host.c_str(), t.meta.gpus, t.meta.gpu.c_str(),

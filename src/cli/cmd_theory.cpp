@@ -52,16 +52,16 @@ SizeEstimate point_size(const UniformCosts& costs, int pp, int vpp, int microbat
 // one size, or each point of the scan) within the memory limit, and the whole scan (its points
 // run one after another) within the hard limit of ops, so it ends in minutes.
 void check_theory_size(const TheoryArgs& a, const UniformCosts& costs, const ScanSpec* scan) {
-  check_at_most(a.pp, kMaxPp, "--pp", "value");
-  check_at_most(a.microbatches, kMaxMicrobatches, "--microbatches", "value");
-  check_at_most(a.vpp, kMaxVpp, "--vpp", "value");
+  check_at_most(a.pp, kMaxPp, "--pp", "");
+  check_at_most(a.microbatches, kMaxMicrobatches, "--microbatches", "");
+  check_at_most(a.vpp, kMaxVpp, "--vpp", "");
   if (scan == nullptr) {
     check_size(point_size(costs, a.pp, a.vpp, a.microbatches), kDefaultMaxSimulationBytes, false,
                "--microbatches", "a smaller --pp or --microbatches", false);
     return;
   }
   const bool over_m = scan->axis == ScanAxis::Microbatches;
-  check_at_most(scan->to, over_m ? kMaxMicrobatches : kMaxPp, "--scan", "end");
+  check_at_most(scan->to, over_m ? kMaxMicrobatches : kMaxPp, "--scan", "end of the scan");
   const int step = scan->step > 0 ? scan->step : over_m ? a.pp : 1;
   SizeEstimate whole;
   for (int x = scan->from; x <= scan->to; x += step) {
@@ -71,9 +71,14 @@ void check_theory_size(const TheoryArgs& a, const UniformCosts& costs, const Sca
                "a smaller end of the scan or fixed --pp/--microbatches", false);
     for (std::size_t s = 0; s < a.schedules.size(); ++s) whole = combined(whole, point);
   }
-  whole.bytes = 0;  // the points run one after another: their ops add up, their memory does not
-  check_size(whole, kDefaultMaxSimulationBytes, false, "--scan",
-             "a shorter scan, a larger --step or fewer schedules", false);
+  // The points run one after another: their ops add up (time), their memory does not.
+  if (whole.ops > kMaxOps)
+    throw InputError("--scan", "size",
+                     "the scan's simulations total an estimated " +
+                         std::to_string(static_cast<long long>(whole.ops)) +
+                         " ops, above the limit of " +
+                         std::to_string(static_cast<long long>(kMaxOps)) +
+                         "; use a shorter scan, a larger --step or fewer schedules");
 }
 
 // --study: the study's own costs; a scan of each rank's exposed TP time and/or the breakdown of

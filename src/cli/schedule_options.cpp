@@ -116,9 +116,9 @@ Schedule resolve_schedule(const ScheduleArgs& args) {
       args.name, options,
       {given(args.vpp), given(args.group_size), given(args.offload_fraction), given(args.offload)});
   if (fixed != 0) options.vpp = fixed;
-  check_at_most(options.pp, kMaxPp, "--pp", "value");
-  check_at_most(options.vpp, kMaxVpp, "--vpp", "value");
-  check_at_most(options.microbatches, kMaxMicrobatches, "--microbatches", "value");
+  check_at_most(options.pp, kMaxPp, "--pp", "");
+  check_at_most(options.vpp, kMaxVpp, "--vpp", "");
+  check_at_most(options.microbatches, kMaxMicrobatches, "--microbatches", "");
   check_schedule_size(options.pp, std::max(options.vpp, 2), options.microbatches, "--microbatches");
   return make_schedule(args.name, options);
 }

@@ -187,9 +187,9 @@ SimulationContext resolve_context(const SimulationArgs& args) {
     ctx.pp = *o.pp;
     ctx.vpp = o.vpp.value_or(2);
     ctx.microbatches = *o.microbatches;
-    check_at_most(ctx.pp, kMaxPp, "--pp", "parallel.pp");
-    check_at_most(ctx.vpp, kMaxVpp, "--vpp", "parallel.vpp");
-    check_at_most(ctx.microbatches, kMaxMicrobatches, "--microbatches", "training.microbatches");
+    check_at_most(ctx.pp, kMaxPp, "--pp", "");
+    check_at_most(ctx.vpp, kMaxVpp, "--vpp", "");
+    check_at_most(ctx.microbatches, kMaxMicrobatches, "--microbatches", "");
     check_context_size(ctx, args);
     return ctx;
   }
