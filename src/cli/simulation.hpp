@@ -16,8 +16,8 @@
 #include "braid/report.hpp"
 #include "braid/schedule.hpp"
 #include "braid/simulator.hpp"
-#include "schedule_options.hpp"
 #include "braid/timeline_output.hpp"
+#include "schedule_options.hpp"
 #include "study_options.hpp"
 
 namespace braid::cli {
