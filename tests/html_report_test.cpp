@@ -45,7 +45,7 @@ Simulated simulated(const Schedule& s, int virtual_stages) {
 }
 
 fs::path temp_dir(const std::string& name) {
-  const fs::path d =
+  fs::path d =
       fs::temp_directory_path() / ("braid-html-test-" + name + "." + std::to_string(::getpid()));
   fs::create_directories(d);
   return d;

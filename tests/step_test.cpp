@@ -34,7 +34,7 @@ namespace fs = std::filesystem;
 fs::path cluster_file(const std::string& name, int nodes, int nics, double gbps) {
   const fs::path dir = fs::temp_directory_path() / ("braid-step-" + std::to_string(getpid()));
   fs::create_directories(dir);
-  const fs::path file = dir / (name + ".yaml");
+  fs::path file = dir / (name + ".yaml");
   std::ofstream out(file);
   out << "name: " << name << "\nnodes: " << nodes << "\ngpus_per_node: 8\nprofile: h100\n";
   if (nics > 0)

@@ -32,8 +32,8 @@ namespace fs = std::filesystem;
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 fs::path scratch(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() /
-                       ("braid_workflow_test." + std::to_string(::getpid()) + "." + name);
+  fs::path dir = fs::temp_directory_path() /
+                 ("braid_workflow_test." + std::to_string(::getpid()) + "." + name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
@@ -51,7 +51,7 @@ std::string line_starting(const std::string& text, const std::string& prefix) {
   std::size_t pos = 0;
   while (pos < text.size()) {
     const std::size_t end = text.find('\n', pos);
-    const std::string line = text.substr(pos, end - pos);
+    std::string line = text.substr(pos, end - pos);
     if (line.rfind(prefix, 0) == 0) return line;
     if (end == std::string::npos) break;
     pos = end + 1;
@@ -324,8 +324,7 @@ TEST_CASE("sweep shards joined by braid merge are byte-identical to the unsharde
   std::ofstream(dir / "junk.bin") << "not a shard";
   for (const char* bad : {"part1.bin part1.bin part2.bin part3.bin", "part1.bin part2.bin",
                           "other.bin part2.bin part3.bin", "junk.bin",
-                          "part1.bin part2.bin "
-                          "part3.bin --csv /nope/x.csv"}) {
+                          "part1.bin part2.bin part3.bin --csv /nope/x.csv"}) {
     const CliRun r = run_braid(std::string("merge ") + bad, dir);
     INFO(bad << ": " << r.err);
     CHECK(r.exit_code == 2);

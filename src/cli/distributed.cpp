@@ -35,14 +35,20 @@ bool launched_by_mpi() {
 
 #ifndef BRAID_MPI
 // The launcher's own count of processes (1 when it says nothing).
+// A launcher variable as a number; text that is not one counts as absent.
+int launcher_number(const char* text, int absent) {
+  char* end = nullptr;
+  const long v = std::strtol(text, &end, 10);
+  return end != text && *end == '\0' && v >= 0 && v < (1L << 30) ? static_cast<int>(v) : absent;
+}
 int launched_size() {
   for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"})
-    if (const char* v = std::getenv(var)) return std::max(1, std::atoi(v));
+    if (const char* v = std::getenv(var)) return std::max(1, launcher_number(v, 1));
   return 1;
 }
 int launched_rank() {
   for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
-    if (const char* v = std::getenv(var)) return std::atoi(v);
+    if (const char* v = std::getenv(var)) return launcher_number(v, 0);
   return 0;
 }
 #endif

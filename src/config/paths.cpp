@@ -59,7 +59,7 @@ fs::path resolve_named(const std::string& kind, const std::string& name_or_path,
   if (looks_like_path) {
     // Inside a YAML file a relative path means "next to this file", so that a study and its model
     // travel together and work from any working directory.
-    const fs::path local = as_path.is_relative() ? relative_to / as_path : as_path;
+    fs::path local = as_path.is_relative() ? relative_to / as_path : as_path;
     if (fs::is_regular_file(local)) return local;
     if (fs::is_directory(local))
       throw InputError(where, field, "'" + name_or_path + "' is a directory; give a .yaml file");

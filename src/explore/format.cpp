@@ -105,7 +105,6 @@ namespace {
 
 using explore::fmt;
 
-using explore::percent;
 std::string exact(double v) { return fmt("%.17g", v); }
 
 std::string csv_field(const std::string& s) {
