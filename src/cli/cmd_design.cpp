@@ -41,10 +41,7 @@ DesignProblem problem_of(const SimulationContext& ctx) {
   p.lower = ctx.lower;
   p.sim = ctx.sim;
   if (ctx.study) p.offload = ctx.study->training.offload;
-  p.cost = [ctx](int virtual_stages) {
-    return ctx.uniform ? uniform_cost_model(*ctx.uniform, virtual_stages)
-                       : build_cost_model(*ctx.study, *ctx.profile, virtual_stages);
-  };
+  p.cost = [ctx](int virtual_stages) { return cost_model_for(ctx, virtual_stages); };
   return p;
 }
 

@@ -222,14 +222,16 @@ GivenOptions given_schedule_options(const SimulationArgs& args) {
           o.offload.has_value()};
 }
 
+CostModel cost_model_for(const SimulationContext& ctx, int virtual_stages) {
+  return ctx.uniform ? uniform_cost_model(*ctx.uniform, virtual_stages)
+                     : build_cost_model(*ctx.study, *ctx.profile, virtual_stages);
+}
+
 SimulationResult simulate_schedule(const SimulationContext& ctx, const Schedule& schedule,
                                    bool generated) {
   SimulationResult r;
   r.schedule = schedule;
-  if (ctx.uniform)
-    r.cost = uniform_cost_model(*ctx.uniform, schedule.virtual_stages());
-  else
-    r.cost = build_cost_model(*ctx.study, *ctx.profile, schedule.virtual_stages());
+  r.cost = cost_model_for(ctx, schedule.virtual_stages());
   try {
     r.dag = lower(r.schedule, r.cost, ctx.lower);
     r.timeline = simulate(r.dag, ctx.sim);

@@ -65,6 +65,8 @@ struct SimulationResult {
 ScheduleOptions schedule_options(const SimulationContext& ctx, const SimulationArgs& args);
 // The schedule options the user gave (--vpp, --group-size, --offload-fraction, --offload).
 GivenOptions given_schedule_options(const SimulationArgs& args);
+// The context's cost model (uniform costs or the study's) for that many virtual stages.
+CostModel cost_model_for(const SimulationContext& ctx, int virtual_stages);
 // `generated`: the schedule is braid's own (make_schedule), so a lowering failure or a deadlock
 // is a bug (InternalError); for an imported one (a CSV) it is the file's fault (InputError).
 SimulationResult simulate_schedule(const SimulationContext& ctx, const Schedule& schedule,
