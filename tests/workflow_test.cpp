@@ -406,7 +406,8 @@ TEST_CASE("a schedule CSV gives its pp and m to the study and names the option t
 }
 
 TEST_CASE("every command's help has examples and points to its doc", "[workflow][cli]") {
-  for (const char* cmd : {"search", "sweep", "merge", "compare", "theory", "simulate"}) {
+  for (const char* cmd : {"info", "schedule", "export", "simulate", "compare", "theory", "sweep",
+                          "merge", "search", "calibrate", "design", "report"}) {
     const CliRun r = run_braid(std::string(cmd) + " --help");
     INFO(cmd);
     CHECK(r.exit_code == 0);

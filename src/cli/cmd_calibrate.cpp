@@ -109,6 +109,11 @@ void register_calibrate(CLI::App& app) {
       "calibrate",
       "fit the spec model's parameters to a profile's measured tables and print the "
       "fit error per unit and per size");
+  cmd->footer(
+      "Examples:\n"
+      "  braid calibrate --profile profiles/NAME-measured.yaml\n"
+      "  braid calibrate --profile profiles/NAME-measured.yaml --json\n"
+      "See docs/profiling.md.");
   cmd->add_option("--profile", opts->profile, "profile name (profiles/NAME.yaml) or path")
       ->required();
   cmd->add_flag("--json", opts->json, "print JSON instead of tables");

@@ -62,6 +62,12 @@ void register_design(CLI::App& app) {
   auto args = std::make_shared<DesignArgs>();
   CLI::App* cmd = app.add_subcommand(
       "design", "search for the fastest schedule under a memory cap (writes a schedule file)");
+  cmd->footer(
+      "Examples:\n"
+      "  braid design --study default -o designed.json\n"
+      "  braid design --study default --mem-cap 24 --max-candidates 500 --seed 7 -o d.json\n"
+      "  braid design --unit-costs 1,1,1,0.25 --pp 4 --microbatches 16 --mem-cap-ma 10 -o d.json\n"
+      "See docs/design-search.md.");
   add_simulation_options(*cmd, args->sim);
   cmd->add_option("--mem-cap-ma", args->mem_cap_ma,
                   "cap on each rank's activation peak in M_a (uniform-cost mode)");

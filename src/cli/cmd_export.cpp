@@ -21,6 +21,11 @@ void register_export(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("export", "write a schedule for a training framework");
+  cmd->footer(
+      "Examples:\n"
+      "  braid export --format pytorch-csv --schedule zb-v --pp 4 --microbatches 8 -o zbv.csv\n"
+      "  braid export --format pytorch-csv --schedule-file designed.json -o designed.csv\n"
+      "See docs/schedules.md.");
   add_schedule_options(*cmd, args->schedule);
   cmd->add_option("--format", args->format, "output format: pytorch-csv")->required();
   cmd->add_option("-o,--output", args->output, "output file")->required();

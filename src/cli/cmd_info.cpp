@@ -276,6 +276,11 @@ void print_table(const Study& s, const Profile& prof, const CostModel& cm,
 void register_info(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "info", "show what the cost model makes of a study: parameters, FLOPs, per-unit costs, M_a");
+  cmd->footer(
+      "Examples:\n"
+      "  braid info --study default\n"
+      "  braid info --study default --tp 4 --pp 4 --seq 4096 --json\n"
+      "See docs/cost-model.md.");
   auto args = std::make_shared<StudyArgs>();
   auto json = std::make_shared<bool>(false);
   add_study_options(*cmd, *args);

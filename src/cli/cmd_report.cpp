@@ -38,6 +38,11 @@ void register_report(CLI::App& app) {
       "report",
       "write the interactive HTML report of saved runs (braid simulate --report-data FILE); "
       "several files are drawn side by side on one time axis");
+  cmd->footer(
+      "Examples:\n"
+      "  braid report stp.json --html stp.html\n"
+      "  braid report stp.json zbv.json --html side-by-side.html\n"
+      "See docs/outputs.md.");
   cmd->add_option("data", args->inputs, "report data files (JSON)")->required();
   cmd->add_option("--html", args->html, "the HTML file to write")->required();
   cmd->add_option("--title", args->title, "page title (default: from the data)");

@@ -26,6 +26,11 @@ void register_schedule(CLI::App& app) {
   auto json = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand(
       "schedule", "print a pipeline schedule: per-rank instructions and peak activations");
+  cmd->footer(
+      "Examples:\n"
+      "  braid schedule --schedule stp --pp 4 --microbatches 12\n"
+      "  braid schedule --schedule 1f1b-i --pp 4 --vpp 2 --microbatches 16 --json\n"
+      "See docs/schedules.md.");
   add_schedule_options(*cmd, *args);
   cmd->add_flag("--json", *json,
                 "print the per-rank instructions as JSON (schema in docs/schedules.md)");
