@@ -15,9 +15,9 @@ namespace fs = std::filesystem;
 void check_writable(const std::string& option, const std::string& path) {
   if (path.empty()) throw InputError(option, "path", "empty; give a file name");
   fs::path p(path);
-  if (fs::is_directory(p)) throw InputError(option, path, "is a directory; give a file name");
-  fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
   std::error_code ec;
+  if (fs::is_directory(p, ec)) throw InputError(option, path, "is a directory; give a file name");
+  fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
   if (!fs::is_directory(dir, ec))
     throw InputError(option, path, "directory " + dir.string() + " does not exist");
   // Probe with a temporary so an existing target is never touched before the real write.

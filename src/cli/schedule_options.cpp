@@ -56,7 +56,7 @@ void add_schedule_options(CLI::App& cmd, ScheduleArgs& args) {
 }
 
 Schedule read_schedule_file(const std::string& path) {
-  if (std::filesystem::is_directory(path))
+  if (std::error_code ec; std::filesystem::is_directory(path, ec))
     throw InputError("--schedule-file", path, "is a directory; give a schedule JSON file");
   std::ifstream in(path);
   if (!in) throw InputError("--schedule-file", path, "cannot open the file");
@@ -92,7 +92,7 @@ Schedule resolve_schedule(const ScheduleArgs& args) {
                        : given(args.offload_fraction) ? "--offload-fraction"
                                                       : "--offload",
                        "given", "applies to generated schedules, not to --schedule-csv");
-    if (std::filesystem::is_directory(args.csv))
+    if (std::error_code ec; std::filesystem::is_directory(args.csv, ec))
       throw InputError("--schedule-csv", args.csv, "is a directory; give a CSV file");
     std::ifstream in(args.csv);
     if (!in) throw InputError("--schedule-csv", args.csv, "cannot open the file");

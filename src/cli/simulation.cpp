@@ -110,7 +110,7 @@ MemoryCap memory_cap_of(const Profile& profile, const SimulationArgs& args) {
 }  // namespace
 
 Schedule read_schedule_csv(const std::string& path) {
-  if (std::filesystem::is_directory(path))
+  if (std::error_code ec; std::filesystem::is_directory(path, ec))
     throw InputError("--schedule-csv", path, "is a directory; give a CSV file");
   std::ifstream in(path);
   if (!in) throw InputError("--schedule-csv", path, "cannot open the file");

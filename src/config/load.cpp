@@ -90,7 +90,8 @@ ClusterConfig read_cluster(YamlMap& c, const fs::path& file) {
       pf.is_relative() && (cluster.profile.find('/') != std::string::npos ||
                            pf.extension() == ".yaml" || pf.extension() == ".yml")) {
     const fs::path local = file.parent_path() / pf;
-    if (fs::is_regular_file(local)) cluster.profile = local.string();
+    std::error_code ec;
+    if (fs::is_regular_file(local, ec)) cluster.profile = local.string();
   }
   cluster.intra_node.name = "nvlink";
   cluster.inter_node.name = "ib";

@@ -60,11 +60,13 @@ fs::path resolve_named(const std::string& kind, const std::string& name_or_path,
     // Inside a YAML file a relative path means "next to this file", so that a study and its model
     // travel together and work from any working directory.
     fs::path local = as_path.is_relative() ? relative_to / as_path : as_path;
-    if (fs::is_regular_file(local)) return local;
-    if (fs::is_directory(local))
+    // The error_code forms: a name the file system refuses (too long, say) is just not found.
+    std::error_code ec;
+    if (fs::is_regular_file(local, ec)) return local;
+    if (fs::is_directory(local, ec))
       throw InputError(where, field, "'" + name_or_path + "' is a directory; give a .yaml file");
     // A path relative to the data root ("configs/studies/default.yaml" from anywhere).
-    if (as_path.is_relative() && fs::is_regular_file(data_root() / as_path)) {
+    if (as_path.is_relative() && fs::is_regular_file(data_root() / as_path, ec)) {
       return data_root() / as_path;
     }
     const std::string looked =
@@ -73,7 +75,8 @@ fs::path resolve_named(const std::string& kind, const std::string& name_or_path,
     throw InputError(where, field, "no such file '" + name_or_path + "'" + looked);
   }
   fs::path named = config_dir(kind) / (name_or_path + ".yaml");
-  if (fs::is_regular_file(named)) return named;
+  std::error_code ec;
+  if (fs::is_regular_file(named, ec)) return named;
   throw InputError(where, field,
                    "unknown " + singular(kind) + " '" + name_or_path +
                        "'; known: " + join(known_names(kind)) + " (or a path to a .yaml file)");

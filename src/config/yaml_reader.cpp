@@ -22,7 +22,7 @@ std::string join(const std::vector<std::string>& items) {
 
 YAML::Node load_yaml_file(const std::filesystem::path& file) {
   // An ifstream opens a directory and reads nothing: say what it is.
-  if (std::filesystem::is_directory(file))
+  if (std::error_code ec; std::filesystem::is_directory(file, ec))
     throw InputError(file.string(), "", "is a directory; give a YAML file");
   std::ifstream in(file);
   if (!in) throw InputError(file.string(), "", "cannot open file");
