@@ -172,17 +172,27 @@ std::string scan_table(const ScanResult& scan) {
   return out;
 }
 
+namespace {
+
+// The scan's axis, range and the size it holds fixed (pp along m, microbatches along p).
+void scan_axis_json(nlohmann::ordered_json& j, const ScanSpec& spec, int pp, int microbatches) {
+  const bool over_m = spec.axis == ScanAxis::Microbatches;
+  j["axis"] = over_m ? "m" : "p";
+  j["from"] = spec.from;
+  j["to"] = spec.to;
+  j["step"] = spec.step;
+  if (over_m)
+    j["pp"] = pp;
+  else
+    j["microbatches"] = microbatches;
+}
+
+}  // namespace
+
 std::string scan_json(const ScanResult& scan) {
   const bool over_m = scan.spec.axis == ScanAxis::Microbatches;
   nlohmann::ordered_json j;
-  j["axis"] = over_m ? "m" : "p";
-  j["from"] = scan.spec.from;
-  j["to"] = scan.spec.to;
-  j["step"] = scan.spec.step;
-  if (over_m)
-    j["pp"] = scan.pp;
-  else
-    j["microbatches"] = scan.microbatches;
+  scan_axis_json(j, scan.spec, scan.pp, scan.microbatches);
   j["unit_costs"] = costs_json(scan.costs);
   auto& list = j["series"] = nlohmann::ordered_json::array();
   for (const ScanSeries& s : scan.series) {
@@ -246,14 +256,7 @@ std::string study_scan_json(const StudyScan& scan) {
   nlohmann::ordered_json j;
   j["study"] = scan.study;
   j["setting"] = scan.setting;
-  j["axis"] = over_m ? "m" : "p";
-  j["from"] = scan.spec.from;
-  j["to"] = scan.spec.to;
-  j["step"] = scan.spec.step;
-  if (over_m)
-    j["pp"] = scan.pp;
-  else
-    j["microbatches"] = scan.microbatches;
+  scan_axis_json(j, scan.spec, scan.pp, scan.microbatches);
   auto& list = j["series"] = nlohmann::ordered_json::array();
   for (const StudyScanSeries& s : scan.series) {
     nlohmann::ordered_json x;
