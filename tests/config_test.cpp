@@ -300,7 +300,7 @@ TEST_CASE("measured collective rows load sorted and take precedence over the lin
               "        - {ranks: 8, bytes: 104857600, time_us: 1300}\n"
               "        - {ranks: 8, bytes: 1048576, time_us: 45}\n");
   Profile p = load_profile(scratch("measured.yaml", text));
-  const auto& rows = p.link("nvlink").measured.at("all_reduce");
+  const auto& rows = p.link("nvlink").measured->at(CollectiveKind::AllReduce);
   REQUIRE(rows.size() == 2);
   CHECK(rows[0].bytes == 1048576);
   CHECK(collective_time_s(p.link("nvlink"), CollectiveKind::AllReduce, 8, 1048576) ==

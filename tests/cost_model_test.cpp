@@ -233,7 +233,8 @@ TEST_CASE("a measured collective table takes precedence and is interpolated log-
   LinkProfile link;
   link.latency_s = 1;  // would dominate if the table were ignored
   link.bus_bandwidth_Bps = 1;
-  link.measured["all_reduce"] = {{8, 1e6, 20e-6}, {8, 3e6, 40e-6}};
+  link.measured = std::make_shared<const CollectiveRows>(
+      CollectiveRows{{CollectiveKind::AllReduce, {{8, 1e6, 20e-6}, {8, 3e6, 40e-6}}}});
   // log-linear between (1e6, 20 us) and (3e6, 40 us): 20 us x 2^(ln 2 / ln 3).
   CHECK(collective_time_s(link, CollectiveKind::AllReduce, 8, 2e6) ==
         Approx(20e-6 * std::pow(2.0, std::log(2.0) / std::log(3.0))));

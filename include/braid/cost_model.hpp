@@ -28,14 +28,12 @@ enum class UnitKind : std::uint8_t {
   VisionMerger,  // ViT 2x2 merger into the LM width
 };
 enum class Phase : std::uint8_t { F = 0, B = 1, W = 2 };
-enum class CollectiveKind : std::uint8_t { None, AllReduce, AllGather, ReduceScatter };
 // A collective runs after the unit's compute (it reduces the unit's output) or before it (it
 // gathers the unit's input, sequence parallelism).
 enum class CollectivePosition : std::uint8_t { After, Before };
 
 const char* name(UnitKind k);
 const char* name(Phase p);
-const char* name(CollectiveKind k);
 
 struct Collective {
   CollectiveKind kind = CollectiveKind::None;
@@ -172,10 +170,13 @@ ParameterCount count_parameters(const ModelConfig& model);
 // Time of one collective of `bytes` (payload per rank, as nccl-tests counts it: the full buffer of
 // an all-reduce, the gathered output of an all-gather, the input of a reduce-scatter) among
 // `ranks` GPUs on `link`, alone on the link. A measured table for that collective and group size
-// takes precedence (interpolated log-log in bytes); otherwise latency + factor * bytes / bus
-// bandwidth with factor 2(n-1)/n for all-reduce and (n-1)/n for all-gather / reduce-scatter.
+// takes precedence (interpolated log-log in bytes); otherwise latency + bus_factor * bytes / bus
+// bandwidth (profile.hpp: 2(n-1)/n for all-reduce, (n-1)/n for all-gather / reduce-scatter).
 // 0 for a group of one.
 double collective_time_s(const LinkProfile& link, CollectiveKind kind, int ranks, double bytes);
+// Whether `link` has measured rows for `kind` among `ranks` GPUs (collective_time_s then answers
+// from them: the collective's Source is Measured).
+bool has_measured_rows(const LinkProfile& link, CollectiveKind kind, int ranks);
 
 // Time of a data-parallel collective of `bytes` (nccl-tests convention) over the DP group of a
 // study: NVLink when the group sits inside a node, else the inter-node network, whose NIC

@@ -17,19 +17,10 @@
 
 namespace braid {
 
-enum class CommOp : std::uint8_t { AllReduce, AllGather, ReduceScatter, P2P };
 enum class ElementwiseKernel : std::uint8_t { RmsNorm, Rope, SwiGLU };
 
-const char* name(CommOp op);            // "all_reduce", "all_gather", "reduce_scatter", "p2p"
 const char* name(ElementwiseKernel k);  // "rmsnorm", "rope", "swiglu"
-std::optional<CommOp> parse_comm_op(const std::string& s);
 std::optional<ElementwiseKernel> parse_elementwise_kernel(const std::string& s);
-
-// nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md): busbw = algbw * factor, with
-// algbw = bytes / time and bytes the nccl-tests "size" (the full, gathered buffer for
-// all_gather / reduce_scatter): 2(n-1)/n for all_reduce, (n-1)/n for all_gather and
-// reduce_scatter, 1 for p2p.
-double bus_factor(CommOp op, int ranks);
 
 // One bf16 GEMM C[m x n] = A[m x k] * B[k x n] timed alone. `label` names the unit GEMM it
 // stands for ("qkv.F", "fc2.W", ...), for the per-unit fit error; lookups ignore it.
@@ -100,7 +91,8 @@ struct MeasuredTables {
   std::vector<AttentionPoint> attention;
   std::vector<ElementwisePoint> elementwise;
   // link class ("nvlink", "pcie", ...) -> collective -> points (ranks, nccl-tests bytes, time).
-  std::map<std::string, std::map<CommOp, std::vector<MeasuredComm>>> comm;
+  // A loaded profile's links point at these rows (LinkProfile::measured) rather than copy them.
+  std::map<std::string, CollectiveRows> comm;
   std::vector<CopyPoint> d2h, h2d;
   std::optional<MeasuredContention> contention;
 
@@ -149,7 +141,7 @@ std::optional<Lookup> attention_time(const MeasuredTables& t, const AttentionPoi
 std::optional<Lookup> elementwise_time(const MeasuredTables& t, ElementwiseKernel k, double bytes);
 // Collective on a link class: points with the same group size interpolated over bytes; else the
 // nearest measured group size at the same bus bandwidth (time scaled by the bus factors).
-std::optional<Lookup> comm_time(const MeasuredTables& t, const std::string& link, CommOp op,
+std::optional<Lookup> comm_time(const MeasuredTables& t, const std::string& link, CollectiveKind op,
                                 int ranks, double bytes);
 std::optional<Lookup> copy_time(const std::vector<CopyPoint>& points, double bytes);
 

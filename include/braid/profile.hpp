@@ -5,9 +5,11 @@
 // cost_model.hpp turns it into unit times.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,21 +19,43 @@ enum class Source { SpecDerived, Measured };
 
 struct MeasuredTables;  // measured.hpp: braid-profile's per-shape tables
 
+// The communication a link carries: the TP and DP collectives (None: a unit without one) and
+// the pipeline's point-to-point sends. One kind for the cost model, the DAG and the measured
+// tables.
+enum class CollectiveKind : std::uint8_t { None, AllReduce, AllGather, ReduceScatter, P2P };
+// nccl-tests' names, as profiles spell them: "all_reduce", "all_gather", "reduce_scatter", "p2p"
+// ("none" for None).
+const char* name(CollectiveKind k);
+// The inverse of name() for the four measurable kinds; nullopt for anything else ("none" too).
+std::optional<CollectiveKind> parse_collective_kind(const std::string& s);
+// "all_reduce, all_gather, reduce_scatter, p2p": the names parse_collective_kind accepts.
+std::string collective_kind_names();
+// nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md): busbw = algbw * factor, with
+// algbw = bytes / time and bytes the nccl-tests "size" (the full, gathered buffer for
+// all_gather / reduce_scatter): 2(n-1)/n for all_reduce, (n-1)/n for all_gather and
+// reduce_scatter, 1 for p2p (0 for None).
+double bus_factor(CollectiveKind kind, int ranks);
+
 // One measured point of a collective or copy: group size, payload bytes per rank, seconds.
 struct MeasuredComm {
   int ranks = 0;
   double bytes = 0;
   double time_s = 0;
 };
+// Measured points of one link class per collective, in the order the file lists them.
+using CollectiveRows = std::map<CollectiveKind, std::vector<MeasuredComm>>;
 
-// Collective cost on one link class: time = latency + algorithm factor * bytes / bus bandwidth,
-// unless a measured table for the collective is present (it takes precedence).
+// Collective cost on one link class: time = latency + bus factor * bytes / bus bandwidth, unless
+// measured rows for the collective and group size are present (they take precedence).
 struct LinkProfile {
   std::string name;
   double latency_s = 0;
   double bus_bandwidth_Bps = 0;  // nccl-tests busbw plateau, bytes/s
   double p2p_bandwidth_Bps = 0;  // point-to-point, one direction, bytes/s
-  std::map<std::string, std::vector<MeasuredComm>> measured;  // "all_reduce", "all_gather", ...
+  // The link's measured rows: its own (links.<name>.measured) or, when it lists none, those of
+  // the profile's `measured:` section (measured.comm.<name>, shared with Profile::measured, not
+  // copied). Null when there are none.
+  std::shared_ptr<const CollectiveRows> measured;
 };
 
 // Achieved GEMM efficiency as a function of size: eff = max_eff * flops / (flops + half_flops),

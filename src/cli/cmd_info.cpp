@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../util/units.hpp"
 #include "braid/cost_model.hpp"
 #include "commands.hpp"
 #include "study_options.hpp"
@@ -14,9 +15,6 @@
 namespace braid::cli {
 
 namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-constexpr double kMiB = 1024.0 * 1024.0;
 
 const char* source_name(Source s) { return s == Source::Measured ? "measured" : "spec-derived"; }
 

@@ -1,15 +1,12 @@
-// Output files written by commands: checked for writability before any work starts, and written
-// whole or not at all (a temporary beside the target, renamed at the end), so bad input or a
-// failure never leaves a half-written file.
+// Output files written by commands: the atomic writer of src/util (atomic_file.hpp), under the
+// names the commands use.
 #pragma once
 
-#include <string>
+#include "../util/atomic_file.hpp"
 
 namespace braid::cli {
 
-// Throws InputError(option, path, reason) if `path` cannot be created or written.
-void check_writable(const std::string& option, const std::string& path);
-// Writes `content` to `path` atomically; throws InputError on failure.
-void write_file(const std::string& option, const std::string& path, const std::string& content);
+using detail::check_writable;
+using detail::write_file;
 
 }  // namespace braid::cli

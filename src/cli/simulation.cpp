@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "../util/units.hpp"
 #include "braid/error.hpp"
 #include "braid/size_limit.hpp"
 #include "output.hpp"
@@ -100,7 +101,6 @@ MemoryCap memory_cap_of(const Profile& profile, const SimulationArgs& args) {
     throw InputError("--mem-margin", std::to_string(args.mem_margin_gib),
                      "must be a GiB count of 0 or more, and not with --mem-cap (which replaces "
                      "the whole cap)");
-  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   ExploreOptions o;
   o.mem_cap_bytes = args.mem_cap_gib > 0 ? args.mem_cap_gib * kGiB : -1;
   o.mem_margin_bytes = args.mem_margin_gib >= 0 ? args.mem_margin_gib * kGiB : -1;

@@ -3,9 +3,10 @@
 #include <string>
 #include <vector>
 
+#include "../util/yaml_reader.hpp"
 #include "braid/config.hpp"
 #include "braid/error.hpp"
-#include "yaml_reader.hpp"
+#include "paths.hpp"
 
 namespace braid {
 

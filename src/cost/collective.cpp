@@ -9,44 +9,34 @@ namespace braid {
 
 namespace {
 
-const char* measured_key(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::AllReduce:
-      return "all_reduce";
-    case CollectiveKind::AllGather:
-      return "all_gather";
-    case CollectiveKind::ReduceScatter:
-      return "reduce_scatter";
-    case CollectiveKind::None:
-      break;
-  }
-  return "";
-}
-
-// Log-log interpolation in bytes over the rows of one group size (sorted by bytes); below the
-// first row its time (the latency floor), above the last row its time scaled by bytes
-// (measured.hpp: interpolate_loglog).
-double interpolate(const std::vector<MeasuredComm>& rows, double bytes) {
+// The measured rows of `kind` for a group of `ranks` on `link` as (bytes, time) sorted by bytes;
+// empty when there are none.
+std::vector<std::pair<double, double>> measured_points(const LinkProfile& link, CollectiveKind kind,
+                                                       int ranks) {
   std::vector<std::pair<double, double>> xy;
-  xy.reserve(rows.size());
-  for (const MeasuredComm& m : rows) xy.emplace_back(m.bytes, m.time_s);
-  return interpolate_loglog(xy, bytes).time_s;
+  if (!link.measured) return xy;
+  const auto rows = link.measured->find(kind);
+  if (rows == link.measured->end()) return xy;
+  for (const MeasuredComm& m : rows->second)
+    if (m.ranks == ranks) xy.emplace_back(m.bytes, m.time_s);
+  std::stable_sort(xy.begin(), xy.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  return xy;
 }
 
 }  // namespace
 
+bool has_measured_rows(const LinkProfile& link, CollectiveKind kind, int ranks) {
+  return !measured_points(link, kind, ranks).empty();
+}
+
 double collective_time_s(const LinkProfile& link, CollectiveKind kind, int ranks, double bytes) {
   if (kind == CollectiveKind::None || ranks <= 1 || bytes <= 0) return 0;
-  if (auto it = link.measured.find(measured_key(kind)); it != link.measured.end()) {
-    std::vector<MeasuredComm> rows;
-    for (const auto& m : it->second) {
-      if (m.ranks == ranks) rows.push_back(m);
-    }
-    if (!rows.empty()) return interpolate(rows, bytes);
-  }
-  double n = ranks;
-  double factor = kind == CollectiveKind::AllReduce ? 2 * (n - 1) / n : (n - 1) / n;
-  return link.latency_s + factor * bytes / link.bus_bandwidth_Bps;
+  // Log-log in bytes over the rows of this group size: below the first row its time (the latency
+  // floor), above the last its time scaled by bytes (measured.hpp: interpolate_loglog).
+  if (const auto xy = measured_points(link, kind, ranks); !xy.empty())
+    return interpolate_loglog(xy, bytes).time_s;
+  return link.latency_s + bus_factor(kind, ranks) * bytes / link.bus_bandwidth_Bps;
 }
 
 }  // namespace braid

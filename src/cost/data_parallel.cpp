@@ -29,7 +29,7 @@ double dp_collective_time_s(const Study& study, const Profile& profile, Collecti
                               : inter.bus_bandwidth_Bps;
   const double share = node_Bps * std::max(1, members_per_node) / c.gpus_per_node;
   inter.bus_bandwidth_Bps = std::min(intra.bus_bandwidth_Bps, share);
-  inter.measured.clear();  // measured tables are for the TP groups' sizes, not this sharing
+  inter.measured.reset();  // measured tables are for the TP groups' sizes, not this sharing
   return collective_time_s(inter, kind, group, bytes);
 }
 

@@ -36,18 +36,4 @@ const char* name(Phase p) {
   return "?";
 }
 
-const char* name(CollectiveKind k) {
-  switch (k) {
-    case CollectiveKind::None:
-      return "none";
-    case CollectiveKind::AllReduce:
-      return "all_reduce";
-    case CollectiveKind::AllGather:
-      return "all_gather";
-    case CollectiveKind::ReduceScatter:
-      return "reduce_scatter";
-  }
-  return "?";
-}
-
 }  // namespace braid

@@ -15,14 +15,8 @@ namespace braid::detail {
 
 namespace {
 
-// Measured when the link has measured rows for this collective and group size (collective_time_s
-// then answers from them).
 Source collective_source(const TpSetup& tp, CollectiveKind kind) {
-  const auto rows = tp.link->measured.find(name(kind));
-  if (rows == tp.link->measured.end()) return Source::SpecDerived;
-  for (const MeasuredComm& m : rows->second)
-    if (m.ranks == tp.tp) return Source::Measured;
-  return Source::SpecDerived;
+  return has_measured_rows(*tp.link, kind, tp.tp) ? Source::Measured : Source::SpecDerived;
 }
 
 Collective collective(const TpSetup& tp, CollectiveKind kind, CollectivePosition position,

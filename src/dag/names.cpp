@@ -55,6 +55,8 @@ const char* short_name(CollectiveKind k) {
       return "AG";
     case CollectiveKind::ReduceScatter:
       return "RS";
+    case CollectiveKind::P2P:
+      return "P2P";
     case CollectiveKind::None:
       break;
   }

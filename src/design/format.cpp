@@ -4,13 +4,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../util/units.hpp"
 #include "braid/design.hpp"
 
 namespace braid {
 
 namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 std::string fixed(const char* format, double x) {
   char buf[64];

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "../util/units.hpp"
 #include "braid/error.hpp"
 #include "braid/explore.hpp"
 #include "braid/schedule.hpp"
@@ -65,7 +66,6 @@ MemoryCap memory_cap(const Profile& profile, const ExploreOptions& options) {
 }
 
 std::string memory_cap_text(const MemoryCap& cap) {
-  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   char buf[256];
   if (cap.given)
     std::snprintf(buf, sizeof buf,
@@ -82,7 +82,6 @@ std::string memory_cap_text(const MemoryCap& cap) {
 }
 
 void apply_memory_cap(Report& report, double cap_bytes, double fixed_overhead_bytes) {
-  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   report.oom = false;
   report.oom_rank = -1;
   report.oom_over_gib = 0;

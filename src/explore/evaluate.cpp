@@ -6,6 +6,7 @@
 #include <thread>
 #include <vector>
 
+#include "../util/units.hpp"
 #include "braid/dag.hpp"
 #include "braid/error.hpp"
 #include "braid/explore.hpp"
@@ -17,8 +18,6 @@
 namespace braid::explore {
 
 namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 std::string gib(double bytes) {
   char buf[32];

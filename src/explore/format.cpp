@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../util/units.hpp"
 #include "braid/explore.hpp"
 #include "format.hpp"
 
@@ -198,7 +199,6 @@ std::string sweep_csv(const SweepResult& result) {
       "tflops_per_gpu,mfu,tp_bubble_rate,pp_bubble_rate,offload_stall_rate,max_peak_memory_gib,"
       "model_peak_gib,static_gib,max_activation_peak_ma,ma_gib,hbm_gib,ops,tp_comm_rate,"
       "dp_exposed_rate,optimizer_rate\n";
-  constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
   const std::vector<int> order = output_order(result);
   for (std::size_t k = 0; k < order.size(); ++k) {
     const Evaluation& e = result.rows[order[k]];

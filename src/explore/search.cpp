@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../util/units.hpp"
 #include "braid/error.hpp"
 #include "braid/explore.hpp"
 #include "format.hpp"
@@ -21,7 +22,6 @@ namespace braid {
 
 namespace {
 
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 constexpr int kBatch = 16;  // candidates simulated between two bound checks
 
 std::vector<int> divisors(int n) {

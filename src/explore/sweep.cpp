@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../util/units.hpp"
 #include "braid/error.hpp"
 #include "braid/explore.hpp"
 #include "pipeline.hpp"
@@ -19,8 +20,6 @@
 namespace braid {
 
 namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 struct Progress {
   const ExploreOptions& options;

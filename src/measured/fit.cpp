@@ -113,7 +113,8 @@ ProfileFit fit_profile(const MeasuredTables& t) {
     std::vector<std::pair<double, double>> coll, p2p;
     for (const auto& [op, points] : ops)
       for (const MeasuredComm& c : points)
-        (op == CommOp::P2P ? p2p : coll).emplace_back(bus_factor(op, c.ranks) * c.bytes, c.time_s);
+        (op == CollectiveKind::P2P ? p2p : coll)
+            .emplace_back(bus_factor(op, c.ranks) * c.bytes, c.time_s);
     if (!coll.empty()) {
       const Line l = fit_line(coll);
       lf.latency_s = l.intercept;
@@ -126,9 +127,10 @@ ProfileFit fit_profile(const MeasuredTables& t) {
     }
     for (const auto& [op, points] : ops) {
       for (const MeasuredComm& c : points) {
-        const double model = op == CommOp::P2P ? lf.p2p_latency_s + c.bytes / lf.p2p_bandwidth_Bps
-                                               : lf.latency_s + bus_factor(op, c.ranks) * c.bytes /
-                                                                    lf.bus_bandwidth_Bps;
+        const double model =
+            op == CollectiveKind::P2P
+                ? lf.p2p_latency_s + c.bytes / lf.p2p_bandwidth_Bps
+                : lf.latency_s + bus_factor(op, c.ranks) * c.bytes / lf.bus_bandwidth_Bps;
         fit.points.push_back({link + ":" + name(op) + ":" + std::to_string(c.ranks),
                               bytes_label(c.bytes), c.time_s, model});
       }

@@ -111,7 +111,7 @@ std::optional<Lookup> elementwise_time(const MeasuredTables& t, ElementwiseKerne
   return interpolate_loglog(xy, bytes);
 }
 
-std::optional<Lookup> comm_time(const MeasuredTables& t, const std::string& link, CommOp op,
+std::optional<Lookup> comm_time(const MeasuredTables& t, const std::string& link, CollectiveKind op,
                                 int ranks, double bytes) {
   const auto l = t.comm.find(link);
   if (l == t.comm.end() || bytes <= 0 || ranks < 2) return std::nullopt;

@@ -240,10 +240,9 @@ MeasuredTables parse_measured(const std::string& yaml_text, const std::string& w
       for (const auto& opn : link.second) {
         const std::string oname = opn.first.as<std::string>();
         const std::string p = m + ".comm." + lname + "." + oname;
-        const auto op = parse_comm_op(oname);
+        const auto op = parse_collective_kind(oname);
         if (!op)
-          throw InputError(
-              where, p, "unknown collective; allowed: all_reduce, all_gather, reduce_scatter, p2p");
+          throw InputError(where, p, "unknown collective; allowed: " + collective_kind_names());
         if (!opn.second.IsSequence()) throw InputError(where, p, "not a list");
         auto& points = t.comm[lname][*op];
         for (std::size_t i = 0; i < opn.second.size(); ++i) {

@@ -1,23 +1,9 @@
-// Names, bus factors, attention FLOPs and contention factors of the measured tables.
+// Names, attention FLOPs and contention factors of the measured tables.
 #include <algorithm>
 
 #include "braid/measured.hpp"
 
 namespace braid {
-
-const char* name(CommOp op) {
-  switch (op) {
-    case CommOp::AllReduce:
-      return "all_reduce";
-    case CommOp::AllGather:
-      return "all_gather";
-    case CommOp::ReduceScatter:
-      return "reduce_scatter";
-    case CommOp::P2P:
-      return "p2p";
-  }
-  return "?";
-}
 
 const char* name(ElementwiseKernel k) {
   switch (k) {
@@ -45,31 +31,11 @@ const char* name(LookupKind k) {
   return "?";
 }
 
-std::optional<CommOp> parse_comm_op(const std::string& s) {
-  for (CommOp op : {CommOp::AllReduce, CommOp::AllGather, CommOp::ReduceScatter, CommOp::P2P})
-    if (s == name(op)) return op;
-  return std::nullopt;
-}
-
 std::optional<ElementwiseKernel> parse_elementwise_kernel(const std::string& s) {
   for (ElementwiseKernel k :
        {ElementwiseKernel::RmsNorm, ElementwiseKernel::Rope, ElementwiseKernel::SwiGLU})
     if (s == name(k)) return k;
   return std::nullopt;
-}
-
-double bus_factor(CommOp op, int ranks) {
-  const double n = ranks;
-  switch (op) {
-    case CommOp::AllReduce:
-      return n > 0 ? 2.0 * (n - 1) / n : 0;
-    case CommOp::AllGather:
-    case CommOp::ReduceScatter:
-      return n > 0 ? (n - 1) / n : 0;
-    case CommOp::P2P:
-      return 1.0;
-  }
-  return 1.0;
 }
 
 double attention_fwd_flops(const AttentionPoint& a) {

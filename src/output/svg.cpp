@@ -20,14 +20,13 @@
 #include <utility>
 #include <vector>
 
+#include "../util/units.hpp"
 #include "braid/svg_text.hpp"
 #include "braid/timeline_output.hpp"
 
 namespace braid {
 
 namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // ---- geometry --------------------------------------------------------------------------------
 constexpr double kLeft = 58;      // rank labels

@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../util/units.hpp"
 #include "braid/timeline_output.hpp"
 
 namespace braid {
@@ -25,8 +26,6 @@ namespace braid {
 namespace {
 
 using json = nlohmann::ordered_json;
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // Thread names as the trace shows them (the engine's StreamKind order is the thread order).
 const char* thread_name(StreamKind s) {

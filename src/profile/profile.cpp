@@ -6,7 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "../config/yaml_reader.hpp"
+#include "../util/units.hpp"
+#include "../util/yaml_reader.hpp"
 #include "braid/config.hpp"
 #include "braid/error.hpp"
 #include "braid/measured.hpp"
@@ -18,12 +19,35 @@ using detail::YamlMap;
 
 namespace {
 
-constexpr double kGB = 1e9;
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-const std::vector<std::string>& collective_keys() {
-  static const std::vector<std::string> keys = {"all_reduce", "all_gather", "reduce_scatter"};
-  return keys;
+// links.<name>.measured: rows per collective, {ranks, bytes, time_us} each.
+CollectiveRows read_link_rows(YamlMap& measured) {
+  CollectiveRows rows;
+  for (CollectiveKind kind :
+       {CollectiveKind::AllReduce, CollectiveKind::AllGather, CollectiveKind::ReduceScatter}) {
+    const std::string key = name(kind);
+    if (!measured.has(key)) continue;
+    YAML::Node list = measured.node(key);
+    const std::string field = measured.path(key);
+    if (!list.IsSequence())
+      throw InputError(measured.file(), field, "expected a list of {ranks, bytes, time_us} rows");
+    std::vector<MeasuredComm>& table = rows[kind];
+    int index = 0;
+    for (const auto& row : list) {
+      YamlMap r(row, measured.file(), field + "[" + std::to_string(index++) + "]");
+      MeasuredComm point;
+      point.ranks = r.positive_int("ranks");
+      point.bytes = r.positive_number("bytes");
+      point.time_s = r.positive_number("time_us") * 1e-6;
+      r.finish();
+      table.push_back(point);
+    }
+    // In (ranks, bytes) order, as `braid info` lists them.
+    std::sort(table.begin(), table.end(), [](const MeasuredComm& a, const MeasuredComm& b) {
+      return a.ranks != b.ranks ? a.ranks < b.ranks : a.bytes < b.bytes;
+    });
+  }
+  measured.finish();
+  return rows;
 }
 
 LinkProfile read_link(YamlMap& l, const std::string& name) {
@@ -32,55 +56,25 @@ LinkProfile read_link(YamlMap& l, const std::string& name) {
   link.latency_s = l.nonnegative_number("latency_us") * 1e-6;
   link.bus_bandwidth_Bps = l.positive_number("bus_bandwidth_gbps") * kGB;
   link.p2p_bandwidth_Bps = l.positive_number("p2p_bandwidth_gbps") * kGB;
-  if (auto measured = l.map_if_present("measured")) {
-    for (const auto& key : collective_keys()) {
-      if (!measured->has(key)) continue;
-      YAML::Node rows = measured->node(key);
-      std::string field = measured->path(key);
-      if (!rows.IsSequence()) {
-        throw InputError(l.file(), field, "expected a list of {ranks, bytes, time_us} rows");
-      }
-      std::vector<MeasuredComm> table;
-      int index = 0;
-      for (const auto& row : rows) {
-        YamlMap r(row, l.file(), field + "[" + std::to_string(index++) + "]");
-        MeasuredComm point;
-        point.ranks = r.positive_int("ranks");
-        point.bytes = r.positive_number("bytes");
-        point.time_s = r.positive_number("time_us") * 1e-6;
-        r.finish();
-        table.push_back(point);
-      }
-      // Sorted by (ranks, bytes) so collective_time_s can interpolate without sorting.
-      std::sort(table.begin(), table.end(), [](const MeasuredComm& a, const MeasuredComm& b) {
-        return a.ranks != b.ranks ? a.ranks < b.ranks : a.bytes < b.bytes;
-      });
-      link.measured[key] = std::move(table);
-    }
-    measured->finish();
-  }
+  if (auto measured = l.map_if_present("measured"))
+    link.measured = std::make_shared<const CollectiveRows>(read_link_rows(*measured));
   l.finish();
   return link;
 }
 
-// braid-profile's `measured:` section (measured.hpp). Its collective tables also become the links'
-// measured rows (unless the link lists its own), so collective_time_s uses them.
+// braid-profile's `measured:` section (measured.hpp). A link that lists no rows of its own points
+// at the section's rows for it, so collective_time_s answers from them (a link's own rows replace
+// the section's).
 void read_measured_tables(const YAML::Node& node, Profile& profile) {
   auto tables = std::make_shared<MeasuredTables>(parse_measured(YAML::Dump(node), profile.file));
   if (!(tables->peak_flops > 0)) tables->peak_flops = profile.peak_flops;
-  for (const auto& [link_name, ops] : tables->comm) {
+  profile.measured = tables;
+  for (const auto& [link_name, rows] : tables->comm) {
     auto link = profile.links.find(link_name);
-    if (link == profile.links.end()) continue;
-    for (const auto& [op, rows] : ops) {
-      if (op == CommOp::P2P || link->second.measured.count(name(op))) continue;
-      std::vector<MeasuredComm> sorted = rows;
-      std::sort(sorted.begin(), sorted.end(), [](const MeasuredComm& a, const MeasuredComm& b) {
-        return a.ranks != b.ranks ? a.ranks < b.ranks : a.bytes < b.bytes;
-      });
-      link->second.measured[name(op)] = std::move(sorted);
-    }
+    if (link == profile.links.end() || link->second.measured) continue;
+    // Shares ownership of the tables: the rows live once, in Profile::measured.
+    link->second.measured = std::shared_ptr<const CollectiveRows>(profile.measured, &rows);
   }
-  profile.measured = std::move(tables);
 }
 
 }  // namespace
@@ -98,7 +92,7 @@ const LinkProfile& Profile::link(const std::string& link_name) const {
 }
 
 Profile load_profile(const fs::path& name_or_file) {
-  fs::path file = detail::resolve_named("profiles", name_or_file.string(), "--profile", "profile");
+  fs::path file = resolve_config("profiles", name_or_file.string());
   YamlMap p(detail::load_yaml_file(file), file.string(), "");
   Profile profile;
   profile.file = file.string();

@@ -113,27 +113,29 @@ struct Group {
   }
 
   // One collective on every rank; `bytes` is the nccl-tests size.
-  void launch(CommOp op, double bytes) {
+  void launch(CollectiveKind op, double bytes) {
     const std::size_t elems = static_cast<std::size_t>(bytes / 2);  // bf16
     nccl.check(nccl.GroupStart(), "ncclGroupStart");
     for (int i = 0; i < n; ++i) {
       switch (op) {
-        case CommOp::AllReduce:
+        case CollectiveKind::AllReduce:
           nccl.check(nccl.AllReduce(send[i].get(), recv[i].get(), elems, ncclBfloat16, ncclSum,
                                     comms[i], streams[i]),
                      "ncclAllReduce");
           break;
-        case CommOp::AllGather:  // size = the gathered buffer; each rank sends 1/n of it
+        case CollectiveKind::AllGather:  // size = the gathered buffer; each rank sends 1/n of it
           nccl.check(nccl.AllGather(send[i].get(), recv[i].get(), elems / n, ncclBfloat16, comms[i],
                                     streams[i]),
                      "ncclAllGather");
           break;
-        case CommOp::ReduceScatter:  // size = the input buffer; each rank receives 1/n of it
+        case CollectiveKind::ReduceScatter:  // size = the input buffer; each rank receives 1/n of
+                                             // it
           nccl.check(nccl.ReduceScatter(send[i].get(), recv[i].get(), elems / n, ncclBfloat16,
                                         ncclSum, comms[i], streams[i]),
                      "ncclReduceScatter");
           break;
-        case CommOp::P2P:
+        case CollectiveKind::P2P:
+        case CollectiveKind::None:
           break;
       }
     }
@@ -147,7 +149,7 @@ struct Group {
     BRAID_CUDA(cudaSetDevice(0));
   }
   // Seconds per call: `calls` back-to-back calls between two synchronisations.
-  double run(CommOp op, double bytes, int calls) {
+  double run(CollectiveKind op, double bytes, int calls) {
     sync();
     const auto t0 = std::chrono::steady_clock::now();
     for (int c = 0; c < calls; ++c) launch(op, bytes);
@@ -164,14 +166,16 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-std::map<CommOp, std::vector<MeasuredComm>> time_collectives(Nccl& nccl, const CommOptions& o,
-                                                             double* comm_overhead_bytes) {
-  std::map<CommOp, std::vector<MeasuredComm>> out;
+std::map<CollectiveKind, std::vector<MeasuredComm>> time_collectives(Nccl& nccl,
+                                                                     const CommOptions& o,
+                                                                     double* comm_overhead_bytes) {
+  std::map<CollectiveKind, std::vector<MeasuredComm>> out;
   const double max_bytes = *std::max_element(o.bytes.begin(), o.bytes.end());
   for (int ranks : o.groups) {
     Group g(nccl, ranks, max_bytes);
     if (comm_overhead_bytes) *comm_overhead_bytes = std::max(*comm_overhead_bytes, g.comm_bytes);
-    for (CommOp op : {CommOp::AllReduce, CommOp::AllGather, CommOp::ReduceScatter}) {
+    for (CollectiveKind op :
+         {CollectiveKind::AllReduce, CollectiveKind::AllGather, CollectiveKind::ReduceScatter}) {
       for (double bytes : o.bytes) {
         if (bytes < 2.0 * ranks) continue;  // at least one element per rank
         g.run(op, bytes, 5);                // warm-up (and NCCL's lazy connection set-up)
@@ -311,7 +315,7 @@ MeasuredContention time_contention(Nccl* nccl, int gpus) {
   auto comm_all = [&](int reps) {
     for (int r = 0; r < reps; ++r) {
       if (collective)
-        group->launch(CommOp::AllReduce, comm_bytes);
+        group->launch(CollectiveKind::AllReduce, comm_bytes);
       else
         BRAID_CUDA(cudaMemcpyAsync(host, copy_src.get(), static_cast<std::size_t>(comm_bytes),
                                    cudaMemcpyDeviceToHost, copy_stream));

@@ -30,8 +30,9 @@ struct CommOptions {
 // Every collective at every group size and byte size: nccl-tests "size" bytes (bf16 elements),
 // time per call from wall clock over a batch of calls after warm-up (as nccl-tests times it).
 // `comm_overhead_bytes` gets the device memory GPU 0 gave the largest group's communicators.
-std::map<CommOp, std::vector<MeasuredComm>> time_collectives(Nccl& nccl, const CommOptions& o,
-                                                             double* comm_overhead_bytes);
+std::map<CollectiveKind, std::vector<MeasuredComm>> time_collectives(Nccl& nccl,
+                                                                     const CommOptions& o,
+                                                                     double* comm_overhead_bytes);
 
 // cudaMemcpyPeerAsync from GPU 0 to GPU 1, one direction.
 std::vector<MeasuredComm> time_p2p(const std::vector<double>& bytes, const TimingOptions& opt);

@@ -16,7 +16,7 @@
 #include <cudnn.h>
 #include <CLI/CLI.hpp>
 
-#include "../cli/output.hpp"
+#include "../util/atomic_file.hpp"
 #include "attention.hpp"
 #include "braid/config.hpp"
 #include "braid/error.hpp"
@@ -223,7 +223,7 @@ MeasuredTables measure(const Args& args, const ModelConfig& model, const std::st
       t.comm[args.link][op] = points;
     t.fixed_overhead_bytes += comm_overhead;
     say("P2P copies GPU 0 -> GPU 1");
-    t.comm[args.link][CommOp::P2P] = time_p2p(plan.copy_bytes, opt);
+    t.comm[args.link][CollectiveKind::P2P] = time_p2p(plan.copy_bytes, opt);
   }
   say("contention");
   t.contention = time_contention(nccl.get(), gpus);
@@ -272,7 +272,7 @@ int main(int argc, char** argv) {
   std::string command = "braid-profile";
   for (int i = 1; i < argc; ++i) command += std::string(" ") + argv[i];
   try {
-    cli::check_writable("--out", args.out);
+    detail::check_writable("--out", args.out);
     const ModelConfig model = read_model(args.model);
     PlanOptions po;
     po.tp = args.tp, po.seq = args.seq, po.mbs = args.mbs, po.quick = args.quick;
@@ -295,7 +295,7 @@ int main(int argc, char** argv) {
     }
     const ProfileFit fit = fit_profile(t);
     const std::string name = args.name.empty() ? fs::path(args.out).stem().string() : args.name;
-    cli::write_file("--out", args.out, measured_profile_yaml(name, t, fit, base, base_name));
+    detail::write_file("--out", args.out, measured_profile_yaml(name, t, fit, base, base_name));
     try {
       load_profile(args.out);  // the measurements are kept either way; say if braid cannot use them
     } catch (const InputError& e) {

@@ -8,13 +8,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../util/units.hpp"
 #include "braid/report.hpp"
 
 namespace braid {
 
 namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 nlohmann::ordered_json rank_json(const RankReport& r) {
   nlohmann::ordered_json j;

@@ -19,13 +19,12 @@
 #include <utility>
 #include <vector>
 
+#include "../util/units.hpp"
 #include "braid/report.hpp"
 
 namespace braid {
 
 namespace {
-
-constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // Measure of the union of intervals (sorted in place); the disjoint pieces of the union are
 // appended to `pieces` when given.

@@ -1,4 +1,4 @@
-#include "output.hpp"
+#include "atomic_file.hpp"
 
 #include <cerrno>
 #include <cstdio>
@@ -8,7 +8,7 @@
 
 #include "braid/error.hpp"
 
-namespace braid::cli {
+namespace braid::detail {
 
 namespace fs = std::filesystem;
 
@@ -49,4 +49,4 @@ void write_file(const std::string& option, const std::string& path, const std::s
   if (ec) throw InputError(option, path, "cannot rename into place: " + ec.message());
 }
 
-}  // namespace braid::cli
+}  // namespace braid::detail

@@ -1,7 +1,8 @@
-// YamlMap: typed, strict reading of one YAML mapping for the config and profile loaders. Every
-// accessor names the file and the dotted field path in the InputError it throws; finish() rejects
-// keys that no accessor asked for, so a typo ("hiden") is an error, not a silently ignored field.
-// Private to src/config and src/profile; not part of the public API.
+// YamlMap: typed, strict reading of one YAML mapping for every loader of a YAML file (configs,
+// profiles, measured tables). Every accessor names the file and the dotted field path in the
+// InputError it throws; finish() rejects keys that no accessor asked for, so a typo ("hiden") is
+// an error, not a silently ignored field. Internal (src/util, any module may use it); not part of
+// the public API, and it knows no schema: the loaders say which keys exist.
 #pragma once
 
 #include <filesystem>
@@ -64,18 +65,6 @@ class YamlMap {
   std::string prefix_;
   std::set<std::string> asked_;
 };
-
-// Named configs (paths.cpp). kind: "models", "clusters", "studies" or "profiles".
-std::filesystem::path config_dir(const std::string& kind);
-std::vector<std::string> known_names(const std::string& kind);
-std::string singular(const std::string& kind);  // "studies" -> "study"
-// A name ("qwen2-7b") or a path to a file; throws InputError(where, field, ...) listing the known
-// names when neither exists. A relative path is looked up against `relative_to` when it is given
-// (the folder of the YAML file that names it), else against the current directory; then against
-// the data root ("configs/models/x.yaml" from anywhere).
-std::filesystem::path resolve_named(const std::string& kind, const std::string& name_or_path,
-                                    const std::string& where, const std::string& field,
-                                    const std::filesystem::path& relative_to = {});
 
 // "a, b, c" for error messages.
 std::string join(const std::vector<std::string>& items);
