@@ -11,6 +11,7 @@
 #include "braid/error.hpp"
 #include "braid/measured.hpp"
 #include "braid/profile_plan.hpp"
+#include "cli_run.hpp"
 
 using namespace braid;
 
@@ -592,4 +593,35 @@ TEST_CASE("a one-GPU measured profile keeps the spec profile's links and loads",
   REQUIRE(p.measured);
   CHECK(p.measured->comm.empty());
   CHECK_FALSE(p.link("nvlink").measured);
+}
+
+TEST_CASE("a measured profile with the typo peak_flop is refused with one line naming the field",
+          "[measured][cli]") {
+  std::string text = read_text(kSyntheticProfile);
+  const auto at = text.find("  peak_flops:");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, 13, "  peak_flop:");
+  const std::string file = "/tmp/braid-measured-peak-flop-typo.yaml";
+  std::ofstream(file) << text;
+  CHECK_THROWS_WITH(load_profile(file), Catch::Contains(file) &&
+                                            Catch::Contains("measured.peak_flop") &&
+                                            Catch::Contains("unknown field; allowed here:") &&
+                                            Catch::Contains("peak_flops"));
+  const test::CliRun run = test::run_braid("info --profile " + file);
+  CHECK(run.exit_code == 2);
+  CHECK(run.out.empty());
+  CHECK(test::count_lines(run.err) == 1);
+  CHECK_THAT(run.err, Catch::Contains("measured.peak_flop") && Catch::Contains("allowed here:"));
+}
+
+TEST_CASE("the measured tables' reader refuses unknown keys at every level", "[measured]") {
+  CHECK_THROWS_WITH(parse_measured("gemm:\n  - {m: 1, n: 2, k: 3, time_s: 1, tme_s: 2}\n", "p"),
+                    Catch::Contains("measured.gemm[0].tme_s") && Catch::Contains("allowed here:"));
+  CHECK_THROWS_WITH(parse_measured("meta: {gpu: x, gpu_count: 2}\n", "p"),
+                    Catch::Contains("measured.meta.gpu_count"));
+  CHECK_THROWS_WITH(parse_measured("copies: {d2h: [], h2dd: []}\n", "p"),
+                    Catch::Contains("measured.copies.h2dd"));
+  CHECK_THROWS_WITH(
+      parse_measured("comm: {nvlink: {p2p: [{ranks: 2, bytes: 1, time_s: 1, link: x}]}}\n", "p"),
+      Catch::Contains("measured.comm.nvlink.p2p[0].link"));
 }

@@ -15,6 +15,10 @@
 
 #include "braid/profile.hpp"
 
+namespace YAML {
+class Node;  // yaml-cpp's; only parse_measured(const YAML::Node&, ...) needs the definition
+}  // namespace YAML
+
 namespace braid {
 
 enum class ElementwiseKernel : std::uint8_t { RmsNorm, Rope, SwiGLU };
@@ -103,9 +107,12 @@ struct MeasuredTables {
 // formatting (integers exactly, other numbers %.9g) and stable ordering, so the same tables give
 // byte-identical text.
 std::string emit_measured(const MeasuredTables& t);
-// Parses what emit_measured writes (the mapping itself, not the whole profile). Throws InputError
-// naming `where` and the field.
+// Parses what emit_measured writes (the mapping itself, not the whole profile), strictly: a
+// missing or malformed field, or a key the schema does not know (`peak_flop:`), throws InputError
+// naming `where`, the field and the allowed keys.
 MeasuredTables parse_measured(const std::string& yaml_text, const std::string& where);
+// The same for the `measured:` node of a profile file already parsed (the profile loader's).
+MeasuredTables parse_measured(const YAML::Node& section, const std::string& where);
 
 // The `measured:` section of a profile file, or nullopt when it has none. When the section has
 // no peak_flops, the profile's `peak_tflops` is used. Throws InputError on malformed YAML.

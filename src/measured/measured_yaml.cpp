@@ -5,6 +5,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "../util/yaml_reader.hpp"
 #include "braid/error.hpp"
 #include "braid/measured.hpp"
 
@@ -26,32 +27,157 @@ void meta_field(YAML::Emitter& e, const char* key, const std::string& v) {
   e << YAML::Key << key << YAML::Value << YAML::DoubleQuoted << v;
 }
 
-// Reads a required scalar `key` of mapping `n` (YAML path `path`), naming both on failure.
-template <typename T>
-T field(const YAML::Node& n, const char* key, const std::string& where, const std::string& path) {
-  const YAML::Node v = n[key];
-  if (!v) throw InputError(where, path + "." + key, "missing");
-  try {
-    return v.as<T>();
-  } catch (const YAML::Exception&) {
-    throw InputError(where, path + "." + key, "not a valid value: '" + YAML::Dump(v) + "'");
-  }
-}
-
-template <typename T>
-T field_or(const YAML::Node& n, const char* key, T fallback, const std::string& where,
-           const std::string& path) {
-  return n[key] ? field<T>(n, key, where, path) : fallback;
-}
-
 void check_positive(double x, const std::string& where, const std::string& path) {
   if (!(x > 0)) throw InputError(where, path, "must be > 0, got " + num(x));
 }
 
-YAML::Node sequence(const YAML::Node& root, const char* key, const std::string& where) {
-  const YAML::Node n = root[key];
-  if (n && !n.IsSequence()) throw InputError(where, std::string("measured.") + key, "not a list");
-  return n;
+// A list under `key` of `m` (absent: empty), each row a strict mapping read by `read`.
+template <typename Read>
+void rows(detail::YamlMap& m, const std::string& key, Read read) {
+  if (!m.has(key)) return;
+  const YAML::Node list = m.node(key);
+  if (!list.IsSequence()) m.fail(key, "not a list");
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    detail::YamlMap row(list[i], m.file(), m.path(key) + "[" + std::to_string(i) + "]");
+    read(row);
+    row.finish();
+  }
+}
+
+double positive(detail::YamlMap& m, const std::string& key) {
+  const double x = m.number(key);
+  check_positive(x, m.file(), m.path(key));
+  return x;
+}
+
+MeasuredMeta read_meta(detail::YamlMap& meta) {
+  MeasuredMeta t;
+  t.gpu = meta.string_or("gpu", "");
+  t.gpus = meta.integer_or("gpus", 0);
+  t.driver = meta.string_or("driver", "");
+  t.cuda = meta.string_or("cuda", "");
+  t.cublas = meta.string_or("cublas", "");
+  t.cudnn = meta.string_or("cudnn", "");
+  t.nccl = meta.string_or("nccl", "");
+  t.date = meta.string_or("date", "");
+  t.host = meta.string_or("host", "");
+  t.command = meta.string_or("command", "");
+  t.attention_impl = meta.string_or("attention_impl", "");
+  t.quick = meta.boolean_or("quick", false);
+  meta.finish();
+  return t;
+}
+
+GemmPoint read_gemm(detail::YamlMap& r) {
+  GemmPoint g;
+  g.m = r.integer("m");
+  g.n = r.integer("n");
+  g.k = r.integer("k");
+  g.time_s = r.number("time_s");
+  g.label = r.string_or("label", "");
+  if (g.m <= 0 || g.n <= 0 || g.k <= 0) r.fail("", "m, n, k must be > 0");
+  check_positive(g.time_s, r.file(), r.path("time_s"));
+  return g;
+}
+
+AttentionPoint read_attention(detail::YamlMap& r) {
+  AttentionPoint a;
+  a.batch = static_cast<int>(r.integer("batch"));
+  a.seq = static_cast<int>(r.integer("seq"));
+  a.heads = static_cast<int>(r.integer("heads"));
+  a.kv_heads = static_cast<int>(r.integer_or("kv_heads", a.heads));
+  a.head_dim = static_cast<int>(r.integer("head_dim"));
+  a.causal = r.boolean("causal");
+  a.fwd_s = r.number("fwd_s");
+  a.bwd_s = r.number("bwd_s");
+  if (a.batch <= 0 || a.seq <= 0 || a.heads <= 0 || a.kv_heads <= 0 || a.head_dim <= 0)
+    r.fail("", "batch, seq, heads, kv_heads, head_dim must be > 0");
+  check_positive(a.fwd_s, r.file(), r.path("fwd_s"));
+  check_positive(a.bwd_s, r.file(), r.path("bwd_s"));
+  return a;
+}
+
+ElementwisePoint read_elementwise(detail::YamlMap& r) {
+  ElementwisePoint e;
+  const std::string k = r.string("kernel");
+  const auto kernel = parse_elementwise_kernel(k);
+  if (!kernel) r.fail("kernel", "unknown '" + k + "'; allowed: rmsnorm, rope, swiglu");
+  e.kernel = *kernel;
+  e.bytes = positive(r, "bytes");
+  e.time_s = positive(r, "time_s");
+  return e;
+}
+
+MeasuredComm read_comm(detail::YamlMap& r) {
+  MeasuredComm c;
+  c.ranks = static_cast<int>(r.integer("ranks"));
+  c.bytes = r.number("bytes");
+  c.time_s = r.number("time_s");
+  if (c.ranks < 2) r.fail("ranks", "must be >= 2");
+  check_positive(c.bytes, r.file(), r.path("bytes"));
+  check_positive(c.time_s, r.file(), r.path("time_s"));
+  return c;
+}
+
+// comm: {link: {collective: [rows]}}; `node` is the mapping `comm` reads.
+std::map<std::string, CollectiveRows> read_comm_tables(detail::YamlMap& comm,
+                                                       const YAML::Node& node) {
+  std::map<std::string, CollectiveRows> out;
+  for (const auto& link : node) {
+    const std::string lname = comm.key_name(link.first);
+    if (!link.second.IsMap()) comm.fail(lname, "not a mapping of collectives");
+    detail::YamlMap ops = comm.map(lname);
+    for (const auto& op : link.second) {
+      const std::string oname = ops.key_name(op.first);
+      const auto kind = parse_collective_kind(oname);
+      if (!kind) ops.fail(oname, "unknown collective; allowed: " + collective_kind_names());
+      auto& points = out[lname][*kind];
+      rows(ops, oname, [&](detail::YamlMap& r) { points.push_back(read_comm(r)); });
+    }
+    ops.finish();
+  }
+  return out;
+}
+
+MeasuredContention read_contention(detail::YamlMap& c) {
+  MeasuredContention mc;
+  mc.partner = c.string_or("partner", "");
+  mc.compute_alone_s = c.number("compute_alone_s");
+  mc.compute_together_s = c.number("compute_together_s");
+  mc.comm_alone_s = c.number("comm_alone_s");
+  mc.comm_together_s = c.number("comm_together_s");
+  // Written for the reader's benefit; factors() derives them from the four times.
+  c.number_or("compute_slowdown", 0);
+  c.number_or("comm_slowdown", 0);
+  c.finish();
+  return mc;
+}
+
+MeasuredTables read_measured(detail::YamlMap& m) {
+  MeasuredTables t;
+  if (auto meta = m.map_if_present("meta")) t.meta = read_meta(*meta);
+  t.peak_flops = m.number_or("peak_flops", 0);
+  t.hbm_bytes = m.number_or("hbm_bytes", 0);
+  t.hbm_bandwidth_Bps = m.number_or("hbm_bandwidth_Bps", 0);
+  t.fixed_overhead_bytes = m.number_or("fixed_overhead_bytes", 0);
+  rows(m, "gemm", [&](detail::YamlMap& r) { t.gemm.push_back(read_gemm(r)); });
+  rows(m, "attention", [&](detail::YamlMap& r) { t.attention.push_back(read_attention(r)); });
+  rows(m, "elementwise", [&](detail::YamlMap& r) { t.elementwise.push_back(read_elementwise(r)); });
+  if (m.has("comm")) {
+    if (!m.node("comm").IsMap()) m.fail("comm", "not a mapping of link classes");
+    detail::YamlMap comm = m.map("comm");
+    t.comm = read_comm_tables(comm, m.node("comm"));
+  }
+  if (auto copies = m.map_if_present("copies")) {
+    for (const auto& [key, out] : {std::pair{"d2h", &t.d2h}, std::pair{"h2d", &t.h2d}})
+      rows(*copies, key, [&, out = out](detail::YamlMap& r) {
+        out->push_back({positive(r, "bytes"), positive(r, "time_s")});
+      });
+    copies->finish();
+  }
+  if (auto c = m.map_if_present("contention")) t.contention = read_contention(*c);
+  m.finish();
+  return t;
 }
 
 }  // namespace
@@ -150,6 +276,11 @@ std::string emit_measured(const MeasuredTables& t) {
   return std::string(e.c_str()) + "\n";
 }
 
+MeasuredTables parse_measured(const YAML::Node& section, const std::string& where) {
+  detail::YamlMap m(section, where, "measured");
+  return read_measured(m);
+}
+
 MeasuredTables parse_measured(const std::string& yaml_text, const std::string& where) {
   YAML::Node root;
   try {
@@ -158,152 +289,16 @@ MeasuredTables parse_measured(const std::string& yaml_text, const std::string& w
     throw InputError(where, "measured", std::string("malformed YAML: ") + ex.what());
   }
   if (!root.IsMap()) throw InputError(where, "measured", "not a mapping");
-  MeasuredTables t;
-  const std::string m = "measured";
-
-  if (const YAML::Node meta = root["meta"]) {
-    const std::string p = m + ".meta";
-    t.meta.gpu = field_or<std::string>(meta, "gpu", "", where, p);
-    t.meta.gpus = field_or<int>(meta, "gpus", 0, where, p);
-    t.meta.driver = field_or<std::string>(meta, "driver", "", where, p);
-    t.meta.cuda = field_or<std::string>(meta, "cuda", "", where, p);
-    t.meta.cublas = field_or<std::string>(meta, "cublas", "", where, p);
-    t.meta.cudnn = field_or<std::string>(meta, "cudnn", "", where, p);
-    t.meta.nccl = field_or<std::string>(meta, "nccl", "", where, p);
-    t.meta.date = field_or<std::string>(meta, "date", "", where, p);
-    t.meta.host = field_or<std::string>(meta, "host", "", where, p);
-    t.meta.command = field_or<std::string>(meta, "command", "", where, p);
-    t.meta.attention_impl = field_or<std::string>(meta, "attention_impl", "", where, p);
-    t.meta.quick = field_or<bool>(meta, "quick", false, where, p);
-  }
-  t.peak_flops = field_or<double>(root, "peak_flops", 0, where, m);
-  t.hbm_bytes = field_or<double>(root, "hbm_bytes", 0, where, m);
-  t.hbm_bandwidth_Bps = field_or<double>(root, "hbm_bandwidth_Bps", 0, where, m);
-  t.fixed_overhead_bytes = field_or<double>(root, "fixed_overhead_bytes", 0, where, m);
-
-  if (const YAML::Node rows = sequence(root, "gemm", where)) {
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      const std::string p = m + ".gemm[" + std::to_string(i) + "]";
-      GemmPoint g;
-      g.m = field<std::int64_t>(rows[i], "m", where, p);
-      g.n = field<std::int64_t>(rows[i], "n", where, p);
-      g.k = field<std::int64_t>(rows[i], "k", where, p);
-      g.time_s = field<double>(rows[i], "time_s", where, p);
-      g.label = field_or<std::string>(rows[i], "label", "", where, p);
-      if (g.m <= 0 || g.n <= 0 || g.k <= 0) throw InputError(where, p, "m, n, k must be > 0");
-      check_positive(g.time_s, where, p + ".time_s");
-      t.gemm.push_back(g);
-    }
-  }
-  if (const YAML::Node rows = sequence(root, "attention", where)) {
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      const std::string p = m + ".attention[" + std::to_string(i) + "]";
-      AttentionPoint a;
-      a.batch = field<int>(rows[i], "batch", where, p);
-      a.seq = field<int>(rows[i], "seq", where, p);
-      a.heads = field<int>(rows[i], "heads", where, p);
-      a.kv_heads = field_or<int>(rows[i], "kv_heads", a.heads, where, p);
-      a.head_dim = field<int>(rows[i], "head_dim", where, p);
-      a.causal = field<bool>(rows[i], "causal", where, p);
-      a.fwd_s = field<double>(rows[i], "fwd_s", where, p);
-      a.bwd_s = field<double>(rows[i], "bwd_s", where, p);
-      if (a.batch <= 0 || a.seq <= 0 || a.heads <= 0 || a.kv_heads <= 0 || a.head_dim <= 0)
-        throw InputError(where, p, "batch, seq, heads, kv_heads, head_dim must be > 0");
-      check_positive(a.fwd_s, where, p + ".fwd_s");
-      check_positive(a.bwd_s, where, p + ".bwd_s");
-      t.attention.push_back(a);
-    }
-  }
-  if (const YAML::Node rows = sequence(root, "elementwise", where)) {
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      const std::string p = m + ".elementwise[" + std::to_string(i) + "]";
-      ElementwisePoint e;
-      const std::string k = field<std::string>(rows[i], "kernel", where, p);
-      const auto kernel = parse_elementwise_kernel(k);
-      if (!kernel)
-        throw InputError(where, p + ".kernel",
-                         "unknown '" + k + "'; allowed: rmsnorm, rope, swiglu");
-      e.kernel = *kernel;
-      e.bytes = field<double>(rows[i], "bytes", where, p);
-      e.time_s = field<double>(rows[i], "time_s", where, p);
-      check_positive(e.bytes, where, p + ".bytes");
-      check_positive(e.time_s, where, p + ".time_s");
-      t.elementwise.push_back(e);
-    }
-  }
-  if (const YAML::Node comm = root["comm"]) {
-    if (!comm.IsMap()) throw InputError(where, m + ".comm", "not a mapping of link classes");
-    for (const auto& link : comm) {
-      const std::string lname = link.first.as<std::string>();
-      if (!link.second.IsMap())
-        throw InputError(where, m + ".comm." + lname, "not a mapping of collectives");
-      for (const auto& opn : link.second) {
-        const std::string oname = opn.first.as<std::string>();
-        const std::string p = m + ".comm." + lname + "." + oname;
-        const auto op = parse_collective_kind(oname);
-        if (!op)
-          throw InputError(where, p, "unknown collective; allowed: " + collective_kind_names());
-        if (!opn.second.IsSequence()) throw InputError(where, p, "not a list");
-        auto& points = t.comm[lname][*op];
-        for (std::size_t i = 0; i < opn.second.size(); ++i) {
-          const std::string pi = p + "[" + std::to_string(i) + "]";
-          MeasuredComm c;
-          c.ranks = field<int>(opn.second[i], "ranks", where, pi);
-          c.bytes = field<double>(opn.second[i], "bytes", where, pi);
-          c.time_s = field<double>(opn.second[i], "time_s", where, pi);
-          if (c.ranks < 2) throw InputError(where, pi + ".ranks", "must be >= 2");
-          check_positive(c.bytes, where, pi + ".bytes");
-          check_positive(c.time_s, where, pi + ".time_s");
-          points.push_back(c);
-        }
-      }
-    }
-  }
-  if (const YAML::Node copies = root["copies"]) {
-    for (const auto& [key, out] : {std::pair{"d2h", &t.d2h}, std::pair{"h2d", &t.h2d}}) {
-      const YAML::Node rows = copies[key];
-      if (!rows) continue;
-      if (!rows.IsSequence()) throw InputError(where, m + ".copies." + key, "not a list");
-      for (std::size_t i = 0; i < rows.size(); ++i) {
-        const std::string p = m + ".copies." + key + "[" + std::to_string(i) + "]";
-        CopyPoint c;
-        c.bytes = field<double>(rows[i], "bytes", where, p);
-        c.time_s = field<double>(rows[i], "time_s", where, p);
-        check_positive(c.bytes, where, p + ".bytes");
-        check_positive(c.time_s, where, p + ".time_s");
-        out->push_back(c);
-      }
-    }
-  }
-  if (const YAML::Node c = root["contention"]) {
-    const std::string p = m + ".contention";
-    MeasuredContention mc;
-    mc.partner = field_or<std::string>(c, "partner", "", where, p);
-    mc.compute_alone_s = field<double>(c, "compute_alone_s", where, p);
-    mc.compute_together_s = field<double>(c, "compute_together_s", where, p);
-    mc.comm_alone_s = field<double>(c, "comm_alone_s", where, p);
-    mc.comm_together_s = field<double>(c, "comm_together_s", where, p);
-    t.contention = mc;
-  }
-  return t;
+  return parse_measured(root, where);
 }
 
 std::optional<MeasuredTables> load_measured_section(const std::filesystem::path& profile_file) {
   const std::string where = profile_file.string();
-  YAML::Node root;
-  try {
-    root = YAML::LoadFile(where);
-  } catch (const YAML::BadFile&) {
-    throw InputError(where, "profile", "cannot read the file");
-  } catch (const YAML::Exception& ex) {
-    throw InputError(where, "profile", std::string("malformed YAML: ") + ex.what());
-  }
-  if (!root.IsMap()) throw InputError(where, "profile", "not a mapping");
-  const YAML::Node m = root["measured"];
-  if (!m) return std::nullopt;
-  MeasuredTables t = parse_measured(YAML::Dump(m), where);
-  if (!(t.peak_flops > 0) && root["peak_tflops"])
-    t.peak_flops = field<double>(root, "peak_tflops", where, "profile") * 1e12;
+  detail::YamlMap root(detail::load_yaml_file(profile_file), where, "");
+  if (!root.has("measured")) return std::nullopt;
+  MeasuredTables t = parse_measured(root.node("measured"), where);
+  if (!(t.peak_flops > 0) && root.has("peak_tflops"))
+    t.peak_flops = root.positive_number("peak_tflops") * 1e12;
   return t;
 }
 

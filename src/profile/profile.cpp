@@ -66,7 +66,7 @@ LinkProfile read_link(YamlMap& l, const std::string& name) {
 // at the section's rows for it, so collective_time_s answers from them (a link's own rows replace
 // the section's).
 void read_measured_tables(const YAML::Node& node, Profile& profile) {
-  auto tables = std::make_shared<MeasuredTables>(parse_measured(YAML::Dump(node), profile.file));
+  auto tables = std::make_shared<MeasuredTables>(parse_measured(node, profile.file));
   if (!(tables->peak_flops > 0)) tables->peak_flops = profile.peak_flops;
   profile.measured = tables;
   for (const auto& [link_name, rows] : tables->comm) {

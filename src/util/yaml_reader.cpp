@@ -57,6 +57,7 @@ YamlMap::YamlMap(const YAML::Node& node, std::string file, std::string prefix)
 }
 
 std::string YamlMap::path(const std::string& key) const {
+  if (key.empty()) return prefix_;
   return prefix_.empty() ? key : prefix_ + "." + key;
 }
 
@@ -98,6 +99,22 @@ double YamlMap::number(const std::string& key) {
   return v;
 }
 
+double YamlMap::number_or(const std::string& key, double fallback) {
+  return has(key) ? number(key) : fallback;
+}
+
+std::int64_t YamlMap::integer(const std::string& key) {
+  YAML::Node n = scalar(key);
+  long long v = 0;
+  if (!YAML::convert<long long>::decode(n, v))
+    fail(key, "expected an integer, got '" + n.Scalar() + "'");
+  return v;
+}
+
+std::int64_t YamlMap::integer_or(const std::string& key, std::int64_t fallback) {
+  return has(key) ? integer(key) : fallback;
+}
+
 int YamlMap::positive_int(const std::string& key) {
   YAML::Node n = scalar(key);
   long long v = 0;
@@ -134,14 +151,17 @@ double YamlMap::nonnegative_number_or(const std::string& key, double fallback) {
   return has(key) ? nonnegative_number(key) : fallback;
 }
 
-bool YamlMap::boolean_or(const std::string& key, bool fallback) {
-  if (!has(key)) return fallback;
+bool YamlMap::boolean(const std::string& key) {
   YAML::Node n = scalar(key);
   bool v = false;
   if (!YAML::convert<bool>::decode(n, v)) {
     fail(key, "expected true or false, got '" + n.Scalar() + "'");
   }
   return v;
+}
+
+bool YamlMap::boolean_or(const std::string& key, bool fallback) {
+  return has(key) ? boolean(key) : fallback;
 }
 
 int YamlMap::choice(const std::string& key, const std::vector<std::string>& allowed) {

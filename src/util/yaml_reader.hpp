@@ -5,6 +5,7 @@
 // the public API, and it knows no schema: the loaders say which keys exist.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <set>
@@ -34,6 +35,12 @@ class YamlMap {
   double positive_number_or(const std::string& key, double fallback);
   double nonnegative_number(const std::string& key);
   double nonnegative_number_or(const std::string& key, double fallback);
+  // Any finite number / any integer (64 bits).
+  double number(const std::string& key);
+  double number_or(const std::string& key, double fallback);
+  std::int64_t integer(const std::string& key);
+  std::int64_t integer_or(const std::string& key, std::int64_t fallback);
+  bool boolean(const std::string& key);
   bool boolean_or(const std::string& key, bool fallback);
   // One of `allowed` (case-sensitive); returns its index.
   int choice(const std::string& key, const std::vector<std::string>& allowed);
@@ -52,13 +59,13 @@ class YamlMap {
   std::string key_name(const YAML::Node& key) const;
 
   const std::string& file() const { return file_; }
-  std::string path(const std::string& key) const;  // dotted field path of `key`
+  // Dotted field path of `key`; of this mapping itself when `key` is empty.
+  std::string path(const std::string& key) const;
   [[noreturn]] void fail(const std::string& key, const std::string& problem) const;
 
  private:
   YAML::Node lookup(const std::string& key) const;
   YAML::Node scalar(const std::string& key);  // required scalar
-  double number(const std::string& key);
 
   YAML::Node node_;
   std::string file_;
