@@ -14,6 +14,7 @@
 #include "braid/cost_model.hpp"
 #include "braid/error.hpp"
 #include "braid/profile.hpp"
+#include "cli_run.hpp"
 
 using namespace braid;
 
@@ -360,4 +361,39 @@ TEST_CASE("a vision-language model puts the ViT before the embedding on stage 0"
   double params = 0;
   for (const auto& c : cm.chunks) params += c.params;
   CHECK(params * 8 == Approx(count_parameters(s.model).total).epsilon(0.01));  // vocab padding
+}
+
+TEST_CASE("--unit-costs takes four or five numbers with tf and ma positive", "[cost][uniform]") {
+  const UniformCosts c = parse_unit_costs("1,2,3,0.5");
+  CHECK(c.tf == 1);
+  CHECK(c.tb == 2);
+  CHECK(c.tw == 3);
+  CHECK(c.tar == 0.5);
+  CHECK(c.ma == 1);  // the default
+  CHECK(parse_unit_costs("4,8,8,0,2.5").ma == 2.5);
+  CHECK(parse_unit_costs("1e-3,0,0,0").tf == 1e-3);
+}
+
+TEST_CASE("--unit-costs refuses a trailing comma, ma = 0 and anything but 4 or 5 numbers",
+          "[cost][uniform]") {
+  for (const char* bad : {"1,2,3,4,", "1,2,3,4,0", "1,2,3", "1,2,3,4,5,6", "", "1,,3,4", ",1,2,3,4",
+                          "0,2,3,1", "1,x,3,1", "1,2,3,-1", "1,2,3,inf", "1,2,nan,4", "1;2;3;4"}) {
+    INFO(bad);
+    CHECK_THROWS_WITH(parse_unit_costs(bad, "--unit-costs"),
+                      Catch::Contains("--unit-costs") && Catch::Contains("tf,tb,tw,tar[,ma]"));
+  }
+}
+
+TEST_CASE("simulate and theory refuse the same --unit-costs with the same line", "[cost][cli]") {
+  for (const char* bad : {"1,2,3,4,", "1,2,3,4,0"}) {
+    INFO(bad);
+    const test::CliRun sim = test::run_braid(
+        std::string("simulate --schedule 1f1b --pp 2 --microbatches 4 --unit-costs ") + bad);
+    const test::CliRun theory = test::run_braid(
+        std::string("theory --schedule 1f1b --pp 2 --microbatches 4 --unit-costs ") + bad);
+    CHECK(sim.exit_code == 2);
+    CHECK(theory.exit_code == 2);
+    CHECK(test::count_lines(sim.err) == 1);
+    CHECK(sim.err == theory.err);
+  }
 }

@@ -9,6 +9,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "braid/config.hpp"
@@ -208,6 +209,14 @@ std::vector<StageTime> stage_times(const CostModel& cost);
 // A fixed-width table of stage_times with the slowest / mean ratio (for the CLI).
 std::string stage_times_table(const std::vector<StageTime>& stages);
 
+// `braid info`'s views of a cost model: a fixed-width text table and a JSON document (fields in
+// docs/cost-model.md): parameter counts, FLOPs, per-chunk memory, per-stage work and the cost of
+// every distinct unit. Deterministic text.
+std::string cost_model_table(const Study& study, const Profile& profile, const CostModel& cost,
+                             const ParameterCount& params);
+std::string cost_model_json(const Study& study, const Profile& profile, const CostModel& cost,
+                            const ParameterCount& params);
+
 // Builds the cost model of `study` on `profile` for `virtual_stages` chunks (pp * chunks per
 // rank). Throws InputError when the split is impossible (fewer layers than virtual stages).
 CostModel build_cost_model(const Study& study, const Profile& profile, int virtual_stages,
@@ -221,5 +230,9 @@ struct UniformCosts {
   double tf = 1, tb = 1, tw = 1, tar = 0, ma = 1;
 };
 CostModel uniform_cost_model(const UniformCosts& costs, int virtual_stages);
+// The one reader of --unit-costs (simulate, design, theory): "tf,tb,tw,tar[,ma]", 4 or 5 finite
+// numbers separated by single commas, no trailing comma (tf > 0, ma > 0, the others >= 0; ma
+// defaults to 1). Throws InputError naming `option` and what is allowed.
+UniformCosts parse_unit_costs(std::string_view text, const std::string& option = "--unit-costs");
 
 }  // namespace braid

@@ -20,9 +20,6 @@
 
 namespace braid {
 
-// Parses "tf,tb,tw,tar[,ma]" (numbers >= 0, tf > 0, ma > 0); throws InputError naming `option`.
-UniformCosts parse_unit_costs(std::string_view text, const std::string& option = "--unit-costs");
-
 // One closed form: its formula in the paper's symbols and its value at (p, m, costs).
 struct ClosedForm {
   bool known = false;   // false: no published form for this schedule and quantity

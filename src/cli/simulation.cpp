@@ -43,30 +43,6 @@ void add_simulation_options(CLI::App& cmd, SimulationArgs& args) {
                "docs/limits.md)");
 }
 
-UniformCosts parse_unit_costs(const std::string& text) {
-  std::vector<double> values;
-  std::stringstream in(text);
-  std::string item;
-  const std::string expected =
-      "expected tf,tb,tw,tar[,ma]: 4 or 5 comma-separated non-negative numbers, tf > 0";
-  while (std::getline(in, item, ',')) {
-    char* end = nullptr;
-    const double v = std::strtod(item.c_str(), &end);
-    if (item.empty() || end != item.c_str() + item.size() || !std::isfinite(v) || v < 0)
-      throw InputError("--unit-costs", text, "'" + item + "' is not a number >= 0; " + expected);
-    values.push_back(v);
-  }
-  if (values.size() != 4 && values.size() != 5) throw InputError("--unit-costs", text, expected);
-  if (values[0] <= 0) throw InputError("--unit-costs", text, "tf must be > 0; " + expected);
-  UniformCosts c;
-  c.tf = values[0];
-  c.tb = values[1];
-  c.tw = values[2];
-  c.tar = values[3];
-  c.ma = values.size() == 5 ? values[4] : 1.0;
-  return c;
-}
-
 namespace {
 
 // The size guard, before any schedule is built: the op count of a unit does not depend on how

@@ -90,9 +90,6 @@ Schedule read_schedule_csv(const std::string& path);
 // Study mode: "setting: <study_setting>" and the memory cap line, for the text headers.
 std::string setting_header(const SimulationContext& ctx);
 
-// Parses "tf,tb,tw,tar[,ma]"; throws InputError naming --unit-costs.
-UniformCosts parse_unit_costs(const std::string& text);
-
 }  // namespace braid::cli
 
 namespace braid::cli {

@@ -3,7 +3,13 @@
 // and MLP) and the backward ones (after PreMLP B and PreAttn B) take T_AR/2 each, so a chunk's
 // forward and its backward each carry T_AR of collectives, split the way the real cost model
 // splits them. M_a is allocated a quarter per forward unit and freed a quarter per B unit.
+#include <cstdlib>
+#include <string>
+#include <string_view>
+#include <vector>
+
 #include "braid/cost_model.hpp"
+#include "braid/error.hpp"
 
 namespace braid {
 
@@ -52,6 +58,37 @@ CostModel uniform_cost_model(const UniformCosts& costs, int virtual_stages) {
     chunk.layers.push_back(layer);
   }
   return model;
+}
+
+UniformCosts parse_unit_costs(std::string_view text, const std::string& option) {
+  const std::string expected = "expected tf,tb,tw,tar[,ma] (numbers, tf > 0, ma > 0, others >= 0)";
+  std::vector<double> values;
+  std::string item;
+  const std::string s(text);
+  std::size_t begin = 0;
+  while (true) {
+    const std::size_t comma = s.find(',', begin);
+    item = s.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin);
+    char* end = nullptr;
+    const double v = std::strtod(item.c_str(), &end);
+    if (item.empty() || end != item.c_str() + item.size() || !(v >= 0) || v > 1e300)
+      throw InputError(option, s, "'" + item + "' is not a number >= 0; " + expected);
+    values.push_back(v);
+    if (comma == std::string::npos) break;
+    begin = comma + 1;
+  }
+  if (values.size() != 4 && values.size() != 5) throw InputError(option, s, expected);
+  if (values[0] <= 0) throw InputError(option, s, "tf must be > 0; " + expected);
+  UniformCosts c;
+  c.tf = values[0];
+  c.tb = values[1];
+  c.tw = values[2];
+  c.tar = values[3];
+  if (values.size() == 5) {
+    if (values[4] <= 0) throw InputError(option, s, "ma must be > 0; " + expected);
+    c.ma = values[4];
+  }
+  return c;
 }
 
 }  // namespace braid

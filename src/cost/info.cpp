@@ -1,0 +1,296 @@
+// `braid info`'s rendering of a cost model (cost_model.hpp: cost_model_table, cost_model_json):
+// parameter counts, FLOPs, per-chunk memory, per-stage work and the distinct units' costs. Field
+// names of the JSON are documented in docs/cost-model.md.
+#include <cstdarg>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "../util/units.hpp"
+#include "braid/cost_model.hpp"
+
+namespace braid {
+
+namespace {
+
+// printf into `out` (the table's fixed-width columns).
+[[gnu::format(printf, 2, 3)]] void appendf(std::string& out, const char* format, ...) {
+  char buf[512];
+  va_list args;
+  va_start(args, format);
+  const int n = std::vsnprintf(buf, sizeof buf, format, args);
+  va_end(args);
+  if (n < 0) return;
+  if (static_cast<std::size_t>(n) < sizeof buf) {
+    out.append(buf, static_cast<std::size_t>(n));
+    return;
+  }
+  std::string big(static_cast<std::size_t>(n) + 1, '\0');
+  va_start(args, format);
+  std::vsnprintf(big.data(), big.size(), format, args);
+  va_end(args);
+  out.append(big.data(), static_cast<std::size_t>(n));
+}
+
+const char* source_name(Source s) { return s == Source::Measured ? "measured" : "spec-derived"; }
+
+// The distinct units of the model: layer costs are identical for every LM layer (and every ViT
+// layer), so one row per unit kind and where it runs.
+struct UnitRow {
+  std::string where;  // "stage 0", "every layer", "every vision layer", "last stage"
+  const UnitCost* unit;
+};
+
+std::vector<UnitRow> distinct_units(const CostModel& cm) {
+  std::vector<UnitRow> rows;
+  bool vision_done = false, lm_done = false;
+  // Non-layer units where they run, and the first ViT layer and the first LM layer (wherever the
+  // layout put them: a folded ViT's layers are prologue units of stage 0).
+  for (const auto& c : cm.chunks) {
+    const std::string where = "stage " + std::to_string(c.virtual_stage);
+    for (const auto& u : c.prologue) {
+      if (u.layer < 0) {
+        rows.push_back({where, &u});
+      } else if (u.vision && !vision_done) {
+        // The first folded ViT layer: its four units, found by their layer number.
+        for (const auto& v : c.prologue)
+          if (v.vision && v.layer == u.layer) rows.push_back({"every vision layer", &v});
+        vision_done = true;
+      }
+    }
+    for (const auto& l : c.layers) {
+      bool& done = l[0].vision ? vision_done : lm_done;
+      if (done) continue;
+      for (const auto& u : l)
+        rows.push_back({l[0].vision ? "every vision layer" : "every layer", &u});
+      done = true;
+    }
+    for (const auto& u : c.epilogue) rows.push_back({where, &u});
+  }
+  return rows;
+}
+
+nlohmann::json phase_json(const PhaseCost& p) {
+  nlohmann::json j;
+  j["time_s"] = p.time_s;
+  j["flops"] = p.flops;
+  j["hw_flops"] = p.hw_flops;
+  j["collective"] = name(p.collective.kind);
+  j["collective_position"] =
+      p.collective.position == CollectivePosition::Before ? "before" : "after";
+  j["collective_bytes"] = p.collective.bytes;
+  j["collective_time_s"] = p.collective.time_s;
+  j["alloc_bytes"] = p.alloc_bytes;
+  j["free_bytes"] = p.free_bytes;
+  j["source"] = source_name(p.source);
+  return j;
+}
+
+}  // namespace
+
+std::string cost_model_json(const Study& s, const Profile& prof, const CostModel& cm,
+                            const ParameterCount& pc) {
+  nlohmann::ordered_json j;
+  j["study"] = s.name;
+  j["model"] = s.model.name;
+  j["cluster"] = s.cluster.name;
+  j["profile"] = prof.name;
+  j["profile_source"] = source_name(prof.source);
+  j["tp"] = s.parallel.tp;
+  j["pp"] = s.parallel.pp;
+  j["vpp"] = s.parallel.vpp;
+  j["dp"] = s.parallel.dp;
+  j["sequence_parallel"] = s.parallel.sequence_parallel;
+  j["virtual_stages"] = static_cast<int>(cm.chunks.size());
+  j["seq"] = s.training.seq;
+  j["micro_batch_size"] = s.training.micro_batch_size;
+  j["microbatches"] = s.training.microbatches;
+  j["gpus"] = cm.gpus;
+  j["params_total"] = pc.total;
+  j["params_non_embedding"] = pc.non_embedding;
+  j["params_per_layer"] = pc.per_layer;
+  j["params_embedding"] = pc.embedding;
+  j["params_head"] = pc.head;
+  j["params_vision"] = pc.vision;
+  j["model_flops_per_iteration"] = cm.model_flops;
+  j["hardware_flops_per_iteration"] = cm.hardware_flops;
+  j["recompute"] = s.training.recompute == Recompute::Full        ? "full"
+                   : s.training.recompute == Recompute::Selective ? "selective"
+                                                                  : "none";
+  j["tokens_per_iteration"] = cm.tokens_per_iteration;
+  j["samples_per_iteration"] = cm.samples_per_iteration;
+  j["model_flops_per_token"] = cm.model_flops / cm.tokens_per_iteration;
+  j["peak_flops"] = cm.peak_flops;
+  j["hbm_bytes"] = cm.hbm_bytes;
+  j["fixed_overhead_bytes"] = cm.fixed_overhead_bytes;
+  nlohmann::ordered_json chunks = nlohmann::ordered_json::array();
+  for (const auto& c : cm.chunks) {
+    nlohmann::ordered_json cj;
+    cj["virtual_stage"] = c.virtual_stage;
+    cj["layers"] = static_cast<int>(c.layers.size());
+    cj["first_layer"] = c.layers.empty() ? -1 : c.layers.front()[0].layer;
+    nlohmann::ordered_json pro = nlohmann::ordered_json::array(),
+                           epi = nlohmann::ordered_json::array();
+    for (const auto& u : c.prologue) {
+      if (u.layer < 0) pro.push_back(name(u.kind));
+    }
+    for (const auto& u : c.epilogue) epi.push_back(name(u.kind));
+    cj["prologue"] = pro;
+    cj["epilogue"] = epi;
+    cj["params_per_gpu"] = c.params;
+    cj["static_bytes"] = c.static_bytes;
+    cj["static_gib"] = c.static_bytes / kGiB;
+    // Per chunk (a rank holding a tied pair keeps one copy: tied_copy_gib is the second).
+    cj["static_parts_gib"] = nlohmann::ordered_json{{"layers", c.parts.layers_bytes / kGiB},
+                                                    {"embeddings", c.parts.embeddings_bytes / kGiB},
+                                                    {"other", c.parts.other_bytes / kGiB}};
+    cj["tied_copy_gib"] = c.tied_copy_bytes / kGiB;
+    double reduce_s = 0, gather_s = 0;
+    for (const GradBucket& b : c.grad_buckets) {
+      reduce_s += b.reduce_s;
+      gather_s += b.gather_s;
+    }
+    cj["grad_buckets"] = static_cast<int>(c.grad_buckets.size());
+    cj["grad_reduce_s"] = reduce_s;
+    cj["param_gather_s"] = gather_s;
+    cj["optimizer_s"] = c.optimizer_s;
+    cj["activation_bytes"] = c.activation_bytes;
+    cj["activation_gib"] = c.activation_bytes / kGiB;
+    cj["output_bytes"] = c.output_bytes;
+    chunks.push_back(cj);
+  }
+  // Per-virtual-stage forward + backward work (StageTime): the imbalance between stages.
+  nlohmann::ordered_json stages = nlohmann::ordered_json::array();
+  for (const StageTime& st : stage_times(cm)) {
+    nlohmann::ordered_json sj;
+    sj["virtual_stage"] = st.virtual_stage;
+    sj["vision_layers"] = st.vision_layers;
+    sj["layers"] = st.layers;
+    sj["compute_s"] = st.compute_s;
+    sj["collective_s"] = st.collective_s;
+    sj["total_s"] = st.total_s();
+    stages.push_back(sj);
+  }
+  j["stage_times"] = stages;
+  j["chunks"] = chunks;
+  nlohmann::ordered_json units = nlohmann::ordered_json::array();
+  for (const auto& row : distinct_units(cm)) {
+    nlohmann::ordered_json uj;
+    uj["unit"] = name(row.unit->kind);
+    uj["where"] = row.where;
+    uj["vision"] = row.unit->vision;
+    nlohmann::ordered_json phases;
+    for (Phase p : {Phase::F, Phase::B, Phase::W}) phases[name(p)] = phase_json((*row.unit)[p]);
+    // Full recomputation: the forward rerun before the layer's backward.
+    if (cm.recompute == Recompute::Full && row.unit->layer >= 0) {
+      phases["recompute"] = phase_json(row.unit->recompute);
+    }
+    uj["phases"] = phases;
+    units.push_back(uj);
+  }
+  j["units"] = units;
+  return j.dump(2) + "\n";
+}
+
+std::string cost_model_table(const Study& s, const Profile& prof, const CostModel& cm,
+                             const ParameterCount& pc) {
+  std::string out;
+  const auto& m = s.model;
+  const auto& p = s.parallel;
+  const auto& t = s.training;
+  appendf(out, "study %s (%s)\n", s.name.c_str(), s.file.c_str());
+  appendf(out, "model %s: %d layers, hidden %d, heads %d, kv_heads %d, ffn %d, vocab %d%s\n",
+          m.name.c_str(), m.layers, m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab,
+          m.vision ? ", with ViT" : "");
+  appendf(out,
+          "  parameters: total %.3f B, non-embedding %.3f B (layers %.3f B, vision %.3f B), "
+          "embedding %.3f B, head %.3f B\n",
+          pc.total / 1e9, pc.non_embedding / 1e9, pc.layers / 1e9, pc.vision / 1e9,
+          pc.embedding / 1e9, pc.head / 1e9);
+  appendf(out, "cluster %s: %d x %d GPUs, profile %s (%s, %s)\n", s.cluster.name.c_str(),
+          s.cluster.nodes, s.cluster.gpus_per_node, prof.name.c_str(), prof.gpu.c_str(),
+          source_name(prof.source));
+  appendf(out, "parallel: tp %d, pp %d, vpp %d (%zu virtual stages), dp %d, sequence parallel %s\n",
+          p.tp, p.pp, p.vpp, cm.chunks.size(), p.dp, p.sequence_parallel ? "on" : "off");
+  appendf(out, "layout: %s%s\n",
+          !s.layout.layers_per_stage.empty()       ? "layers per stage by hand"
+          : s.layout.balance == StageBalance::Cost ? "balanced by cost"
+                                                   : "uniform",
+          !m.vision ? ""
+          : s.layout.vision_placement == VisionPlacement::FirstStage
+              ? ", ViT folded into the first stage"
+              : ", ViT on virtual stage(s) of its own");
+  if (m.vision) {
+    appendf(out,
+            "  ViT: %d layers, hidden %d, heads %d, %d patches -> %d LM tokens per sample "
+            "(part of seq %d)\n",
+            m.vision->depth, m.vision->hidden, m.vision->heads,
+            m.vision->tokens_per_sample * m.vision->spatial_merge * m.vision->spatial_merge,
+            m.vision->tokens_per_sample, t.seq);
+  }
+  appendf(out,
+          "training: seq %d, micro-batch %d, %d microbatches x dp %d = %.0f samples, %.0f "
+          "tokens per iteration\n",
+          t.seq, t.micro_batch_size, t.microbatches, p.dp, cm.samples_per_iteration,
+          cm.tokens_per_iteration);
+  appendf(out,
+          "model FLOPs per iteration: %.4e (%.3f GFLOP per token; forward + backward, causal "
+          "attention halved, no recompute)\n",
+          cm.model_flops, cm.model_flops / cm.tokens_per_iteration / 1e9);
+  appendf(out,
+          "hardware FLOPs per iteration: %.4e (what the GPUs execute, recomputation included)\n",
+          cm.hardware_flops);
+  appendf(out, "\nchunks (per GPU of the TP group):\n");
+  appendf(out, "%5s %7s %-40s %12s %10s %-20s %10s %12s %8s %10s %9s\n", "stage", "layers",
+          "non-layer units", "params_M", "static_gib", "layers/emb/other", "M_a_gib", "output_mib",
+          "buckets", "dp_sync_ms", "optim_ms");
+  for (const auto& c : cm.chunks) {
+    // Non-layer units in order; the ViT's layers are summarised as ViTx<depth>.
+    std::string extra;
+    auto add = [&extra](const std::string& label) { extra += (extra.empty() ? "" : "+") + label; };
+    for (const auto& u : c.prologue) {
+      if (u.layer < 0) {
+        add(name(u.kind));
+      } else if (u.layer == 0 && u.kind == UnitKind::PreAttn) {
+        add("ViTx" + std::to_string(m.vision ? m.vision->depth : 0));
+      }
+    }
+    for (const auto& u : c.epilogue) add(name(u.kind));
+    char parts[64];
+    std::snprintf(parts, sizeof parts, "%.2f/%.2f/%.2f", c.parts.layers_bytes / kGiB,
+                  c.parts.embeddings_bytes / kGiB, c.parts.other_bytes / kGiB);
+    double sync_s = 0;
+    for (const GradBucket& b : c.grad_buckets) sync_s += b.reduce_s + b.gather_s;
+    appendf(out, "%5d %7zu %-40s %12.2f %10.3f %-20s %10.3f %12.2f %8zu %10.3f %9.3f\n",
+            c.virtual_stage, c.layers.size(), extra.empty() ? "-" : extra.c_str(), c.params / 1e6,
+            c.static_bytes / kGiB, parts, c.activation_bytes / kGiB, c.output_bytes / kMiB,
+            c.grad_buckets.size(), sync_s * 1e3, c.optimizer_s * 1e3);
+  }
+  out += "\n" + stage_times_table(stage_times(cm));
+  appendf(out, "\nunit costs per microbatch on one GPU (time alone, no contention):\n");
+  appendf(out, "%-13s %-19s %-5s %9s %9s %-14s %10s %9s %9s %9s %-12s\n", "unit", "where", "phase",
+          "time_ms", "gflop", "collective", "coll_mib", "coll_ms", "alloc_mib", "free_mib",
+          "source");
+  for (const auto& row : distinct_units(cm)) {
+    const bool rerun = cm.recompute == Recompute::Full && row.unit->layer >= 0;
+    for (int k = 0; k < (rerun ? 4 : 3); ++k) {
+      // Phases F, B, W, then R: full recomputation's forward rerun before the layer's backward.
+      const Phase ph = static_cast<Phase>(k < 3 ? k : 0);
+      const PhaseCost& c = k < 3 ? (*row.unit)[ph] : row.unit->recompute;
+      std::string coll = name(c.collective.kind);
+      if (c.collective.kind != CollectiveKind::None) {
+        coll += c.collective.position == CollectivePosition::Before ? "<" : ">";
+      }
+      appendf(out, "%-13s %-19s %-5s %9.4f %9.2f %-14s %10.2f %9.4f %9.2f %9.2f %-12s\n",
+              name(row.unit->kind), row.where.c_str(), k < 3 ? name(ph) : "R", c.time_s * 1e3,
+              c.flops / 1e9, coll.c_str(), c.collective.bytes / kMiB, c.collective.time_s * 1e3,
+              c.alloc_bytes / kMiB, c.free_bytes / kMiB, source_name(c.source));
+    }
+  }
+  appendf(out, "(collective '>' runs after the unit's compute, '<' before it)\n");
+  return out;
+}
+
+}  // namespace braid
