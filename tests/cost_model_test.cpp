@@ -363,7 +363,8 @@ TEST_CASE("a vision-language model puts the ViT before the embedding on stage 0"
   CHECK(params * 8 == Approx(count_parameters(s.model).total).epsilon(0.01));  // vocab padding
 }
 
-TEST_CASE("--unit-costs takes four or five numbers with tf and ma positive", "[cost][uniform]") {
+TEST_CASE("the unit-costs option takes four or five numbers with tf and ma positive",
+          "[cost][uniform]") {
   const UniformCosts c = parse_unit_costs("1,2,3,0.5");
   CHECK(c.tf == 1);
   CHECK(c.tb == 2);
@@ -374,7 +375,7 @@ TEST_CASE("--unit-costs takes four or five numbers with tf and ma positive", "[c
   CHECK(parse_unit_costs("1e-3,0,0,0").tf == 1e-3);
 }
 
-TEST_CASE("--unit-costs refuses a trailing comma, ma = 0 and anything but 4 or 5 numbers",
+TEST_CASE("the unit-costs option refuses a trailing comma, ma = 0 and anything but 4 or 5 numbers",
           "[cost][uniform]") {
   for (const char* bad : {"1,2,3,4,", "1,2,3,4,0", "1,2,3", "1,2,3,4,5,6", "", "1,,3,4", ",1,2,3,4",
                           "0,2,3,1", "1,x,3,1", "1,2,3,-1", "1,2,3,inf", "1,2,nan,4", "1;2;3;4"}) {
