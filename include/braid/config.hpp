@@ -4,6 +4,7 @@
 // consistent once a loader has returned it. It knows nothing of costs or schedules.
 #pragma once
 
+#include <compare>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -91,7 +92,8 @@ struct ParallelConfig {
   int pp = 1;
   int vpp = 2;  // chunks per rank for loop-placement schedules (1f1b-i)
   bool sequence_parallel = false;
-  int dp = 1;  // derived: gpus / (tp * pp)
+  int dp = 1;                                               // derived: gpus / (tp * pp)
+  auto operator<=>(const ParallelConfig&) const = default;  // a cost-model cache key's part
 };
 
 struct TrainingConfig {
@@ -120,6 +122,7 @@ struct TrainingConfig {
   // chunk-0 activations are copied to host after their forward and back before their backward.
   // 0 = off (default).
   double offload = 0;
+  auto operator<=>(const TrainingConfig&) const = default;  // a cost-model cache key's part
 };
 
 // How the layers of the model are laid out on virtual stages (docs/multimodal.md).

@@ -26,15 +26,10 @@ void for_each_unit(const ChunkCost& c, F&& f) {
   for (const auto& u : c.epilogue) f(u);
 }
 
-}  // namespace
-
-CostModel build_cost_model(const Study& study, const Profile& profile, int virtual_stages,
-                           const LayerSplit& split) {
-  const ModelConfig& m = study.model;
+// The TP group's setup every unit's cost reads.
+detail::TpSetup tp_setup(const Study& study, const Profile& profile) {
   const ParallelConfig& par = study.parallel;
   const TrainingConfig& tr = study.training;
-
-  detail::Roofline roof{&profile};  // answers from profile.measured where it has tables
   detail::TpSetup tp;
   tp.tp = par.tp;
   tp.sp = par.sequence_parallel;
@@ -49,181 +44,222 @@ CostModel build_cost_model(const Study& study, const Profile& profile, int virtu
   const bool tp_spans_nodes = par.tp > study.cluster.gpus_per_node;
   tp.link =
       &profile.link(tp_spans_nodes ? study.cluster.inter_node.name : study.cluster.intra_node.name);
+  return tp;
+}
 
-  const double samples = tr.micro_batch_size;
-  const double tokens = samples * tr.seq;
+double layer_time_s(const LayerCost& l) {
+  double t = 0;
+  for (const UnitCost& u : l) t += detail::unit_time_s(u);
+  return t;
+}
+
+// The units of a study, computed once: the layer costs are identical for every layer of the LM
+// (and of the ViT) and are relabelled per layer; with the parameters each holds and the inputs of
+// the layout rule.
+struct StudyUnits {
+  double samples = 0, tokens = 0;
+  double vocab_per_gpu = 0;
+  double layer_params = 0;
+  double static_per_param = 0;  // bytes of weights, gradients and optimizer state per parameter
+  double norm_params = 0;       // of the final norm
+  LayerCost lm_layer;
+  UnitCost embedding, head;
+  detail::LayoutCosts layout;
+  // The ViT (empty without one).
+  LayerCost vision_layer, folded_vision_layer;
+  UnitCost patch, merger;
+  double vision_layer_params = 0, patch_params = 0, merger_params = 0, vision_output_bytes = 0;
+  double lm_output_bytes = 0;
+};
+
+void add_vision_units(StudyUnits& u, const Study& study, const detail::TpSetup& tp,
+                      const detail::Roofline& roof) {
+  const ModelConfig& m = study.model;
+  const ParallelConfig& par = study.parallel;
+  const VisionConfig& vis = *m.vision;
+  const detail::LayerShape vs = detail::vision_layer_shape(vis, u.samples);
+  u.vision_layer = detail::layer_cost(vs, tp, roof, 0, true);
+  // Folded into stage 0's prologue, the ViT's units have no per-layer rerun: full
+  // recomputation applies to chunk layers only (the LM's, and a separate ViT's).
+  detail::TpSetup folded_tp = tp;
+  folded_tp.recompute_full = false;
+  u.folded_vision_layer = detail::layer_cost(vs, folded_tp, roof, 0, true);
+  u.patch =
+      detail::vision_patch_cost(vs.tokens, detail::vision_patch_inputs(vis), vis.hidden, tp, roof);
+  u.merger = detail::vision_merger_cost(vs.tokens,
+                                        static_cast<double>(vis.spatial_merge) * vis.spatial_merge,
+                                        vis.hidden, m.hidden, tp, roof);
+  u.layout.vision_layers = vis.depth;
+  u.layout.vision_layer_s =
+      layer_time_s(u.layout.first_stage ? u.folded_vision_layer : u.vision_layer);
+  u.layout.patch_s = detail::unit_time_s(u.patch);
+  u.layout.merger_s = detail::unit_time_s(u.merger);
+  u.vision_layer_params = detail::layer_params_per_gpu(detail::vision_layer_shape(vis, 1), par.tp);
+  u.patch_params = detail::vision_patch_inputs(vis) * vis.hidden;
+  u.merger_params = detail::vision_params_per_gpu(vis, m.hidden, par.tp) - u.patch_params -
+                    vis.depth * u.vision_layer_params;
+  // Between ViT stages: the patches' hidden states (sharded under SP like the LM's).
+  u.vision_output_bytes =
+      vs.tokens * vis.hidden * study.training.dtype_bytes / (par.sequence_parallel ? par.tp : 1.0);
+}
+
+StudyUnits study_units(const Study& study, const detail::TpSetup& tp,
+                       const detail::Roofline& roof) {
+  const ModelConfig& m = study.model;
+  const ParallelConfig& par = study.parallel;
+  const TrainingConfig& tr = study.training;
+  StudyUnits u;
+  u.samples = tr.micro_batch_size;
+  u.tokens = u.samples * tr.seq;
   const double t = par.tp;
   // Megatron pads the vocabulary to a multiple of 128 x tp (make-vocab-size-divisible-by 128).
   const double vocab_multiple = 128.0 * par.tp;
   const double padded_vocab = std::ceil(m.vocab / vocab_multiple) * vocab_multiple;
-  const double vocab_per_gpu = padded_vocab / t;
-
-  const detail::LayerShape lm = detail::lm_layer_shape(m, samples, tr.seq);
-  const double layer_params = detail::layer_params_per_gpu(lm, par.tp);
+  u.vocab_per_gpu = padded_vocab / t;
+  const detail::LayerShape lm = detail::lm_layer_shape(m, u.samples, tr.seq);
+  u.layer_params = detail::layer_params_per_gpu(lm, par.tp);
+  u.norm_params = lm.norm_params;
   const double optimizer_share = tr.distributed_optimizer ? par.dp : 1;
+  u.static_per_param = tr.weight_bytes_per_param + tr.grad_bytes_per_param +
+                       tr.optimizer_bytes_per_param / optimizer_share;
 
-  CostModel cm;
-  cm.tp = par.tp;
-  cm.gpus = study.cluster.gpus();
-  cm.peak_flops = profile.peak_flops;
-  cm.hbm_bytes = profile.hbm_bytes;
-  cm.fixed_overhead_bytes = profile.fixed_overhead_bytes;
-  cm.contention = profile.contention;
-  cm.copy_contention = profile.copy_contention;
-  cm.recompute = tr.recompute;
+  u.lm_layer = detail::layer_cost(lm, tp, roof, 0, false);
+  u.embedding = detail::embedding_cost(u.tokens, m.hidden, tp, roof,
+                                       m.position == PositionEmbedding::Learned, m.dropout);
+  u.head = detail::head_cost(u.tokens, m.hidden, u.vocab_per_gpu, tp, roof);
+  u.layout.lm_layers = m.layers;
+  u.layout.first_stage = study.layout.vision_placement == VisionPlacement::FirstStage;
+  u.layout.lm_layer_s = layer_time_s(u.lm_layer);
+  u.layout.embedding_s = detail::unit_time_s(u.embedding);
+  u.layout.head_s = detail::unit_time_s(u.head);
+  if (m.vision) add_vision_units(u, study, tp, roof);
+  u.lm_output_bytes = u.tokens * m.hidden * tr.dtype_bytes / (par.sequence_parallel ? t : 1);
+  return u;
+}
 
-  // The layer costs are identical for every layer of the LM (and of the ViT): compute once,
-  // relabel per layer.
-  const LayerCost lm_layer = detail::layer_cost(lm, tp, roof, 0, false);
-  const UnitCost embedding = detail::embedding_cost(
-      tokens, m.hidden, tp, roof, m.position == PositionEmbedding::Learned, m.dropout);
-  const UnitCost head = detail::head_cost(tokens, m.hidden, vocab_per_gpu, tp, roof);
-  detail::LayoutCosts lc;
-  lc.lm_layers = m.layers;
-  lc.first_stage = study.layout.vision_placement == VisionPlacement::FirstStage;
-  auto layer_s = [](const LayerCost& l) {
-    double t = 0;
-    for (const UnitCost& u : l) t += detail::unit_time_s(u);
-    return t;
-  };
-  lc.lm_layer_s = layer_s(lm_layer);
-  lc.embedding_s = detail::unit_time_s(embedding);
-  lc.head_s = detail::unit_time_s(head);
-  LayerCost vision_layer, folded_vision_layer;
-  UnitCost patch, merger;
-  double vision_layer_params = 0, patch_params = 0, merger_params = 0, vision_output_bytes = 0;
-  if (m.vision) {
-    const VisionConfig& vis = *m.vision;
-    const detail::LayerShape vs = detail::vision_layer_shape(vis, samples);
-    vision_layer = detail::layer_cost(vs, tp, roof, 0, true);
-    // Folded into stage 0's prologue, the ViT's units have no per-layer rerun: full
-    // recomputation applies to chunk layers only (the LM's, and a separate ViT's).
-    detail::TpSetup folded_tp = tp;
-    folded_tp.recompute_full = false;
-    folded_vision_layer = detail::layer_cost(vs, folded_tp, roof, 0, true);
-    patch = detail::vision_patch_cost(vs.tokens, detail::vision_patch_inputs(vis), vis.hidden, tp,
-                                      roof);
-    merger = detail::vision_merger_cost(vs.tokens,
-                                        static_cast<double>(vis.spatial_merge) * vis.spatial_merge,
-                                        vis.hidden, m.hidden, tp, roof);
-    lc.vision_layers = vis.depth;
-    lc.vision_layer_s = layer_s(lc.first_stage ? folded_vision_layer : vision_layer);
-    lc.patch_s = detail::unit_time_s(patch);
-    lc.merger_s = detail::unit_time_s(merger);
-    vision_layer_params = detail::layer_params_per_gpu(detail::vision_layer_shape(vis, 1), par.tp);
-    patch_params = detail::vision_patch_inputs(vis) * vis.hidden;
-    merger_params = detail::vision_params_per_gpu(vis, m.hidden, par.tp) - patch_params -
-                    vis.depth * vision_layer_params;
-    // Between ViT stages: the patches' hidden states (sharded under SP like the LM's).
-    vision_output_bytes = vs.tokens * vis.hidden * tr.dtype_bytes / (par.sequence_parallel ? t : 1);
+// One virtual stage's units in order, with the parameters each holds (for the gradient buckets:
+// a layer's parameters sit on its PreAttn unit, whose W is the layer's last in the backward) and
+// the static memory by part.
+class ChunkFiller {
+ public:
+  ChunkFiller(ChunkCost& chunk, double static_per_param)
+      : chunk_(chunk), static_per_param_(static_per_param) {}
+
+  void prologue(const UnitCost& u, double params, double& part) {
+    chunk_.prologue.push_back(u);
+    hold(params, part, 1);
   }
-  const int D = lc.vision_layers;
-  const std::vector<int> split_layers = detail::split_layers(study, virtual_stages, split, lc);
-  const bool folded = D > 0 && lc.first_stage;
-  const double lm_output_bytes =
-      tokens * m.hidden * tr.dtype_bytes / (par.sequence_parallel ? t : 1);
+  void layer(const LayerCost& l, double params) {
+    chunk_.layers.push_back(l);
+    hold(params, chunk_.parts.layers_bytes, 4);
+  }
+  void folded_layer(const LayerCost& l, double params) {
+    for (const UnitCost& u : l) chunk_.prologue.push_back(u);
+    hold(params, chunk_.parts.layers_bytes, 4);
+  }
+  void epilogue(const UnitCost& u, double params, double& part) {
+    chunk_.epilogue.push_back(u);
+    hold(params, part, 1);
+  }
+  // More parameters on the last unit added (the LM head's weight on the head unit).
+  void add_to_last(double params, double& part) {
+    unit_params_.back().second += params;
+    chunk_.params += params;
+    part += params * static_per_param_;
+  }
+  const std::vector<std::pair<int, double>>& unit_params() const { return unit_params_; }
 
-  // Bytes per parameter of static memory: weights, gradients, optimizer state (sharded over DP
-  // with the distributed optimizer).
-  const double static_per_param = tr.weight_bytes_per_param + tr.grad_bytes_per_param +
-                                  tr.optimizer_bytes_per_param / optimizer_share;
-  int next = 0;  // index in the combined sequence: ViT layers 0..D-1, then LM layers
-  for (int v = 0; v < virtual_stages; ++v) {
-    ChunkCost chunk;
-    chunk.virtual_stage = v;
-    // Parameters per unit (index in the chunk's unit order), for the gradient buckets; a layer's
-    // parameters sit on its PreAttn unit, whose W is the layer's last in the backward.
-    std::vector<std::pair<int, double>> unit_params;
-    int unit_index = 0;
-    auto held = [&](double params, double& part) {
-      unit_params.emplace_back(unit_index, params);
-      chunk.params += params;
-      part += params * static_per_param;
-    };
-    const int first = next, last = next + split_layers[v];  // [first, last)
-    StaticParts& parts = chunk.parts;
-    if (folded && v == 0) {
-      // The ViT folded into the first LM stage: patch embedding, its layers and the merger run
-      // before the embedding, unbraided (prologue units).
-      chunk.prologue.push_back(patch);
-      held(patch_params, parts.other_bytes);
-      ++unit_index;
-      for (int l = 0; l < D; ++l) {
-        for (UnitCost u : folded_vision_layer) {
-          u.layer = l;
-          chunk.prologue.push_back(u);
-        }
-        held(vision_layer_params, parts.layers_bytes);
-        unit_index += 4;
-      }
-      chunk.prologue.push_back(merger);
-      held(merger_params, parts.other_bytes);
-      ++unit_index;
-      next = D;
-    } else if (D > 0 && first == 0) {
-      chunk.prologue.push_back(patch);
-      held(patch_params, parts.other_bytes);
-      ++unit_index;
-    }
-    const bool embeds = (D == 0 || folded) ? v == 0 : (first <= D && D < last);
-    if (embeds) {
-      chunk.prologue.push_back(embedding);
-      chunk.embeds = true;
-      double params = vocab_per_gpu * m.hidden;
-      if (m.position == PositionEmbedding::Learned) {
-        params += static_cast<double>(m.max_positions) * m.hidden;
-      }
-      held(params, parts.embeddings_bytes);
-      ++unit_index;
-    }
-    for (; next < last; ++next) {
-      LayerCost layer = next < D ? vision_layer : lm_layer;
-      for (auto& u : layer) u.layer = next < D ? next : next - D;
-      chunk.layers.push_back(layer);
-      held(next < D ? vision_layer_params : layer_params, parts.layers_bytes);
-      unit_index += 4;
-    }
-    if (D > 0 && !folded && first < D && D <= last) {
-      chunk.epilogue.push_back(merger);
-      held(merger_params, parts.other_bytes);
-      ++unit_index;
-    }
-    if (v == virtual_stages - 1) {
-      chunk.epilogue.push_back(head);
-      // Final norm + LM head. With tied embeddings a last stage without the embedding holds a
-      // copy of it (Megatron keeps it there and all-reduces its gradient with the first stage);
-      // on the embedding's own chunk the head uses the embedding weight itself.
-      held(lm.norm_params * m.hidden, parts.other_bytes);
-      if (!(m.tied_embeddings && chunk.embeds)) {
-        const double before = parts.embeddings_bytes;
-        unit_params.back().second += vocab_per_gpu * m.hidden;
-        chunk.params += vocab_per_gpu * m.hidden;
-        parts.embeddings_bytes += vocab_per_gpu * m.hidden * static_per_param;
-        if (m.tied_embeddings) chunk.tied_copy_bytes = parts.embeddings_bytes - before;
-      }
-      ++unit_index;
-    }
-    // Megatron buckets only the first pipeline stage's first model chunk (DistributedDataParallel
-    // with disable_bucketing for later chunks and pp_rank > 0): virtual stage 0.
-    chunk.grad_buckets =
-        detail::grad_buckets(study, profile, unit_params, tr.overlap_grad_reduce && v == 0);
-    chunk.optimizer_s = roof.memory_s(detail::optimizer_bytes(tr, chunk.params, par.dp));
-    chunk.static_bytes = parts.layers_bytes + parts.embeddings_bytes + parts.other_bytes;
-    for_each_unit(chunk,
-                  [&](const UnitCost& u) { chunk.activation_bytes += sum_alloc(u, Phase::F); });
-    // A separate ViT stage sends the patches' hidden states, or after the merger the image
-    // tokens at the LM width (the text tokens join at the embedding on the next stage).
-    if (D > 0 && !folded && last < D) {
-      chunk.output_bytes = vision_output_bytes;
-    } else if (D > 0 && !folded && last == D) {
-      chunk.output_bytes = samples * m.vision->tokens_per_sample * m.hidden * tr.dtype_bytes;
-    } else {
-      chunk.output_bytes = lm_output_bytes;
-    }
-    cm.chunks.push_back(std::move(chunk));
+ private:
+  void hold(double params, double& part, int units) {
+    unit_params_.emplace_back(unit_index_, params);
+    chunk_.params += params;
+    part += params * static_per_param_;
+    unit_index_ += units;
   }
 
-  // Whole job, per iteration: every unit's FLOPs on one GPU x tp GPUs x microbatches x dp.
+  ChunkCost& chunk_;
+  double static_per_param_;
+  std::vector<std::pair<int, double>> unit_params_;
+  int unit_index_ = 0;
+};
+
+// The units of virtual stage v: layers [next, next + its count) of the combined sequence (ViT
+// layers 0..D-1, then the LM's); advances `next` past them.
+ChunkCost chunk_cost(const Study& study, const Profile& profile, const detail::Roofline& roof,
+                     const StudyUnits& su, int v, int virtual_stages, int layers, int& next) {
+  const ModelConfig& m = study.model;
+  const TrainingConfig& tr = study.training;
+  const int D = su.layout.vision_layers;
+  const bool folded = D > 0 && su.layout.first_stage;
+  ChunkCost chunk;
+  chunk.virtual_stage = v;
+  ChunkFiller fill(chunk, su.static_per_param);
+  StaticParts& parts = chunk.parts;
+  const int first = next, last = next + layers;  // [first, last)
+  if (folded && v == 0) {
+    // The ViT folded into the first LM stage: patch embedding, its layers and the merger run
+    // before the embedding, unbraided (prologue units).
+    fill.prologue(su.patch, su.patch_params, parts.other_bytes);
+    for (int l = 0; l < D; ++l) {
+      LayerCost layer = su.folded_vision_layer;
+      for (UnitCost& u : layer) u.layer = l;
+      fill.folded_layer(layer, su.vision_layer_params);
+    }
+    fill.prologue(su.merger, su.merger_params, parts.other_bytes);
+    next = D;
+  } else if (D > 0 && first == 0) {
+    fill.prologue(su.patch, su.patch_params, parts.other_bytes);
+  }
+  const bool embeds = (D == 0 || folded) ? v == 0 : (first <= D && D < last);
+  if (embeds) {
+    chunk.embeds = true;
+    double params = su.vocab_per_gpu * m.hidden;
+    if (m.position == PositionEmbedding::Learned) {
+      params += static_cast<double>(m.max_positions) * m.hidden;
+    }
+    fill.prologue(su.embedding, params, parts.embeddings_bytes);
+  }
+  for (; next < last; ++next) {
+    LayerCost layer = next < D ? su.vision_layer : su.lm_layer;
+    for (auto& u : layer) u.layer = next < D ? next : next - D;
+    fill.layer(layer, next < D ? su.vision_layer_params : su.layer_params);
+  }
+  if (D > 0 && !folded && first < D && D <= last) {
+    fill.epilogue(su.merger, su.merger_params, parts.other_bytes);
+  }
+  if (v == virtual_stages - 1) {
+    // Final norm + LM head. With tied embeddings a last stage without the embedding holds a
+    // copy of it (Megatron keeps it there and all-reduces its gradient with the first stage);
+    // on the embedding's own chunk the head uses the embedding weight itself.
+    fill.epilogue(su.head, su.norm_params * m.hidden, parts.other_bytes);
+    if (!(m.tied_embeddings && chunk.embeds)) {
+      const double before = parts.embeddings_bytes;
+      fill.add_to_last(su.vocab_per_gpu * m.hidden, parts.embeddings_bytes);
+      if (m.tied_embeddings) chunk.tied_copy_bytes = parts.embeddings_bytes - before;
+    }
+  }
+  // Megatron buckets only the first pipeline stage's first model chunk (DistributedDataParallel
+  // with disable_bucketing for later chunks and pp_rank > 0): virtual stage 0.
+  chunk.grad_buckets =
+      detail::grad_buckets(study, profile, fill.unit_params(), tr.overlap_grad_reduce && v == 0);
+  chunk.optimizer_s = roof.memory_s(detail::optimizer_bytes(tr, chunk.params, study.parallel.dp));
+  chunk.static_bytes = parts.layers_bytes + parts.embeddings_bytes + parts.other_bytes;
+  for_each_unit(chunk,
+                [&](const UnitCost& u) { chunk.activation_bytes += sum_alloc(u, Phase::F); });
+  // A separate ViT stage sends the patches' hidden states, or after the merger the image
+  // tokens at the LM width (the text tokens join at the embedding on the next stage).
+  if (D > 0 && !folded && last < D) {
+    chunk.output_bytes = su.vision_output_bytes;
+  } else if (D > 0 && !folded && last == D) {
+    chunk.output_bytes = su.samples * m.vision->tokens_per_sample * m.hidden * tr.dtype_bytes;
+  } else {
+    chunk.output_bytes = su.lm_output_bytes;
+  }
+  return chunk;
+}
+
+// Whole job, per iteration: every unit's FLOPs on one GPU x tp GPUs x microbatches x dp.
+void count_iteration(CostModel& cm, const Study& study, const StudyUnits& su) {
   double flops_per_microbatch = 0, hw_flops_per_microbatch = 0;
   for (const auto& c : cm.chunks) {
     for_each_unit(c, [&](const UnitCost& u) {
@@ -234,12 +270,19 @@ CostModel build_cost_model(const Study& study, const Profile& profile, int virtu
       hw_flops_per_microbatch += u.recompute.hw_flops;  // full recomputation's forward rerun
     });
   }
-  const double microbatches_per_iteration = static_cast<double>(tr.microbatches) * par.dp;
+  const double t = study.parallel.tp;
+  const double microbatches_per_iteration =
+      static_cast<double>(study.training.microbatches) * study.parallel.dp;
   cm.model_flops = flops_per_microbatch * t * microbatches_per_iteration;
   cm.hardware_flops = hw_flops_per_microbatch * t * microbatches_per_iteration;
-  cm.samples_per_iteration = samples * microbatches_per_iteration;
-  cm.tokens_per_iteration = tokens * microbatches_per_iteration;
+  cm.samples_per_iteration = su.samples * microbatches_per_iteration;
+  cm.tokens_per_iteration = su.tokens * microbatches_per_iteration;
+}
 
+// Where the pipeline ranks sit and what their links carry: P2P, the TP group's gather, host
+// copies.
+void set_links(CostModel& cm, const Study& study, const Profile& profile) {
+  const ParallelConfig& par = study.parallel;
   // Megatron's rank order (tp fastest, then dp, then pp): pipeline rank r's first GPU is r*tp*dp.
   for (int r = 0; r < par.pp; ++r) {
     cm.node_of_rank.push_back(r * par.tp * par.dp / study.cluster.gpus_per_node);
@@ -253,23 +296,58 @@ CostModel build_cost_model(const Study& study, const Profile& profile, int virtu
              it != profile.links.end()) {
     cm.inter_p2p_Bps = it->second.p2p_bandwidth_Bps;
   }
-  cm.dp = par.dp;
-  cm.overlap_grad_reduce = tr.overlap_grad_reduce;
-  cm.overlap_param_gather = tr.overlap_param_gather;
-  if (m.tied_embeddings && virtual_stages > 1) {
-    // finalize_model_grads._allreduce_word_embedding_grads: the fp32 main gradient of the
-    // embedding, all-reduced by the first and last stage's GPUs of each TP rank at once (a
-    // group of two, one member per node when the stages sit on different nodes).
-    cm.embedding_sync_bytes = vocab_per_gpu * m.hidden * tr.grad_bytes_per_param;
-    const bool same_node = cm.node_of_rank.front() == cm.node_of_rank.back();
-    cm.embedding_sync_s = dp_collective_time_s(study, profile, CollectiveKind::AllReduce, 2,
-                                               same_node ? 2 : 1, cm.embedding_sync_bytes);
-  }
-  cm.p2p_scatter_gather = tr.p2p_scatter_gather && !par.sequence_parallel && par.tp > 1;
+  cm.p2p_scatter_gather = study.training.p2p_scatter_gather && !par.sequence_parallel && par.tp > 1;
   cm.gather_latency_s = intra.latency_s;
   cm.gather_Bps = intra.bus_bandwidth_Bps;
   cm.d2h_Bps = profile.host_d2h_Bps;
   cm.h2d_Bps = profile.host_h2d_Bps;
+}
+
+// The step after the last backward (DESIGN §4): data-parallel sync and the tied embedding's
+// gradient all-reduce.
+void set_step(CostModel& cm, const Study& study, const Profile& profile, const StudyUnits& su,
+              int virtual_stages) {
+  const TrainingConfig& tr = study.training;
+  cm.dp = study.parallel.dp;
+  cm.overlap_grad_reduce = tr.overlap_grad_reduce;
+  cm.overlap_param_gather = tr.overlap_param_gather;
+  if (study.model.tied_embeddings && virtual_stages > 1) {
+    // finalize_model_grads._allreduce_word_embedding_grads: the fp32 main gradient of the
+    // embedding, all-reduced by the first and last stage's GPUs of each TP rank at once (a
+    // group of two, one member per node when the stages sit on different nodes).
+    cm.embedding_sync_bytes = su.vocab_per_gpu * study.model.hidden * tr.grad_bytes_per_param;
+    const bool same_node = cm.node_of_rank.front() == cm.node_of_rank.back();
+    cm.embedding_sync_s = dp_collective_time_s(study, profile, CollectiveKind::AllReduce, 2,
+                                               same_node ? 2 : 1, cm.embedding_sync_bytes);
+  }
+}
+
+}  // namespace
+
+CostModel build_cost_model(const Study& study, const Profile& profile, int virtual_stages,
+                           const LayerSplit& split) {
+  detail::Roofline roof{&profile};  // answers from profile.measured where it has tables
+  const detail::TpSetup tp = tp_setup(study, profile);
+  const StudyUnits su = study_units(study, tp, roof);
+  const std::vector<int> split_layers =
+      detail::split_layers(study, virtual_stages, split, su.layout);
+
+  CostModel cm;
+  cm.tp = study.parallel.tp;
+  cm.gpus = study.cluster.gpus();
+  cm.peak_flops = profile.peak_flops;
+  cm.hbm_bytes = profile.hbm_bytes;
+  cm.fixed_overhead_bytes = profile.fixed_overhead_bytes;
+  cm.contention = profile.contention;
+  cm.copy_contention = profile.copy_contention;
+  cm.recompute = study.training.recompute;
+  int next = 0;  // index in the combined sequence: ViT layers 0..D-1, then LM layers
+  for (int v = 0; v < virtual_stages; ++v)
+    cm.chunks.push_back(
+        chunk_cost(study, profile, roof, su, v, virtual_stages, split_layers[v], next));
+  count_iteration(cm, study, su);
+  set_links(cm, study, profile);
+  set_step(cm, study, profile, su, virtual_stages);
   return cm;
 }
 

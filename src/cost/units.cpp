@@ -77,234 +77,264 @@ void set_flops(PhaseCost& p, double flops) {
   p.hw_flops = flops;
 }
 
+// What the four units of a layer share: the notation of the file header, the TP collective
+// payload, and the backward kernels Megatron runs besides the GEMMs (docs/cost-model.md):
+// autograd's add of the residual path's gradient to the norm backward's (read 2, write 1, per
+// layer input), the norm's weight (and bias) gradient pass re-reading its input and output
+// gradient, the bias-gradient reductions (read the output gradient once) and the main-gradient
+// traffic of each W GEMM.
+struct LayerTerms {
+  const LayerShape& s;
+  const TpSetup& tp;
+  const Roofline& roof;
+  double t = 0, e = 0, T = 0, Ts = 0, h = 0, q = 0, k = 0, f = 0, fc1_width = 0;
+  double hidden_bytes = 0;  // one full activation: the TP collective payload
+  double residual_grad_s = 0, norm_param_grad_s = 0;
+  // Dropout backward on the hidden state: read the gradient and the 1-byte mask, write the
+  // gradient.
+  double dropout_bwd_bytes = 0;
+
+  // The measured RMSNorm kernel stands for the LM's norms (the ViT's LayerNorm is not measured);
+  // backward norms use it at their byte count.
+  double norm_s(double bytes) const {
+    return s.norm_params == 1 ? roof.kernel_s(ElementwiseKernel::RmsNorm, bytes)
+                              : roof.memory_s(bytes);
+  }
+  double main_grad_s(double weights) const { return roof.memory_s(tp.main_grad_bytes * weights); }
+};
+
+LayerTerms layer_terms(const LayerShape& s, const TpSetup& tp, const Roofline& roof) {
+  LayerTerms L{s, tp, roof};  // the rest below
+  L.t = tp.tp;
+  L.e = tp.dtype_bytes;
+  L.T = s.tokens;
+  L.Ts = tp.sp ? L.T / L.t : L.T;
+  L.h = s.hidden;
+  L.q = s.heads * s.head_dim;
+  L.k = s.kv_heads * s.head_dim;
+  L.f = s.ffn;
+  L.fc1_width = s.gated ? 2 * L.f : L.f;
+  L.hidden_bytes = L.T * L.h * L.e;
+  L.residual_grad_s = roof.memory_s(3 * L.Ts * L.h * L.e);
+  L.norm_param_grad_s = roof.memory_s(2 * L.Ts * L.h * L.e);
+  L.dropout_bwd_bytes = s.dropout ? L.Ts * L.h * (2 * L.e + 1) : 0;
+  return L;
+}
+
+// PreAttn: norm, QKV GEMM (column-parallel), RoPE on q and k.
+void pre_attn_cost(UnitCost& u, const LayerTerms& L) {
+  const LayerShape& s = L.s;
+  const Roofline& roof = L.roof;
+  const double t = L.t, e = L.e, T = L.T, Ts = L.Ts, h = L.h, q = L.q, k = L.k;
+  const double gemm = 2 * T * h * (q + 2 * k) / t;
+  const double norm_in = Ts * h * e, gemm_in = Ts * h * e;
+  const double grad_out = T * (q + 2 * k) / t * e;
+  // Read + write q and k; learned positions (GPT) are added at the embedding instead.
+  const double rope_bytes = s.rope ? 2 * T * (q + k) / t * e : 0;
+  auto rope_s = [&] { return s.rope ? roof.kernel_s(ElementwiseKernel::Rope, rope_bytes) : 0.0; };
+  const double qkv_width = (q + 2 * k) / t;
+  timed(u[Phase::F], roof, [&] {
+    return L.norm_s(2 * Ts * h * e) + roof.linear_s(T, h, qkv_width, Phase::F) + rope_s();
+  });
+  set_flops(u[Phase::F], gemm);
+  u[Phase::F].alloc_bytes = norm_in + gemm_in;
+  timed(u[Phase::B], roof, [&] {
+    return rope_s() + roof.linear_s(T, h, qkv_width, Phase::B) + L.norm_s(3 * Ts * h * e) +
+           L.residual_grad_s;
+  });
+  set_flops(u[Phase::B], gemm);
+  u[Phase::B].alloc_bytes = grad_out;
+  u[Phase::B].free_bytes = norm_in;
+  timed(u[Phase::W], roof, [&] {
+    return roof.linear_s(T, h, qkv_width, Phase::W) + L.norm_param_grad_s +
+           L.main_grad_s(h * qkv_width) + (s.qkv_bias ? roof.memory_s(grad_out) : 0);
+  });
+  set_flops(u[Phase::W], gemm);
+  u[Phase::W].free_bytes = gemm_in + grad_out;
+  column_collectives(u, L.tp, L.hidden_bytes);
+}
+
+// Attn: core attention, out-projection (row-parallel), residual add (with the hidden dropout
+// of GPT models fused into it).
+void attn_cost(UnitCost& u, const LayerTerms& L) {
+  const LayerShape& s = L.s;
+  const Roofline& roof = L.roof;
+  const double t = L.t, e = L.e, T = L.T, Ts = L.Ts, h = L.h, q = L.q, k = L.k;
+  // Scores QK^T and P.V: 2 x 2 x seq x q FLOPs per token, half of it when causal (model FLOPs).
+  const double core = (s.causal ? 2 : 4) * T * s.seq * q / t;
+  const double proj = 2 * T * q * h / t;
+  const double qkv = T * (q + 2 * k) / t * e, out = T * q / t * e;
+  const double grad_out = T * h * e;  // the output gradient arrives whole (gathered under SP)
+  const double mask = s.dropout ? Ts * h : 0;  // hidden dropout mask, 1 byte per element
+  const double residual_s = roof.memory_s(3 * Ts * h * e + mask);
+  const double samples = T / s.seq;
+  auto attention = [&](bool backward, double flops) {
+    return roof.attention_s(samples, s.seq, s.heads / t, s.kv_heads / t, s.head_dim, s.causal,
+                            backward, flops);
+  };
+  // The core attention forward (also its rerun) and backward: time, hardware FLOPs, and the
+  // s x s bytes it saves. Times are computed inside `timed` so measured tables tag the phase.
+  std::function<double()> core_fwd_s, core_bwd_s;
+  double core_hw = 0, core_bwd_hw = 0, scores_saved = 0;
+  if (s.flash) {
+    // FlashAttention skips the masked half and stores no s x s matrix; its backward recomputes
+    // QK^T (2.5 x the forward FLOPs).
+    core_fwd_s = [&] { return attention(false, core); };
+    core_bwd_s = [&] { return attention(true, 2.5 * core); };
+    core_hw = core;
+    core_bwd_hw = 2.5 * core;
+  } else {
+    // Megatron's unfused attention: QK^T and P.V as batched GEMMs over the full s x s (the
+    // causal mask is applied in the softmax), elementwise passes over the scores. Per score
+    // element (heads/t x seq x tokens of them): forward writes QK^T (2 B), softmax reads and
+    // writes (4 B), dropout reads, writes and stores its mask (5 B), P.V reads (2 B); backward
+    // writes dP (2 B), reads P for dV (2 B), dropout backward (5 B), softmax backward reads
+    // dP and P and writes dS (6 B), dQ and dK read dS (4 B). Saved: softmax output (2 B), and
+    // with dropout its mask (1 B) and output (2 B) — Korthikanti et al.'s 5as^2b.
+    const double scores = s.heads / t * s.seq * T;
+    const double full = 4 * T * s.seq * q / t;
+    const double drop = s.dropout ? 5 : 0;
+    core_fwd_s = [&roof, full, drop, scores] {
+      return roof.gemm_s(full) + roof.memory_s((8 + drop) * scores);
+    };
+    core_bwd_s = [&roof, full, drop, scores] {
+      return roof.gemm_s(2 * full) + roof.memory_s((14 + drop) * scores);
+    };
+    core_hw = full;
+    core_bwd_hw = 2 * full;
+    scores_saved = (s.dropout ? 5 : 2) * scores;
+  }
+  // Unfused attention: the context is permuted back to [s, b, h] with a copy (.contiguous());
+  // its backward copies the gradient the other way. Both paths concatenate the q, k, v
+  // gradients into the fused QKV gradient (the backward of the split).
+  const double permute_bytes = s.flash ? 0 : 2 * out;
+  const double qkv_cat_bytes = 2 * qkv;
+  timed(u[Phase::F], roof, [&] {
+    return core_fwd_s() + roof.memory_s(permute_bytes) + roof.linear_s(T, q / t, h, Phase::F) +
+           residual_s;
+  });
+  u[Phase::F].flops = core + proj;
+  u[Phase::F].hw_flops = core_hw + proj;
+  // Selective recomputation (Megatron: core attention) keeps no s x s scores: the backward runs
+  // the core attention forward again, holding its scores only while it runs. With
+  // FlashAttention it saves no memory (no scores are stored), so it only costs time.
+  const bool rerun = L.tp.recompute_attention;
+  u[Phase::F].alloc_bytes = qkv + out + mask + (rerun ? 0 : scores_saved);
+  timed(u[Phase::B], roof, [&] {
+    return roof.memory_s(L.dropout_bwd_bytes) + roof.linear_s(T, q / t, h, Phase::B) +
+           roof.memory_s(permute_bytes) + (rerun ? core_fwd_s() : 0) + core_bwd_s() +
+           roof.memory_s(qkv_cat_bytes);
+  });
+  u[Phase::B].flops = 2 * core + proj;  // model FLOPs: backward = 2 x forward
+  u[Phase::B].hw_flops = core_bwd_hw + (rerun ? core_hw : 0) + proj;
+  u[Phase::B].alloc_bytes = grad_out + (rerun ? scores_saved : 0);
+  u[Phase::B].free_bytes = qkv + mask + scores_saved;
+  timed(u[Phase::W], roof, [&] {
+    return roof.linear_s(T, q / t, h, Phase::W) + L.main_grad_s(q / t * h) +
+           (s.proj_bias ? roof.memory_s(Ts * h * e) : 0);
+  });
+  set_flops(u[Phase::W], proj);
+  u[Phase::W].free_bytes = out + grad_out;
+  row_collectives(u, L.tp, L.hidden_bytes);
+}
+
+// PreMLP: norm, FC1 (gate + up for SwiGLU; column-parallel).
+void pre_mlp_cost(UnitCost& u, const LayerTerms& L) {
+  const LayerShape& s = L.s;
+  const Roofline& roof = L.roof;
+  const double t = L.t, e = L.e, T = L.T, Ts = L.Ts, h = L.h, fc1_width = L.fc1_width;
+  const double gemm = 2 * T * h * fc1_width / t;
+  const double norm_in = Ts * h * e, gemm_in = Ts * h * e;
+  const double grad_out = T * fc1_width / t * e;
+  timed(u[Phase::F], roof,
+        [&] { return L.norm_s(2 * Ts * h * e) + roof.linear_s(T, h, fc1_width / t, Phase::F); });
+  set_flops(u[Phase::F], gemm);
+  u[Phase::F].alloc_bytes = norm_in + gemm_in;
+  timed(u[Phase::B], roof, [&] {
+    return roof.linear_s(T, h, fc1_width / t, Phase::B) + L.norm_s(3 * Ts * h * e) +
+           L.residual_grad_s;
+  });
+  set_flops(u[Phase::B], gemm);
+  u[Phase::B].alloc_bytes = grad_out;
+  u[Phase::B].free_bytes = norm_in;
+  timed(u[Phase::W], roof, [&] {
+    return roof.linear_s(T, h, fc1_width / t, Phase::W) + L.norm_param_grad_s +
+           L.main_grad_s(h * fc1_width / t) + (s.mlp_bias ? roof.memory_s(grad_out) : 0);
+  });
+  set_flops(u[Phase::W], gemm);
+  u[Phase::W].free_bytes = gemm_in + grad_out;
+  column_collectives(u, L.tp, L.hidden_bytes);
+}
+
+// MLP: activation (SwiGLU or GELU), FC2 (row-parallel), residual add.
+void mlp_cost(UnitCost& u, const LayerTerms& L) {
+  const LayerShape& s = L.s;
+  const Roofline& roof = L.roof;
+  const double t = L.t, e = L.e, T = L.T, Ts = L.Ts, h = L.h, f = L.f, fc1_width = L.fc1_width;
+  const double gemm = 2 * T * f * h / t;
+  const double act_in = T * fc1_width / t * e, fc2_in = T * f / t * e;
+  const double grad_out = T * h * e;
+  // Activation kernel: read its inputs, write f; backward reads dy and the inputs, writes their
+  // gradients.
+  const double act_fwd_bytes = act_in + fc2_in;
+  const double act_bwd_bytes = fc2_in + 2 * act_in;
+  const double mask = s.dropout ? Ts * h : 0;  // hidden dropout mask, 1 byte per element
+  // The measured SwiGLU kernel stands for the gated activation (GELU is not measured).
+  auto act_s = [&](double bytes) {
+    return s.gated ? roof.kernel_s(ElementwiseKernel::SwiGLU, bytes) : roof.memory_s(bytes);
+  };
+  timed(u[Phase::F], roof, [&] {
+    return act_s(act_fwd_bytes) + roof.linear_s(T, f / t, h, Phase::F) +
+           roof.memory_s(3 * Ts * h * e + mask);
+  });
+  set_flops(u[Phase::F], gemm);
+  u[Phase::F].alloc_bytes = act_in + fc2_in + mask;
+  timed(u[Phase::B], roof, [&] {
+    return roof.memory_s(L.dropout_bwd_bytes) + roof.linear_s(T, f / t, h, Phase::B) +
+           act_s(act_bwd_bytes);
+  });
+  set_flops(u[Phase::B], gemm);
+  u[Phase::B].alloc_bytes = grad_out;
+  u[Phase::B].free_bytes = act_in + mask;
+  timed(u[Phase::W], roof, [&] {
+    return roof.linear_s(T, f / t, h, Phase::W) + L.main_grad_s(f / t * h) +
+           (s.proj_bias ? roof.memory_s(Ts * h * e) : 0);
+  });
+  set_flops(u[Phase::W], gemm);
+  u[Phase::W].free_bytes = fc2_in + grad_out;
+  row_collectives(u, L.tp, L.hidden_bytes);
+}
+
+// Full recomputation (Megatron --recompute-granularity full, one layer per checkpoint): the
+// forward saves only the layer input (PreAttn's norm input, sharded under SP); the backward
+// first runs the whole forward again, with its collectives, saving what B and W then free.
+// The rerun's norm input is the kept layer input itself, not a second copy.
+void recompute_whole_layer(LayerCost& c, const LayerTerms& L) {
+  const double layer_input = L.Ts * L.h * L.e;
+  for (UnitCost& u : c) {
+    PhaseCost& f = u[Phase::F];
+    u.recompute = f;
+    u.recompute.flops = 0;  // not model FLOPs
+    const double kept = u.kind == UnitKind::PreAttn ? layer_input : 0;
+    u.recompute.alloc_bytes = f.alloc_bytes - kept;
+    f.alloc_bytes = kept;
+  }
+}
+
 }  // namespace
 
 LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roof, int layer,
                      bool vision) {
-  const double t = tp.tp;
-  const double e = tp.dtype_bytes;
-  const double T = s.tokens;
-  const double Ts = tp.sp ? T / t : T;
-  const double h = s.hidden;
-  const double q = s.heads * s.head_dim;
-  const double k = s.kv_heads * s.head_dim;
-  const double f = s.ffn;
-  const double fc1_width = s.gated ? 2 * f : f;
-  const double hidden_bytes = T * h * e;  // one full activation: the TP collective payload
-  // The measured RMSNorm kernel stands for the LM's norms (the ViT's LayerNorm is not measured);
-  // backward norms use it at their byte count.
-  auto norm_s = [&](double bytes) {
-    return s.norm_params == 1 ? roof.kernel_s(ElementwiseKernel::RmsNorm, bytes)
-                              : roof.memory_s(bytes);
-  };
-
-  // Backward kernels Megatron runs besides the GEMMs (docs/cost-model.md): autograd's add of the
-  // residual path's gradient to the norm backward's (read 2, write 1, per layer input), the norm's
-  // weight (and bias) gradient pass re-reading its input and output gradient, the bias-gradient
-  // reductions (read the output gradient once) and the main-gradient traffic of each W GEMM.
-  const double residual_grad_s = roof.memory_s(3 * Ts * h * e);
-  const double norm_param_grad_s = roof.memory_s(2 * Ts * h * e);
-  auto main_grad_s = [&](double weights) { return roof.memory_s(tp.main_grad_bytes * weights); };
-  // Dropout backward on the hidden state: read the gradient and the 1-byte mask, write the
-  // gradient.
-  const double dropout_bwd_bytes = s.dropout ? Ts * h * (2 * e + 1) : 0;
-
+  const LayerTerms L = layer_terms(s, tp, roof);
   LayerCost c{make_unit(UnitKind::PreAttn, layer, vision, tp.source),
               make_unit(UnitKind::Attn, layer, vision, tp.source),
               make_unit(UnitKind::PreMLP, layer, vision, tp.source),
               make_unit(UnitKind::MLP, layer, vision, tp.source)};
-
-  // PreAttn: norm, QKV GEMM (column-parallel), RoPE on q and k.
-  {
-    UnitCost& u = c[0];
-    const double gemm = 2 * T * h * (q + 2 * k) / t;
-    const double norm_in = Ts * h * e, gemm_in = Ts * h * e;
-    const double grad_out = T * (q + 2 * k) / t * e;
-    // Read + write q and k; learned positions (GPT) are added at the embedding instead.
-    const double rope_bytes = s.rope ? 2 * T * (q + k) / t * e : 0;
-    auto rope_s = [&] { return s.rope ? roof.kernel_s(ElementwiseKernel::Rope, rope_bytes) : 0.0; };
-    const double qkv_width = (q + 2 * k) / t;
-    timed(u[Phase::F], roof, [&] {
-      return norm_s(2 * Ts * h * e) + roof.linear_s(T, h, qkv_width, Phase::F) + rope_s();
-    });
-    set_flops(u[Phase::F], gemm);
-    u[Phase::F].alloc_bytes = norm_in + gemm_in;
-    timed(u[Phase::B], roof, [&] {
-      return rope_s() + roof.linear_s(T, h, qkv_width, Phase::B) + norm_s(3 * Ts * h * e) +
-             residual_grad_s;
-    });
-    set_flops(u[Phase::B], gemm);
-    u[Phase::B].alloc_bytes = grad_out;
-    u[Phase::B].free_bytes = norm_in;
-    timed(u[Phase::W], roof, [&] {
-      return roof.linear_s(T, h, qkv_width, Phase::W) + norm_param_grad_s +
-             main_grad_s(h * qkv_width) + (s.qkv_bias ? roof.memory_s(grad_out) : 0);
-    });
-    set_flops(u[Phase::W], gemm);
-    u[Phase::W].free_bytes = gemm_in + grad_out;
-    column_collectives(u, tp, hidden_bytes);
-  }
-
-  // Attn: core attention, out-projection (row-parallel), residual add (with the hidden dropout
-  // of GPT models fused into it).
-  {
-    UnitCost& u = c[1];
-    // Scores QK^T and P.V: 2 x 2 x seq x q FLOPs per token, half of it when causal (model FLOPs).
-    const double core = (s.causal ? 2 : 4) * T * s.seq * q / t;
-    const double proj = 2 * T * q * h / t;
-    const double qkv = T * (q + 2 * k) / t * e, out = T * q / t * e;
-    const double grad_out = T * h * e;  // the output gradient arrives whole (gathered under SP)
-    const double mask = s.dropout ? Ts * h : 0;  // hidden dropout mask, 1 byte per element
-    const double residual_s = roof.memory_s(3 * Ts * h * e + mask);
-    const double samples = T / s.seq;
-    auto attention = [&](bool backward, double flops) {
-      return roof.attention_s(samples, s.seq, s.heads / t, s.kv_heads / t, s.head_dim, s.causal,
-                              backward, flops);
-    };
-    // The core attention forward (also its rerun) and backward: time, hardware FLOPs, and the
-    // s x s bytes it saves. Times are computed inside `timed` so measured tables tag the phase.
-    std::function<double()> core_fwd_s, core_bwd_s;
-    double core_hw = 0, core_bwd_hw = 0, scores_saved = 0;
-    if (s.flash) {
-      // FlashAttention skips the masked half and stores no s x s matrix; its backward recomputes
-      // QK^T (2.5 x the forward FLOPs).
-      core_fwd_s = [&] { return attention(false, core); };
-      core_bwd_s = [&] { return attention(true, 2.5 * core); };
-      core_hw = core;
-      core_bwd_hw = 2.5 * core;
-    } else {
-      // Megatron's unfused attention: QK^T and P.V as batched GEMMs over the full s x s (the
-      // causal mask is applied in the softmax), elementwise passes over the scores. Per score
-      // element (heads/t x seq x tokens of them): forward writes QK^T (2 B), softmax reads and
-      // writes (4 B), dropout reads, writes and stores its mask (5 B), P.V reads (2 B); backward
-      // writes dP (2 B), reads P for dV (2 B), dropout backward (5 B), softmax backward reads
-      // dP and P and writes dS (6 B), dQ and dK read dS (4 B). Saved: softmax output (2 B), and
-      // with dropout its mask (1 B) and output (2 B) — Korthikanti et al.'s 5as^2b.
-      const double scores = s.heads / t * s.seq * T;
-      const double full = 4 * T * s.seq * q / t;
-      const double drop = s.dropout ? 5 : 0;
-      core_fwd_s = [&roof, full, drop, scores] {
-        return roof.gemm_s(full) + roof.memory_s((8 + drop) * scores);
-      };
-      core_bwd_s = [&roof, full, drop, scores] {
-        return roof.gemm_s(2 * full) + roof.memory_s((14 + drop) * scores);
-      };
-      core_hw = full;
-      core_bwd_hw = 2 * full;
-      scores_saved = (s.dropout ? 5 : 2) * scores;
-    }
-    // Unfused attention: the context is permuted back to [s, b, h] with a copy (.contiguous());
-    // its backward copies the gradient the other way. Both paths concatenate the q, k, v
-    // gradients into the fused QKV gradient (the backward of the split).
-    const double permute_bytes = s.flash ? 0 : 2 * out;
-    const double qkv_cat_bytes = 2 * qkv;
-    timed(u[Phase::F], roof, [&] {
-      return core_fwd_s() + roof.memory_s(permute_bytes) + roof.linear_s(T, q / t, h, Phase::F) +
-             residual_s;
-    });
-    u[Phase::F].flops = core + proj;
-    u[Phase::F].hw_flops = core_hw + proj;
-    // Selective recomputation (Megatron: core attention) keeps no s x s scores: the backward runs
-    // the core attention forward again, holding its scores only while it runs. With
-    // FlashAttention it saves no memory (no scores are stored), so it only costs time.
-    const bool rerun = tp.recompute_attention;
-    u[Phase::F].alloc_bytes = qkv + out + mask + (rerun ? 0 : scores_saved);
-    timed(u[Phase::B], roof, [&] {
-      return roof.memory_s(dropout_bwd_bytes) + roof.linear_s(T, q / t, h, Phase::B) +
-             roof.memory_s(permute_bytes) + (rerun ? core_fwd_s() : 0) + core_bwd_s() +
-             roof.memory_s(qkv_cat_bytes);
-    });
-    u[Phase::B].flops = 2 * core + proj;  // model FLOPs: backward = 2 x forward
-    u[Phase::B].hw_flops = core_bwd_hw + (rerun ? core_hw : 0) + proj;
-    u[Phase::B].alloc_bytes = grad_out + (rerun ? scores_saved : 0);
-    u[Phase::B].free_bytes = qkv + mask + scores_saved;
-    timed(u[Phase::W], roof, [&] {
-      return roof.linear_s(T, q / t, h, Phase::W) + main_grad_s(q / t * h) +
-             (s.proj_bias ? roof.memory_s(Ts * h * e) : 0);
-    });
-    set_flops(u[Phase::W], proj);
-    u[Phase::W].free_bytes = out + grad_out;
-    row_collectives(u, tp, hidden_bytes);
-  }
-
-  // PreMLP: norm, FC1 (gate + up for SwiGLU; column-parallel).
-  {
-    UnitCost& u = c[2];
-    const double gemm = 2 * T * h * fc1_width / t;
-    const double norm_in = Ts * h * e, gemm_in = Ts * h * e;
-    const double grad_out = T * fc1_width / t * e;
-    timed(u[Phase::F], roof,
-          [&] { return norm_s(2 * Ts * h * e) + roof.linear_s(T, h, fc1_width / t, Phase::F); });
-    set_flops(u[Phase::F], gemm);
-    u[Phase::F].alloc_bytes = norm_in + gemm_in;
-    timed(u[Phase::B], roof, [&] {
-      return roof.linear_s(T, h, fc1_width / t, Phase::B) + norm_s(3 * Ts * h * e) +
-             residual_grad_s;
-    });
-    set_flops(u[Phase::B], gemm);
-    u[Phase::B].alloc_bytes = grad_out;
-    u[Phase::B].free_bytes = norm_in;
-    timed(u[Phase::W], roof, [&] {
-      return roof.linear_s(T, h, fc1_width / t, Phase::W) + norm_param_grad_s +
-             main_grad_s(h * fc1_width / t) + (s.mlp_bias ? roof.memory_s(grad_out) : 0);
-    });
-    set_flops(u[Phase::W], gemm);
-    u[Phase::W].free_bytes = gemm_in + grad_out;
-    column_collectives(u, tp, hidden_bytes);
-  }
-
-  // MLP: activation (SwiGLU or GELU), FC2 (row-parallel), residual add.
-  {
-    UnitCost& u = c[3];
-    const double gemm = 2 * T * f * h / t;
-    const double act_in = T * fc1_width / t * e, fc2_in = T * f / t * e;
-    const double grad_out = T * h * e;
-    // Activation kernel: read its inputs, write f; backward reads dy and the inputs, writes their
-    // gradients.
-    const double act_fwd_bytes = act_in + fc2_in;
-    const double act_bwd_bytes = fc2_in + 2 * act_in;
-    const double mask = s.dropout ? Ts * h : 0;  // hidden dropout mask, 1 byte per element
-    // The measured SwiGLU kernel stands for the gated activation (GELU is not measured).
-    auto act_s = [&](double bytes) {
-      return s.gated ? roof.kernel_s(ElementwiseKernel::SwiGLU, bytes) : roof.memory_s(bytes);
-    };
-    timed(u[Phase::F], roof, [&] {
-      return act_s(act_fwd_bytes) + roof.linear_s(T, f / t, h, Phase::F) +
-             roof.memory_s(3 * Ts * h * e + mask);
-    });
-    set_flops(u[Phase::F], gemm);
-    u[Phase::F].alloc_bytes = act_in + fc2_in + mask;
-    timed(u[Phase::B], roof, [&] {
-      return roof.memory_s(dropout_bwd_bytes) + roof.linear_s(T, f / t, h, Phase::B) +
-             act_s(act_bwd_bytes);
-    });
-    set_flops(u[Phase::B], gemm);
-    u[Phase::B].alloc_bytes = grad_out;
-    u[Phase::B].free_bytes = act_in + mask;
-    timed(u[Phase::W], roof, [&] {
-      return roof.linear_s(T, f / t, h, Phase::W) + main_grad_s(f / t * h) +
-             (s.proj_bias ? roof.memory_s(Ts * h * e) : 0);
-    });
-    set_flops(u[Phase::W], gemm);
-    u[Phase::W].free_bytes = fc2_in + grad_out;
-    row_collectives(u, tp, hidden_bytes);
-  }
-
-  // Full recomputation (Megatron --recompute-granularity full, one layer per checkpoint): the
-  // forward saves only the layer input (PreAttn's norm input, sharded under SP); the backward
-  // first runs the whole forward again, with its collectives, saving what B and W then free.
-  // The rerun's norm input is the kept layer input itself, not a second copy.
-  if (tp.recompute_full) {
-    const double layer_input = Ts * h * e;
-    for (UnitCost& u : c) {
-      PhaseCost& f = u[Phase::F];
-      u.recompute = f;
-      u.recompute.flops = 0;  // not model FLOPs
-      const double kept = u.kind == UnitKind::PreAttn ? layer_input : 0;
-      u.recompute.alloc_bytes = f.alloc_bytes - kept;
-      f.alloc_bytes = kept;
-    }
-  }
+  pre_attn_cost(c[0], L);
+  attn_cost(c[1], L);
+  pre_mlp_cost(c[2], L);
+  mlp_cost(c[3], L);
+  if (tp.recompute_full) recompute_whole_layer(c, L);
   return c;
 }
 

@@ -107,9 +107,8 @@ ScheduleKey schedule_key(const Configuration& c, const ScheduleOptions& o) {
   return {c.schedule, o.pp, o.vpp, o.microbatches};
 }
 
-CostKey cost_key(const Configuration& c, int virtual_stages) {
-  return {c.tp,          c.pp, c.seq, c.mbs, c.microbatches, c.sp, static_cast<int>(c.recompute),
-          virtual_stages};
+CostKey cost_key(const Study& study, int virtual_stages) {
+  return {study.parallel, study.training, virtual_stages};
 }
 
 void finish(Evaluation& e, const Study& study, const Schedule& schedule, const CostModel& cost,

@@ -3,12 +3,12 @@
 // report -> memory cap), and a thread pool over indices. Internal to src/explore.
 #pragma once
 
+#include <compare>
 #include <exception>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "braid/cost_model.hpp"
@@ -39,12 +39,23 @@ double cap_bytes(const Profile& profile, const ExploreOptions& options);
 // Largest static bytes of a rank (weights, gradients, optimizer state; no fixed overhead).
 double max_static_bytes(const CostModel& cost, const Schedule& schedule);
 
-// Everything a schedule depends on, and everything build_cost_model reads that varies.
-using ScheduleKey = std::tuple<std::string, int, int, int>;  // name, pp, vpp, m
-using CostKey =
-    std::tuple<int, int, int, int, int, bool, int, int>;  // tp pp seq mbs m sp rc stages
+// Everything a schedule depends on: its name and the sizes make_schedule reads.
+struct ScheduleKey {
+  std::string schedule;
+  int pp = 0, vpp = 0, microbatches = 0;
+  auto operator<=>(const ScheduleKey&) const = default;
+};
+// Everything build_cost_model reads that varies between configurations: the prepared study's
+// parallel and training settings (whole, so a new field cannot be left out) and the number of
+// virtual stages. Model, cluster and layout are the base study's, the same for every row.
+struct CostKey {
+  ParallelConfig parallel;
+  TrainingConfig training;
+  int virtual_stages = 0;
+  auto operator<=>(const CostKey&) const = default;
+};
 ScheduleKey schedule_key(const Configuration& c, const ScheduleOptions& o);
-CostKey cost_key(const Configuration& c, int virtual_stages);
+CostKey cost_key(const Study& study, int virtual_stages);
 
 // lower -> simulate -> make_report, then the status against the cap. Fills e.report, e.status,
 // e.reason, e.static_gib, e.model_peak_gib, e.dp, e.gpus.

@@ -62,8 +62,9 @@ Workbench build_workbench(const Study& base, const Profile& profile,
   owner.clear();
   for (int i = 0; i < n; ++i) {
     if (wb.schedule_of[i] < 0) continue;
-    auto [it, added] = cost_index.emplace(cost_key(configs[i], wb.schedule(i).virtual_stages()),
-                                          static_cast<int>(cost_index.size()));
+    auto [it, added] =
+        cost_index.emplace(cost_key(wb.prepared[i]->study, wb.schedule(i).virtual_stages()),
+                           static_cast<int>(cost_index.size()));
     if (added) owner.push_back(i);
     wb.cost_of[i] = it->second;
   }

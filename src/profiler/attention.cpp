@@ -548,14 +548,6 @@ AttentionTimes time_attention(Gemm& gemm, cudnnHandle_t cudnn, cudaStream_t stre
 
 namespace {
 
-std::vector<float> to_host(const DeviceBuffer& d) {
-  std::vector<std::uint16_t> raw(d.bytes() / 2);
-  BRAID_CUDA(cudaMemcpy(raw.data(), d.get(), d.bytes(), cudaMemcpyDeviceToHost));
-  std::vector<float> out(raw.size());
-  for (std::size_t i = 0; i < raw.size(); ++i) out[i] = bf16_to_float(raw[i]);
-  return out;
-}
-
 void expect_close(const char* kernel, const std::vector<float>& got,
                   const std::vector<double>& want, double tol) {
   double err = 0, ref = 0;
@@ -587,7 +579,8 @@ FusedStatus check_attention(Gemm& gemm, cudnnHandle_t cudnn, cudaStream_t stream
   BRAID_CUDA(cudaMemcpyAsync(static_cast<char*>(v.get()) + elems, v.get(), elems,
                              cudaMemcpyDeviceToDevice, stream));
   BRAID_CUDA(cudaStreamSynchronize(stream));
-  const auto hq = to_host(q), hk = to_host(k), hv = to_host(v), hdo = to_host(d_o);
+  const auto hq = bf16_to_host(q), hk = bf16_to_host(k), hv = bf16_to_host(v),
+             hdo = bf16_to_host(d_o);
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   FusedStatus status;
   for (const bool causal : {true, false}) {
@@ -644,10 +637,10 @@ FusedStatus check_attention(Gemm& gemm, cudnnHandle_t cudnn, cudaStream_t stream
     BRAID_CUDA(cudaStreamSynchronize(stream));
     const std::string tag = causal ? " (causal)" : " (full)";
     // bf16 P and scores: a few bf16 ulps of the largest value.
-    expect_close(("attention forward, unfused" + tag).c_str(), to_host(o), ro, 3e-2);
-    expect_close(("attention backward dQ, unfused" + tag).c_str(), to_host(dq), rdq, 5e-2);
-    expect_close(("attention backward dK, unfused" + tag).c_str(), to_host(dk), rdk, 5e-2);
-    expect_close(("attention backward dV, unfused" + tag).c_str(), to_host(dv), rdv, 5e-2);
+    expect_close(("attention forward, unfused" + tag).c_str(), bf16_to_host(o), ro, 3e-2);
+    expect_close(("attention backward dQ, unfused" + tag).c_str(), bf16_to_host(dq), rdq, 5e-2);
+    expect_close(("attention backward dK, unfused" + tag).c_str(), bf16_to_host(dk), rdk, 5e-2);
+    expect_close(("attention backward dV, unfused" + tag).c_str(), bf16_to_host(dv), rdv, 5e-2);
 
     if (status.fwd_problem.empty()) {
       std::string why;
@@ -660,7 +653,7 @@ FusedStatus check_attention(Gemm& gemm, cudnnHandle_t cudnn, cudaStream_t stream
         fused->run({q.get(), k.get(), v.get(), o.get(), stats.get()});
         BRAID_CUDA(cudaStreamSynchronize(stream));
         try {
-          expect_close(("attention forward, cuDNN SDPA" + tag).c_str(), to_host(o), ro, 3e-2);
+          expect_close(("attention forward, cuDNN SDPA" + tag).c_str(), bf16_to_host(o), ro, 3e-2);
         } catch (const CheckError& e) {
           status.fwd_problem = e.what();
         }
@@ -685,9 +678,12 @@ FusedStatus check_attention(Gemm& gemm, cudnnHandle_t cudnn, cudaStream_t stream
                     dv.get()});
         BRAID_CUDA(cudaStreamSynchronize(stream));
         try {
-          expect_close(("attention backward dQ, cuDNN SDPA" + tag).c_str(), to_host(dq), rdq, 5e-2);
-          expect_close(("attention backward dK, cuDNN SDPA" + tag).c_str(), to_host(dk), rdk, 5e-2);
-          expect_close(("attention backward dV, cuDNN SDPA" + tag).c_str(), to_host(dv), rdv, 5e-2);
+          expect_close(("attention backward dQ, cuDNN SDPA" + tag).c_str(), bf16_to_host(dq), rdq,
+                       5e-2);
+          expect_close(("attention backward dK, cuDNN SDPA" + tag).c_str(), bf16_to_host(dk), rdk,
+                       5e-2);
+          expect_close(("attention backward dV, cuDNN SDPA" + tag).c_str(), bf16_to_host(dv), rdv,
+                       5e-2);
         } catch (const CheckError& e) {
           status.bwd_problem = e.what();
         }

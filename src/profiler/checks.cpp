@@ -12,14 +12,6 @@ namespace braid::profiler {
 
 namespace {
 
-std::vector<float> host(const DeviceBuffer& d) {
-  std::vector<std::uint16_t> raw(d.bytes() / 2);
-  BRAID_CUDA(cudaMemcpy(raw.data(), d.get(), d.bytes(), cudaMemcpyDeviceToHost));
-  std::vector<float> out(raw.size());
-  for (std::size_t i = 0; i < raw.size(); ++i) out[i] = bf16_to_float(raw[i]);
-  return out;
-}
-
 // Each output may differ from the reference by its own bf16 rounding (2^-8 relative) plus a
 // small absolute slack for values near zero.
 void expect(const char* kernel, const std::vector<float>& got, const std::vector<double>& want) {
@@ -42,7 +34,7 @@ void check_elementwise(cudaStream_t stream) {
     fill_uniform_bf16(w.get(), cols, 32, 1.0f, stream);
     rmsnorm_fwd(x.get(), w.get(), y.get(), rows, cols, 1e-6f, stream);
     BRAID_CUDA(cudaStreamSynchronize(stream));
-    const auto hx = host(x), hw = host(w), hy = host(y);
+    const auto hx = bf16_to_host(x), hw = bf16_to_host(w), hy = bf16_to_host(y);
     std::vector<double> ref(hx.size());
     for (int r = 0; r < rows; ++r) {
       double ss = 0;
@@ -58,10 +50,10 @@ void check_elementwise(cudaStream_t stream) {
     DeviceBuffer x(2 * tokens * heads * d);
     fill_uniform_bf16(x.get(), tokens * heads * d, 33, 1.0f, stream);
     BRAID_CUDA(cudaStreamSynchronize(stream));
-    const auto before = host(x);
+    const auto before = bf16_to_host(x);
     rope_fwd(x.get(), tokens, heads, d, seq, theta, stream);
     BRAID_CUDA(cudaStreamSynchronize(stream));
-    const auto after = host(x);
+    const auto after = bf16_to_host(x);
     std::vector<double> ref(before.size());
     for (int t = 0; t < tokens; ++t)
       for (int h = 0; h < heads; ++h)
@@ -80,7 +72,7 @@ void check_elementwise(cudaStream_t stream) {
     fill_uniform_bf16(in.get(), rows * 2 * cols, 34, 4.0f, stream);
     swiglu_fwd(in.get(), out.get(), rows, cols, stream);
     BRAID_CUDA(cudaStreamSynchronize(stream));
-    const auto hi = host(in), ho = host(out);
+    const auto hi = bf16_to_host(in), ho = bf16_to_host(out);
     std::vector<double> ref(ho.size());
     for (int r = 0; r < rows; ++r)
       for (int c = 0; c < cols; ++c) {
@@ -97,7 +89,8 @@ void check_elementwise(cudaStream_t stream) {
     softmax_fwd(s.get(), p.get(), 1, rows, cols, true, stream);
     softmax_bwd(p.get(), dp.get(), ds.get(), 1, rows, cols, 0.5f, stream);
     BRAID_CUDA(cudaStreamSynchronize(stream));
-    const auto hs = host(s), hp = host(p), hdp = host(dp), hds = host(ds);
+    const auto hs = bf16_to_host(s), hp = bf16_to_host(p), hdp = bf16_to_host(dp),
+               hds = bf16_to_host(ds);
     std::vector<double> rp(hs.size()), rds(hs.size());
     for (int r = 0; r < rows; ++r) {
       double mx = -1e300, sum = 0, dot = 0;

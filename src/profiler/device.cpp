@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <ctime>
 #include <fstream>
 #include <sstream>
 #include <vector>
+
+#include "bf16.hpp"
 
 namespace braid::profiler {
 
@@ -136,6 +139,14 @@ std::string host_name() {
   char buf[256] = {0};
   if (gethostname(buf, sizeof buf - 1) != 0) return "unknown";
   return buf;
+}
+
+std::vector<float> bf16_to_host(const DeviceBuffer& d) {
+  std::vector<std::uint16_t> raw(d.bytes() / 2);
+  BRAID_CUDA(cudaMemcpy(raw.data(), d.get(), d.bytes(), cudaMemcpyDeviceToHost));
+  std::vector<float> out(raw.size());
+  for (std::size_t i = 0; i < raw.size(); ++i) out[i] = bf16_to_float(raw[i]);
+  return out;
 }
 
 }  // namespace braid::profiler

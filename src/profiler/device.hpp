@@ -8,6 +8,7 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include <cuda_runtime.h>
 
@@ -48,6 +49,9 @@ class DeviceBuffer {
   std::size_t bytes_ = 0;
   int device_ = 0;
 };
+
+// A device buffer of bf16 values copied to the host as floats (for the correctness checks).
+std::vector<float> bf16_to_host(const DeviceBuffer& d);
 
 struct TimingOptions {
   int warmup = 5;
