@@ -93,7 +93,7 @@ struct ParallelConfig {
   int vpp = 2;  // chunks per rank for loop-placement schedules (1f1b-i)
   bool sequence_parallel = false;
   int dp = 1;                                               // derived: gpus / (tp * pp)
-  auto operator<=>(const ParallelConfig&) const = default;  // a cost-model cache key's part
+  auto operator<=>(const ParallelConfig&) const = default;  // NOLINT(modernize-use-nullptr)
 };
 
 struct TrainingConfig {
@@ -122,7 +122,7 @@ struct TrainingConfig {
   // chunk-0 activations are copied to host after their forward and back before their backward.
   // 0 = off (default).
   double offload = 0;
-  auto operator<=>(const TrainingConfig&) const = default;  // a cost-model cache key's part
+  auto operator<=>(const TrainingConfig&) const = default;  // NOLINT(modernize-use-nullptr)
 };
 
 // How the layers of the model are laid out on virtual stages (docs/multimodal.md).

@@ -43,7 +43,9 @@ double max_static_bytes(const CostModel& cost, const Schedule& schedule);
 struct ScheduleKey {
   std::string schedule;
   int pp = 0, vpp = 0, microbatches = 0;
-  auto operator<=>(const ScheduleKey&) const = default;
+  // NOLINT here, in CostKey and in ParallelConfig / TrainingConfig (config.hpp): clang-tidy 14
+  // takes the 0 a defaulted <=> compares with for a null pointer (modernize-use-nullptr).
+  auto operator<=>(const ScheduleKey&) const = default;  // NOLINT(modernize-use-nullptr)
 };
 // Everything build_cost_model reads that varies between configurations: the prepared study's
 // parallel and training settings (whole, so a new field cannot be left out) and the number of
@@ -52,7 +54,7 @@ struct CostKey {
   ParallelConfig parallel;
   TrainingConfig training;
   int virtual_stages = 0;
-  auto operator<=>(const CostKey&) const = default;
+  auto operator<=>(const CostKey&) const = default;  // NOLINT(modernize-use-nullptr)
 };
 ScheduleKey schedule_key(const Configuration& c, const ScheduleOptions& o);
 CostKey cost_key(const Study& study, int virtual_stages);
