@@ -8,12 +8,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "blocks.hpp"
 #include "braid/design.hpp"
 #include "braid/error.hpp"
 #include "greedy.hpp"
@@ -207,7 +209,9 @@ struct GreedySeed {
   designer::GreedyPolicy policy;
 };
 
-std::vector<GreedySeed> greedy_family(const DesignProblem& problem, const DesignOptions& options) {
+// The list scheduler's memory limits, largest first: the M_a cap and two below it, or p, 1.5p,
+// 2p, 2.5p and 3p chunk-microbatches.
+std::vector<int> greedy_limits(const DesignProblem& problem, const DesignOptions& options) {
   const int p = problem.pp;
   std::set<int> limits;
   if (options.mem_cap_ma >= 0) {
@@ -216,11 +220,15 @@ std::vector<GreedySeed> greedy_family(const DesignProblem& problem, const Design
   } else {
     for (int l : {p, (3 * p + 1) / 2, 2 * p, (5 * p + 1) / 2, 3 * p}) limits.insert(l);
   }
+  return {limits.rbegin(), limits.rend()};
+}
+
+std::vector<GreedySeed> greedy_family(const DesignProblem& problem, const DesignOptions& options) {
   std::vector<GreedySeed> family;
-  for (auto it = limits.rbegin(); it != limits.rend(); ++it)
+  for (int limit : greedy_limits(problem, options))
     for (int variant = 0; variant < 32; ++variant) {
       designer::GreedyPolicy g;
-      g.mem_limit = *it;
+      g.mem_limit = limit;
       g.hold_until_w = options.hold_until_w;
       g.split = (variant & 1) == 0;
       g.later_chunk_first = (variant & 2) == 0;
@@ -235,6 +243,59 @@ std::vector<GreedySeed> greedy_family(const DesignProblem& problem, const Design
                         g});
     }
   return family;
+}
+
+// The building-block family (blocks.hpp) through the list scheduler at each memory limit, both
+// with and without the warm-up cap. The scheduler's own clock screens them (thousands of blocks,
+// no simulation); the kBlockSeeds best per limit become seeds.
+constexpr int kBlockSeeds = 4;
+
+std::vector<Seed> block_seeds(const DesignProblem& problem, const DesignOptions& options,
+                              const CostModel& v_cost, const std::function<bool()>& out_of_time) {
+  const std::vector<designer::Block> blocks = designer::block_family(problem.pp);
+  std::vector<Seed> seeds;
+  for (int limit : greedy_limits(problem, options)) {
+    struct Screened {
+      double makespan;
+      std::string label;
+      Schedule schedule;
+    };
+    std::vector<Screened> kept;
+    for (const designer::Block& b : blocks) {
+      if (b.steady_peak > limit) continue;
+      if (out_of_time()) break;
+      // Chosen among the ready passes with and without the warm-up cap, or in the block's order
+      // after a filled warm-up (block_program), with or without a backward-first drain.
+      for (int variant = 0; variant < 4; ++variant) {
+        designer::GreedyPolicy g;
+        g.mem_limit = limit;
+        g.hold_until_w = options.hold_until_w;
+        g.warmup_cap = variant == 0;
+        g.strict_order = variant >= 2;
+        g.drain_w_last = variant == 2;
+        g.target = b.target;
+        g.target_period = b.period;
+        if (g.strict_order)
+          g.pass_target = designer::block_program(b, problem.pp, problem.microbatches, limit);
+        std::optional<designer::GreedyResult> r =
+            designer::greedy_v_schedule(problem.pp, problem.microbatches, v_cost, g);
+        if (!r || r->peak_live > limit) continue;
+        auto pos = std::find_if(kept.begin(), kept.end(),
+                                [&](const Screened& k) { return r->makespan < k.makespan; });
+        if (pos == kept.end() && static_cast<int>(kept.size()) >= kBlockSeeds) continue;
+        kept.insert(pos, {r->makespan,
+                          "block(L" + std::to_string(limit) + "," + b.label +
+                              (variant == 0   ? ",d)"
+                               : variant == 2 ? ",warm,drain)"
+                               : variant == 3 ? ",warm)"
+                                              : ")"),
+                          std::move(r->schedule)});
+        if (static_cast<int>(kept.size()) > kBlockSeeds) kept.pop_back();
+      }
+    }
+    for (Screened& k : kept) seeds.push_back({k.label, std::move(k.schedule), false, std::nullopt});
+  }
+  return seeds;
 }
 
 class Beam {
@@ -290,6 +351,9 @@ DesignResult design(const DesignProblem& problem, const DesignOptions& options) 
   if (!options.allow_offload)
     std::erase_if(seeds,
                   [](const Seed& s) { return s.label.find("offload") != std::string::npos; });
+  auto out_of_time = [&] { return options.budget_s > 0 && elapsed() > options.budget_s; };
+  for (Seed& b : block_seeds(problem, options, oracle.cost(2 * problem.pp), out_of_time))
+    seeds.push_back(std::move(b));
   // The greedy family runs after the offload variants, within the budget, each schedule plain
   // and with its adjacent passes braided (which pays only where there are collectives to hide).
   for (const GreedySeed& g : greedy_family(problem, options))
@@ -300,9 +364,10 @@ DesignResult design(const DesignProblem& problem, const DesignOptions& options) 
                        (options.budget_s > 0 && elapsed() > options.budget_s)))
       break;
     if (seed.greedy) {
-      std::optional<Schedule> g = designer::greedy_v_schedule(
+      std::optional<designer::GreedyResult> r = designer::greedy_v_schedule(
           problem.pp, problem.microbatches, oracle.cost(2 * problem.pp), *seed.greedy);
-      if (!g || !validate(*g).ok()) continue;
+      if (!r || !validate(r->schedule).ok()) continue;
+      Schedule* g = &r->schedule;
       for (int braided = 0; braided < 2; ++braided) {
         if (braided == 1) designer::braid_adjacent(*g);
         if (!seen.insert(designer::schedule_hash(*g)).second) continue;
@@ -312,7 +377,8 @@ DesignResult design(const DesignProblem& problem, const DesignOptions& options) 
       }
       continue;
     }
-    seen.insert(designer::schedule_hash(seed.schedule));
+    const bool fresh = seen.insert(designer::schedule_hash(seed.schedule)).second;
+    if (!seed.hand && (!fresh || !validate(seed.schedule).ok())) continue;
     Candidate c = oracle.evaluate(seed.schedule, seed.label);
     if (seed.hand) {
       Report r = oracle.report(seed.schedule);
