@@ -34,7 +34,7 @@ constexpr int kGapsKept = 16;
 struct Candidate {
   Schedule schedule;
   double time_s = 0;
-  double peak_bytes = 0;  // largest rank: static of its chunks + simulated activation peak
+  double peak_bytes = 0;  // largest rank: the report's peak less the fixed overhead
   double peak_ma = 0;     // largest rank: activation peak / M_a
   double over = 0;        // relative excess over the cap(s); 0 when it fits
   std::vector<Gap> gaps;
@@ -112,20 +112,18 @@ class Oracle {
     return it->second;
   }
 
+  // Time and memory as `braid simulate` reports them: each rank's peak is the report's peak less
+  // the profile's fixed overhead (what sweep --mem-cap caps too), its M_a peak the report's.
   Candidate evaluate(Schedule s, const std::string& origin) {
     Candidate c;
     const CostModel& model = cost(s.virtual_stages());
     const Dag dag = lower(s, model, problem_.lower);
     const Timeline t = simulate(dag, problem_.sim);
-    c.time_s = t.iteration_time_s;
-    double ma = 0;
-    for (const ChunkCost& chunk : model.chunks) ma += chunk.activation_bytes;
-    ma = model.chunks.empty() ? 0 : ma / static_cast<double>(model.chunks.size());
-    for (int r = 0; r < s.pp; ++r) {
-      double bytes = t.peak_activation_bytes[r];
-      for (int k = 0; k < s.vpp; ++k) bytes += model.chunks[s.virtual_stage(r, k)].static_bytes;
-      c.peak_bytes = std::max(c.peak_bytes, bytes);
-      if (ma > 0) c.peak_ma = std::max(c.peak_ma, t.peak_activation_bytes[r] / ma);
+    const Report report = make_report(problem_.study, s, model, dag, t);
+    c.time_s = report.iteration_time_s;
+    for (const RankReport& rank : report.ranks) {
+      c.peak_bytes = std::max(c.peak_bytes, rank.peak_memory_bytes - model.fixed_overhead_bytes);
+      c.peak_ma = std::max(c.peak_ma, rank.activation_peak_ma);
     }
     if (options_.hold_until_w) c.peak_ma = std::max(c.peak_ma, peak_until_w(s));
     if (options_.mem_cap_bytes >= 0 && c.peak_bytes > options_.mem_cap_bytes)
