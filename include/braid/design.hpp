@@ -83,6 +83,9 @@ struct DesignResult {
   std::vector<DesignStep> trace;
 };
 
+// The hand-designed schedules a design starts from unless DesignOptions::seeds says otherwise.
+const std::vector<std::string>& default_design_seeds();
+
 // Runs the search. Throws InputError("--mem-cap", ...) when no candidate fits the cap.
 DesignResult design(const DesignProblem& problem, const DesignOptions& options);
 

@@ -27,8 +27,6 @@ namespace {
 
 using designer::Gap;
 
-const std::vector<std::string> kDefaultSeeds = {"1f1b-i", "zb-v", "stp", "stp-offload",
-                                                "dualpipe-v"};
 constexpr int kGapsKept = 16;
 
 struct Candidate {
@@ -318,91 +316,115 @@ class Beam {
   std::vector<Candidate> members_;
 };
 
-}  // namespace
+// One run: the oracle, the beam, the schedules seen and the best under the cap so far.
+class Search {
+ public:
+  Search(const DesignProblem& problem, const DesignOptions& options)
+      : problem_(problem), options_(options), oracle_(problem, options), beam_(options.beam) {}
 
-DesignResult design(const DesignProblem& problem, const DesignOptions& options) {
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
-  Oracle oracle(problem, options);
-  DesignResult result;
-  Beam beam(options.beam);
-  std::set<std::uint64_t> seen;
-  const Candidate* best = nullptr;
-  Candidate best_store;
-  auto consider = [&](Candidate&& c, const std::string& move) {
-    ++result.candidates;
-    if (!c.fits()) ++result.over_cap;
-    if (c.fits() && (best == nullptr || c.time_s < best_store.time_s)) {
-      best_store = c;
-      best = &best_store;
-      result.trace.push_back({result.candidates, c.time_s, move});
+  double elapsed_s() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+  bool out_of_time() const { return options_.budget_s > 0 && elapsed_s() > options_.budget_s; }
+  bool out_of_candidates() const { return result_.candidates >= options_.max_candidates; }
+  const CostModel& v_cost() { return oracle_.cost(2 * problem_.pp); }
+
+  // Every seed in order: the plain hand-designed ones always (they are the baseline), the rest
+  // while the budget lasts.
+  void run_seeds(const std::vector<Seed>& seeds) {
+    for (const Seed& seed : seeds) {
+      if (!seed.hand && (out_of_candidates() || out_of_time())) break;
+      if (seed.greedy)
+        run_greedy_seed(seed);
+      else
+        run_seed(seed);
     }
-    beam.offer(c);
-    if (options.progress)
-      options.progress({result.candidates, options.max_candidates, best ? best_store.time_s : 0.0,
-                        best != nullptr});
-  };
+    if (beam_.empty()) throw InputError("--seeds", "none", "no hand-designed schedule applies");
+  }
 
-  std::vector<Seed> seeds =
-      make_seeds(problem, options.seeds.empty() ? kDefaultSeeds : options.seeds);
-  if (!options.allow_offload)
-    std::erase_if(seeds,
-                  [](const Seed& s) { return s.label.find("offload") != std::string::npos; });
-  auto out_of_time = [&] { return options.budget_s > 0 && elapsed() > options.budget_s; };
-  for (Seed& b : block_seeds(problem, options, oracle.cost(2 * problem.pp), out_of_time))
-    seeds.push_back(std::move(b));
-  // The greedy family runs after the offload variants, within the budget, each schedule plain
-  // and with its adjacent passes braided (which pays only where there are collectives to hide).
-  for (const GreedySeed& g : greedy_family(problem, options))
-    seeds.push_back({g.label, Schedule{}, false, g.policy});
-  for (const Seed& seed : seeds) {
-    // The plain hand-designed seeds always run (they are the baseline); variants within budget.
-    if (!seed.hand && (result.candidates >= options.max_candidates ||
-                       (options.budget_s > 0 && elapsed() > options.budget_s)))
-      break;
-    if (seed.greedy) {
-      std::optional<designer::GreedyResult> r = designer::greedy_v_schedule(
-          problem.pp, problem.microbatches, oracle.cost(2 * problem.pp), *seed.greedy);
-      if (!r || !validate(r->schedule).ok()) continue;
-      Schedule* g = &r->schedule;
-      for (int braided = 0; braided < 2; ++braided) {
-        if (braided == 1) designer::braid_adjacent(*g);
-        if (!seen.insert(designer::schedule_hash(*g)).second) continue;
-        if (result.candidates >= options.max_candidates) break;
-        consider(oracle.evaluate(*g, seed.label + (braided ? "+braid" : "")),
-                 "seed " + seed.label + (braided ? "+braid" : ""));
+  // Mutates beam members until a budget runs out.
+  void run_beam() {
+    designer::Rng rng{options_.seed};
+    const long max_attempts = 50L * std::max(options_.max_candidates, 1);
+    for (long attempt = 0; attempt < max_attempts && !out_of_candidates(); ++attempt) {
+      if (out_of_time()) {
+        result_.budget_exhausted_by_time = true;
+        break;
       }
-      continue;
+      try_child(beam_.pick(rng), rng);
     }
-    const bool fresh = seen.insert(designer::schedule_hash(seed.schedule)).second;
-    if (!seed.hand && (!fresh || !validate(seed.schedule).ok())) continue;
-    Candidate c = oracle.evaluate(seed.schedule, seed.label);
+  }
+
+  DesignResult finish() {
+    if (!best_) {
+      throw InputError("--mem-cap",
+                       options_.mem_cap_ma >= 0
+                           ? share(options_.mem_cap_ma) + " M_a"
+                           : share(options_.mem_cap_bytes / (1024.0 * 1024.0 * 1024.0)) + " GiB",
+                       "no schedule found under the cap after " +
+                           std::to_string(result_.candidates) +
+                           " candidates; raise the cap or allow more candidates");
+    }
+    result_.schedule = best_->schedule;
+    result_.schedule.name = "designed";
+    result_.report = oracle_.report(result_.schedule);
+    result_.peak_bytes = best_->peak_bytes;
+    result_.peak_ma = best_->peak_ma;
+    result_.seed = best_->origin;
+    return std::move(result_);
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  void consider(Candidate&& c, const std::string& move) {
+    ++result_.candidates;
+    if (!c.fits()) ++result_.over_cap;
+    if (c.fits() && (!best_ || c.time_s < best_->time_s)) {
+      best_ = c;
+      result_.trace.push_back({result_.candidates, c.time_s, move});
+    }
+    beam_.offer(c);
+    if (options_.progress)
+      options_.progress({result_.candidates, options_.max_candidates, best_ ? best_->time_s : 0.0,
+                         best_.has_value()});
+  }
+
+  // A seed built now by the list scheduler, plain and with its adjacent passes braided (which
+  // pays only where there are collectives to hide).
+  void run_greedy_seed(const Seed& seed) {
+    std::optional<designer::GreedyResult> r =
+        designer::greedy_v_schedule(problem_.pp, problem_.microbatches, v_cost(), *seed.greedy);
+    if (!r || !validate(r->schedule).ok()) return;
+    for (int braided = 0; braided < 2; ++braided) {
+      if (braided == 1) designer::braid_adjacent(r->schedule);
+      if (!seen_.insert(designer::schedule_hash(r->schedule)).second) continue;
+      if (out_of_candidates()) break;
+      const std::string label = seed.label + (braided ? "+braid" : "");
+      consider(oracle_.evaluate(r->schedule, label), "seed " + label);
+    }
+  }
+
+  // A ready schedule; a hand-designed one is also recorded as the baseline.
+  void run_seed(const Seed& seed) {
+    const bool fresh = seen_.insert(designer::schedule_hash(seed.schedule)).second;
+    if (!seed.hand && (!fresh || !validate(seed.schedule).ok())) return;
+    Candidate c = oracle_.evaluate(seed.schedule, seed.label);
     if (seed.hand) {
-      Report r = oracle.report(seed.schedule);
+      Report r = oracle_.report(seed.schedule);
       r.schedule = seed.label;
-      result.hand.push_back(r);
-      result.hand_fits.push_back(c.fits());
-      result.hand_peak_bytes.push_back(c.peak_bytes);
-      result.hand_peak_ma.push_back(c.peak_ma);
-      if (c.fits() && (result.best_hand.empty() || c.time_s < result.best_hand_time_s)) {
-        result.best_hand = seed.label;
-        result.best_hand_time_s = c.time_s;
+      result_.hand.push_back(r);
+      result_.hand_fits.push_back(c.fits());
+      result_.hand_peak_bytes.push_back(c.peak_bytes);
+      result_.hand_peak_ma.push_back(c.peak_ma);
+      if (c.fits() && (result_.best_hand.empty() || c.time_s < result_.best_hand_time_s)) {
+        result_.best_hand = seed.label;
+        result_.best_hand_time_s = c.time_s;
       }
     }
     consider(std::move(c), "seed " + seed.label);
   }
-  if (beam.empty()) throw InputError("--seeds", "none", "no hand-designed schedule applies");
 
-  designer::Rng rng{options.seed};
-  const long max_attempts = 50L * std::max(options.max_candidates, 1);
-  for (long attempt = 0; attempt < max_attempts && result.candidates < options.max_candidates;
-       ++attempt) {
-    if (options.budget_s > 0 && elapsed() > options.budget_s) {
-      result.budget_exhausted_by_time = true;
-      break;
-    }
-    const Candidate& parent = beam.pick(rng);
+  // One, two or three moves on a copy of `parent`; simulated if new and valid.
+  void try_child(const Candidate& parent, designer::Rng& rng) {
     Schedule child = parent.schedule;
     const std::string origin = parent.origin;
     const bool tight = !parent.fits();
@@ -411,37 +433,62 @@ DesignResult design(const DesignProblem& problem, const DesignOptions& options) 
     const int moves = rng.below(4) == 0 ? 2 + rng.below(2) : 1;
     bool changed = false;
     for (int i = 0; i < moves; ++i)
-      if (designer::mutate(child, gaps, tight, options.allow_offload, rng, what)) {
+      if (designer::mutate(child, gaps, tight, options_.allow_offload, rng, what)) {
         changed = true;
         move += (move.empty() ? "" : ", ") + what;
       }
-    if (!changed) continue;
-    if (!seen.insert(designer::schedule_hash(child)).second) {
-      ++result.duplicates;
-      continue;
+    if (!changed) return;
+    if (!seen_.insert(designer::schedule_hash(child)).second) {
+      ++result_.duplicates;
+      return;
     }
     if (!validate(child).ok()) {
-      ++result.invalid;
-      continue;
+      ++result_.invalid;
+      return;
     }
-    consider(oracle.evaluate(std::move(child), origin), move + " (from " + origin + ")");
+    consider(oracle_.evaluate(std::move(child), origin), move + " (from " + origin + ")");
   }
 
-  if (best == nullptr) {
-    throw InputError("--mem-cap",
-                     options.mem_cap_ma >= 0
-                         ? share(options.mem_cap_ma) + " M_a"
-                         : share(options.mem_cap_bytes / (1024.0 * 1024.0 * 1024.0)) + " GiB",
-                     "no schedule found under the cap after " + std::to_string(result.candidates) +
-                         " candidates; raise the cap or allow more candidates");
-  }
-  result.schedule = best_store.schedule;
-  result.schedule.name = "designed";
-  result.report = oracle.report(result.schedule);
-  result.peak_bytes = best_store.peak_bytes;
-  result.peak_ma = best_store.peak_ma;
-  result.seed = best_store.origin;
-  return result;
+  const DesignProblem& problem_;
+  const DesignOptions& options_;
+  const Clock::time_point start_ = Clock::now();
+  Oracle oracle_;
+  Beam beam_;
+  std::set<std::uint64_t> seen_;
+  std::optional<Candidate> best_;
+  DesignResult result_;
+};
+
+// The seeds in the order they run: the hand-designed schedules and their offload variants, the
+// screened building blocks, then the list scheduler's family.
+std::vector<Seed> all_seeds(const DesignProblem& problem, const DesignOptions& options,
+                            Search& search) {
+  std::vector<Seed> seeds =
+      make_seeds(problem, options.seeds.empty() ? default_design_seeds() : options.seeds);
+  if (!options.allow_offload)
+    std::erase_if(seeds,
+                  [](const Seed& s) { return s.label.find("offload") != std::string::npos; });
+  for (Seed& b :
+       block_seeds(problem, options, search.v_cost(), [&] { return search.out_of_time(); }))
+    seeds.push_back(std::move(b));
+  for (const GreedySeed& g : greedy_family(problem, options))
+    seeds.push_back({g.label, Schedule{}, false, g.policy});
+  return seeds;
+}
+
+}  // namespace
+
+const std::vector<std::string>& default_design_seeds() {
+  static const std::vector<std::string> names = {"1f1b-i", "zb-v", "stp", "stp-offload",
+                                                 "dualpipe-v"};
+  return names;
+}
+
+DesignResult design(const DesignProblem& problem, const DesignOptions& options) {
+  Search search(problem, options);
+  search.run_seeds(all_seeds(problem, options, search));
+  search.run_beam();
+  return search.finish();
 }
 
 }  // namespace braid
