@@ -127,7 +127,7 @@ void add_explore_study_options(CLI::App& cmd, ExploreStudyArgs& args) {
   cmd.add_flag("--tp-across-nodes", args.tp_across_nodes,
                "allow tp larger than a node (TP collectives over the inter-node link)");
   cmd.add_option("--design-budget", args.design_budget_s,
-                 "seconds each configuration's `designed` schedule may take (default 20; "
+                 "seconds each configuration's `designed` schedule may take (default 60; "
                  "docs/design-search.md)")
       ->check(CLI::PositiveNumber);
 }

@@ -35,7 +35,7 @@ struct ExploreStudyArgs {
   double mem_margin_gib = -1;
   int jobs = 0;
   bool tp_across_nodes = false;
-  double design_budget_s = 20;  // ExploreOptions::design_budget_s
+  double design_budget_s = 60;  // ExploreOptions::design_budget_s
   CLI::Option* jobs_option = nullptr;
 };
 void add_explore_study_options(CLI::App& cmd, ExploreStudyArgs& args);

@@ -2,7 +2,8 @@
 // free, the most urgent ready pass (a backward, else a forward the memory limit admits, else a
 // deferred weight gradient), on per-chunk times taken from the cost model. Its variants — memory
 // limit, split or full backward, which chunk's forward goes first — form a family that holds
-// zero-bubble-like and 1F1B-like V schedules. Internal to src/design/.
+// zero-bubble-like and 1F1B-like V schedules; with target times (blocks.hpp) it follows a
+// periodic building block instead, choosing or in fixed order. Internal to src/design/.
 #pragma once
 
 #include <optional>
