@@ -1,10 +1,10 @@
 // Designer: searches the space of braided pipeline schedules for the one with the shortest
 // simulated iteration under a memory cap. Seeds are the hand-designed schedules and their offload
-// variants; moves edit per-rank instruction programs (shift, braid, unbraid, defer or run a weight
-// gradient, offload); every candidate is validated, then lowered and simulated (the simulator is
-// the oracle for time and peak memory). It is not a cost model and not a generator family of its
-// own: it only reorders what the schedule IR can say. Deterministic for a seed and a candidate
-// budget.
+// variants, building blocks and a list scheduler's family; moves edit per-rank instruction
+// programs (shift, braid, unbraid, defer or run a weight gradient, offload); every candidate is
+// validated, then lowered and simulated (the simulator is the oracle for time and peak memory).
+// It is not a cost model: it only orders what the schedule IR can say. Deterministic for a seed
+// and a candidate budget.
 #pragma once
 
 #include <cstdint>
@@ -82,6 +82,9 @@ struct DesignResult {
   bool budget_exhausted_by_time = false;
   std::vector<DesignStep> trace;
 };
+
+// The hand-designed schedules a design starts from unless DesignOptions::seeds says otherwise.
+const std::vector<std::string>& default_design_seeds();
 
 // Runs the search. Throws InputError("--mem-cap", ...) when no candidate fits the cap.
 DesignResult design(const DesignProblem& problem, const DesignOptions& options);

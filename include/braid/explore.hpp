@@ -75,6 +75,9 @@ struct ExploreOptions {
   // thread. May be empty.
   std::function<void(int done, int total)> progress;
   ProcessGroup group;  // one process unless set
+  // `designed` in the schedule list: the wall-clock seconds each configuration's design may take
+  // (a fixed candidate count ends it first unless the machine is slow; docs/design-search.md).
+  double design_budget_s = 60;
 };
 
 // The memory cap, one definition for search, sweep, compare, simulate and the charts: what a GPU

@@ -85,8 +85,9 @@ std::vector<std::string> parse_schedule_list(const std::string& option, const st
   for (const auto& n : known) names += (names.empty() ? "" : ", ") + n;
   if (text == "all") return known;
   std::vector<std::string> out;
+  names += ", designed";  // braid design's schedule per configuration (--design-budget)
   for (const std::string& item : split(option, text, "all or a list of " + names)) {
-    if (std::find(known.begin(), known.end(), item) == known.end())
+    if (item != "designed" && std::find(known.begin(), known.end(), item) == known.end())
       throw InputError(option, text, "unknown schedule '" + item + "'; known: all, " + names);
     push_unique(out, item);
   }
@@ -125,6 +126,10 @@ void add_explore_study_options(CLI::App& cmd, ExploreStudyArgs& args) {
                                     "on it");
   cmd.add_flag("--tp-across-nodes", args.tp_across_nodes,
                "allow tp larger than a node (TP collectives over the inter-node link)");
+  cmd.add_option("--design-budget", args.design_budget_s,
+                 "seconds each configuration's `designed` schedule may take (default 60; "
+                 "docs/design-search.md)")
+      ->check(CLI::PositiveNumber);
 }
 
 void check_mem_margin(double margin_gib, bool cap_given) {
@@ -177,6 +182,7 @@ ExploreOptions explore_options(const ExploreStudyArgs& args) {
       args.mem_margin_gib >= 0 ? args.mem_margin_gib * 1024.0 * 1024.0 * 1024.0 : -1;
   options.jobs = args.jobs;
   options.tp_across_nodes = args.tp_across_nodes;
+  options.design_budget_s = args.design_budget_s;
   return options;
 }
 

@@ -21,7 +21,7 @@ namespace braid::cli {
 std::vector<int> parse_int_list(const std::string& option, const std::string& text);
 std::vector<bool> parse_sp_list(const std::string& option, const std::string& text);  // on,off
 std::vector<Recompute> parse_recompute_list(const std::string& option, const std::string& text);
-// "all" or names from schedule_names().
+// "all" or names from schedule_names(), and "designed".
 std::vector<std::string> parse_schedule_list(const std::string& option, const std::string& text);
 
 // The study file and model/cluster/profile/nodes overrides shared by sweep and search.
@@ -35,6 +35,7 @@ struct ExploreStudyArgs {
   double mem_margin_gib = -1;
   int jobs = 0;
   bool tp_across_nodes = false;
+  double design_budget_s = 60;  // ExploreOptions::design_budget_s
   CLI::Option* jobs_option = nullptr;
 };
 void add_explore_study_options(CLI::App& cmd, ExploreStudyArgs& args);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <deque>
 #include <limits>
+#include <utility>
 #include <vector>
 
 namespace braid::designer {
@@ -27,8 +28,8 @@ constexpr double kNever = std::numeric_limits<double>::infinity();
 
 }  // namespace
 
-std::optional<Schedule> greedy_v_schedule(int p, int m, const CostModel& cost,
-                                          const GreedyPolicy& policy) {
+std::optional<GreedyResult> greedy_v_schedule(int p, int m, const CostModel& cost,
+                                              const GreedyPolicy& policy) {
   Schedule s;
   s.name = "greedy";
   s.pp = p;
@@ -54,6 +55,8 @@ std::optional<Schedule> greedy_v_schedule(int p, int m, const CostModel& cost,
     std::deque<Pass> deferred;
   };
   std::vector<RankState> ranks(p);
+  double makespan = 0;
+  int peak_live = 0;
   for (int r = 0; r < p; ++r) s.ranks.push_back({r, {}});
   const int total = 2 * m * p;  // backwards to run
   int done_b = 0;
@@ -66,13 +69,52 @@ std::optional<Schedule> greedy_v_schedule(int p, int m, const CostModel& cost,
     double best_duration = 0;
     for (int r = 0; r < p; ++r) {
       RankState& st = ranks[r];
-      double start = kNever;
+      double start = kNever, aim = kNever;
       Instruction in;
       double duration = 0;
-      auto consider = [&](double ready, const Instruction& cand, double d) {
-        const double t = std::max(ready, st.clock);
-        if (t < start) start = t, in = cand, duration = d;
+      // In the drain (no forward left) a rank may drop its order: backwards first, W in waits.
+      const bool drained = policy.drain_w_last && st.next_f[0] >= m && st.next_f[1] >= m;
+      const bool targeted = !drained && (!policy.target.empty() || !policy.pass_target.empty());
+      auto aim_of = [&](int k, Phase phase, int mb) {
+        const int slot = 3 * k + static_cast<int>(phase);
+        if (!targeted) return 0.0;
+        if (!policy.pass_target.empty()) return policy.pass_target[slot * m + mb];
+        return targeted ? policy.target_period * mb + policy.target[slot] : 0.0;
       };
+      // Earliest start first; with targets, ties go to the pass aimed earliest.
+      auto consider = [&](double ready, const Instruction& cand, double d, double a) {
+        const double t = std::max(ready, st.clock);
+        if (t < start || (targeted && t == start && a < aim))
+          start = t, aim = a, in = cand, duration = d;
+      };
+      if (policy.strict_order && !drained) {
+        // The rank's next pass in target order runs next, when its input is there; memory is
+        // what the order makes it.
+        double next_aim = kNever, ready = kNever, d = 0;
+        Instruction next;
+        auto offer = [&](double a, const Instruction& cand, double r_s, double dur) {
+          if (a < next_aim) next_aim = a, next = cand, ready = r_s, d = dur;
+        };
+        for (int c : {1, 0}) {
+          const int k = s.virtual_stage(r, c);
+          if (const int mb = st.next_b[c]; mb < m) {
+            const double input = k == stages - 1 ? f_end[at(k, mb)] : b_end[at(k + 1, mb)];
+            offer(aim_of(k, Phase::B, mb), {OpCode::B, {c, mb, true}, {}},
+                  f_end[at(k, mb)] == kNever ? kNever : input, tb[k]);
+          }
+          if (const int mb = st.next_f[c]; mb < m)
+            offer(aim_of(k, Phase::F, mb), {OpCode::F, {c, mb, false}, {}},
+                  k == 0 ? 0 : f_end[at(k - 1, mb)], tf[k]);
+        }
+        for (const Pass& w : st.deferred) {
+          const int k = s.virtual_stage(r, w.chunk);
+          offer(aim_of(k, Phase::W, w.mb), {OpCode::W, w, {}}, 0, tw[k]);
+        }
+        if (ready != kNever) consider(ready, next, d, next_aim);
+        if (start < best_start)
+          best_start = start, best_rank = r, best_in = in, best_duration = duration;
+        continue;
+      }
       // Backwards first (chunk 1 first: it is nearer the loss), then forwards, then W.
       for (int c : {1, 0}) {
         const int mb = st.next_b[c];
@@ -80,7 +122,7 @@ std::optional<Schedule> greedy_v_schedule(int p, int m, const CostModel& cost,
         const int k = s.virtual_stage(r, c);
         const double ready = k == stages - 1 ? f_end[at(k, mb)] : b_end[at(k + 1, mb)];
         if (f_end[at(k, mb)] == kNever || ready == kNever) continue;
-        consider(ready, {OpCode::B, {c, mb, policy.split}, {}}, tb[k]);
+        consider(ready, {OpCode::B, {c, mb, policy.split}, {}}, tb[k], aim_of(k, Phase::B, mb));
       }
       // A chunk-0 forward leaves slots free for chunk-1 forwards: with every rank full of
       // chunk-0 activations no microbatch could reach the loss, and nothing would be freed.
@@ -93,13 +135,18 @@ std::optional<Schedule> greedy_v_schedule(int p, int m, const CostModel& cost,
         const int k = s.virtual_stage(r, c);
         const double ready = k == 0 ? 0 : f_end[at(k - 1, mb)];
         if (ready == kNever) continue;
-        // A forward loses to a backward that is ready as early.
-        if (std::max(ready, st.clock) < start)
-          consider(ready, {OpCode::F, {c, mb, false}, {}}, tf[k]);
+        // A forward loses to a backward that is ready as early (unless targets decide).
+        if (targeted || std::max(ready, st.clock) < start)
+          consider(ready, {OpCode::F, {c, mb, false}, {}}, tf[k], aim_of(k, Phase::F, mb));
+      }
+      if (targeted && !st.deferred.empty()) {
+        const Pass w = st.deferred.front();
+        const int k = s.virtual_stage(r, w.chunk);
+        consider(st.clock, {OpCode::W, w, {}}, tw[k], aim_of(k, Phase::W, w.mb));
       }
       // A deferred W runs when nothing else can start at once (it fills the wait).
       const bool full = st.live + policy.reserve >= policy.mem_limit;
-      if (!st.deferred.empty() && (start > st.clock || (policy.w_when_full && full))) {
+      if (!targeted && !st.deferred.empty() && (start > st.clock || (policy.w_when_full && full))) {
         const Pass w = st.deferred.front();
         start = st.clock;
         in = {OpCode::W, w, {}};
@@ -112,6 +159,7 @@ std::optional<Schedule> greedy_v_schedule(int p, int m, const CostModel& cost,
     RankState& st = ranks[best_rank];
     const double end = best_start + best_duration;
     st.clock = end;
+    makespan = std::max(makespan, end);
     const Pass& q = best_in.a;
     const int k = s.virtual_stage(best_rank, q.chunk);
     switch (best_in.op) {
@@ -119,6 +167,7 @@ std::optional<Schedule> greedy_v_schedule(int p, int m, const CostModel& cost,
         f_end[at(k, q.mb)] = end;
         ++st.next_f[q.chunk];
         ++st.live;
+        peak_live = std::max(peak_live, st.live);
         break;
       case OpCode::B:
         b_end[at(k, q.mb)] = end;
@@ -128,13 +177,13 @@ std::optional<Schedule> greedy_v_schedule(int p, int m, const CostModel& cost,
         if (!q.defer_w || !policy.hold_until_w) --st.live;
         break;
       default:  // W
-        st.deferred.pop_front();
+        st.deferred.erase(std::find(st.deferred.begin(), st.deferred.end(), q));
         if (policy.hold_until_w) --st.live;
         break;
     }
     s.ranks[best_rank].instructions.push_back(best_in);
   }
-  return s;
+  return GreedyResult{std::move(s), makespan, peak_live};
 }
 
 void braid_adjacent(Schedule& s) {

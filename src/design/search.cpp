@@ -8,12 +8,14 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "blocks.hpp"
 #include "braid/design.hpp"
 #include "braid/error.hpp"
 #include "greedy.hpp"
@@ -25,14 +27,12 @@ namespace {
 
 using designer::Gap;
 
-const std::vector<std::string> kDefaultSeeds = {"1f1b-i", "zb-v", "stp", "stp-offload",
-                                                "dualpipe-v"};
 constexpr int kGapsKept = 16;
 
 struct Candidate {
   Schedule schedule;
   double time_s = 0;
-  double peak_bytes = 0;  // largest rank: static of its chunks + simulated activation peak
+  double peak_bytes = 0;  // largest rank: the report's peak less the fixed overhead
   double peak_ma = 0;     // largest rank: activation peak / M_a
   double over = 0;        // relative excess over the cap(s); 0 when it fits
   std::vector<Gap> gaps;
@@ -110,20 +110,18 @@ class Oracle {
     return it->second;
   }
 
+  // Time and memory as `braid simulate` reports them: each rank's peak is the report's peak less
+  // the profile's fixed overhead (what sweep --mem-cap caps too), its M_a peak the report's.
   Candidate evaluate(Schedule s, const std::string& origin) {
     Candidate c;
     const CostModel& model = cost(s.virtual_stages());
     const Dag dag = lower(s, model, problem_.lower);
     const Timeline t = simulate(dag, problem_.sim);
-    c.time_s = t.iteration_time_s;
-    double ma = 0;
-    for (const ChunkCost& chunk : model.chunks) ma += chunk.activation_bytes;
-    ma = model.chunks.empty() ? 0 : ma / static_cast<double>(model.chunks.size());
-    for (int r = 0; r < s.pp; ++r) {
-      double bytes = t.peak_activation_bytes[r];
-      for (int k = 0; k < s.vpp; ++k) bytes += model.chunks[s.virtual_stage(r, k)].static_bytes;
-      c.peak_bytes = std::max(c.peak_bytes, bytes);
-      if (ma > 0) c.peak_ma = std::max(c.peak_ma, t.peak_activation_bytes[r] / ma);
+    const Report report = make_report(problem_.study, s, model, dag, t);
+    c.time_s = report.iteration_time_s;
+    for (const RankReport& rank : report.ranks) {
+      c.peak_bytes = std::max(c.peak_bytes, rank.peak_memory_bytes - model.fixed_overhead_bytes);
+      c.peak_ma = std::max(c.peak_ma, rank.activation_peak_ma);
     }
     if (options_.hold_until_w) c.peak_ma = std::max(c.peak_ma, peak_until_w(s));
     if (options_.mem_cap_bytes >= 0 && c.peak_bytes > options_.mem_cap_bytes)
@@ -207,7 +205,9 @@ struct GreedySeed {
   designer::GreedyPolicy policy;
 };
 
-std::vector<GreedySeed> greedy_family(const DesignProblem& problem, const DesignOptions& options) {
+// The list scheduler's memory limits, largest first: the M_a cap and two below it, or p, 1.5p,
+// 2p, 2.5p and 3p chunk-microbatches.
+std::vector<int> greedy_limits(const DesignProblem& problem, const DesignOptions& options) {
   const int p = problem.pp;
   std::set<int> limits;
   if (options.mem_cap_ma >= 0) {
@@ -216,11 +216,15 @@ std::vector<GreedySeed> greedy_family(const DesignProblem& problem, const Design
   } else {
     for (int l : {p, (3 * p + 1) / 2, 2 * p, (5 * p + 1) / 2, 3 * p}) limits.insert(l);
   }
+  return {limits.rbegin(), limits.rend()};
+}
+
+std::vector<GreedySeed> greedy_family(const DesignProblem& problem, const DesignOptions& options) {
   std::vector<GreedySeed> family;
-  for (auto it = limits.rbegin(); it != limits.rend(); ++it)
+  for (int limit : greedy_limits(problem, options))
     for (int variant = 0; variant < 32; ++variant) {
       designer::GreedyPolicy g;
-      g.mem_limit = *it;
+      g.mem_limit = limit;
       g.hold_until_w = options.hold_until_w;
       g.split = (variant & 1) == 0;
       g.later_chunk_first = (variant & 2) == 0;
@@ -235,6 +239,59 @@ std::vector<GreedySeed> greedy_family(const DesignProblem& problem, const Design
                         g});
     }
   return family;
+}
+
+// The building-block family (blocks.hpp) through the list scheduler at each memory limit, both
+// with and without the warm-up cap. The scheduler's own clock screens them (thousands of blocks,
+// no simulation); the kBlockSeeds best per limit become seeds.
+constexpr int kBlockSeeds = 4;
+
+std::vector<Seed> block_seeds(const DesignProblem& problem, const DesignOptions& options,
+                              const CostModel& v_cost, const std::function<bool()>& out_of_time) {
+  const std::vector<designer::Block> blocks = designer::block_family(problem.pp);
+  std::vector<Seed> seeds;
+  for (int limit : greedy_limits(problem, options)) {
+    struct Screened {
+      double makespan;
+      std::string label;
+      Schedule schedule;
+    };
+    std::vector<Screened> kept;
+    for (const designer::Block& b : blocks) {
+      if (b.steady_peak > limit) continue;
+      if (out_of_time()) break;
+      // Chosen among the ready passes with and without the warm-up cap, or in the block's order
+      // after a filled warm-up (block_program), with or without a backward-first drain.
+      for (int variant = 0; variant < 4; ++variant) {
+        designer::GreedyPolicy g;
+        g.mem_limit = limit;
+        g.hold_until_w = options.hold_until_w;
+        g.warmup_cap = variant == 0;
+        g.strict_order = variant >= 2;
+        g.drain_w_last = variant == 2;
+        g.target = b.target;
+        g.target_period = b.period;
+        if (g.strict_order)
+          g.pass_target = designer::block_program(b, problem.pp, problem.microbatches, limit);
+        std::optional<designer::GreedyResult> r =
+            designer::greedy_v_schedule(problem.pp, problem.microbatches, v_cost, g);
+        if (!r || r->peak_live > limit) continue;
+        auto pos = std::find_if(kept.begin(), kept.end(),
+                                [&](const Screened& k) { return r->makespan < k.makespan; });
+        if (pos == kept.end() && static_cast<int>(kept.size()) >= kBlockSeeds) continue;
+        kept.insert(pos, {r->makespan,
+                          "block(L" + std::to_string(limit) + "," + b.label +
+                              (variant == 0   ? ",d)"
+                               : variant == 2 ? ",warm,drain)"
+                               : variant == 3 ? ",warm)"
+                                              : ")"),
+                          std::move(r->schedule)});
+        if (static_cast<int>(kept.size()) > kBlockSeeds) kept.pop_back();
+      }
+    }
+    for (Screened& k : kept) seeds.push_back({k.label, std::move(k.schedule), false, std::nullopt});
+  }
+  return seeds;
 }
 
 class Beam {
@@ -259,86 +316,115 @@ class Beam {
   std::vector<Candidate> members_;
 };
 
-}  // namespace
+// One run: the oracle, the beam, the schedules seen and the best under the cap so far.
+class Search {
+ public:
+  Search(const DesignProblem& problem, const DesignOptions& options)
+      : problem_(problem), options_(options), oracle_(problem, options), beam_(options.beam) {}
 
-DesignResult design(const DesignProblem& problem, const DesignOptions& options) {
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  auto elapsed = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
-  Oracle oracle(problem, options);
-  DesignResult result;
-  Beam beam(options.beam);
-  std::set<std::uint64_t> seen;
-  const Candidate* best = nullptr;
-  Candidate best_store;
-  auto consider = [&](Candidate&& c, const std::string& move) {
-    ++result.candidates;
-    if (!c.fits()) ++result.over_cap;
-    if (c.fits() && (best == nullptr || c.time_s < best_store.time_s)) {
-      best_store = c;
-      best = &best_store;
-      result.trace.push_back({result.candidates, c.time_s, move});
+  double elapsed_s() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
+  bool out_of_time() const { return options_.budget_s > 0 && elapsed_s() > options_.budget_s; }
+  bool out_of_candidates() const { return result_.candidates >= options_.max_candidates; }
+  const CostModel& v_cost() { return oracle_.cost(2 * problem_.pp); }
+
+  // Every seed in order: the plain hand-designed ones always (they are the baseline), the rest
+  // while the budget lasts.
+  void run_seeds(const std::vector<Seed>& seeds) {
+    for (const Seed& seed : seeds) {
+      if (!seed.hand && (out_of_candidates() || out_of_time())) break;
+      if (seed.greedy)
+        run_greedy_seed(seed);
+      else
+        run_seed(seed);
     }
-    beam.offer(c);
-    if (options.progress)
-      options.progress({result.candidates, options.max_candidates, best ? best_store.time_s : 0.0,
-                        best != nullptr});
-  };
+    if (beam_.empty()) throw InputError("--seeds", "none", "no hand-designed schedule applies");
+  }
 
-  std::vector<Seed> seeds =
-      make_seeds(problem, options.seeds.empty() ? kDefaultSeeds : options.seeds);
-  if (!options.allow_offload)
-    std::erase_if(seeds,
-                  [](const Seed& s) { return s.label.find("offload") != std::string::npos; });
-  // The greedy family runs after the offload variants, within the budget, each schedule plain
-  // and with its adjacent passes braided (which pays only where there are collectives to hide).
-  for (const GreedySeed& g : greedy_family(problem, options))
-    seeds.push_back({g.label, Schedule{}, false, g.policy});
-  for (const Seed& seed : seeds) {
-    // The plain hand-designed seeds always run (they are the baseline); variants within budget.
-    if (!seed.hand && (result.candidates >= options.max_candidates ||
-                       (options.budget_s > 0 && elapsed() > options.budget_s)))
-      break;
-    if (seed.greedy) {
-      std::optional<Schedule> g = designer::greedy_v_schedule(
-          problem.pp, problem.microbatches, oracle.cost(2 * problem.pp), *seed.greedy);
-      if (!g || !validate(*g).ok()) continue;
-      for (int braided = 0; braided < 2; ++braided) {
-        if (braided == 1) designer::braid_adjacent(*g);
-        if (!seen.insert(designer::schedule_hash(*g)).second) continue;
-        if (result.candidates >= options.max_candidates) break;
-        consider(oracle.evaluate(*g, seed.label + (braided ? "+braid" : "")),
-                 "seed " + seed.label + (braided ? "+braid" : ""));
+  // Mutates beam members until a budget runs out.
+  void run_beam() {
+    designer::Rng rng{options_.seed};
+    const long max_attempts = 50L * std::max(options_.max_candidates, 1);
+    for (long attempt = 0; attempt < max_attempts && !out_of_candidates(); ++attempt) {
+      if (out_of_time()) {
+        result_.budget_exhausted_by_time = true;
+        break;
       }
-      continue;
+      try_child(beam_.pick(rng), rng);
     }
-    seen.insert(designer::schedule_hash(seed.schedule));
-    Candidate c = oracle.evaluate(seed.schedule, seed.label);
+  }
+
+  DesignResult finish() {
+    if (!best_) {
+      throw InputError("--mem-cap",
+                       options_.mem_cap_ma >= 0
+                           ? share(options_.mem_cap_ma) + " M_a"
+                           : share(options_.mem_cap_bytes / (1024.0 * 1024.0 * 1024.0)) + " GiB",
+                       "no schedule found under the cap after " +
+                           std::to_string(result_.candidates) +
+                           " candidates; raise the cap or allow more candidates");
+    }
+    result_.schedule = best_->schedule;
+    result_.schedule.name = "designed";
+    result_.report = oracle_.report(result_.schedule);
+    result_.peak_bytes = best_->peak_bytes;
+    result_.peak_ma = best_->peak_ma;
+    result_.seed = best_->origin;
+    return std::move(result_);
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  void consider(Candidate&& c, const std::string& move) {
+    ++result_.candidates;
+    if (!c.fits()) ++result_.over_cap;
+    if (c.fits() && (!best_ || c.time_s < best_->time_s)) {
+      best_ = c;
+      result_.trace.push_back({result_.candidates, c.time_s, move});
+    }
+    beam_.offer(c);
+    if (options_.progress)
+      options_.progress({result_.candidates, options_.max_candidates, best_ ? best_->time_s : 0.0,
+                         best_.has_value()});
+  }
+
+  // A seed built now by the list scheduler, plain and with its adjacent passes braided (which
+  // pays only where there are collectives to hide).
+  void run_greedy_seed(const Seed& seed) {
+    std::optional<designer::GreedyResult> r =
+        designer::greedy_v_schedule(problem_.pp, problem_.microbatches, v_cost(), *seed.greedy);
+    if (!r || !validate(r->schedule).ok()) return;
+    for (int braided = 0; braided < 2; ++braided) {
+      if (braided == 1) designer::braid_adjacent(r->schedule);
+      if (!seen_.insert(designer::schedule_hash(r->schedule)).second) continue;
+      if (out_of_candidates()) break;
+      const std::string label = seed.label + (braided ? "+braid" : "");
+      consider(oracle_.evaluate(r->schedule, label), "seed " + label);
+    }
+  }
+
+  // A ready schedule; a hand-designed one is also recorded as the baseline.
+  void run_seed(const Seed& seed) {
+    const bool fresh = seen_.insert(designer::schedule_hash(seed.schedule)).second;
+    if (!seed.hand && (!fresh || !validate(seed.schedule).ok())) return;
+    Candidate c = oracle_.evaluate(seed.schedule, seed.label);
     if (seed.hand) {
-      Report r = oracle.report(seed.schedule);
+      Report r = oracle_.report(seed.schedule);
       r.schedule = seed.label;
-      result.hand.push_back(r);
-      result.hand_fits.push_back(c.fits());
-      result.hand_peak_bytes.push_back(c.peak_bytes);
-      result.hand_peak_ma.push_back(c.peak_ma);
-      if (c.fits() && (result.best_hand.empty() || c.time_s < result.best_hand_time_s)) {
-        result.best_hand = seed.label;
-        result.best_hand_time_s = c.time_s;
+      result_.hand.push_back(r);
+      result_.hand_fits.push_back(c.fits());
+      result_.hand_peak_bytes.push_back(c.peak_bytes);
+      result_.hand_peak_ma.push_back(c.peak_ma);
+      if (c.fits() && (result_.best_hand.empty() || c.time_s < result_.best_hand_time_s)) {
+        result_.best_hand = seed.label;
+        result_.best_hand_time_s = c.time_s;
       }
     }
     consider(std::move(c), "seed " + seed.label);
   }
-  if (beam.empty()) throw InputError("--seeds", "none", "no hand-designed schedule applies");
 
-  designer::Rng rng{options.seed};
-  const long max_attempts = 50L * std::max(options.max_candidates, 1);
-  for (long attempt = 0; attempt < max_attempts && result.candidates < options.max_candidates;
-       ++attempt) {
-    if (options.budget_s > 0 && elapsed() > options.budget_s) {
-      result.budget_exhausted_by_time = true;
-      break;
-    }
-    const Candidate& parent = beam.pick(rng);
+  // One, two or three moves on a copy of `parent`; simulated if new and valid.
+  void try_child(const Candidate& parent, designer::Rng& rng) {
     Schedule child = parent.schedule;
     const std::string origin = parent.origin;
     const bool tight = !parent.fits();
@@ -347,37 +433,62 @@ DesignResult design(const DesignProblem& problem, const DesignOptions& options) 
     const int moves = rng.below(4) == 0 ? 2 + rng.below(2) : 1;
     bool changed = false;
     for (int i = 0; i < moves; ++i)
-      if (designer::mutate(child, gaps, tight, options.allow_offload, rng, what)) {
+      if (designer::mutate(child, gaps, tight, options_.allow_offload, rng, what)) {
         changed = true;
         move += (move.empty() ? "" : ", ") + what;
       }
-    if (!changed) continue;
-    if (!seen.insert(designer::schedule_hash(child)).second) {
-      ++result.duplicates;
-      continue;
+    if (!changed) return;
+    if (!seen_.insert(designer::schedule_hash(child)).second) {
+      ++result_.duplicates;
+      return;
     }
     if (!validate(child).ok()) {
-      ++result.invalid;
-      continue;
+      ++result_.invalid;
+      return;
     }
-    consider(oracle.evaluate(std::move(child), origin), move + " (from " + origin + ")");
+    consider(oracle_.evaluate(std::move(child), origin), move + " (from " + origin + ")");
   }
 
-  if (best == nullptr) {
-    throw InputError("--mem-cap",
-                     options.mem_cap_ma >= 0
-                         ? share(options.mem_cap_ma) + " M_a"
-                         : share(options.mem_cap_bytes / (1024.0 * 1024.0 * 1024.0)) + " GiB",
-                     "no schedule found under the cap after " + std::to_string(result.candidates) +
-                         " candidates; raise the cap or allow more candidates");
-  }
-  result.schedule = best_store.schedule;
-  result.schedule.name = "designed";
-  result.report = oracle.report(result.schedule);
-  result.peak_bytes = best_store.peak_bytes;
-  result.peak_ma = best_store.peak_ma;
-  result.seed = best_store.origin;
-  return result;
+  const DesignProblem& problem_;
+  const DesignOptions& options_;
+  const Clock::time_point start_ = Clock::now();
+  Oracle oracle_;
+  Beam beam_;
+  std::set<std::uint64_t> seen_;
+  std::optional<Candidate> best_;
+  DesignResult result_;
+};
+
+// The seeds in the order they run: the hand-designed schedules and their offload variants, the
+// screened building blocks, then the list scheduler's family.
+std::vector<Seed> all_seeds(const DesignProblem& problem, const DesignOptions& options,
+                            Search& search) {
+  std::vector<Seed> seeds =
+      make_seeds(problem, options.seeds.empty() ? default_design_seeds() : options.seeds);
+  if (!options.allow_offload)
+    std::erase_if(seeds,
+                  [](const Seed& s) { return s.label.find("offload") != std::string::npos; });
+  for (Seed& b :
+       block_seeds(problem, options, search.v_cost(), [&] { return search.out_of_time(); }))
+    seeds.push_back(std::move(b));
+  for (const GreedySeed& g : greedy_family(problem, options))
+    seeds.push_back({g.label, Schedule{}, false, g.policy});
+  return seeds;
+}
+
+}  // namespace
+
+const std::vector<std::string>& default_design_seeds() {
+  static const std::vector<std::string> names = {"1f1b-i", "zb-v", "stp", "stp-offload",
+                                                 "dualpipe-v"};
+  return names;
+}
+
+DesignResult design(const DesignProblem& problem, const DesignOptions& options) {
+  Search search(problem, options);
+  search.run_seeds(all_seeds(problem, options, search));
+  search.run_beam();
+  return search.finish();
 }
 
 }  // namespace braid

@@ -8,6 +8,7 @@
 #include "braid/error.hpp"
 #include "braid/explore.hpp"
 #include "braid/schedule.hpp"
+#include "designed.hpp"
 
 namespace braid {
 
@@ -36,7 +37,8 @@ std::vector<Configuration> cross_product(const SweepAxes& axes) {
                   for (const std::string& s : axes.schedules) {
                     // A schedule whose chunks per rank are fixed ignores the vpp axis: it is
                     // listed once, with the first vpp value's position in the order.
-                    const int fixed = fixed_vpp(s);
+                    const int fixed =
+                        explore::is_designed(s) ? explore::kDesignedVpp : fixed_vpp(s);
                     if (fixed != 0 && vi != 0) continue;
                     Configuration c;
                     c.schedule = s;

@@ -12,6 +12,7 @@
 #include "braid/explore.hpp"
 #include "braid/simulator.hpp"
 #include "braid/size_limit.hpp"
+#include "designed.hpp"
 #include "format.hpp"
 #include "pipeline.hpp"
 
@@ -67,7 +68,8 @@ std::optional<Prepared> prepare(const Study& base, const Configuration& c,
   p.schedule.microbatches = c.microbatches;
   p.schedule.offload = p.study.training.offload;  // the study's --offload (0 = off)
   try {
-    const int minimum = min_microbatches(c.schedule, p.schedule);
+    const int minimum = is_designed(c.schedule) ? designed_min_microbatches(p.schedule)
+                                                : min_microbatches(c.schedule, p.schedule);
     if (c.microbatches < minimum) {
       reason = "microbatches " + std::to_string(c.microbatches) + " below the minimum " +
                std::to_string(minimum) + " of " + c.schedule + " at pp " + std::to_string(c.pp);

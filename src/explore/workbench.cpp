@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "braid/error.hpp"
+#include "designed.hpp"
 #include "pipeline.hpp"
 
 namespace braid::explore {
@@ -32,7 +33,7 @@ Workbench build_workbench(const Study& base, const Profile& profile,
   std::map<ScheduleKey, int> schedule_index;
   std::vector<int> owner;  // a configuration that needs each one
   for (int i = 0; i < n; ++i) {
-    if (!wb.prepared[i]) continue;
+    if (!wb.prepared[i] || is_designed(configs[i].schedule)) continue;  // designed below
     auto [it, added] = schedule_index.emplace(schedule_key(configs[i], wb.prepared[i]->schedule),
                                               static_cast<int>(schedule_index.size()));
     if (added) owner.push_back(i);
@@ -86,6 +87,7 @@ Workbench build_workbench(const Study& base, const Profile& profile,
     rows[i].reason = errors[wb.cost_of[i]];
     wb.cost_of[i] = -1;
   }
+  design_schedules(wb, profile, configs, options, rows);
   return wb;
 }
 
