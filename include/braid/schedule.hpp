@@ -100,6 +100,10 @@ struct ValidationResult {
   bool ok() const { return error.empty(); }
 };
 ValidationResult validate(const Schedule& schedule);
+// The per-rank half of validate(): sizes, rank programs in rank order, each pass in range, once
+// and in order on its rank, every pass present; empty when all hold. No deadlock check: lower()
+// calls this and leaves cycles to the DAG, whose cycle report names the ops on it.
+std::string pass_order_error(const Schedule& schedule);
 
 // PyTorch `torch.distributed.pipelining` compute-only CSV (one row per rank, global stage indices).
 void write_pytorch_csv(const Schedule& schedule, std::ostream& out);
