@@ -108,12 +108,9 @@ std::string to_json(const Schedule& schedule) {
     }
     ranks.push_back(json{{"rank", rank.rank}, {"instructions", std::move(list)}});
   }
-  json out{{"schedule", schedule.name},
-           {"pp", schedule.pp},
-           {"vpp", schedule.vpp},
-           {"microbatches", schedule.microbatches},
-           {"ranks", std::move(ranks)},
-           {"placement", schedule.placement == Placement::V ? "v" : "loop"}};
+  json out{{"schedule", schedule.name}, {"pp", schedule.pp},
+           {"vpp", schedule.vpp},       {"microbatches", schedule.microbatches},
+           {"ranks", std::move(ranks)}, {"placement", name(schedule.placement)}};
   return out.dump();
 }
 

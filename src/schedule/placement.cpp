@@ -3,6 +3,13 @@
 
 namespace braid {
 
+namespace {
+
+constexpr OpCode kOpCodes[] = {OpCode::F,  OpCode::B,  OpCode::W,       OpCode::FB,
+                               OpCode::FW, OpCode::FF, OpCode::Offload, OpCode::Reload};
+
+}  // namespace
+
 const char* name(OpCode op) {
   switch (op) {
     case OpCode::F:
@@ -23,6 +30,20 @@ const char* name(OpCode op) {
       return "RELOAD";
   }
   return "?";
+}
+
+std::optional<OpCode> parse_op_code(std::string_view text) {
+  for (OpCode op : kOpCodes)
+    if (text == name(op)) return op;
+  return std::nullopt;
+}
+
+const char* name(Placement placement) { return placement == Placement::V ? "v" : "loop"; }
+
+std::optional<Placement> parse_placement(std::string_view text) {
+  for (Placement p : {Placement::Loop, Placement::V})
+    if (text == name(p)) return p;
+  return std::nullopt;
 }
 
 int Schedule::virtual_stage(int rank, int chunk) const {
