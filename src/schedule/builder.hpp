@@ -7,6 +7,7 @@
 #include <cassert>
 #include <deque>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "braid/schedule.hpp"
@@ -63,6 +64,22 @@ class RankBuilder {
   std::vector<int> next_b_;
   std::deque<Pass> deferred_;
 };
+
+// An empty schedule of these sizes, to which a generator appends one RankProgram per rank.
+inline Schedule empty_schedule(int pp, int vpp, int microbatches, Placement placement) {
+  Schedule s;
+  s.pp = pp;
+  s.vpp = vpp;
+  s.microbatches = microbatches;
+  s.placement = placement;
+  return s;
+}
+
+// The skeleton of 1F1B and ZB-H1 (1f1b.cpp): one chunk per rank, rank r runs min(p-r-1, m)
+// warm-up forwards, then one forward and one backward alternately, then the remaining backwards.
+// Full backwards (1F1B), or split ones (ZB-H1): rank r keeps the W of its first r backwards back,
+// each later B is followed by the oldest queued W, and the r left run after the last B.
+Schedule one_f_one_b(const ScheduleOptions& options, std::string_view name, bool split_backward);
 
 // Shared argument checks; each throws InputError naming the option and the allowed values.
 void check_pp(const ScheduleOptions& options);

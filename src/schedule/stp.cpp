@@ -97,12 +97,8 @@ Schedule make_stp(const ScheduleOptions& options) {
   check_min_microbatches("stp", options, 2 * p, "2p with p = " + std::to_string(p));
   const int m = options.microbatches;
   const int built = std::max(m, 3 * p - 1);
-  Schedule s;
+  Schedule s = empty_schedule(p, 2, built, Placement::V);
   s.name = "stp";
-  s.pp = p;
-  s.vpp = 2;
-  s.microbatches = built;
-  s.placement = Placement::V;
   for (int r = 0; r < p; ++r) s.ranks.push_back(stp_rank(p, built, r));
   if (built != m) {
     prune_microbatches(s, m);

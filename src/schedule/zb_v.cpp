@@ -17,11 +17,7 @@ Schedule make_zb_v(const ScheduleOptions& options) {
   const int p = options.pp;
   const int m = options.microbatches;
   const int n = std::max(2 * p - 1, m);
-  Schedule s;
-  s.pp = p;
-  s.vpp = 2;
-  s.microbatches = n;
-  s.placement = Placement::V;
+  Schedule s = empty_schedule(p, 2, n, Placement::V);
   for (int r = 0; r < p; ++r) {
     RankProgram prog;
     prog.rank = r;
