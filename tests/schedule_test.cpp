@@ -525,3 +525,37 @@ TEST_CASE("unit-time bubbles match the closed forms", "[schedule][theory]") {
       CHECK(bubble("zb-v") == p - 1);
     }
 }
+
+TEST_CASE("every schedule kind's traits describe what its generator builds", "[schedule]") {
+  REQUIRE(schedule_names().size() == 8);
+  for (const std::string& n : schedule_names()) {
+    INFO(n);
+    const ScheduleKind kind = parse_schedule_kind(n);
+    const ScheduleTraits& t = traits(kind);
+    CHECK(t.kind == kind);
+    CHECK(std::string(name(kind)) == n);
+    const Schedule s = make(n, 4, 12);
+    CHECK(s.name == n);
+    CHECK(s.placement == t.placement);
+    CHECK(s.vpp == (t.vpp == 0 ? 2 : t.vpp));
+    CHECK(fixed_vpp(n) == t.vpp);
+  }
+  CHECK(traits(ScheduleKind::StpOffload).own_offload);
+  CHECK_FALSE(traits(ScheduleKind::Stp).own_offload);
+  CHECK(traits(ScheduleKind::Interleaved).group_size);
+  CHECK(traits(ScheduleKind::DualPipeV).microbatches_per_pp == 2);
+  CHECK_THROWS_WITH(parse_schedule_kind("pipedream"),
+                    "--schedule: pipedream: unknown schedule; known: gpipe, 1f1b, 1f1b-i, zb-h1, "
+                    "zb-v, dualpipe-v, stp, stp-offload");
+}
+
+TEST_CASE("instruction and placement names read back to the same value", "[schedule]") {
+  for (OpCode op : {OpCode::F, OpCode::B, OpCode::W, OpCode::FB, OpCode::FW, OpCode::FF,
+                    OpCode::Offload, OpCode::Reload})
+    CHECK(parse_op_code(name(op)) == op);
+  CHECK(std::string(name(OpCode::Offload)) == "OFFLOAD");
+  CHECK_FALSE(parse_op_code("BF").has_value());
+  CHECK(std::string(name(Placement::Loop)) == "loop");
+  CHECK(parse_placement("v") == Placement::V);
+  CHECK_FALSE(parse_placement("V").has_value());
+}
