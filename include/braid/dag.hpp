@@ -56,8 +56,8 @@ struct DagOp {
   StreamKind stream = StreamKind::Compute;
   Phase phase = Phase::F;  // P2P: F = activation, B = input gradient
   UnitKind unit = UnitKind::PreAttn;
-  CollectiveKind collective = CollectiveKind::None;  // Collective ops only
-  OpCode instruction_op = OpCode::F;                 // the instruction it was lowered from
+  CollectiveKind collective = CollectiveKind::None;     // Collective ops only
+  InstructionKind instruction_op = InstructionKind::F;  // the instruction it was lowered from
   BlockSide side = BlockSide::Plain;
   // One byte for both flags keeps a DagOp at 64 bytes (one cache line).
   bool vision : 1 = false;  // a ViT layer unit

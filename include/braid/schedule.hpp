@@ -14,10 +14,10 @@
 
 namespace braid {
 
-enum class OpCode : std::uint8_t { F, B, W, FB, FW, FF, Offload, Reload };
+enum class InstructionKind : std::uint8_t { F, B, W, FB, FW, FF, Offload, Reload };
 // "F", "B", "W", "FB", "FW", "FF", "OFFLOAD", "RELOAD" (the schedule JSON's "op").
-const char* name(OpCode op);
-std::optional<OpCode> parse_op_code(std::string_view text);
+const char* name(InstructionKind op);
+std::optional<InstructionKind> parse_instruction_kind(std::string_view text);
 
 // One pass of one (chunk, microbatch): its forward, its input-gradient backward (with or without
 // the weight gradient) or its deferred weight gradient.
@@ -30,7 +30,7 @@ struct Pass {
 
 // F, B, W, Offload, Reload use `a`; FB: a = F, b = B; FW: a = F, b = W; FF: a and b are both F.
 struct Instruction {
-  OpCode op = OpCode::F;
+  InstructionKind op = InstructionKind::F;
   Pass a;
   Pass b;
   bool operator==(const Instruction&) const = default;

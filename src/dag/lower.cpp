@@ -37,7 +37,7 @@ struct PassState {
   int chunk = 0;
   int mb = 0;
   Phase phase = Phase::F;
-  OpCode instruction_op = OpCode::F;
+  InstructionKind instruction_op = InstructionKind::F;
   BlockSide side = BlockSide::Plain;
   int cursor = kNone;      // op producing the current activation / gradient
   int first = kNone;       // first op of the pass (consumes the pass input)
@@ -209,7 +209,8 @@ class Lowerer final : public detail::StepEmitter {
   // braided blocks.
   void emit_recompute(PassState& b, const LayerCost& layer, CollectiveMode mode) {
     if (cost_.recompute != Recompute::Full) return;
-    const CollectiveMode rerun = b.instruction_op == OpCode::B ? CollectiveMode::Sync : mode;
+    const CollectiveMode rerun =
+        b.instruction_op == InstructionKind::B ? CollectiveMode::Sync : mode;
     for (const UnitCost& unit : layer) emit_cost(b, unit, Phase::F, unit.recompute, rerun, true);
   }
 
@@ -275,7 +276,7 @@ class Lowerer final : public detail::StepEmitter {
 
   // Collective::from_compute outside braided blocks (a plain B instruction).
   [[nodiscard]] static bool from_compute(const PassState& pass, const Collective& c) {
-    return c.from_compute && pass.instruction_op == OpCode::B;
+    return c.from_compute && pass.instruction_op == InstructionKind::B;
   }
 
   // The step tail's inputs: a unit's first F and last W op on its virtual stage.
@@ -297,7 +298,7 @@ class Lowerer final : public detail::StepEmitter {
   }
 
   // ---- passes ---------------------------------------------------------------------------------
-  PassState open_pass(const Pass& p, Phase phase, OpCode op, BlockSide side) {
+  PassState open_pass(const Pass& p, Phase phase, InstructionKind op, BlockSide side) {
     PassState pass;
     pass_index(p, &pass.stage);
     pass.chunk = p.chunk;
@@ -407,14 +408,14 @@ class Lowerer final : public detail::StepEmitter {
     std::vector<PassState>& sends = sends_;
     sends.clear();
     switch (in.op) {
-      case OpCode::F: {
+      case InstructionKind::F: {
         PassState f = open_pass(in.a, Phase::F, in.op, BlockSide::Plain);
         forward_prologue(f, CollectiveMode::Sync);
         forward_units(f, 0, CollectiveMode::Sync);
         close_pass(f, sends);
         break;
       }
-      case OpCode::B: {
+      case InstructionKind::B: {
         PassState b = open_pass(in.a, Phase::B, in.op, BlockSide::Plain);
         const bool with_w = !in.a.defer_w;
         // Full backward: async B collectives (consumed by the next B unit); split: synchronous.
@@ -424,23 +425,23 @@ class Lowerer final : public detail::StepEmitter {
         close_pass(b, sends);
         break;
       }
-      case OpCode::W: {
+      case InstructionKind::W: {
         PassState w = open_pass(in.a, Phase::W, in.op, BlockSide::Plain);
         w_epilogue(w, CollectiveMode::Sync);
         w_units(w, layers_of(w), CollectiveMode::Sync);
         break;
       }
-      case OpCode::FB:
+      case InstructionKind::FB:
         lower_fb(in, sends);
         break;
-      case OpCode::FW:
+      case InstructionKind::FW:
         lower_fw(in, sends);
         break;
-      case OpCode::FF:
+      case InstructionKind::FF:
         lower_ff(in, sends);
         break;
-      case OpCode::Offload:
-      case OpCode::Reload:
+      case InstructionKind::Offload:
+      case InstructionKind::Reload:
         lower_copy(in.op, in.a);
         break;
     }
@@ -546,8 +547,8 @@ class Lowerer final : public detail::StepEmitter {
 
   // OFFLOAD (device to host, frees the pass's saved activations once its forward has run) or
   // RELOAD (host to device, allocates them again after the offload).
-  void lower_copy(OpCode copy, const Pass& p) {
-    const bool offload = copy == OpCode::Offload;
+  void lower_copy(InstructionKind copy, const Pass& p) {
+    const bool offload = copy == InstructionKind::Offload;
     int stage = 0;
     const std::size_t idx = pass_index(p, &stage);
     const double bytes = cost_.chunks[stage].activation_bytes;

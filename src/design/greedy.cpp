@@ -80,7 +80,7 @@ std::optional<Schedule> greedy_v_schedule(int p, int m, const CostModel& cost,
         const int k = s.virtual_stage(r, c);
         const double ready = k == stages - 1 ? f_end[at(k, mb)] : b_end[at(k + 1, mb)];
         if (f_end[at(k, mb)] == kNever || ready == kNever) continue;
-        consider(ready, {OpCode::B, {c, mb, policy.split}, {}}, tb[k]);
+        consider(ready, {InstructionKind::B, {c, mb, policy.split}, {}}, tb[k]);
       }
       // A chunk-0 forward leaves slots free for chunk-1 forwards: with every rank full of
       // chunk-0 activations no microbatch could reach the loss, and nothing would be freed.
@@ -95,14 +95,14 @@ std::optional<Schedule> greedy_v_schedule(int p, int m, const CostModel& cost,
         if (ready == kNever) continue;
         // A forward loses to a backward that is ready as early.
         if (std::max(ready, st.clock) < start)
-          consider(ready, {OpCode::F, {c, mb, false}, {}}, tf[k]);
+          consider(ready, {InstructionKind::F, {c, mb, false}, {}}, tf[k]);
       }
       // A deferred W runs when nothing else can start at once (it fills the wait).
       const bool full = st.live + policy.reserve >= policy.mem_limit;
       if (!st.deferred.empty() && (start > st.clock || (policy.w_when_full && full))) {
         const Pass w = st.deferred.front();
         start = st.clock;
-        in = {OpCode::W, w, {}};
+        in = {InstructionKind::W, w, {}};
         duration = tw[s.virtual_stage(r, w.chunk)];
       }
       if (start < best_start)
@@ -115,12 +115,12 @@ std::optional<Schedule> greedy_v_schedule(int p, int m, const CostModel& cost,
     const Pass& q = best_in.a;
     const int k = s.virtual_stage(best_rank, q.chunk);
     switch (best_in.op) {
-      case OpCode::F:
+      case InstructionKind::F:
         f_end[at(k, q.mb)] = end;
         ++st.next_f[q.chunk];
         ++st.live;
         break;
-      case OpCode::B:
+      case InstructionKind::B:
         b_end[at(k, q.mb)] = end;
         ++st.next_b[q.chunk];
         ++done_b;
@@ -142,14 +142,14 @@ void braid_adjacent(Schedule& s) {
     auto& list = rank.instructions;
     for (std::size_t k = 0; k + 1 < list.size(); ++k) {
       const Instruction x = list[k], y = list[k + 1];
-      const bool xf = x.op == OpCode::F, yf = y.op == OpCode::F;
-      const bool xbw = x.op == OpCode::B || x.op == OpCode::W;
-      const bool ybw = y.op == OpCode::B || y.op == OpCode::W;
+      const bool xf = x.op == InstructionKind::F, yf = y.op == InstructionKind::F;
+      const bool xbw = x.op == InstructionKind::B || x.op == InstructionKind::W;
+      const bool ybw = y.op == InstructionKind::B || y.op == InstructionKind::W;
       Instruction fused;
       if (xf && ybw)
-        fused = {y.op == OpCode::B ? OpCode::FB : OpCode::FW, x.a, y.a};
+        fused = {y.op == InstructionKind::B ? InstructionKind::FB : InstructionKind::FW, x.a, y.a};
       else if (yf && xbw)
-        fused = {x.op == OpCode::B ? OpCode::FB : OpCode::FW, y.a, x.a};
+        fused = {x.op == InstructionKind::B ? InstructionKind::FB : InstructionKind::FW, y.a, x.a};
       else
         continue;
       list[k] = fused;

@@ -89,21 +89,21 @@ bool dark(const Rgb& c) { return 0.299 * c.r + 0.587 * c.g + 0.114 * c.b < 150; 
 std::string box_class(Phase p, int chunk) { return name(p) + std::to_string(chunk); }
 
 // The phase a box shows at instruction level: the phase of its side's pass.
-Phase side_phase(OpCode op, BlockSide side) {
+Phase side_phase(InstructionKind op, BlockSide side) {
   switch (op) {
-    case OpCode::F:
-    case OpCode::FF:
+    case InstructionKind::F:
+    case InstructionKind::FF:
       return Phase::F;
-    case OpCode::B:
+    case InstructionKind::B:
       return Phase::B;
-    case OpCode::W:
+    case InstructionKind::W:
       return Phase::W;
-    case OpCode::FB:
+    case InstructionKind::FB:
       return side == BlockSide::B ? Phase::B : Phase::F;
-    case OpCode::FW:
+    case InstructionKind::FW:
       return side == BlockSide::B ? Phase::W : Phase::F;
-    case OpCode::Offload:
-    case OpCode::Reload:
+    case InstructionKind::Offload:
+    case InstructionKind::Reload:
       break;
   }
   return Phase::F;

@@ -78,10 +78,10 @@ Schedule make_1f1b_interleaved(const ScheduleOptions& options) {
     int warmup = (p - r - 1) * 2 + (v - 1) * n;
     if (warmup >= total) warmup = total;  // Megatron: all microbatches in warm-up
     auto forward = [&](int k) {
-      rank.push({OpCode::F, Pass{table[k].second, table[k].first, false}, {}});
+      rank.push({InstructionKind::F, Pass{table[k].second, table[k].first, false}, {}});
     };
     auto backward = [&](int k) {
-      rank.push({OpCode::B, Pass{v - 1 - table[k].second, table[k].first, false}, {}});
+      rank.push({InstructionKind::B, Pass{v - 1 - table[k].second, table[k].first, false}, {}});
     };
     for (int k = 0; k < warmup; ++k) forward(k);
     for (int k = 0; k < total - warmup; ++k) {

@@ -38,21 +38,21 @@ class RankBuilder {
   int next_f(int chunk) const { return next_f_[chunk]; }
   int next_b(int chunk) const { return next_b_[chunk]; }
 
-  void f(int chunk) { push({OpCode::F, take_f(chunk), {}}); }
-  void b(int chunk, bool defer_w) { push({OpCode::B, take_b(chunk, defer_w), {}}); }
-  void w() { push({OpCode::W, take_w(), {}}); }
+  void f(int chunk) { push({InstructionKind::F, take_f(chunk), {}}); }
+  void b(int chunk, bool defer_w) { push({InstructionKind::B, take_b(chunk, defer_w), {}}); }
+  void w() { push({InstructionKind::W, take_w(), {}}); }
   // Braided pairs: forward of `f_chunk` with the backward of `b_chunk` / the oldest W / another F.
   void fb(int f_chunk, int b_chunk, bool defer_w) {
     Pass f = take_f(f_chunk);
-    push({OpCode::FB, f, take_b(b_chunk, defer_w)});
+    push({InstructionKind::FB, f, take_b(b_chunk, defer_w)});
   }
   void fw(int f_chunk) {
     Pass f = take_f(f_chunk);
-    push({OpCode::FW, f, take_w()});
+    push({InstructionKind::FW, f, take_w()});
   }
   void ff(int chunk) {
     Pass a = take_f(chunk);
-    push({OpCode::FF, a, take_f(chunk)});
+    push({InstructionKind::FF, a, take_f(chunk)});
   }
   void push(const Instruction& in) { program_.instructions.push_back(in); }
 

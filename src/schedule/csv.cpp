@@ -34,16 +34,16 @@ void write_pytorch_csv(const Schedule& s, std::ostream& out) {
     auto backward = [&](const Pass& p) { return action(stage(p), p.defer_w ? 'I' : 'B', p.mb); };
     for (const Instruction& in : rank.instructions) {
       switch (in.op) {
-        case OpCode::F:
+        case InstructionKind::F:
           cells.push_back(action(stage(in.a), 'F', in.a.mb));
           break;
-        case OpCode::B:
+        case InstructionKind::B:
           cells.push_back(backward(in.a));
           break;
-        case OpCode::W:
+        case InstructionKind::W:
           cells.push_back(action(stage(in.a), 'W', in.a.mb));
           break;
-        case OpCode::FB: {
+        case InstructionKind::FB: {
           std::string cell(1, '(');
           cell += action(stage(in.a), 'F', in.a.mb);
           cell += ';';
@@ -53,16 +53,16 @@ void write_pytorch_csv(const Schedule& s, std::ostream& out) {
           break;
         }
         // PyTorch has no overlap action for F+W or F+F: two consecutive cells.
-        case OpCode::FW:
+        case InstructionKind::FW:
           cells.push_back(action(stage(in.a), 'F', in.a.mb));
           cells.push_back(action(stage(in.b), 'W', in.b.mb));
           break;
-        case OpCode::FF:
+        case InstructionKind::FF:
           cells.push_back(action(stage(in.a), 'F', in.a.mb));
           cells.push_back(action(stage(in.b), 'F', in.b.mb));
           break;
-        case OpCode::Offload:  // memory actions are not compute: not exported
-        case OpCode::Reload:
+        case InstructionKind::Offload:  // memory actions are not compute: not exported
+        case InstructionKind::Reload:
           break;
       }
     }
@@ -350,7 +350,9 @@ RankProgram rank_program(const Reader& reader, const Schedule& s, int r,
     auto pass = [&](const Action& a) { return Pass{s.chunk_of(a.stage), a.mb, a.type == 'I'}; };
     if (cell.actions.size() == 1) {
       const Action& a = cell.actions[0];
-      OpCode op = a.type == 'F' ? OpCode::F : a.type == 'W' ? OpCode::W : OpCode::B;
+      InstructionKind op = a.type == 'F'   ? InstructionKind::F
+                           : a.type == 'W' ? InstructionKind::W
+                                           : InstructionKind::B;
       prog.instructions.push_back({op, pass(a), {}});
       continue;
     }
@@ -358,15 +360,15 @@ RankProgram rank_program(const Reader& reader, const Schedule& s, int r,
     const Action& y = cell.actions[1];
     auto is_b = [](const Action& a) { return a.type == 'B' || a.type == 'I'; };
     if (x.type == 'F' && is_b(y)) {
-      prog.instructions.push_back({OpCode::FB, pass(x), pass(y)});
+      prog.instructions.push_back({InstructionKind::FB, pass(x), pass(y)});
     } else if (is_b(x) && y.type == 'F') {
-      prog.instructions.push_back({OpCode::FB, pass(y), pass(x)});
+      prog.instructions.push_back({InstructionKind::FB, pass(y), pass(x)});
     } else if (x.type == 'F' && y.type == 'W') {
-      prog.instructions.push_back({OpCode::FW, pass(x), pass(y)});
+      prog.instructions.push_back({InstructionKind::FW, pass(x), pass(y)});
     } else if (x.type == 'W' && y.type == 'F') {
-      prog.instructions.push_back({OpCode::FW, pass(y), pass(x)});
+      prog.instructions.push_back({InstructionKind::FW, pass(y), pass(x)});
     } else if (x.type == 'F' && y.type == 'F') {
-      prog.instructions.push_back({OpCode::FF, pass(x), pass(y)});
+      prog.instructions.push_back({InstructionKind::FF, pass(x), pass(y)});
     } else {
       reader.fail(r, cell.column,
                   "'" + cell.text +

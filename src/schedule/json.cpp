@@ -50,7 +50,7 @@ struct Reader {
   Instruction instruction(const json& j, const std::string& path) const {
     const json& op = member(j, path, "op");
     const std::string text = op.is_string() ? op.get<std::string>() : "";
-    const std::optional<OpCode> code = parse_op_code(text);
+    const std::optional<InstructionKind> code = parse_instruction_kind(text);
     if (!code)
       fail(path + ".op",
            "'" + (op.is_string() ? text : op.dump()) +
@@ -58,24 +58,24 @@ struct Reader {
     Instruction in;
     in.op = *code;
     switch (in.op) {
-      case OpCode::F:
-      case OpCode::W:
-      case OpCode::Offload:
-      case OpCode::Reload:
+      case InstructionKind::F:
+      case InstructionKind::W:
+      case InstructionKind::Offload:
+      case InstructionKind::Reload:
         in.a = pass(j, path, false);
         break;
-      case OpCode::B:
+      case InstructionKind::B:
         in.a = pass(j, path, true);
         break;
-      case OpCode::FB:
+      case InstructionKind::FB:
         in.a = pass(member(j, path, "f"), path + ".f", false);
         in.b = pass(member(j, path, "b"), path + ".b", true);
         break;
-      case OpCode::FW:
+      case InstructionKind::FW:
         in.a = pass(member(j, path, "f"), path + ".f", false);
         in.b = pass(member(j, path, "w"), path + ".w", false);
         break;
-      case OpCode::FF: {
+      case InstructionKind::FF: {
         const json& f = member(j, path, "f");
         if (!f.is_array() || f.size() != 2) fail(path + ".f", "expected an array of two passes");
         in.a = pass(f[0], path + ".f[0]", false);

@@ -5,35 +5,36 @@ namespace braid {
 
 namespace {
 
-constexpr OpCode kOpCodes[] = {OpCode::F,  OpCode::B,  OpCode::W,       OpCode::FB,
-                               OpCode::FW, OpCode::FF, OpCode::Offload, OpCode::Reload};
+constexpr InstructionKind kInstructionKinds[] = {
+    InstructionKind::F,  InstructionKind::B,  InstructionKind::W,       InstructionKind::FB,
+    InstructionKind::FW, InstructionKind::FF, InstructionKind::Offload, InstructionKind::Reload};
 
 }  // namespace
 
-const char* name(OpCode op) {
+const char* name(InstructionKind op) {
   switch (op) {
-    case OpCode::F:
+    case InstructionKind::F:
       return "F";
-    case OpCode::B:
+    case InstructionKind::B:
       return "B";
-    case OpCode::W:
+    case InstructionKind::W:
       return "W";
-    case OpCode::FB:
+    case InstructionKind::FB:
       return "FB";
-    case OpCode::FW:
+    case InstructionKind::FW:
       return "FW";
-    case OpCode::FF:
+    case InstructionKind::FF:
       return "FF";
-    case OpCode::Offload:
+    case InstructionKind::Offload:
       return "OFFLOAD";
-    case OpCode::Reload:
+    case InstructionKind::Reload:
       return "RELOAD";
   }
   return "?";
 }
 
-std::optional<OpCode> parse_op_code(std::string_view text) {
-  for (OpCode op : kOpCodes)
+std::optional<InstructionKind> parse_instruction_kind(std::string_view text) {
+  for (InstructionKind op : kInstructionKinds)
     if (text == name(op)) return op;
   return std::nullopt;
 }

@@ -126,19 +126,22 @@ void prune_microbatches(Schedule& schedule, int m) {
     std::vector<Instruction> kept;
     kept.reserve(rank.instructions.size());
     for (const Instruction& in : rank.instructions) {
-      bool pair = in.op == OpCode::FB || in.op == OpCode::FW || in.op == OpCode::FF;
+      bool pair = in.op == InstructionKind::FB || in.op == InstructionKind::FW ||
+                  in.op == InstructionKind::FF;
       bool keep_a = in.a.mb < m;
       bool keep_b = pair && in.b.mb < m;
       if (pair && keep_a && keep_b) {
         kept.push_back(in);
       } else if (keep_a) {
-        OpCode single =
-            in.op == OpCode::FB || in.op == OpCode::FW || in.op == OpCode::FF ? OpCode::F : in.op;
+        InstructionKind single = in.op == InstructionKind::FB || in.op == InstructionKind::FW ||
+                                         in.op == InstructionKind::FF
+                                     ? InstructionKind::F
+                                     : in.op;
         kept.push_back({single, in.a, {}});
       } else if (keep_b) {
-        OpCode single = in.op == OpCode::FB   ? OpCode::B
-                        : in.op == OpCode::FW ? OpCode::W
-                                              : OpCode::F;
+        InstructionKind single = in.op == InstructionKind::FB   ? InstructionKind::B
+                                 : in.op == InstructionKind::FW ? InstructionKind::W
+                                                                : InstructionKind::F;
         kept.push_back({single, in.b, {}});
       }
     }

@@ -65,7 +65,7 @@ RankProgram stp_rank(int p, int m, int r) {
   return std::move(rank.program());
 }
 
-bool lone_f(const Instruction& in) { return in.op == OpCode::F; }
+bool lone_f(const Instruction& in) { return in.op == InstructionKind::F; }
 
 // Fuses adjacent single F with single B (or W) into FB (FW) wherever no wait cycle results.
 void rebraid(Schedule& s) {
@@ -75,10 +75,10 @@ void rebraid(Schedule& s) {
       auto& list = s.ranks[r].instructions;
       const Instruction x = list[k], y = list[k + 1];
       Instruction fused;
-      if (lone_f(x) && (y.op == OpCode::B || y.op == OpCode::W)) {
-        fused = {y.op == OpCode::B ? OpCode::FB : OpCode::FW, x.a, y.a};
-      } else if (lone_f(y) && (x.op == OpCode::B || x.op == OpCode::W)) {
-        fused = {x.op == OpCode::B ? OpCode::FB : OpCode::FW, y.a, x.a};
+      if (lone_f(x) && (y.op == InstructionKind::B || y.op == InstructionKind::W)) {
+        fused = {y.op == InstructionKind::B ? InstructionKind::FB : InstructionKind::FW, x.a, y.a};
+      } else if (lone_f(y) && (x.op == InstructionKind::B || x.op == InstructionKind::W)) {
+        fused = {x.op == InstructionKind::B ? InstructionKind::FB : InstructionKind::FW, y.a, x.a};
       } else {
         continue;
       }

@@ -27,21 +27,21 @@ std::string pass_text(const char* letter, const Pass& p) {
 std::string instruction_text(const Instruction& in) {
   auto b = [](const Pass& p) { return pass_text("B", p) + (p.defer_w ? "*" : ""); };
   switch (in.op) {
-    case OpCode::F:
+    case InstructionKind::F:
       return pass_text("F", in.a);
-    case OpCode::B:
+    case InstructionKind::B:
       return b(in.a);
-    case OpCode::W:
+    case InstructionKind::W:
       return pass_text("W", in.a);
-    case OpCode::FB:
+    case InstructionKind::FB:
       return pass_text("F", in.a) + "&" + b(in.b);
-    case OpCode::FW:
+    case InstructionKind::FW:
       return pass_text("F", in.a) + "&" + pass_text("W", in.b);
-    case OpCode::FF:
+    case InstructionKind::FF:
       return pass_text("F", in.a) + "+" + pass_text("F", in.b);
-    case OpCode::Offload:
+    case InstructionKind::Offload:
       return pass_text("OFF", in.a);
-    case OpCode::Reload:
+    case InstructionKind::Reload:
       return pass_text("REL", in.a);
   }
   return "?";

@@ -7,31 +7,31 @@ namespace braid::detail {
 
 int parts_of(const Instruction& in, Part out[2]) {
   switch (in.op) {
-    case OpCode::F:
+    case InstructionKind::F:
       out[0] = {PassKind::F, in.a};
       return 1;
-    case OpCode::B:
+    case InstructionKind::B:
       out[0] = {PassKind::B, in.a};
       return 1;
-    case OpCode::W:
+    case InstructionKind::W:
       out[0] = {PassKind::W, in.a};
       return 1;
-    case OpCode::FB:
+    case InstructionKind::FB:
       out[0] = {PassKind::F, in.a};
       out[1] = {PassKind::B, in.b};
       return 2;
-    case OpCode::FW:
+    case InstructionKind::FW:
       out[0] = {PassKind::F, in.a};
       out[1] = {PassKind::W, in.b};
       return 2;
-    case OpCode::FF:
+    case InstructionKind::FF:
       out[0] = {PassKind::F, in.a};
       out[1] = {PassKind::F, in.b};
       return 2;
-    case OpCode::Offload:
+    case InstructionKind::Offload:
       out[0] = {PassKind::Offload, in.a};
       return 1;
-    case OpCode::Reload:
+    case InstructionKind::Reload:
       out[0] = {PassKind::Reload, in.a};
       return 1;
   }
