@@ -279,15 +279,16 @@ TEST_CASE("an FB of a 16-layer LM chunk with the 32-layer ViT chunk braids 16 pa
     if (op.instruction == 4 && op.kind == OpKind::Compute) ops.push_back(&op);
   int f_lm = 0, b_vit = 0;
   for (const DagOp* op : ops) {
-    if (op->side == BlockSide::A && op->layer >= 0) ++f_lm;
-    if (op->side == BlockSide::B && op->vision && op->layer >= 0 && op->phase == Phase::B) ++b_vit;
+    if (op->side == BlockSide::First && op->layer >= 0) ++f_lm;
+    if (op->side == BlockSide::Second && op->vision && op->layer >= 0 && op->phase == Phase::B)
+      ++b_vit;
   }
   CHECK(f_lm == 16 * 4);
   CHECK(b_vit == 32 * 4);
   // The last F unit comes before the last 16 ViT layers' backward: surplus unbraided at the end.
   int last_f = -1;
   for (std::size_t k = 0; k < ops.size(); ++k)
-    if (ops[k]->side == BlockSide::A) last_f = static_cast<int>(k);
+    if (ops[k]->side == BlockSide::First) last_f = static_cast<int>(k);
   int b_after = 0;
   for (std::size_t k = last_f + 1; k < ops.size(); ++k)
     if (ops[k]->phase == Phase::B) ++b_after;

@@ -36,7 +36,7 @@ const char* name(OpKind k);
 
 // How the op sits in its instruction: plain (F, B, W alone), or side a / b of a braided block
 // (FB: a = F, b = B; FW: a = F, b = W; FF: a = first F, b = second F).
-enum class BlockSide : std::uint8_t { Plain, A, B };
+enum class BlockSide : std::uint8_t { Plain, First, Second };
 
 // One op. `duration_s` is the time alone (no contention); memory moves at the op's start (alloc)
 // and end (free).

@@ -457,8 +457,8 @@ class Lowerer final : public detail::StepEmitter {
   // Non-layer units and surplus layers run unbraided around the pairs.
   void lower_fb(const Instruction& in, std::vector<PassState>& sends) {
     constexpr auto A = CollectiveMode::Async;
-    PassState f = open_pass(in.a, Phase::F, in.op, BlockSide::A);
-    PassState b = open_pass(in.b, Phase::B, in.op, BlockSide::B);
+    PassState f = open_pass(in.a, Phase::F, in.op, BlockSide::First);
+    PassState b = open_pass(in.b, Phase::B, in.op, BlockSide::Second);
     const bool with_w = !in.b.defer_w;
     const ChunkCost& fc = cost_.chunks[f.stage];
     const ChunkCost& bc = cost_.chunks[b.stage];
@@ -495,8 +495,8 @@ class Lowerer final : public detail::StepEmitter {
   // FW: F.PreAttn F.Attn | W.MLP W.PreMLP | F.PreMLP F.MLP | W.Attn W.PreAttn per layer pair.
   void lower_fw(const Instruction& in, std::vector<PassState>& sends) {
     constexpr auto A = CollectiveMode::Async;
-    PassState f = open_pass(in.a, Phase::F, in.op, BlockSide::A);
-    PassState w = open_pass(in.b, Phase::W, in.op, BlockSide::B);
+    PassState f = open_pass(in.a, Phase::F, in.op, BlockSide::First);
+    PassState w = open_pass(in.b, Phase::W, in.op, BlockSide::Second);
     const ChunkCost& fc = cost_.chunks[f.stage];
     const ChunkCost& wc = cost_.chunks[w.stage];
     const int nf = layers_of(f), nw = layers_of(w), pairs = std::min(nf, nw);
@@ -522,8 +522,8 @@ class Lowerer final : public detail::StepEmitter {
   // FF: a.PreAttn a.Attn | b.PreAttn b.Attn | a.PreMLP a.MLP | b.PreMLP b.MLP per layer pair.
   void lower_ff(const Instruction& in, std::vector<PassState>& sends) {
     constexpr auto A = CollectiveMode::Async;
-    PassState fa = open_pass(in.a, Phase::F, in.op, BlockSide::A);
-    PassState fb = open_pass(in.b, Phase::F, in.op, BlockSide::B);
+    PassState fa = open_pass(in.a, Phase::F, in.op, BlockSide::First);
+    PassState fb = open_pass(in.b, Phase::F, in.op, BlockSide::Second);
     const ChunkCost& ca = cost_.chunks[fa.stage];
     const ChunkCost& cb = cost_.chunks[fb.stage];
     const int pairs = std::min(layers_of(fa), layers_of(fb));

@@ -42,9 +42,9 @@ const char* side_name(BlockSide s) {
   switch (s) {
     case BlockSide::Plain:
       return "plain";
-    case BlockSide::A:
+    case BlockSide::First:
       return "a";
-    case BlockSide::B:
+    case BlockSide::Second:
       return "b";
   }
   return "?";
