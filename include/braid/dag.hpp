@@ -34,8 +34,9 @@ enum class OpKind : std::uint8_t {
 };
 const char* name(OpKind k);
 
-// How the op sits in its instruction: plain (F, B, W alone), or side a / b of a braided block
-// (FB: a = F, b = B; FW: a = F, b = W; FF: a = first F, b = second F).
+// How the op sits in its instruction: plain (F, B, W alone), or the first / second side of a
+// braided block (FB: F, then B; FW: F, then W; FF: the first F, then the second). Traces label
+// them "a" and "b".
 enum class BlockSide : std::uint8_t { Plain, First, Second };
 
 // One op. `duration_s` is the time alone (no contention); memory moves at the op's start (alloc)
