@@ -111,8 +111,9 @@ struct Dag {
 };
 
 // Lowers `schedule` onto `cost` (which must have schedule.virtual_stages() chunks). Throws
-// InputError when they do not match, or when an instruction refers to a pass the schedule never
-// produces (a B without its F, a W without a deferred B, a RELOAD without OFFLOAD).
+// InputError when they do not match, or with pass_order_error's message when the schedule breaks
+// a pass-order rule (a B without its F, a W without a deferred B, a RELOAD without OFFLOAD). A
+// deadlocking order lowers to a DAG with a cycle (check_acyclic names its ops).
 Dag lower(const Schedule& schedule, const CostModel& cost, const LowerOptions& options = {});
 
 // True when every op's alloc and free is a non-negative multiple of 2^-10 and each rank's amounts

@@ -13,7 +13,6 @@
 // B (or lone W) on a rank is fused into FB (FW) unless the fused block would wait on itself
 // through another rank (a reachability check on the wait graph, wait_graph.hpp).
 #include <algorithm>
-#include <stdexcept>
 #include <string>
 #include <vector>
 
