@@ -311,3 +311,15 @@ TEST_CASE("measured collective rows load sorted and take precedence over the lin
   InputError e = input_error([&] { load_profile(scratch("measured.yaml", bad)); });
   CHECK(e.field == "links.nvlink.measured.all_reduce[1].time_us");
 }
+
+TEST_CASE("the study enums' names read back to the same value", "[config]") {
+  for (Recompute r : {Recompute::None, Recompute::Selective, Recompute::Full})
+    CHECK(parse_recompute(name(r)) == r);
+  CHECK(recompute_names() == std::vector<std::string>{"none", "selective", "full"});
+  CHECK_FALSE(parse_recompute("Full").has_value());
+  CHECK(parse_vision_placement("first-stage") == VisionPlacement::FirstStage);
+  CHECK(std::string(name(VisionPlacement::Separate)) == "separate");
+  CHECK(parse_stage_balance("cost") == StageBalance::Cost);
+  CHECK(std::string(name(StageBalance::Uniform)) == "uniform");
+  CHECK_FALSE(parse_stage_balance("even").has_value());
+}

@@ -207,3 +207,10 @@ TEST_CASE("a send leaves at the end of its instruction, after its data", "[dag]"
   CHECK(t.start_s[send_b] == 32.0);
   CHECK(t.start_s[find_op(dag, "B0.0 MLP L0", 0)] == 32.0);
 }
+
+TEST_CASE("lowering a misordered schedule reports the validator's own message", "[dag]") {
+  const Schedule s = make("bad", 1, 1, 1, Placement::Loop, {{B(0, 0), F(0, 0)}});
+  REQUIRE(validate(s).error == "rank 0, position 0 (B0.0): B of chunk 0 microbatch 0 before its F");
+  CHECK_THROWS_WITH(lower(s, uniform_cost_model(unit_costs(), 1)),
+                    "schedule: bad: " + validate(s).error);
+}

@@ -344,14 +344,17 @@ TEST_CASE("the greedy seeds honour the zero-bubble memory rule with --hold-until
   for (const RankProgram& rank : r.schedule.ranks) {
     int live = 0, peak = 0;
     for (const Instruction& in : rank.instructions) {
-      REQUIRE((in.op == OpCode::F || in.op == OpCode::B || in.op == OpCode::W ||
-               in.op == OpCode::FB || in.op == OpCode::FW || in.op == OpCode::FF));
-      const bool split_b =
-          (in.op == OpCode::B && in.a.defer_w) || (in.op == OpCode::FB && in.b.defer_w);
-      if ((in.op == OpCode::B || in.op == OpCode::FB) && !split_b) --live;
-      if (in.op == OpCode::W || in.op == OpCode::FW) --live;
-      if (in.op == OpCode::F || in.op == OpCode::FB || in.op == OpCode::FW) ++live;
-      if (in.op == OpCode::FF) live += 2;
+      REQUIRE((in.op == InstructionKind::F || in.op == InstructionKind::B ||
+               in.op == InstructionKind::W || in.op == InstructionKind::FB ||
+               in.op == InstructionKind::FW || in.op == InstructionKind::FF));
+      const bool split_b = (in.op == InstructionKind::B && in.a.defer_w) ||
+                           (in.op == InstructionKind::FB && in.b.defer_w);
+      if ((in.op == InstructionKind::B || in.op == InstructionKind::FB) && !split_b) --live;
+      if (in.op == InstructionKind::W || in.op == InstructionKind::FW) --live;
+      if (in.op == InstructionKind::F || in.op == InstructionKind::FB ||
+          in.op == InstructionKind::FW)
+        ++live;
+      if (in.op == InstructionKind::FF) live += 2;
       peak = std::max(peak, live);
     }
     CHECK(peak <= 6);

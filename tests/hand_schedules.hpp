@@ -10,16 +10,16 @@
 
 namespace braid::test {
 
-inline Instruction F(int c, int i) { return {OpCode::F, {c, i, false}, {}}; }
+inline Instruction F(int c, int i) { return {InstructionKind::F, {c, i, false}, {}}; }
 inline Instruction B(int c, int i, bool defer_w = false) {
-  return {OpCode::B, {c, i, defer_w}, {}};
+  return {InstructionKind::B, {c, i, defer_w}, {}};
 }
-inline Instruction W(int c, int i) { return {OpCode::W, {c, i, false}, {}}; }
-inline Instruction FB(Pass f, Pass b) { return {OpCode::FB, f, b}; }
-inline Instruction FW(Pass f, Pass w) { return {OpCode::FW, f, w}; }
-inline Instruction FF(Pass a, Pass b) { return {OpCode::FF, a, b}; }
-inline Instruction Offload(int c, int i) { return {OpCode::Offload, {c, i, false}, {}}; }
-inline Instruction Reload(int c, int i) { return {OpCode::Reload, {c, i, false}, {}}; }
+inline Instruction W(int c, int i) { return {InstructionKind::W, {c, i, false}, {}}; }
+inline Instruction FB(Pass f, Pass b) { return {InstructionKind::FB, f, b}; }
+inline Instruction FW(Pass f, Pass w) { return {InstructionKind::FW, f, w}; }
+inline Instruction FF(Pass a, Pass b) { return {InstructionKind::FF, a, b}; }
+inline Instruction Offload(int c, int i) { return {InstructionKind::Offload, {c, i, false}, {}}; }
+inline Instruction Reload(int c, int i) { return {InstructionKind::Reload, {c, i, false}, {}}; }
 
 inline Schedule make(const std::string& name, int pp, int vpp, int m, Placement placement,
                      std::vector<std::vector<Instruction>> programs) {

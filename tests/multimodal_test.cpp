@@ -223,7 +223,8 @@ TEST_CASE("braided blocks pair ViT and LM layers by index, the surplus unbraided
   bool checked = false;
   for (int i = 0; i < dag.size() && !checked; ++i) {
     const DagOp& op = dag.ops[i];
-    if (op.rank != 0 || op.instruction_op != OpCode::FB || op.kind != OpKind::Compute) continue;
+    if (op.rank != 0 || op.instruction_op != InstructionKind::FB || op.kind != OpKind::Compute)
+      continue;
     const Instruction& in = sched.ranks[0].instructions[op.instruction];
     if (in.a.chunk != 1 || in.b.chunk != 1) continue;
     // Collect the instruction's compute ops in stream order.
@@ -260,13 +261,13 @@ TEST_CASE("an FB of a 16-layer LM chunk with the 32-layer ViT chunk braids 16 pa
   sched.placement = Placement::V;
   RankProgram r;
   r.rank = 0;
-  auto F = [](int c, int m) { return Instruction{OpCode::F, Pass{c, m, false}, {}}; };
-  auto B = [](int c, int m) { return Instruction{OpCode::B, Pass{c, m, false}, {}}; };
+  auto F = [](int c, int m) { return Instruction{InstructionKind::F, Pass{c, m, false}, {}}; };
+  auto B = [](int c, int m) { return Instruction{InstructionKind::B, Pass{c, m, false}, {}}; };
   r.instructions = {F(0, 0),
                     F(1, 0),
                     F(0, 1),
                     B(1, 0),
-                    Instruction{OpCode::FB, Pass{1, 1, false}, Pass{0, 0, false}},
+                    Instruction{InstructionKind::FB, Pass{1, 1, false}, Pass{0, 0, false}},
                     B(1, 1),
                     B(0, 1)};
   sched.ranks = {r};
@@ -278,15 +279,16 @@ TEST_CASE("an FB of a 16-layer LM chunk with the 32-layer ViT chunk braids 16 pa
     if (op.instruction == 4 && op.kind == OpKind::Compute) ops.push_back(&op);
   int f_lm = 0, b_vit = 0;
   for (const DagOp* op : ops) {
-    if (op->side == BlockSide::A && op->layer >= 0) ++f_lm;
-    if (op->side == BlockSide::B && op->vision && op->layer >= 0 && op->phase == Phase::B) ++b_vit;
+    if (op->side == BlockSide::First && op->layer >= 0) ++f_lm;
+    if (op->side == BlockSide::Second && op->vision && op->layer >= 0 && op->phase == Phase::B)
+      ++b_vit;
   }
   CHECK(f_lm == 16 * 4);
   CHECK(b_vit == 32 * 4);
   // The last F unit comes before the last 16 ViT layers' backward: surplus unbraided at the end.
   int last_f = -1;
   for (std::size_t k = 0; k < ops.size(); ++k)
-    if (ops[k]->side == BlockSide::A) last_f = static_cast<int>(k);
+    if (ops[k]->side == BlockSide::First) last_f = static_cast<int>(k);
   int b_after = 0;
   for (std::size_t k = last_f + 1; k < ops.size(); ++k)
     if (ops[k]->phase == Phase::B) ++b_after;

@@ -36,11 +36,11 @@ Study h20_study() {
 std::vector<Instruction> compute_only(const RankProgram& p) {
   std::vector<Instruction> out;
   for (const Instruction& in : p.instructions)
-    if (in.op != OpCode::Offload && in.op != OpCode::Reload) out.push_back(in);
+    if (in.op != InstructionKind::Offload && in.op != InstructionKind::Reload) out.push_back(in);
   return out;
 }
 
-int count(const Schedule& s, OpCode op) {
+int count(const Schedule& s, InstructionKind op) {
   int n = 0;
   for (const RankProgram& r : s.ranks)
     for (const Instruction& in : r.instructions) n += in.op == op;
@@ -74,9 +74,9 @@ TEST_CASE("offloading (--offload) never changes a schedule's order, only adds OF
       const Schedule plain = make_schedule(name, options(pp, m, 0));
       const Schedule off = make_schedule(name, options(pp, m, 1));
       CHECK(off.name == name + "+offload");
-      CHECK(count(plain, OpCode::Offload) == 0);
-      CHECK(count(off, OpCode::Offload) > 0);
-      CHECK(count(off, OpCode::Offload) == count(off, OpCode::Reload));
+      CHECK(count(plain, InstructionKind::Offload) == 0);
+      CHECK(count(off, InstructionKind::Offload) > 0);
+      CHECK(count(off, InstructionKind::Offload) == count(off, InstructionKind::Reload));
       for (int r = 0; r < pp; ++r) CHECK(compute_only(off.ranks[r]) == plain.ranks[r].instructions);
       const ValidationResult v = validate(off);
       CHECK(v.ok());
@@ -91,7 +91,7 @@ TEST_CASE("offloading (--offload) never changes a schedule's order, only adds OF
   const Schedule half = make_schedule("1f1b", options(4, 12, 0.5));
   for (const RankProgram& r : half.ranks)
     for (const Instruction& in : r.instructions)
-      if (in.op == OpCode::Offload) CHECK(in.a.mb < 6);
+      if (in.op == InstructionKind::Offload) CHECK(in.a.mb < 6);
   CHECK_THROWS_WITH(make_schedule("1f1b", options(4, 12, 1.5)),
                     Catch::Contains("--offload") && Catch::Contains("between 0 and 1"));
 }

@@ -81,7 +81,7 @@ int compute_instructions(const Schedule& s) {
   int n = 0;
   for (const RankProgram& p : s.ranks)
     for (const Instruction& in : p.instructions)
-      if (in.op != OpCode::Offload && in.op != OpCode::Reload) ++n;
+      if (in.op != InstructionKind::Offload && in.op != InstructionKind::Reload) ++n;
   return n;
 }
 

@@ -40,13 +40,13 @@ Schedule compute_only(Schedule s) {
   for (RankProgram& rank : s.ranks) {
     std::vector<Instruction> out;
     for (const Instruction& in : rank.instructions) {
-      if (in.op == OpCode::FF) {
-        out.push_back({OpCode::F, in.a, {}});
-        out.push_back({OpCode::F, in.b, {}});
-      } else if (in.op == OpCode::FW) {
-        out.push_back({OpCode::F, in.a, {}});
-        out.push_back({OpCode::W, in.b, {}});
-      } else if (in.op != OpCode::Offload && in.op != OpCode::Reload) {
+      if (in.op == InstructionKind::FF) {
+        out.push_back({InstructionKind::F, in.a, {}});
+        out.push_back({InstructionKind::F, in.b, {}});
+      } else if (in.op == InstructionKind::FW) {
+        out.push_back({InstructionKind::F, in.a, {}});
+        out.push_back({InstructionKind::W, in.b, {}});
+      } else if (in.op != InstructionKind::Offload && in.op != InstructionKind::Reload) {
         out.push_back(in);
       }
     }
@@ -125,7 +125,7 @@ TEST_CASE("a hand-written loop CSV imports with loop placement", "[schedule][csv
   CHECK(s.microbatches == 8);
   CHECK(s.placement == Placement::Loop);
   // Rank 1 holds stages 1 and 3: its 17th action 3I0 is B(chunk 1, mb 0) with W deferred.
-  CHECK(s.ranks[1].instructions[16] == Instruction{OpCode::B, Pass{1, 0, true}, {}});
+  CHECK(s.ranks[1].instructions[16] == Instruction{InstructionKind::B, Pass{1, 0, true}, {}});
   CHECK(validate(s).ok());
 }
 

@@ -58,7 +58,7 @@ TEST_CASE("STP W instructions name the deferred pass they run", "[schedule][stp]
   Schedule s = make("stp", 4, 12);
   // Rank 0, position 10 is F0.8&W: the W of B1.0, deferred by F1.1&B1.0* just before it.
   const Instruction& fw = s.ranks[0].instructions[10];
-  CHECK(fw.op == OpCode::FW);
+  CHECK(fw.op == InstructionKind::FW);
   CHECK(fw.a == Pass{0, 8, false});
   CHECK(fw.b == Pass{1, 0, false});
   // Rank 3 ends with the six W of B1.3, B0.3, B1.4, B1.5, B1.6, B1.7 in that (FIFO) order.
@@ -249,9 +249,9 @@ Schedule two_rank_1f1b(const std::vector<std::vector<Instruction>>& programs, in
   return s;
 }
 
-Instruction F(int c, int i) { return {OpCode::F, {c, i, false}, {}}; }
-Instruction B(int c, int i, bool defer = false) { return {OpCode::B, {c, i, defer}, {}}; }
-Instruction W(int c, int i) { return {OpCode::W, {c, i, false}, {}}; }
+Instruction F(int c, int i) { return {InstructionKind::F, {c, i, false}, {}}; }
+Instruction B(int c, int i, bool defer = false) { return {InstructionKind::B, {c, i, defer}, {}}; }
+Instruction W(int c, int i) { return {InstructionKind::W, {c, i, false}, {}}; }
 
 }  // namespace
 
@@ -291,7 +291,7 @@ TEST_CASE("a dependency cycle across ranks is reported as a deadlock", "[schedul
   v1.vpp = 2;
   v1.microbatches = 1;
   v1.placement = Placement::V;
-  v1.ranks.push_back({0, {{OpCode::FF, {0, 0, false}, {1, 0, false}}, B(1, 0), B(0, 0)}});
+  v1.ranks.push_back({0, {{InstructionKind::FF, {0, 0, false}, {1, 0, false}}, B(1, 0), B(0, 0)}});
   CHECK_THAT(validate(v1).error, Catch::Contains("deadlock: rank 0, position 0 (F0.0+F1.0)"));
 }
 
@@ -447,15 +447,15 @@ long unit_makespan(const Schedule& s) {
   auto backward_cost = [](const Pass& q) { return q.defer_w ? 1L : 2L; };
   auto cost = [&](const Instruction& in) -> long {
     switch (in.op) {
-      case OpCode::B:
+      case InstructionKind::B:
         return backward_cost(in.a);
-      case OpCode::FB:
+      case InstructionKind::FB:
         return 1 + backward_cost(in.b);
-      case OpCode::FW:
-      case OpCode::FF:
+      case InstructionKind::FW:
+      case InstructionKind::FF:
         return 2;
-      case OpCode::Offload:
-      case OpCode::Reload:
+      case InstructionKind::Offload:
+      case InstructionKind::Reload:
         return 0;
       default:
         return 1;
@@ -466,8 +466,8 @@ long unit_makespan(const Schedule& s) {
     for (int r = 0; r < p; ++r)
       while (next[r] < s.ranks[r].instructions.size()) {
         const Instruction& in = s.ranks[r].instructions[next[r]];
-        const bool has_f =
-            in.op == OpCode::F || in.op == OpCode::FB || in.op == OpCode::FW || in.op == OpCode::FF;
+        const bool has_f = in.op == InstructionKind::F || in.op == InstructionKind::FB ||
+                           in.op == InstructionKind::FW || in.op == InstructionKind::FF;
         long start = clock[r];
         bool ready = true;
         auto wait = [&](long end) {
@@ -483,18 +483,18 @@ long unit_makespan(const Schedule& s) {
           wait(stage(q) == stages - 1 ? f_end[at(stage(q), q.mb)] : b_end[at(stage(q) + 1, q.mb)]);
         };
         if (has_f) wait_f(in.a);
-        if (in.op == OpCode::FF) wait_f(in.b);
-        if (in.op == OpCode::B) wait_b(in.a);
-        if (in.op == OpCode::FB) wait_b(in.b);
+        if (in.op == InstructionKind::FF) wait_f(in.b);
+        if (in.op == InstructionKind::B) wait_b(in.a);
+        if (in.op == InstructionKind::FB) wait_b(in.b);
         if (!ready) break;
         const long end = start + cost(in);
         clock[r] = end;
         ++next[r];
         progress = true;
         if (has_f) f_end[at(stage(in.a), in.a.mb)] = end;
-        if (in.op == OpCode::FF) f_end[at(stage(in.b), in.b.mb)] = end;
-        if (in.op == OpCode::B) b_end[at(stage(in.a), in.a.mb)] = end;
-        if (in.op == OpCode::FB) b_end[at(stage(in.b), in.b.mb)] = end;
+        if (in.op == InstructionKind::FF) f_end[at(stage(in.b), in.b.mb)] = end;
+        if (in.op == InstructionKind::B) b_end[at(stage(in.a), in.a.mb)] = end;
+        if (in.op == InstructionKind::FB) b_end[at(stage(in.b), in.b.mb)] = end;
       }
   }
   for (int r = 0; r < p; ++r) REQUIRE(next[r] == s.ranks[r].instructions.size());
@@ -524,4 +524,39 @@ TEST_CASE("unit-time bubbles match the closed forms", "[schedule][theory]") {
       // (p-1)(T_F+T_B-2T_W) = 0 leaves that start-up out).
       CHECK(bubble("zb-v") == p - 1);
     }
+}
+
+TEST_CASE("every schedule kind's traits describe what its generator builds", "[schedule]") {
+  REQUIRE(schedule_names().size() == 8);
+  for (const std::string& n : schedule_names()) {
+    INFO(n);
+    const ScheduleKind kind = parse_schedule_kind(n);
+    const ScheduleTraits& t = traits(kind);
+    CHECK(t.kind == kind);
+    CHECK(std::string(name(kind)) == n);
+    const Schedule s = make(n, 4, 12);
+    CHECK(s.name == n);
+    CHECK(s.placement == t.placement);
+    CHECK(s.vpp == (t.vpp == 0 ? 2 : t.vpp));
+    CHECK(fixed_vpp(n) == t.vpp);
+  }
+  CHECK(traits(ScheduleKind::StpOffload).own_offload);
+  CHECK_FALSE(traits(ScheduleKind::Stp).own_offload);
+  CHECK(traits(ScheduleKind::Interleaved).group_size);
+  CHECK(traits(ScheduleKind::DualPipeV).microbatches_per_pp == 2);
+  CHECK_THROWS_WITH(parse_schedule_kind("pipedream"),
+                    "--schedule: pipedream: unknown schedule; known: gpipe, 1f1b, 1f1b-i, zb-h1, "
+                    "zb-v, dualpipe-v, stp, stp-offload");
+}
+
+TEST_CASE("instruction and placement names read back to the same value", "[schedule]") {
+  for (InstructionKind op : {InstructionKind::F, InstructionKind::B, InstructionKind::W,
+                             InstructionKind::FB, InstructionKind::FW, InstructionKind::FF,
+                             InstructionKind::Offload, InstructionKind::Reload})
+    CHECK(parse_instruction_kind(name(op)) == op);
+  CHECK(std::string(name(InstructionKind::Offload)) == "OFFLOAD");
+  CHECK_FALSE(parse_instruction_kind("BF").has_value());
+  CHECK(std::string(name(Placement::Loop)) == "loop");
+  CHECK(parse_placement("v") == Placement::V);
+  CHECK_FALSE(parse_placement("V").has_value());
 }

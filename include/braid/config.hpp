@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace braid {
@@ -15,7 +16,6 @@ namespace braid {
 enum class MlpActivation { SwiGLU, GeLU };
 enum class PositionEmbedding { Rotary, Learned };
 enum class Recompute { None, Selective, Full };
-const char* name(Recompute r);  // "none", "selective", "full" (the YAML and option values)
 // Where a multimodal model's ViT runs: on virtual stage(s) of its own (no LM layers with it), or
 // folded into the first LM virtual stage.
 enum class VisionPlacement { Separate, FirstStage };
@@ -23,6 +23,18 @@ enum class VisionPlacement { Separate, FirstStage };
 // evenly, the remainder on earlier stages; a separate ViT alone on virtual stage 0), or by cost
 // (the contiguous split that minimises the slowest virtual stage's forward + backward time).
 enum class StageBalance { Uniform, Cost };
+
+// The YAML and command-line values of each enum above, in enum order: name() writes them,
+// parse_*() reads them back (std::nullopt for any other text).
+const std::vector<std::string>& recompute_names();  // none, selective, full
+const char* name(Recompute r);
+std::optional<Recompute> parse_recompute(std::string_view text);
+const std::vector<std::string>& vision_placement_names();  // separate, first-stage
+const char* name(VisionPlacement p);
+std::optional<VisionPlacement> parse_vision_placement(std::string_view text);
+const std::vector<std::string>& stage_balance_names();  // uniform, cost
+const char* name(StageBalance b);
+std::optional<StageBalance> parse_stage_balance(std::string_view text);
 
 // The ViT encoder of a multimodal model (Qwen2-VL style).
 struct VisionConfig {

@@ -34,9 +34,10 @@ enum class OpKind : std::uint8_t {
 };
 const char* name(OpKind k);
 
-// How the op sits in its instruction: plain (F, B, W alone), or side a / b of a braided block
-// (FB: a = F, b = B; FW: a = F, b = W; FF: a = first F, b = second F).
-enum class BlockSide : std::uint8_t { Plain, A, B };
+// How the op sits in its instruction: plain (F, B, W alone), or the first / second side of a
+// braided block (FB: F, then B; FW: F, then W; FF: the first F, then the second). Traces label
+// them "a" and "b".
+enum class BlockSide : std::uint8_t { Plain, First, Second };
 
 // One op. `duration_s` is the time alone (no contention); memory moves at the op's start (alloc)
 // and end (free).
@@ -56,8 +57,8 @@ struct DagOp {
   StreamKind stream = StreamKind::Compute;
   Phase phase = Phase::F;  // P2P: F = activation, B = input gradient
   UnitKind unit = UnitKind::PreAttn;
-  CollectiveKind collective = CollectiveKind::None;  // Collective ops only
-  OpCode instruction_op = OpCode::F;                 // the instruction it was lowered from
+  CollectiveKind collective = CollectiveKind::None;     // Collective ops only
+  InstructionKind instruction_op = InstructionKind::F;  // the instruction it was lowered from
   BlockSide side = BlockSide::Plain;
   // One byte for both flags keeps a DagOp at 64 bytes (one cache line).
   bool vision : 1 = false;  // a ViT layer unit
@@ -110,8 +111,9 @@ struct Dag {
 };
 
 // Lowers `schedule` onto `cost` (which must have schedule.virtual_stages() chunks). Throws
-// InputError when they do not match, or when an instruction refers to a pass the schedule never
-// produces (a B without its F, a W without a deferred B, a RELOAD without OFFLOAD).
+// InputError when they do not match, or with pass_order_error's message when the schedule breaks
+// a pass-order rule (a B without its F, a W without a deferred B, a RELOAD without OFFLOAD). A
+// deadlocking order lowers to a DAG with a cycle (check_acyclic names its ops).
 Dag lower(const Schedule& schedule, const CostModel& cost, const LowerOptions& options = {});
 
 // True when every op's alloc and free is a non-negative multiple of 2^-10 and each rank's amounts

@@ -7,14 +7,17 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace braid {
 
-enum class OpCode : std::uint8_t { F, B, W, FB, FW, FF, Offload, Reload };
-const char* name(OpCode op);
+enum class InstructionKind : std::uint8_t { F, B, W, FB, FW, FF, Offload, Reload };
+// "F", "B", "W", "FB", "FW", "FF", "OFFLOAD", "RELOAD" (the schedule JSON's "op").
+const char* name(InstructionKind op);
+std::optional<InstructionKind> parse_instruction_kind(std::string_view text);
 
 // One pass of one (chunk, microbatch): its forward, its input-gradient backward (with or without
 // the weight gradient) or its deferred weight gradient.
@@ -27,7 +30,7 @@ struct Pass {
 
 // F, B, W, Offload, Reload use `a`; FB: a = F, b = B; FW: a = F, b = W; FF: a and b are both F.
 struct Instruction {
-  OpCode op = OpCode::F;
+  InstructionKind op = InstructionKind::F;
   Pass a;
   Pass b;
   bool operator==(const Instruction&) const = default;
@@ -38,6 +41,9 @@ enum class Placement : std::uint8_t {
   Loop,  // virtual stage k = c * p + r (GPipe, 1F1B, 1F1B-I, ZB-H1)
   V,     // chunk 0 of rank r is stage r, chunk 1 is stage 2p-1-r (ZB-V, STP, DualPipeV)
 };
+// "loop", "v" (the schedule JSON's "placement").
+const char* name(Placement placement);
+std::optional<Placement> parse_placement(std::string_view text);
 
 struct RankProgram {
   int rank = 0;
@@ -69,9 +75,39 @@ struct ScheduleOptions {
   double offload = 0.0;
 };
 
+// The generated schedules, in the order `compare` lists them. Names are strings only at the edges
+// (options, YAML, outputs): the library asks the trait table.
+enum class ScheduleKind : std::uint8_t {
+  GPipe,
+  OneFOneB,
+  Interleaved,
+  ZbH1,
+  ZbV,
+  DualPipeV,
+  Stp,
+  StpOffload
+};
+
+struct ScheduleTraits {
+  ScheduleKind kind;
+  const char* name;     // the --schedule value and the label outputs print
+  Placement placement;  // how its virtual stages map to (rank, chunk)
+  int vpp;              // fixed chunks per rank; 0 = chosen with --vpp
+  bool group_size;      // takes --group-size (Megatron's microbatch group size)
+  // Offloads by its own --offload-fraction; --offload (the shared post-pass, which names the
+  // result "<name>+offload") does not apply to it.
+  bool own_offload;
+  int microbatches_per_pp;  // needs m >= this * p (0: no such rule)
+};
+const ScheduleTraits& traits(ScheduleKind kind);
+const char* name(ScheduleKind kind);
+// The kind named `name`; throws InputError("--schedule", name, "unknown schedule; known: ...").
+ScheduleKind parse_schedule_kind(std::string_view name);
+
 // Names accepted by make_schedule, in the order `compare` lists them.
 const std::vector<std::string>& schedule_names();
 // Builds a schedule; throws InputError ("--schedule", "--microbatches", ...) on bad sizes.
+Schedule make_schedule(ScheduleKind kind, const ScheduleOptions& options);
 Schedule make_schedule(std::string_view name, const ScheduleOptions& options);
 // Smallest microbatch count the schedule accepts for these options (pp, group_size); throws
 // InputError for an unknown name.
@@ -100,6 +136,10 @@ struct ValidationResult {
   bool ok() const { return error.empty(); }
 };
 ValidationResult validate(const Schedule& schedule);
+// The per-rank half of validate(): sizes, rank programs in rank order, each pass in range, once
+// and in order on its rank, every pass present; empty when all hold. No deadlock check: lower()
+// calls this and leaves cycles to the DAG, whose cycle report names the ops on it.
+std::string pass_order_error(const Schedule& schedule);
 
 // PyTorch `torch.distributed.pipelining` compute-only CSV (one row per rank, global stage indices).
 void write_pytorch_csv(const Schedule& schedule, std::ostream& out);

@@ -109,7 +109,8 @@ void register_compare(CLI::App& app) {
       // and with offloading ("<name>+offload"), so peak memory and throughput show side by side.
       ScheduleOptions options = schedule_options(ctx, args->sim);
       std::vector<double> offloads{0.0};
-      if (options.offload > 0 && name != "stp-offload") offloads.push_back(options.offload);
+      if (options.offload > 0 && !traits(parse_schedule_kind(name)).own_offload)
+        offloads.push_back(options.offload);
       for (double offload : offloads) {
         options.offload = offload;
         Schedule schedule;

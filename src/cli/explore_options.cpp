@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #include "braid/error.hpp"
@@ -67,12 +68,8 @@ std::vector<Recompute> parse_recompute_list(const std::string& option, const std
   std::vector<Recompute> out;
   const std::string expected = "a comma-separated list of none, selective, full";
   for (const std::string& item : split(option, text, expected)) {
-    if (item == "none")
-      push_unique(out, Recompute::None);
-    else if (item == "selective")
-      push_unique(out, Recompute::Selective);
-    else if (item == "full")
-      push_unique(out, Recompute::Full);
+    if (const std::optional<Recompute> r = parse_recompute(item))
+      push_unique(out, *r);
     else
       throw InputError(option, text, "'" + item + "' is unknown; expected " + expected);
   }
@@ -111,10 +108,10 @@ void add_explore_study_options(CLI::App& cmd, ExploreStudyArgs& args) {
   cmd.add_option_function<std::string>(
          "--balance",
          [&args](const std::string& v) {
-           args.balance = v == "cost" ? StageBalance::Cost : StageBalance::Uniform;
+           args.balance = parse_stage_balance(v).value_or(StageBalance::Uniform);
          },
          "layers per virtual stage: uniform or cost; default: the study's")
-      ->check(CLI::IsMember({"uniform", "cost"}));
+      ->check(CLI::IsMember(stage_balance_names()));
   cmd.add_option("--mem-cap", args.mem_cap_gib,
                  "GiB a GPU may use for weights, gradients, optimizer state and activations; "
                  "default: HBM less the profile's fixed overhead less --mem-margin");

@@ -125,20 +125,21 @@ Schedule resolve_schedule(const ScheduleArgs& args) {
 
 void check_options_apply(const std::string& name, const ScheduleOptions& options,
                          const GivenOptions& given) {
-  const int fixed = fixed_vpp(name);
+  const ScheduleTraits& t = traits(parse_schedule_kind(name));
+  const int fixed = t.vpp;
   if (fixed != 0 && given.vpp && options.vpp != fixed)
     throw InputError("--vpp", std::to_string(options.vpp),
                      name + " always has " + std::to_string(fixed) +
                          (fixed == 1 ? " chunk" : " chunks") +
                          " per rank; --vpp chooses the chunks of 1f1b-i only",
                      InputKind::Value);
-  if (given.group_size && name != "1f1b-i")
+  if (given.group_size && !t.group_size)
     throw InputError("--group-size", std::to_string(options.group_size),
                      "applies to 1f1b-i only (Megatron's microbatch group size)", InputKind::Value);
-  if (given.offload_fraction && name != "stp-offload")
+  if (given.offload_fraction && !t.own_offload)
     throw InputError("--offload-fraction", number_text(options.offload_fraction),
                      "applies to stp-offload only", InputKind::Value);
-  if (given.offload && name == "stp-offload")
+  if (given.offload && t.own_offload)
     throw InputError("--offload", number_text(options.offload),
                      "stp-offload offloads by --offload-fraction; --offload is for the others",
                      InputKind::Value);

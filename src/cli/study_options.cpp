@@ -45,33 +45,28 @@ void add_study_options(CLI::App& cmd, StudyArgs& args) {
       ->check(CLI::IsMember({"on", "off"}));
   cmd.add_option_function<std::string>(
          "--recompute",
-         [&o](const std::string& v) {
-           o.recompute = v == "full"        ? Recompute::Full
-                         : v == "selective" ? Recompute::Selective
-                                            : Recompute::None;
-         },
+         [&o](const std::string& v) { o.recompute = parse_recompute(v).value_or(Recompute::None); },
          "activation recomputation: none, selective or full; default: the study's (none)")
-      ->check(CLI::IsMember({"none", "selective", "full"}));
+      ->check(CLI::IsMember(recompute_names()));
   cmd.add_option_function<int>(
       "--nodes", [&o](int v) { o.nodes = v; },
       "nodes of the cluster (GPUs per node from the cluster file); default: the cluster's");
   cmd.add_option_function<std::string>(
          "--vision-placement",
          [&o](const std::string& v) {
-           o.vision_placement =
-               v == "first-stage" ? VisionPlacement::FirstStage : VisionPlacement::Separate;
+           o.vision_placement = parse_vision_placement(v).value_or(VisionPlacement::Separate);
          },
          "multimodal models: the ViT on virtual stage(s) of its own (separate) or folded into "
          "the first LM stage (first-stage); default: the study's (separate)")
-      ->check(CLI::IsMember({"separate", "first-stage"}));
+      ->check(CLI::IsMember(vision_placement_names()));
   cmd.add_option_function<std::string>(
          "--balance",
          [&o](const std::string& v) {
-           o.balance = v == "cost" ? StageBalance::Cost : StageBalance::Uniform;
+           o.balance = parse_stage_balance(v).value_or(StageBalance::Uniform);
          },
          "layers per virtual stage: uniform, or cost (the split minimising the slowest virtual "
          "stage's forward + backward time); default: the study's (uniform)")
-      ->check(CLI::IsMember({"uniform", "cost"}));
+      ->check(CLI::IsMember(stage_balance_names()));
   cmd.add_option_function<std::string>(
       "--layers-per-stage",
       [&o](const std::string& v) { o.layers_per_stage = parse_layers_per_stage(v); },

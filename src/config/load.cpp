@@ -116,14 +116,45 @@ ClusterConfig read_cluster(YamlMap& c, const fs::path& file) {
   return cluster;
 }
 
-const std::vector<std::string>& recompute_names() {
-  static const std::vector<std::string> names = {"none", "selective", "full"};
-  return names;
+// An enum's value <-> its text in the enum's name table (one entry per value, in enum order).
+template <class Enum>
+const char* table_name(const std::vector<std::string>& names, Enum value) {
+  return names.at(static_cast<std::size_t>(value)).c_str();
+}
+template <class Enum>
+std::optional<Enum> table_parse(const std::vector<std::string>& names, std::string_view text) {
+  for (std::size_t i = 0; i < names.size(); ++i)
+    if (names[i] == text) return static_cast<Enum>(i);
+  return std::nullopt;
 }
 
 }  // namespace
 
-const char* name(Recompute r) { return recompute_names().at(static_cast<std::size_t>(r)).c_str(); }
+const std::vector<std::string>& recompute_names() {
+  static const std::vector<std::string> names = {"none", "selective", "full"};
+  return names;
+}
+const std::vector<std::string>& vision_placement_names() {
+  static const std::vector<std::string> names = {"separate", "first-stage"};
+  return names;
+}
+const std::vector<std::string>& stage_balance_names() {
+  static const std::vector<std::string> names = {"uniform", "cost"};
+  return names;
+}
+
+const char* name(Recompute r) { return table_name(recompute_names(), r); }
+const char* name(VisionPlacement p) { return table_name(vision_placement_names(), p); }
+const char* name(StageBalance b) { return table_name(stage_balance_names(), b); }
+std::optional<Recompute> parse_recompute(std::string_view text) {
+  return table_parse<Recompute>(recompute_names(), text);
+}
+std::optional<VisionPlacement> parse_vision_placement(std::string_view text) {
+  return table_parse<VisionPlacement>(vision_placement_names(), text);
+}
+std::optional<StageBalance> parse_stage_balance(std::string_view text) {
+  return table_parse<StageBalance>(stage_balance_names(), text);
+}
 
 void check_at_most(int value, int max, const std::string& where, const std::string& field) {
   if (value > max)
@@ -321,11 +352,10 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
 
   // Layer layout (multimodal placement, balancing, explicit split): optional.
   if (auto lay = s.map_if_present("layout")) {
-    static const std::vector<std::string> placements = {"separate", "first-stage"};
-    static const std::vector<std::string> balances = {"uniform", "cost"};
-    study.layout.vision_placement =
-        static_cast<VisionPlacement>(lay->choice_or("vision_placement", placements, 0));
-    study.layout.balance = static_cast<StageBalance>(lay->choice_or("balance", balances, 0));
+    study.layout.vision_placement = static_cast<VisionPlacement>(
+        lay->choice_or("vision_placement", vision_placement_names(), 0));
+    study.layout.balance =
+        static_cast<StageBalance>(lay->choice_or("balance", stage_balance_names(), 0));
     for (const std::string& item : lay->string_list_or("layers_per_stage", {})) {
       const bool digits = !item.empty() && item.size() <= 6 &&
                           item.find_first_not_of("0123456789") == std::string::npos;

@@ -116,9 +116,7 @@ std::string cost_model_json(const Study& s, const Profile& prof, const CostModel
   j["params_vision"] = pc.vision;
   j["model_flops_per_iteration"] = cm.model_flops;
   j["hardware_flops_per_iteration"] = cm.hardware_flops;
-  j["recompute"] = s.training.recompute == Recompute::Full        ? "full"
-                   : s.training.recompute == Recompute::Selective ? "selective"
-                                                                  : "none";
+  j["recompute"] = name(s.training.recompute);
   j["tokens_per_iteration"] = cm.tokens_per_iteration;
   j["samples_per_iteration"] = cm.samples_per_iteration;
   j["model_flops_per_token"] = cm.model_flops / cm.tokens_per_iteration;

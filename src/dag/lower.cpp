@@ -1,7 +1,8 @@
 // Lowering of a Schedule onto a CostModel (DESIGN §2, §4): per rank and instruction, the unit ops
 // in DESIGN §2 order with their collectives, the P2P sends between ranks and the offload/reload
-// copies, then the cross-stage dependencies once every rank is lowered. The blocking rules live
-// here, as edges:
+// copies, then the cross-stage dependencies once every rank is lowered. The schedule's pass-order
+// rules are validate()'s (lower() checks them with pass_order_error before it starts); what lives
+// here are the blocking rules, as edges:
 //   - plain F, split B and plain W: each collective is synchronous — the next compute op emitted
 //     on the rank waits for it (Megatron issues them on the compute stream);
 //   - full backward (B then W per unit): the B collective runs on the TP stream under the unit's
@@ -36,7 +37,7 @@ struct PassState {
   int chunk = 0;
   int mb = 0;
   Phase phase = Phase::F;
-  OpCode instruction_op = OpCode::F;
+  InstructionKind instruction_op = InstructionKind::F;
   BlockSide side = BlockSide::Plain;
   int cursor = kNone;      // op producing the current activation / gradient
   int first = kNone;       // first op of the pass (consumes the pass input)
@@ -74,8 +75,6 @@ class Lowerer final : public detail::StepEmitter {
     send_b_.assign(passes, kNone);
     offload_.assign(passes, kNone);
     reload_.assign(passes, kNone);
-    deferred_.assign(passes, 0);
-    w_done_.assign(passes, 0);
     pending_sync_.resize(schedule.pp);
     last_compute_.assign(schedule.pp, kNone);
     flow_.resize(stages_);
@@ -129,34 +128,24 @@ class Lowerer final : public detail::StepEmitter {
 
  private:
   // ---- checks ---------------------------------------------------------------------------------
-  void fail(const std::string& problem) const {
-    throw InputError("schedule", s_.name.empty() ? "schedule" : s_.name, problem);
+  // The schedule's rules were checked by pass_order_error; a failed assertion here is our bug.
+  void expect(bool holds, const std::string& what) const {
+    if (!holds)
+      throw InternalError("lowering schedule " + s_.name + ", rank " + std::to_string(rank_) +
+                          ", instruction " + std::to_string(instruction_) + ": " + what);
   }
 
   void check_shape() const {
     if (static_cast<int>(cost_.chunks.size()) != stages_)
-      fail("has " + std::to_string(stages_) + " virtual stages but the cost model has " +
-           std::to_string(cost_.chunks.size()) + " chunks");
-    if (static_cast<int>(s_.ranks.size()) != s_.pp)
-      fail("lists " + std::to_string(s_.ranks.size()) + " ranks for pp " + std::to_string(s_.pp));
-    for (int r = 0; r < s_.pp; ++r)
-      if (s_.ranks[r].rank != r) fail("rank programs must be listed in rank order 0..pp-1");
-  }
-
-  [[nodiscard]] std::string pass_text(Phase phase, int stage, int mb) const {
-    return std::string(name(phase)) + std::to_string(s_.chunk_of(stage)) + "." +
-           std::to_string(mb) + " on rank " + std::to_string(rank_) + " (instruction " +
-           std::to_string(instruction_) + ")";
+      throw InputError("schedule", s_.name.empty() ? "schedule" : s_.name,
+                       "has " + std::to_string(stages_) +
+                           " virtual stages but the cost model has " +
+                           std::to_string(cost_.chunks.size()) + " chunks");
   }
 
   std::size_t pass_index(const Pass& p, int* stage_out) const {
-    if (p.chunk < 0 || p.chunk >= s_.vpp)
-      fail("instruction " + std::to_string(instruction_) + " of rank " + std::to_string(rank_) +
-           " names chunk " + std::to_string(p.chunk) + "; allowed 0.." +
-           std::to_string(s_.vpp - 1));
-    if (p.mb < 0 || p.mb >= m_)
-      fail("instruction " + std::to_string(instruction_) + " of rank " + std::to_string(rank_) +
-           " names microbatch " + std::to_string(p.mb) + "; allowed 0.." + std::to_string(m_ - 1));
+    expect(p.chunk >= 0 && p.chunk < s_.vpp && p.mb >= 0 && p.mb < m_,
+           "pass out of range after validation");
     const int stage = s_.virtual_stage(rank_, p.chunk);
     *stage_out = stage;
     return static_cast<std::size_t>(stage) * m_ + p.mb;
@@ -220,7 +209,8 @@ class Lowerer final : public detail::StepEmitter {
   // braided blocks.
   void emit_recompute(PassState& b, const LayerCost& layer, CollectiveMode mode) {
     if (cost_.recompute != Recompute::Full) return;
-    const CollectiveMode rerun = b.instruction_op == OpCode::B ? CollectiveMode::Sync : mode;
+    const CollectiveMode rerun =
+        b.instruction_op == InstructionKind::B ? CollectiveMode::Sync : mode;
     for (const UnitCost& unit : layer) emit_cost(b, unit, Phase::F, unit.recompute, rerun, true);
   }
 
@@ -286,7 +276,7 @@ class Lowerer final : public detail::StepEmitter {
 
   // Collective::from_compute outside braided blocks (a plain B instruction).
   [[nodiscard]] static bool from_compute(const PassState& pass, const Collective& c) {
-    return c.from_compute && pass.instruction_op == OpCode::B;
+    return c.from_compute && pass.instruction_op == InstructionKind::B;
   }
 
   // The step tail's inputs: a unit's first F and last W op on its virtual stage.
@@ -308,35 +298,14 @@ class Lowerer final : public detail::StepEmitter {
   }
 
   // ---- passes ---------------------------------------------------------------------------------
-  PassState open_pass(const Pass& p, Phase phase, OpCode op, BlockSide side) {
+  PassState open_pass(const Pass& p, Phase phase, InstructionKind op, BlockSide side) {
     PassState pass;
-    const std::size_t idx = pass_index(p, &pass.stage);
+    pass_index(p, &pass.stage);
     pass.chunk = p.chunk;
     pass.mb = p.mb;
     pass.phase = phase;
     pass.instruction_op = op;
     pass.side = side;
-    switch (phase) {
-      case Phase::F:
-        if (f_first_[idx] != kNone || f_last_[idx] != kNone)
-          fail(pass_text(phase, pass.stage, p.mb) + " runs a second time");
-        break;
-      case Phase::B:
-        if (f_last_[idx] == kNone)
-          fail(pass_text(phase, pass.stage, p.mb) + " runs before its forward on this rank");
-        if (b_last_[idx] != kNone) fail(pass_text(phase, pass.stage, p.mb) + " runs a second time");
-        if (offload_[idx] != kNone && reload_[idx] == kNone)
-          fail(pass_text(phase, pass.stage, p.mb) + " runs while its activations are offloaded " +
-               "(no RELOAD before it)");
-        break;
-      case Phase::W:
-        if (!deferred_[idx])
-          fail(pass_text(phase, pass.stage, p.mb) +
-               " has no earlier B with a deferred weight gradient");
-        if (w_done_[idx]) fail(pass_text(phase, pass.stage, p.mb) + " runs a second time");
-        w_done_[idx] = 1;
-        break;
-    }
     return pass;
   }
 
@@ -346,7 +315,7 @@ class Lowerer final : public detail::StepEmitter {
 
   // Records the pass's boundary ops for the cross-stage edges and queues its output (activation
   // forward, input gradient backward) for sending at the end of the instruction.
-  void close_pass(PassState& pass, bool defer_w, std::vector<PassState>& sends) {
+  void close_pass(PassState& pass, std::vector<PassState>& sends) {
     const std::size_t idx = idx_of(pass);
     if (pass.phase == Phase::F) {
       f_first_[idx] = pass.first;
@@ -354,7 +323,6 @@ class Lowerer final : public detail::StepEmitter {
     } else if (pass.phase == Phase::B) {
       b_first_[idx] = pass.first;
       b_last_[idx] = pass.cursor;
-      deferred_[idx] = defer_w ? 1 : 0;
     }
     sends.push_back(pass);
   }
@@ -440,43 +408,41 @@ class Lowerer final : public detail::StepEmitter {
     std::vector<PassState>& sends = sends_;
     sends.clear();
     switch (in.op) {
-      case OpCode::F: {
+      case InstructionKind::F: {
         PassState f = open_pass(in.a, Phase::F, in.op, BlockSide::Plain);
         forward_prologue(f, CollectiveMode::Sync);
         forward_units(f, 0, CollectiveMode::Sync);
-        close_pass(f, false, sends);
+        close_pass(f, sends);
         break;
       }
-      case OpCode::B: {
+      case InstructionKind::B: {
         PassState b = open_pass(in.a, Phase::B, in.op, BlockSide::Plain);
         const bool with_w = !in.a.defer_w;
         // Full backward: async B collectives (consumed by the next B unit); split: synchronous.
         const CollectiveMode mode = with_w ? CollectiveMode::Async : CollectiveMode::Sync;
         backward_epilogue(b, with_w, mode);
         backward_units(b, layers_of(b), with_w, mode);
-        close_pass(b, in.a.defer_w, sends);
+        close_pass(b, sends);
         break;
       }
-      case OpCode::W: {
+      case InstructionKind::W: {
         PassState w = open_pass(in.a, Phase::W, in.op, BlockSide::Plain);
         w_epilogue(w, CollectiveMode::Sync);
         w_units(w, layers_of(w), CollectiveMode::Sync);
         break;
       }
-      case OpCode::FB:
+      case InstructionKind::FB:
         lower_fb(in, sends);
         break;
-      case OpCode::FW:
+      case InstructionKind::FW:
         lower_fw(in, sends);
         break;
-      case OpCode::FF:
+      case InstructionKind::FF:
         lower_ff(in, sends);
         break;
-      case OpCode::Offload:
-        lower_offload(in.a);
-        break;
-      case OpCode::Reload:
-        lower_reload(in.a);
+      case InstructionKind::Offload:
+      case InstructionKind::Reload:
+        lower_copy(in.op, in.a);
         break;
     }
     // Sends leave at the end of the instruction (Megatron sends after forward_step /
@@ -491,8 +457,8 @@ class Lowerer final : public detail::StepEmitter {
   // Non-layer units and surplus layers run unbraided around the pairs.
   void lower_fb(const Instruction& in, std::vector<PassState>& sends) {
     constexpr auto A = CollectiveMode::Async;
-    PassState f = open_pass(in.a, Phase::F, in.op, BlockSide::A);
-    PassState b = open_pass(in.b, Phase::B, in.op, BlockSide::B);
+    PassState f = open_pass(in.a, Phase::F, in.op, BlockSide::First);
+    PassState b = open_pass(in.b, Phase::B, in.op, BlockSide::Second);
     const bool with_w = !in.b.defer_w;
     const ChunkCost& fc = cost_.chunks[f.stage];
     const ChunkCost& bc = cost_.chunks[b.stage];
@@ -515,9 +481,9 @@ class Lowerer final : public detail::StepEmitter {
       if (with_w) emit_w_pair(b, bl[1], bl[0]);
     }
     forward_units(f, pairs, A);
-    close_pass(f, false, sends);
+    close_pass(f, sends);
     backward_units(b, nb - pairs, with_w, A);
-    close_pass(b, in.b.defer_w, sends);
+    close_pass(b, sends);
   }
 
   void emit_w_pair(const PassState& b, const UnitCost& u1, const UnitCost& u2) {
@@ -529,8 +495,8 @@ class Lowerer final : public detail::StepEmitter {
   // FW: F.PreAttn F.Attn | W.MLP W.PreMLP | F.PreMLP F.MLP | W.Attn W.PreAttn per layer pair.
   void lower_fw(const Instruction& in, std::vector<PassState>& sends) {
     constexpr auto A = CollectiveMode::Async;
-    PassState f = open_pass(in.a, Phase::F, in.op, BlockSide::A);
-    PassState w = open_pass(in.b, Phase::W, in.op, BlockSide::B);
+    PassState f = open_pass(in.a, Phase::F, in.op, BlockSide::First);
+    PassState w = open_pass(in.b, Phase::W, in.op, BlockSide::Second);
     const ChunkCost& fc = cost_.chunks[f.stage];
     const ChunkCost& wc = cost_.chunks[w.stage];
     const int nf = layers_of(f), nw = layers_of(w), pairs = std::min(nf, nw);
@@ -549,16 +515,15 @@ class Lowerer final : public detail::StepEmitter {
       emit_unit(w, wl[0], Phase::W, A);
     }
     forward_units(f, pairs, A);
-    close_pass(f, false, sends);
+    close_pass(f, sends);
     w_units(w, nw - pairs, A);
   }
 
   // FF: a.PreAttn a.Attn | b.PreAttn b.Attn | a.PreMLP a.MLP | b.PreMLP b.MLP per layer pair.
   void lower_ff(const Instruction& in, std::vector<PassState>& sends) {
     constexpr auto A = CollectiveMode::Async;
-    PassState fa = open_pass(in.a, Phase::F, in.op, BlockSide::A);
-    PassState fb = open_pass(in.b, Phase::F, in.op, BlockSide::B);
-    if (idx_of(fa) == idx_of(fb)) fail(pass_text(Phase::F, fa.stage, fa.mb) + " runs twice in FF");
+    PassState fa = open_pass(in.a, Phase::F, in.op, BlockSide::First);
+    PassState fb = open_pass(in.b, Phase::F, in.op, BlockSide::Second);
     const ChunkCost& ca = cost_.chunks[fa.stage];
     const ChunkCost& cb = cost_.chunks[fb.stage];
     const int pairs = std::min(layers_of(fa), layers_of(fb));
@@ -575,76 +540,43 @@ class Lowerer final : public detail::StepEmitter {
       emit_unit(fb, cb.layers[k][3], Phase::F, A);
     }
     forward_units(fa, pairs, A);
-    close_pass(fa, false, sends);
+    close_pass(fa, sends);
     forward_units(fb, pairs, A);
-    close_pass(fb, false, sends);
+    close_pass(fb, sends);
   }
 
-  void lower_offload(const Pass& p) {
+  // OFFLOAD (device to host, frees the pass's saved activations once its forward has run) or
+  // RELOAD (host to device, allocates them again after the offload).
+  void lower_copy(InstructionKind copy, const Pass& p) {
+    const bool offload = copy == InstructionKind::Offload;
     int stage = 0;
     const std::size_t idx = pass_index(p, &stage);
-    if (f_last_[idx] == kNone)
-      fail("OFFLOAD " + std::to_string(p.chunk) + "." + std::to_string(p.mb) + " on rank " +
-           std::to_string(rank_) + " comes before its forward");
-    if (b_last_[idx] != kNone || offload_[idx] != kNone)
-      fail("OFFLOAD " + std::to_string(p.chunk) + "." + std::to_string(p.mb) + " on rank " +
-           std::to_string(rank_) + " comes after its backward or runs twice");
     const double bytes = cost_.chunks[stage].activation_bytes;
     DagOp op;
-    op.kind = OpKind::Offload;
-    op.stream = StreamKind::D2H;
+    op.kind = offload ? OpKind::Offload : OpKind::Reload;
+    op.stream = offload ? StreamKind::D2H : StreamKind::H2D;
     op.mb = p.mb;
     op.chunk = static_cast<std::int16_t>(p.chunk);
     op.virtual_stage = static_cast<std::int16_t>(stage);
-    op.instruction_op = OpCode::Offload;
+    op.instruction_op = copy;
     op.bytes = bytes;
-    op.free_bytes = bytes;
-    op.duration_s = cost_.d2h_time_s(bytes);
+    (offload ? op.free_bytes : op.alloc_bytes) = bytes;
+    op.duration_s = offload ? cost_.d2h_time_s(bytes) : cost_.h2d_time_s(bytes);
     const int id = new_op(op);
-    edge(f_last_[idx], id);
-    offload_[idx] = id;
-  }
-
-  void lower_reload(const Pass& p) {
-    int stage = 0;
-    const std::size_t idx = pass_index(p, &stage);
-    if (offload_[idx] == kNone || reload_[idx] != kNone)
-      fail("RELOAD " + std::to_string(p.chunk) + "." + std::to_string(p.mb) + " on rank " +
-           std::to_string(rank_) + " has no earlier OFFLOAD or runs twice");
-    const double bytes = cost_.chunks[stage].activation_bytes;
-    DagOp op;
-    op.kind = OpKind::Reload;
-    op.stream = StreamKind::H2D;
-    op.mb = p.mb;
-    op.chunk = static_cast<std::int16_t>(p.chunk);
-    op.virtual_stage = static_cast<std::int16_t>(stage);
-    op.instruction_op = OpCode::Reload;
-    op.bytes = bytes;
-    op.alloc_bytes = bytes;
-    op.duration_s = cost_.h2d_time_s(bytes);
-    const int id = new_op(op);
-    edge(offload_[idx], id);
-    // The copy is issued where the RELOAD instruction stands: not before the compute stream has
+    edge(offload ? f_last_[idx] : offload_[idx], id);
+    // A reload is issued where the RELOAD instruction stands: not before the compute stream has
     // finished what precedes it (else every reload would start as soon as its offload ended and
     // offloading would save nothing), so it hides under the instructions that follow.
-    edge(last_compute_[rank_], id);
-    reload_[idx] = id;
+    if (!offload) edge(last_compute_[rank_], id);
+    (offload ? offload_ : reload_)[idx] = id;
   }
 
   // ---- cross-stage dependencies ---------------------------------------------------------------
-  std::string missing(const char* what, int stage, int mb) const {
-    return std::string(what) + " of chunk " + std::to_string(s_.chunk_of(stage)) + " microbatch " +
-           std::to_string(mb) + " on rank " + std::to_string(s_.rank_of(stage)) +
-           " is never scheduled";
-  }
-
   void connect_stages() {
     for (int k = 0; k < stages_; ++k) {
       for (int i = 0; i < m_; ++i) {
         const std::size_t idx = static_cast<std::size_t>(k) * m_ + i;
-        if (f_first_[idx] == kNone) fail(missing("F", k, i));
-        if (b_first_[idx] == kNone) fail(missing("B", k, i));
-        if (deferred_[idx] && !w_done_[idx]) fail(missing("W", k, i));
+        expect(f_first_[idx] != kNone && b_first_[idx] != kNone, "a pass was not lowered");
         if (k > 0) {
           const std::size_t prev = idx - m_;
           const bool same = s_.rank_of(k - 1) == s_.rank_of(k);
@@ -671,7 +603,6 @@ class Lowerer final : public detail::StepEmitter {
   int rank_ = 0, instruction_ = 0;
   // Per pass (stage * m + mb).
   std::vector<int> f_first_, f_last_, b_first_, b_last_, send_f_, send_b_, offload_, reload_;
-  std::vector<char> deferred_, w_done_;
   std::vector<std::vector<int>> pending_sync_;      // per rank
   std::vector<int> last_compute_;                   // per rank: the last compute op emitted
   std::vector<std::vector<const UnitCost*>> flow_;  // per stage: units in forward order
@@ -684,8 +615,8 @@ class Lowerer final : public detail::StepEmitter {
 }  // namespace
 
 Dag lower(const Schedule& schedule, const CostModel& cost, const LowerOptions& options) {
-  if (schedule.pp < 1 || schedule.vpp < 1 || schedule.microbatches < 1)
-    throw InputError("schedule", schedule.name, "pp, vpp and microbatches must be >= 1");
+  if (const std::string error = pass_order_error(schedule); !error.empty())
+    throw InputError("schedule", schedule.name.empty() ? "schedule" : schedule.name, error);
   Dag dag;
   Lowerer(schedule, cost, options, dag).run();
   return dag;

@@ -99,16 +99,16 @@ std::optional<GreedyResult> greedy_v_schedule(int p, int m, const CostModel& cos
           const int k = s.virtual_stage(r, c);
           if (const int mb = st.next_b[c]; mb < m) {
             const double input = k == stages - 1 ? f_end[at(k, mb)] : b_end[at(k + 1, mb)];
-            offer(aim_of(k, Phase::B, mb), {OpCode::B, {c, mb, true}, {}},
+            offer(aim_of(k, Phase::B, mb), {InstructionKind::B, {c, mb, true}, {}},
                   f_end[at(k, mb)] == kNever ? kNever : input, tb[k]);
           }
           if (const int mb = st.next_f[c]; mb < m)
-            offer(aim_of(k, Phase::F, mb), {OpCode::F, {c, mb, false}, {}},
+            offer(aim_of(k, Phase::F, mb), {InstructionKind::F, {c, mb, false}, {}},
                   k == 0 ? 0 : f_end[at(k - 1, mb)], tf[k]);
         }
         for (const Pass& w : st.deferred) {
           const int k = s.virtual_stage(r, w.chunk);
-          offer(aim_of(k, Phase::W, w.mb), {OpCode::W, w, {}}, 0, tw[k]);
+          offer(aim_of(k, Phase::W, w.mb), {InstructionKind::W, w, {}}, 0, tw[k]);
         }
         if (ready != kNever) consider(ready, next, d, next_aim);
         if (start < best_start)
@@ -122,7 +122,7 @@ std::optional<GreedyResult> greedy_v_schedule(int p, int m, const CostModel& cos
         const int k = s.virtual_stage(r, c);
         const double ready = k == stages - 1 ? f_end[at(k, mb)] : b_end[at(k + 1, mb)];
         if (f_end[at(k, mb)] == kNever || ready == kNever) continue;
-        consider(ready, {OpCode::B, {c, mb, policy.split}, {}}, tb[k], aim_of(k, Phase::B, mb));
+        consider(ready, {InstructionKind::B, {c, mb, policy.split}, {}}, tb[k], aim_of(k, Phase::B, mb));
       }
       // A chunk-0 forward leaves slots free for chunk-1 forwards: with every rank full of
       // chunk-0 activations no microbatch could reach the loss, and nothing would be freed.
@@ -137,19 +137,19 @@ std::optional<GreedyResult> greedy_v_schedule(int p, int m, const CostModel& cos
         if (ready == kNever) continue;
         // A forward loses to a backward that is ready as early (unless targets decide).
         if (targeted || std::max(ready, st.clock) < start)
-          consider(ready, {OpCode::F, {c, mb, false}, {}}, tf[k], aim_of(k, Phase::F, mb));
+          consider(ready, {InstructionKind::F, {c, mb, false}, {}}, tf[k], aim_of(k, Phase::F, mb));
       }
       if (targeted && !st.deferred.empty()) {
         const Pass w = st.deferred.front();
         const int k = s.virtual_stage(r, w.chunk);
-        consider(st.clock, {OpCode::W, w, {}}, tw[k], aim_of(k, Phase::W, w.mb));
+        consider(st.clock, {InstructionKind::W, w, {}}, tw[k], aim_of(k, Phase::W, w.mb));
       }
       // A deferred W runs when nothing else can start at once (it fills the wait).
       const bool full = st.live + policy.reserve >= policy.mem_limit;
       if (!targeted && !st.deferred.empty() && (start > st.clock || (policy.w_when_full && full))) {
         const Pass w = st.deferred.front();
         start = st.clock;
-        in = {OpCode::W, w, {}};
+        in = {InstructionKind::W, w, {}};
         duration = tw[s.virtual_stage(r, w.chunk)];
       }
       if (start < best_start)
@@ -163,13 +163,13 @@ std::optional<GreedyResult> greedy_v_schedule(int p, int m, const CostModel& cos
     const Pass& q = best_in.a;
     const int k = s.virtual_stage(best_rank, q.chunk);
     switch (best_in.op) {
-      case OpCode::F:
+      case InstructionKind::F:
         f_end[at(k, q.mb)] = end;
         ++st.next_f[q.chunk];
         ++st.live;
         peak_live = std::max(peak_live, st.live);
         break;
-      case OpCode::B:
+      case InstructionKind::B:
         b_end[at(k, q.mb)] = end;
         ++st.next_b[q.chunk];
         ++done_b;
@@ -191,14 +191,14 @@ void braid_adjacent(Schedule& s) {
     auto& list = rank.instructions;
     for (std::size_t k = 0; k + 1 < list.size(); ++k) {
       const Instruction x = list[k], y = list[k + 1];
-      const bool xf = x.op == OpCode::F, yf = y.op == OpCode::F;
-      const bool xbw = x.op == OpCode::B || x.op == OpCode::W;
-      const bool ybw = y.op == OpCode::B || y.op == OpCode::W;
+      const bool xf = x.op == InstructionKind::F, yf = y.op == InstructionKind::F;
+      const bool xbw = x.op == InstructionKind::B || x.op == InstructionKind::W;
+      const bool ybw = y.op == InstructionKind::B || y.op == InstructionKind::W;
       Instruction fused;
       if (xf && ybw)
-        fused = {y.op == OpCode::B ? OpCode::FB : OpCode::FW, x.a, y.a};
+        fused = {y.op == InstructionKind::B ? InstructionKind::FB : InstructionKind::FW, x.a, y.a};
       else if (yf && xbw)
-        fused = {x.op == OpCode::B ? OpCode::FB : OpCode::FW, y.a, x.a};
+        fused = {x.op == InstructionKind::B ? InstructionKind::FB : InstructionKind::FW, y.a, x.a};
       else
         continue;
       list[k] = fused;

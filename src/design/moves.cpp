@@ -16,9 +16,9 @@ std::string at(int rank, int position) {
   return "r" + std::to_string(rank) + "@" + std::to_string(position);
 }
 
-bool is_b(const Instruction& in) { return in.op == OpCode::B; }
-bool is_w(const Instruction& in) { return in.op == OpCode::W; }
-bool is_f(const Instruction& in) { return in.op == OpCode::F; }
+bool is_b(const Instruction& in) { return in.op == InstructionKind::B; }
+bool is_w(const Instruction& in) { return in.op == InstructionKind::W; }
+bool is_f(const Instruction& in) { return in.op == InstructionKind::F; }
 
 // Moves the instruction at `from` to index `to` (of the program after removal).
 bool shift(Program& list, int from, int to) {
@@ -35,17 +35,17 @@ bool unbraid(Program& list, int j, bool swap) {
   const Instruction x = list[j];
   Instruction first, second;
   switch (x.op) {
-    case OpCode::FB:
-      first = {OpCode::F, x.a, {}};
-      second = {OpCode::B, x.b, {}};
+    case InstructionKind::FB:
+      first = {InstructionKind::F, x.a, {}};
+      second = {InstructionKind::B, x.b, {}};
       break;
-    case OpCode::FW:
-      first = {OpCode::F, x.a, {}};
-      second = {OpCode::W, x.b, {}};
+    case InstructionKind::FW:
+      first = {InstructionKind::F, x.a, {}};
+      second = {InstructionKind::W, x.b, {}};
       break;
-    case OpCode::FF:
-      first = {OpCode::F, x.a, {}};
-      second = {OpCode::F, x.b, {}};
+    case InstructionKind::FF:
+      first = {InstructionKind::F, x.a, {}};
+      second = {InstructionKind::F, x.b, {}};
       break;
     default:
       return false;
@@ -62,11 +62,11 @@ bool braid_pair(Program& list, int j) {
   const Instruction x = list[j], y = list[j + 1];
   Instruction fused;
   if (is_f(x) && (is_b(y) || is_w(y)))
-    fused = {is_b(y) ? OpCode::FB : OpCode::FW, x.a, y.a};
+    fused = {is_b(y) ? InstructionKind::FB : InstructionKind::FW, x.a, y.a};
   else if (is_f(y) && (is_b(x) || is_w(x)))
-    fused = {is_b(x) ? OpCode::FB : OpCode::FW, y.a, x.a};
+    fused = {is_b(x) ? InstructionKind::FB : InstructionKind::FW, y.a, x.a};
   else if (is_f(x) && is_f(y))
-    fused = {OpCode::FF, x.a, y.a};
+    fused = {InstructionKind::FF, x.a, y.a};
   else
     return false;
   list[j] = fused;
@@ -76,8 +76,8 @@ bool braid_pair(Program& list, int j) {
 
 // The backward pass an instruction runs, if any.
 Pass* backward_of(Instruction& in) {
-  if (in.op == OpCode::B) return &in.a;
-  if (in.op == OpCode::FB) return &in.b;
+  if (in.op == InstructionKind::B) return &in.a;
+  if (in.op == InstructionKind::FB) return &in.b;
   return nullptr;
 }
 
@@ -91,10 +91,10 @@ bool defer_w(Program& list, int j, int delay) {
   const int n = static_cast<int>(list.size());
   const int target = std::min(n, j + 1 + delay);
   if (target < n && is_f(list[target])) {
-    list[target] = {OpCode::FW, list[target].a, w};
+    list[target] = {InstructionKind::FW, list[target].a, w};
     return true;
   }
-  list.insert(list.begin() + target, Instruction{OpCode::W, w, {}});
+  list.insert(list.begin() + target, Instruction{InstructionKind::W, w, {}});
   return true;
 }
 
@@ -105,19 +105,19 @@ bool undefer_w(Program& list, int j) {
   const Pass w{b->chunk, b->mb, false};
   b->defer_w = false;
   for (std::size_t k = 0; k < list.size(); ++k) {
-    if (list[k].op == OpCode::W && list[k].a == w) {
+    if (list[k].op == InstructionKind::W && list[k].a == w) {
       list.erase(list.begin() + static_cast<long>(k));
       return true;
     }
-    if (list[k].op == OpCode::FW && list[k].b == w) {
-      list[k] = {OpCode::F, list[k].a, {}};
+    if (list[k].op == InstructionKind::FW && list[k].b == w) {
+      list[k] = {InstructionKind::F, list[k].a, {}};
       return true;
     }
   }
   return true;  // unreachable for a valid parent; validate() would reject the child
 }
 
-int find_pass(const Program& list, OpCode op, const Pass& p, bool second) {
+int find_pass(const Program& list, InstructionKind op, const Pass& p, bool second) {
   for (std::size_t k = 0; k < list.size(); ++k) {
     const Instruction& in = list[k];
     const Pass& q = second ? in.b : in.a;
@@ -127,16 +127,17 @@ int find_pass(const Program& list, OpCode op, const Pass& p, bool second) {
 }
 
 int forward_at(const Program& list, const Pass& p) {
-  for (OpCode op : {OpCode::F, OpCode::FB, OpCode::FW, OpCode::FF}) {
+  for (InstructionKind op :
+       {InstructionKind::F, InstructionKind::FB, InstructionKind::FW, InstructionKind::FF}) {
     const int k = find_pass(list, op, p, false);
     if (k >= 0) return k;
   }
-  return find_pass(list, OpCode::FF, p, true);
+  return find_pass(list, InstructionKind::FF, p, true);
 }
 
 int backward_at(const Program& list, const Pass& p) {
-  const int k = find_pass(list, OpCode::B, p, false);
-  return k >= 0 ? k : find_pass(list, OpCode::FB, p, true);
+  const int k = find_pass(list, InstructionKind::B, p, false);
+  return k >= 0 ? k : find_pass(list, InstructionKind::FB, p, true);
 }
 
 // Offloads the saved activations of one (chunk, microbatch) whose backward comes at least three
@@ -144,17 +145,17 @@ int backward_at(const Program& list, const Pass& p) {
 // RELOAD before the instruction ahead of the backward); or takes an offload back out.
 bool toggle_offload(Program& list, int chunk, int mb) {
   const Pass p{chunk, mb, false};
-  const int off = find_pass(list, OpCode::Offload, p, false);
+  const int off = find_pass(list, InstructionKind::Offload, p, false);
   if (off >= 0) {
     list.erase(list.begin() + off);
-    const int rel = find_pass(list, OpCode::Reload, p, false);
+    const int rel = find_pass(list, InstructionKind::Reload, p, false);
     if (rel >= 0) list.erase(list.begin() + rel);
     return true;
   }
   const int f = forward_at(list, p), b = backward_at(list, p);
   if (f < 0 || b < 0 || b - f < 3) return false;
-  list.insert(list.begin() + f + 1, Instruction{OpCode::Offload, p, {}});
-  list.insert(list.begin() + b, Instruction{OpCode::Reload, p, {}});
+  list.insert(list.begin() + f + 1, Instruction{InstructionKind::Offload, p, {}});
+  list.insert(list.begin() + b, Instruction{InstructionKind::Reload, p, {}});
   return true;
 }
 

@@ -78,16 +78,20 @@ double peak_until_w(const Schedule& s) {
   for (const RankProgram& rank : s.ranks) {
     int live = 0;
     for (const Instruction& in : rank.instructions) {
-      const bool second = in.op == OpCode::FB || in.op == OpCode::FW || in.op == OpCode::FF;
+      const bool second = in.op == InstructionKind::FB || in.op == InstructionKind::FW ||
+                          in.op == InstructionKind::FF;
       const Pass* parts[2] = {&in.a, second ? &in.b : nullptr};
       for (int release = 1; release >= 0; --release)
         for (int i = 0; i < 2; ++i) {
           if (parts[i] == nullptr) continue;
-          const bool forward = (i == 0 && in.op != OpCode::B && in.op != OpCode::W &&
-                                in.op != OpCode::Offload && in.op != OpCode::Reload) ||
-                               (i == 1 && in.op == OpCode::FF);
-          const bool frees = (i == 0 && in.op == OpCode::W) || (i == 1 && in.op == OpCode::FW) ||
-                             (((i == 0 && in.op == OpCode::B) || (i == 1 && in.op == OpCode::FB)) &&
+          const bool forward =
+              (i == 0 && in.op != InstructionKind::B && in.op != InstructionKind::W &&
+               in.op != InstructionKind::Offload && in.op != InstructionKind::Reload) ||
+              (i == 1 && in.op == InstructionKind::FF);
+          const bool frees = (i == 0 && in.op == InstructionKind::W) ||
+                             (i == 1 && in.op == InstructionKind::FW) ||
+                             (((i == 0 && in.op == InstructionKind::B) ||
+                               (i == 1 && in.op == InstructionKind::FB)) &&
                               !parts[i]->defer_w);
           if (release == 1 && frees) --live;
           if (release == 0 && forward) ++live;

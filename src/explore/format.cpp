@@ -29,23 +29,11 @@ std::string percent(double rate, int digits) {
   return buf;
 }
 
-const char* recompute_name(Recompute r) {
-  switch (r) {
-    case Recompute::None:
-      return "none";
-    case Recompute::Selective:
-      return "selective";
-    case Recompute::Full:
-      return "full";
-  }
-  return "?";
-}
-
 std::string describe(const Configuration& c) {
   return c.schedule + " tp " + std::to_string(c.tp) + " pp " + std::to_string(c.pp) + " vpp " +
          std::to_string(c.vpp) + " seq " + std::to_string(c.seq) + " mbs " + std::to_string(c.mbs) +
          " m " + std::to_string(c.microbatches) + " sp " + (c.sp ? "on" : "off") + " recompute " +
-         recompute_name(c.recompute);
+         name(c.recompute);
 }
 
 const std::vector<std::string>& layout_header() {
@@ -68,7 +56,7 @@ std::vector<std::string> layout_cells(const Evaluation& e, double cap_gib) {
           std::to_string(c.microbatches),
           std::to_string(e.dp * c.mbs * c.microbatches),
           c.sp ? "on" : "off",
-          recompute_name(c.recompute),
+          name(c.recompute),
           fmt("%.3f", e.report.iteration_time_s),
           fmt("%.0f", e.report.tokens_per_s),
           percent(e.report.mfu),
@@ -143,9 +131,9 @@ std::string study_setting(const Study& st) {
          std::to_string(p.dp) + ", seq " + std::to_string(t.seq) + ", mbs " +
          std::to_string(t.micro_batch_size) + ", m " + std::to_string(t.microbatches) +
          ", global batch " + std::to_string(p.dp * t.micro_batch_size * t.microbatches) + ", sp " +
-         (p.sequence_parallel ? "on" : "off") + ", recompute " +
-         explore::recompute_name(t.recompute) + ", offload " + fmt("%g", t.offload) +
-         ", distributed optimizer " + (t.distributed_optimizer ? "on" : "off");
+         (p.sequence_parallel ? "on" : "off") + ", recompute " + name(t.recompute) + ", offload " +
+         fmt("%g", t.offload) + ", distributed optimizer " +
+         (t.distributed_optimizer ? "on" : "off");
 }
 
 std::string sweep_table(const SweepResult& result, int top) {
@@ -210,8 +198,8 @@ std::string sweep_csv(const SweepResult& result) {
            (e.speedup > 0 ? exact(e.speedup) : "") + "," + c.schedule + "," + std::to_string(c.tp) +
            "," + std::to_string(c.pp) + "," + std::to_string(c.vpp) + "," + std::to_string(e.dp) +
            "," + std::to_string(c.seq) + "," + std::to_string(c.mbs) + "," +
-           std::to_string(c.microbatches) + "," + (c.sp ? "on" : "off") + "," +
-           explore::recompute_name(c.recompute) + "," + std::to_string(e.gpus);
+           std::to_string(c.microbatches) + "," + (c.sp ? "on" : "off") + "," + name(c.recompute) +
+           "," + std::to_string(e.gpus);
     if (sim) {
       out += "," + exact(r.iteration_time_s) + "," + exact(r.tokens_per_s) + "," +
              exact(r.samples_per_s) + "," + exact(r.tflops_per_gpu) + "," + exact(r.mfu) + "," +
@@ -264,7 +252,7 @@ std::string sweep_json(const SweepResult& result) {
     row["mbs"] = c.mbs;
     row["microbatches"] = c.microbatches;
     row["sp"] = c.sp;
-    row["recompute"] = explore::recompute_name(c.recompute);
+    row["recompute"] = name(c.recompute);
     row["gpus"] = e.gpus;
     if (sim) {
       row["static_gib"] = e.static_gib;

@@ -9,7 +9,6 @@
 namespace braid::explore {
 
 std::string fmt(const char* format, double v);
-const char* recompute_name(Recompute r);
 // A rate as a percentage with `digits` decimals; rounding noise below zero prints as 0.
 std::string percent(double rate, int digits = 2);
 // "stp tp 8 pp 2 vpp 2 seq 6144 mbs 1 m 64 sp off recompute none"

@@ -168,9 +168,8 @@ std::string setting_of(const Study& study, const SearchSpace& space) {
   std::string sp, rc;
   if (space.sp.empty()) sp = study.parallel.sequence_parallel ? "on" : "off";
   for (bool b : space.sp) sp += (sp.empty() ? "" : ",") + std::string(b ? "on" : "off");
-  if (space.recompute.empty()) rc = explore::recompute_name(study.training.recompute);
-  for (Recompute r : space.recompute)
-    rc += (rc.empty() ? "" : ",") + std::string(explore::recompute_name(r));
+  if (space.recompute.empty()) rc = name(study.training.recompute);
+  for (Recompute r : space.recompute) rc += (rc.empty() ? "" : ",") + std::string(name(r));
   return std::to_string(study.cluster.gpus()) + " GPUs of " + study.cluster.name + " (" +
          std::to_string(study.cluster.nodes) + " x " + std::to_string(study.cluster.gpus_per_node) +
          "), model " + study.model.name + ", global batch " + std::to_string(space.global_batch) +
@@ -324,7 +323,7 @@ std::vector<Lever> try_levers(const Study& base, const Profile& profile, const S
   }
   for (Recompute r : {Recompute::Selective, Recompute::Full}) {
     if (has(rc, r)) continue;
-    Try t{std::string("--recompute ") + explore::recompute_name(r), quiet, base};
+    Try t{std::string("--recompute ") + name(r), quiet, base};
     t.space.recompute = {r};
     tries.push_back(t);
   }
@@ -399,8 +398,7 @@ std::string differences(const Evaluation& a, const Evaluation& b) {
   if (x.sp != y.sp)
     d.push_back(std::string("sp ") + (x.sp ? "on" : "off") + " vs " + (y.sp ? "on" : "off"));
   if (x.recompute != y.recompute)
-    d.push_back(std::string("recompute ") + explore::recompute_name(x.recompute) + " vs " +
-                explore::recompute_name(y.recompute));
+    d.push_back(std::string("recompute ") + name(x.recompute) + " vs " + name(y.recompute));
   if (d.empty()) return "";
   std::string s = "differs in ";
   for (std::size_t k = 0; k < d.size(); ++k) s += (k ? ", " : "") + d[k];
@@ -495,7 +493,7 @@ nlohmann::ordered_json row_json(const Evaluation& e, const MemoryCap& cap) {
   b["microbatches"] = e.config.microbatches;
   b["global_batch"] = e.dp * e.config.mbs * e.config.microbatches;
   b["sp"] = e.config.sp;
-  b["recompute"] = explore::recompute_name(e.config.recompute);
+  b["recompute"] = name(e.config.recompute);
   if (e.status == RowStatus::Invalid) {
     b["reason"] = e.reason;
     return b;

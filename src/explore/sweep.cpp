@@ -61,7 +61,8 @@ void rank_rows(SweepResult& result) {
   };
   std::map<SizeKey, int> baseline;
   for (int i = 0; i < n; ++i)
-    if (rows[i].status != RowStatus::Invalid && rows[i].config.schedule == "1f1b-i")
+    if (rows[i].status != RowStatus::Invalid &&
+        rows[i].config.schedule == name(ScheduleKind::Interleaved))
       baseline.emplace(size_key(rows[i].config), i);
   for (Evaluation& e : rows) {
     e.speedup = 0;

@@ -88,21 +88,21 @@ bool dark(const Rgb& c) { return 0.299 * c.r + 0.587 * c.g + 0.114 * c.b < 150; 
 std::string box_class(Phase p, int chunk) { return name(p) + std::to_string(chunk); }
 
 // The phase a box shows at instruction level: the phase of its side's pass.
-Phase side_phase(OpCode op, BlockSide side) {
+Phase side_phase(InstructionKind op, BlockSide side) {
   switch (op) {
-    case OpCode::F:
-    case OpCode::FF:
+    case InstructionKind::F:
+    case InstructionKind::FF:
       return Phase::F;
-    case OpCode::B:
+    case InstructionKind::B:
       return Phase::B;
-    case OpCode::W:
+    case InstructionKind::W:
       return Phase::W;
-    case OpCode::FB:
-      return side == BlockSide::B ? Phase::B : Phase::F;
-    case OpCode::FW:
-      return side == BlockSide::B ? Phase::W : Phase::F;
-    case OpCode::Offload:
-    case OpCode::Reload:
+    case InstructionKind::FB:
+      return side == BlockSide::Second ? Phase::B : Phase::F;
+    case InstructionKind::FW:
+      return side == BlockSide::Second ? Phase::W : Phase::F;
+    case InstructionKind::Offload:
+    case InstructionKind::Reload:
       break;
   }
   return Phase::F;
@@ -471,8 +471,8 @@ class SvgWriter {
         w -= 0.5;
       }
       double y = y0, h = kComputeH;
-      if (bx.side == BlockSide::A) h = kComputeH / 2;
-      if (bx.side == BlockSide::B) {
+      if (bx.side == BlockSide::First) h = kComputeH / 2;
+      if (bx.side == BlockSide::Second) {
         y = y0 + kComputeH / 2;
         h = kComputeH / 2;
       }
@@ -485,7 +485,7 @@ class SvgWriter {
     for (std::size_t j = 0; j < boxes.size();) {
       std::size_t end = j;
       while (end < boxes.size() && boxes[end].instruction == boxes[j].instruction) ++end;
-      for (BlockSide side : {BlockSide::Plain, BlockSide::A, BlockSide::B}) {
+      for (BlockSide side : {BlockSide::Plain, BlockSide::First, BlockSide::Second}) {
         const Box* best = nullptr;
         for (std::size_t q = j; q < end; ++q)
           if (boxes[q].side == side && (!best || boxes[q].x1 - boxes[q].x0 > best->x1 - best->x0))
@@ -513,9 +513,9 @@ class SvgWriter {
     for (int f = half ? 9 : 11; f >= 7 && !font; --f)
       if (0.56 * f * static_cast<double>(s.size()) + 1 <= l.x1 - l.x0) font = f;
     if (!font) return;
-    const double cy = !half                    ? y0 + kComputeH / 2
-                      : l.side == BlockSide::A ? y0 + kComputeH / 4
-                                               : y0 + 3 * kComputeH / 4;
+    const double cy = !half                        ? y0 + kComputeH / 2
+                      : l.side == BlockSide::First ? y0 + kComputeH / 4
+                                                   : y0 + 3 * kComputeH / 4;
     const bool light = dark(chunk_colour(l.phase, l.chunk, vpp_));
     out_ += "<text x=\"" + num((l.x0 + l.x1) / 2) + "\" y=\"" + num(cy + font * 0.36) +
             "\" class=\"mb m" + std::to_string(font) + (light ? " lt" : "") + "\">" + s +

@@ -12,6 +12,7 @@
 // (printed as microseconds with at most three decimals) so that rounding can never make two ops
 // of one stream overlap, and dur is cut by a nanosecond where ts + dur, added in floating point
 // as viewers do (speedscope), would land past the op's end and so past the next op's start.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -27,34 +28,22 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-// Thread names as the trace shows them (the engine's StreamKind order is the thread order).
-const char* thread_name(StreamKind s) {
-  switch (s) {
-    case StreamKind::Compute:
-      return "compute";
-    case StreamKind::Tp:
-      return "tp";
-    case StreamKind::P2pNext:
-      return "p2p-next";
-    case StreamKind::P2pPrev:
-      return "p2p-prev";
-    case StreamKind::D2H:
-      return "d2h";
-    case StreamKind::H2D:
-      return "h2d";
-    case StreamKind::Dp:
-      return "dp";
-  }
-  return "?";
+// Thread names as the trace shows them (the engine's StreamKind order is the thread order):
+// name(StreamKind) with hyphens, the spelling docs/outputs.md gives for traces, so that traces
+// written before and after stay comparable.
+std::string thread_name(StreamKind s) {
+  std::string text = name(s);
+  std::replace(text.begin(), text.end(), '_', '-');
+  return text;
 }
 
 const char* side_name(BlockSide s) {
   switch (s) {
     case BlockSide::Plain:
       return "plain";
-    case BlockSide::A:
+    case BlockSide::First:
       return "a";
-    case BlockSide::B:
+    case BlockSide::Second:
       return "b";
   }
   return "?";

@@ -49,11 +49,7 @@ Schedule make_1f1b_interleaved(const ScheduleOptions& options) {
   // No pipeline (p = 1, Megatron's forward_backward_no_pipelining): each microbatch runs the
   // forward through every chunk, then the backward back through them.
   if (p == 1) {
-    Schedule s;
-    s.pp = 1;
-    s.vpp = v;
-    s.microbatches = m;
-    s.placement = Placement::Loop;
+    Schedule s = empty_schedule(1, v, m, Placement::Loop);
     RankBuilder rank(0, v);
     for (int mb = 0; mb < m; ++mb) {
       for (int c = 0; c < v; ++c) rank.f(c);
@@ -74,11 +70,7 @@ Schedule make_1f1b_interleaved(const ScheduleOptions& options) {
                          " needs m mod N to be 0 or at least p = " + std::to_string(p) +
                          " (Megatron's rule: a shorter last group stalls the pipeline)");
 
-  Schedule s;
-  s.pp = p;
-  s.vpp = v;
-  s.microbatches = m;
-  s.placement = Placement::Loop;
+  Schedule s = empty_schedule(p, v, m, Placement::Loop);
   const auto table = schedule_table(m, v, n);
   const int total = m * v;
   for (int r = 0; r < p; ++r) {
@@ -86,10 +78,10 @@ Schedule make_1f1b_interleaved(const ScheduleOptions& options) {
     int warmup = (p - r - 1) * 2 + (v - 1) * n;
     if (warmup >= total) warmup = total;  // Megatron: all microbatches in warm-up
     auto forward = [&](int k) {
-      rank.push({OpCode::F, Pass{table[k].second, table[k].first, false}, {}});
+      rank.push({InstructionKind::F, Pass{table[k].second, table[k].first, false}, {}});
     };
     auto backward = [&](int k) {
-      rank.push({OpCode::B, Pass{v - 1 - table[k].second, table[k].first, false}, {}});
+      rank.push({InstructionKind::B, Pass{v - 1 - table[k].second, table[k].first, false}, {}});
     };
     for (int k = 0; k < warmup; ++k) forward(k);
     for (int k = 0; k < total - warmup; ++k) {

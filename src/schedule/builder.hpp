@@ -7,6 +7,7 @@
 #include <cassert>
 #include <deque>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "braid/schedule.hpp"
@@ -37,21 +38,21 @@ class RankBuilder {
   int next_f(int chunk) const { return next_f_[chunk]; }
   int next_b(int chunk) const { return next_b_[chunk]; }
 
-  void f(int chunk) { push({OpCode::F, take_f(chunk), {}}); }
-  void b(int chunk, bool defer_w) { push({OpCode::B, take_b(chunk, defer_w), {}}); }
-  void w() { push({OpCode::W, take_w(), {}}); }
+  void f(int chunk) { push({InstructionKind::F, take_f(chunk), {}}); }
+  void b(int chunk, bool defer_w) { push({InstructionKind::B, take_b(chunk, defer_w), {}}); }
+  void w() { push({InstructionKind::W, take_w(), {}}); }
   // Braided pairs: forward of `f_chunk` with the backward of `b_chunk` / the oldest W / another F.
   void fb(int f_chunk, int b_chunk, bool defer_w) {
     Pass f = take_f(f_chunk);
-    push({OpCode::FB, f, take_b(b_chunk, defer_w)});
+    push({InstructionKind::FB, f, take_b(b_chunk, defer_w)});
   }
   void fw(int f_chunk) {
     Pass f = take_f(f_chunk);
-    push({OpCode::FW, f, take_w()});
+    push({InstructionKind::FW, f, take_w()});
   }
   void ff(int chunk) {
     Pass a = take_f(chunk);
-    push({OpCode::FF, a, take_f(chunk)});
+    push({InstructionKind::FF, a, take_f(chunk)});
   }
   void push(const Instruction& in) { program_.instructions.push_back(in); }
 
@@ -63,6 +64,22 @@ class RankBuilder {
   std::vector<int> next_b_;
   std::deque<Pass> deferred_;
 };
+
+// An empty schedule of these sizes, to which a generator appends one RankProgram per rank.
+inline Schedule empty_schedule(int pp, int vpp, int microbatches, Placement placement) {
+  Schedule s;
+  s.pp = pp;
+  s.vpp = vpp;
+  s.microbatches = microbatches;
+  s.placement = placement;
+  return s;
+}
+
+// The skeleton of 1F1B and ZB-H1 (1f1b.cpp): one chunk per rank, rank r runs min(p-r-1, m)
+// warm-up forwards, then one forward and one backward alternately, then the remaining backwards.
+// Full backwards (1F1B), or split ones (ZB-H1): rank r keeps the W of its first r backwards back,
+// each later B is followed by the oldest queued W, and the r left run after the last B.
+Schedule one_f_one_b(const ScheduleOptions& options, std::string_view name, bool split_backward);
 
 // Shared argument checks; each throws InputError naming the option and the allowed values.
 void check_pp(const ScheduleOptions& options);

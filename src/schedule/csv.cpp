@@ -4,6 +4,7 @@
 // with global stage indices. Import replicates PyTorch's action regex and the rules of its
 // _validate_schedule, reports them the way PyTorch words them (plus file, row and column), and is
 // stricter where PyTorch is silent (see docs/schedules.md).
+#include <algorithm>
 #include <istream>
 #include <map>
 #include <optional>
@@ -33,16 +34,16 @@ void write_pytorch_csv(const Schedule& s, std::ostream& out) {
     auto backward = [&](const Pass& p) { return action(stage(p), p.defer_w ? 'I' : 'B', p.mb); };
     for (const Instruction& in : rank.instructions) {
       switch (in.op) {
-        case OpCode::F:
+        case InstructionKind::F:
           cells.push_back(action(stage(in.a), 'F', in.a.mb));
           break;
-        case OpCode::B:
+        case InstructionKind::B:
           cells.push_back(backward(in.a));
           break;
-        case OpCode::W:
+        case InstructionKind::W:
           cells.push_back(action(stage(in.a), 'W', in.a.mb));
           break;
-        case OpCode::FB: {
+        case InstructionKind::FB: {
           std::string cell(1, '(');
           cell += action(stage(in.a), 'F', in.a.mb);
           cell += ';';
@@ -52,16 +53,16 @@ void write_pytorch_csv(const Schedule& s, std::ostream& out) {
           break;
         }
         // PyTorch has no overlap action for F+W or F+F: two consecutive cells.
-        case OpCode::FW:
+        case InstructionKind::FW:
           cells.push_back(action(stage(in.a), 'F', in.a.mb));
           cells.push_back(action(stage(in.b), 'W', in.b.mb));
           break;
-        case OpCode::FF:
+        case InstructionKind::FF:
           cells.push_back(action(stage(in.a), 'F', in.a.mb));
           cells.push_back(action(stage(in.b), 'F', in.b.mb));
           break;
-        case OpCode::Offload:  // memory actions are not compute: not exported
-        case OpCode::Reload:
+        case InstructionKind::Offload:  // memory actions are not compute: not exported
+        case InstructionKind::Reload:
           break;
       }
     }
@@ -188,11 +189,11 @@ struct Reader {
   }
 };
 
-}  // namespace
+using Rows = std::vector<std::vector<Cell>>;
 
-Schedule read_pytorch_csv(std::istream& in, const std::string& file, int microbatches) {
-  Reader reader{file};
-  std::vector<std::vector<Cell>> rows;
+// The file's records, one row per rank (a blank line is a row without cells), each cell parsed.
+Rows read_rows(const Reader& reader, std::istream& in) {
+  Rows rows;
   std::string line;
   while (std::getline(in, line)) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -205,9 +206,13 @@ Schedule read_pytorch_csv(std::istream& in, const std::string& file, int microba
     }
     rows.push_back(std::move(cells));
   }
-  const int p = static_cast<int>(rows.size());
-  if (p == 0) throw InputError(file, "file", "is empty; expected one row of actions per rank");
-  for (int r = 0; r < p; ++r) {
+  return rows;
+}
+
+void check_rows_have_actions(const std::string& file, const Rows& rows) {
+  if (rows.empty())
+    throw InputError(file, "file", "is empty; expected one row of actions per rank");
+  for (size_t r = 0; r < rows.size(); ++r) {
     bool any = false;
     for (const Cell& cell : rows[r]) any = any || !cell.actions.empty();
     if (!any)
@@ -215,38 +220,49 @@ Schedule read_pytorch_csv(std::istream& in, const std::string& file, int microba
                        "has no actions; every row is a rank and needs its stages' actions (a "
                        "blank line counts as a row)");
   }
+}
 
-  // Every stage and every microbatch has at least one action of its own (its F), so an index at
-  // or above the number of actions names a stage or microbatch that cannot be complete; refusing
-  // it here also keeps a typo such as 2F99999999 from sizing the tables below.
+// Every stage and every microbatch has at least one action of its own (its F), so an index at
+// or above the number of actions names a stage or microbatch that cannot be complete; refusing
+// it here also keeps a typo such as 2F99999999 from sizing the tables below.
+void check_indices_bounded(const Reader& reader, const Rows& rows) {
   long long actions = 0;
   for (const auto& cells : rows)
     for (const Cell& cell : cells) actions += static_cast<long long>(cell.actions.size());
-  for (int r = 0; r < p; ++r)
+  for (size_t r = 0; r < rows.size(); ++r)
     for (const Cell& cell : rows[r])
       for (const Action& a : cell.actions)
         if (a.stage >= actions || a.mb >= actions)
-          reader.fail(r, cell.column,
+          reader.fail(static_cast<int>(r), cell.column,
                       "'" + cell.text + "': stage " + std::to_string(a.stage) + " or microbatch " +
                           std::to_string(a.mb) + " is not below the " + std::to_string(actions) +
                           " actions of the file, so it cannot have all its passes");
+}
 
-  // PyTorch _validate_schedule, rank by rank, step by step.
+// Per stage: its rank and the microbatches of each action type it runs.
+struct StageTable {
+  std::vector<int> rank_of;
+  std::vector<std::map<char, std::set<int>>> seen;
+  int stages() const { return static_cast<int>(rank_of.size()); }
+};
+
+// PyTorch _validate_schedule's order rules, rank by rank, step by step.
+StageTable check_pytorch_order(const Reader& reader, const Rows& rows) {
   int stages = 0;
   for (const auto& cells : rows)
     for (const Cell& cell : cells)
       for (const Action& a : cell.actions) stages = std::max(stages, a.stage + 1);
-  std::vector<int> rank_of(static_cast<size_t>(stages), -1);
-  std::vector<std::map<char, std::set<int>>> seen(static_cast<size_t>(stages));
+  StageTable table{std::vector<int>(static_cast<size_t>(stages), -1),
+                   std::vector<std::map<char, std::set<int>>>(static_cast<size_t>(stages))};
   auto rule = [](const char* what, const Action& a, const char* needs) {
     return std::string("Running ") + what + " for stage " + std::to_string(a.stage) +
            ", microbatch " + std::to_string(a.mb) + " without first running " + needs +
            " (PyTorch _validate_schedule)";
   };
-  for (int r = 0; r < p; ++r)
+  for (int r = 0; r < static_cast<int>(rows.size()); ++r)
     for (const Cell& cell : rows[r])
       for (const Action& a : cell.actions) {
-        auto& st = seen[a.stage];
+        auto& st = table.seen[a.stage];
         if (st[a.type].count(a.mb))
           reader.fail(r, cell.column,
                       "'" + cell.text + "' repeats " + std::string(1, a.type) + " of stage " +
@@ -263,19 +279,23 @@ Schedule read_pytorch_csv(std::istream& in, const std::string& file, int microba
                           std::to_string(a.mb) +
                           " has both a full backward B and an input backward I");
         st[a.type].insert(a.mb);
-        if (rank_of[a.stage] < 0) {
-          rank_of[a.stage] = r;
-        } else if (rank_of[a.stage] != r) {
+        int& rank = table.rank_of[a.stage];
+        if (rank < 0) {
+          rank = r;
+        } else if (rank != r) {
           reader.fail(r, cell.column,
                       "Stage " + std::to_string(a.stage) + " is assigned to both rank " +
-                          std::to_string(r) + " and rank " + std::to_string(rank_of[a.stage]) +
+                          std::to_string(r) + " and rank " + std::to_string(rank) +
                           " (PyTorch _validate_schedule)");
         }
       }
-  const int m =
-      microbatches > 0 ? microbatches : (stages > 0 ? static_cast<int>(seen[0]['F'].size()) : 0);
-  for (int st = 0; st < stages; ++st) {
-    auto& c = seen[st];
+  return table;
+}
+
+// PyTorch _validate_schedule's count rules: every stage runs m forwards and m backwards.
+void check_pytorch_counts(const std::string& file, StageTable& table, int m) {
+  for (int st = 0; st < table.stages(); ++st) {
+    auto& c = table.seen[st];
     const std::string stage = "stage " + std::to_string(st);
     auto count = [&](char t) { return static_cast<int>(c[t].size()); };
     if (count('F') != m)
@@ -302,8 +322,77 @@ Schedule read_pytorch_csv(std::istream& in, const std::string& file, int microba
               file, stage,
               "microbatch " + std::to_string(mb) + " is out of range 0.." + std::to_string(m - 1));
   }
+}
 
-  // Placement: braid models the loop and the V placement; infer which one the CSV uses.
+// braid models the loop and the V placement; which one the CSV's stage-to-rank mapping is.
+Placement infer_placement(const std::string& file, const StageTable& table, int p, int vpp) {
+  const int stages = table.stages();
+  bool loop = true, vee = vpp == 2;
+  for (int st = 0; st < stages; ++st) {
+    loop = loop && table.rank_of[st] == st % p;
+    vee = vee && table.rank_of[st] == (st < p ? st : 2 * p - 1 - st);
+  }
+  if (!loop && !vee)
+    throw InputError(file, "stages",
+                     "stage-to-rank mapping is neither the loop placement (stage s on rank s mod " +
+                         std::to_string(p) + ") nor the V placement (stages r and " +
+                         std::to_string(2 * p - 1) + "-r on rank r); braid models only these");
+  return loop ? Placement::Loop : Placement::V;
+}
+
+// One row's cells as rank r's instructions (idle steps dropped).
+RankProgram rank_program(const Reader& reader, const Schedule& s, int r,
+                         const std::vector<Cell>& cells) {
+  RankProgram prog;
+  prog.rank = r;
+  for (const Cell& cell : cells) {
+    if (cell.actions.empty()) continue;
+    auto pass = [&](const Action& a) { return Pass{s.chunk_of(a.stage), a.mb, a.type == 'I'}; };
+    if (cell.actions.size() == 1) {
+      const Action& a = cell.actions[0];
+      InstructionKind op = a.type == 'F'   ? InstructionKind::F
+                           : a.type == 'W' ? InstructionKind::W
+                                           : InstructionKind::B;
+      prog.instructions.push_back({op, pass(a), {}});
+      continue;
+    }
+    const Action& x = cell.actions[0];
+    const Action& y = cell.actions[1];
+    auto is_b = [](const Action& a) { return a.type == 'B' || a.type == 'I'; };
+    if (x.type == 'F' && is_b(y)) {
+      prog.instructions.push_back({InstructionKind::FB, pass(x), pass(y)});
+    } else if (is_b(x) && y.type == 'F') {
+      prog.instructions.push_back({InstructionKind::FB, pass(y), pass(x)});
+    } else if (x.type == 'F' && y.type == 'W') {
+      prog.instructions.push_back({InstructionKind::FW, pass(x), pass(y)});
+    } else if (x.type == 'W' && y.type == 'F') {
+      prog.instructions.push_back({InstructionKind::FW, pass(y), pass(x)});
+    } else if (x.type == 'F' && y.type == 'F') {
+      prog.instructions.push_back({InstructionKind::FF, pass(x), pass(y)});
+    } else {
+      reader.fail(r, cell.column,
+                  "'" + cell.text +
+                      "': braid models an overlapped pair only as a forward with "
+                      "a backward (B or I), a W or another forward");
+    }
+  }
+  return prog;
+}
+
+}  // namespace
+
+Schedule read_pytorch_csv(std::istream& in, const std::string& file, int microbatches) {
+  const Reader reader{file};
+  const Rows rows = read_rows(reader, in);
+  check_rows_have_actions(file, rows);
+  check_indices_bounded(reader, rows);
+  StageTable table = check_pytorch_order(reader, rows);
+  const int stages = table.stages();
+  const int m = microbatches > 0 ? microbatches
+                                 : (stages > 0 ? static_cast<int>(table.seen[0]['F'].size()) : 0);
+  check_pytorch_counts(file, table, m);
+
+  const int p = static_cast<int>(rows.size());
   if (m < 1) throw InputError(file, "stage 0", "has no forward actions");
   if (stages % p != 0)
     throw InputError(file, "stages",
@@ -314,52 +403,8 @@ Schedule read_pytorch_csv(std::istream& in, const std::string& file, int microba
   s.pp = p;
   s.vpp = stages / p;
   s.microbatches = m;
-  bool loop = true, vee = s.vpp == 2;
-  for (int st = 0; st < stages; ++st) {
-    loop = loop && rank_of[st] == st % p;
-    vee = vee && rank_of[st] == (st < p ? st : 2 * p - 1 - st);
-  }
-  if (!loop && !vee)
-    throw InputError(file, "stages",
-                     "stage-to-rank mapping is neither the loop placement (stage s on rank s mod " +
-                         std::to_string(p) + ") nor the V placement (stages r and " +
-                         std::to_string(2 * p - 1) + "-r on rank r); braid models only these");
-  s.placement = loop ? Placement::Loop : Placement::V;
-
-  for (int r = 0; r < p; ++r) {
-    RankProgram prog;
-    prog.rank = r;
-    for (const Cell& cell : rows[r]) {
-      if (cell.actions.empty()) continue;
-      auto pass = [&](const Action& a) { return Pass{s.chunk_of(a.stage), a.mb, a.type == 'I'}; };
-      if (cell.actions.size() == 1) {
-        const Action& a = cell.actions[0];
-        OpCode op = a.type == 'F' ? OpCode::F : a.type == 'W' ? OpCode::W : OpCode::B;
-        prog.instructions.push_back({op, pass(a), {}});
-        continue;
-      }
-      const Action& x = cell.actions[0];
-      const Action& y = cell.actions[1];
-      auto is_b = [](const Action& a) { return a.type == 'B' || a.type == 'I'; };
-      if (x.type == 'F' && is_b(y)) {
-        prog.instructions.push_back({OpCode::FB, pass(x), pass(y)});
-      } else if (is_b(x) && y.type == 'F') {
-        prog.instructions.push_back({OpCode::FB, pass(y), pass(x)});
-      } else if (x.type == 'F' && y.type == 'W') {
-        prog.instructions.push_back({OpCode::FW, pass(x), pass(y)});
-      } else if (x.type == 'W' && y.type == 'F') {
-        prog.instructions.push_back({OpCode::FW, pass(y), pass(x)});
-      } else if (x.type == 'F' && y.type == 'F') {
-        prog.instructions.push_back({OpCode::FF, pass(x), pass(y)});
-      } else {
-        reader.fail(r, cell.column,
-                    "'" + cell.text +
-                        "': braid models an overlapped pair only as a forward with "
-                        "a backward (B or I), a W or another forward");
-      }
-    }
-    s.ranks.push_back(std::move(prog));
-  }
+  s.placement = infer_placement(file, table, p, s.vpp);
+  for (int r = 0; r < p; ++r) s.ranks.push_back(rank_program(reader, s, r, rows[r]));
   ValidationResult check = validate(s);
   if (!check.ok()) throw InputError(file, "schedule", check.error);
   return s;

@@ -18,11 +18,7 @@ Schedule make_dualpipe_v(const ScheduleOptions& options) {
   const int p = options.pp;
   check_min_microbatches("dualpipe-v", options, 2 * p, "2p with p = " + std::to_string(p));
   const int m = options.microbatches;
-  Schedule s;
-  s.pp = p;
-  s.vpp = 2;
-  s.microbatches = m;
-  s.placement = Placement::V;
+  Schedule s = empty_schedule(p, 2, m, Placement::V);
   for (int r = 0; r < p; ++r) {
     RankBuilder rank(r, 2);
     for (int i = 0; i < 2 * (p - r - 1); ++i) rank.f(0);  // step 1

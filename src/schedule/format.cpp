@@ -38,28 +38,28 @@ std::string format_program(const RankProgram& program) {
   for (const Instruction& in : program.instructions) {
     if (!out.empty()) out += ' ';
     switch (in.op) {
-      case OpCode::F:
+      case InstructionKind::F:
         out += pass_text("F", in.a);
         break;
-      case OpCode::B:
+      case InstructionKind::B:
         out += b(in.a);
         break;
-      case OpCode::W:
+      case InstructionKind::W:
         out += w(in.a);
         break;
-      case OpCode::FB:
+      case InstructionKind::FB:
         out += pass_text("F", in.a) + "&" + b(in.b);
         break;
-      case OpCode::FW:
+      case InstructionKind::FW:
         out += pass_text("F", in.a) + "&" + w(in.b);
         break;
-      case OpCode::FF:
+      case InstructionKind::FF:
         out += pass_text("F", in.a) + "+" + pass_text("F", in.b);
         break;
-      case OpCode::Offload:
+      case InstructionKind::Offload:
         out += pass_text("OFF", in.a);
         break;
-      case OpCode::Reload:
+      case InstructionKind::Reload:
         out += pass_text("REL", in.a);
         break;
     }
@@ -80,27 +80,27 @@ std::string to_json(const Schedule& schedule) {
       json j;
       j["op"] = name(in.op);
       switch (in.op) {
-        case OpCode::F:
-        case OpCode::W:
-        case OpCode::Offload:
-        case OpCode::Reload:
+        case InstructionKind::F:
+        case InstructionKind::W:
+        case InstructionKind::Offload:
+        case InstructionKind::Reload:
           j["chunk"] = in.a.chunk;
           j["mb"] = in.a.mb;
           break;
-        case OpCode::B:
+        case InstructionKind::B:
           j["chunk"] = in.a.chunk;
           j["mb"] = in.a.mb;
           j["defer_w"] = in.a.defer_w;
           break;
-        case OpCode::FB:
+        case InstructionKind::FB:
           j["f"] = pass(in.a);
           j["b"] = backward(in.b);
           break;
-        case OpCode::FW:
+        case InstructionKind::FW:
           j["f"] = pass(in.a);
           j["w"] = pass(in.b);
           break;
-        case OpCode::FF:
+        case InstructionKind::FF:
           j["f"] = json::array({pass(in.a), pass(in.b)});
           break;
       }
@@ -108,12 +108,9 @@ std::string to_json(const Schedule& schedule) {
     }
     ranks.push_back(json{{"rank", rank.rank}, {"instructions", std::move(list)}});
   }
-  json out{{"schedule", schedule.name},
-           {"pp", schedule.pp},
-           {"vpp", schedule.vpp},
-           {"microbatches", schedule.microbatches},
-           {"ranks", std::move(ranks)},
-           {"placement", schedule.placement == Placement::V ? "v" : "loop"}};
+  json out{{"schedule", schedule.name}, {"pp", schedule.pp},
+           {"vpp", schedule.vpp},       {"microbatches", schedule.microbatches},
+           {"ranks", std::move(ranks)}, {"placement", name(schedule.placement)}};
   return out.dump();
 }
 

@@ -5,11 +5,7 @@ namespace braid::detail {
 
 Schedule make_gpipe(const ScheduleOptions& options) {
   check_min_microbatches("gpipe", options, 1, "one per iteration");
-  Schedule s;
-  s.pp = options.pp;
-  s.vpp = 1;
-  s.microbatches = options.microbatches;
-  s.placement = Placement::Loop;
+  Schedule s = empty_schedule(options.pp, 1, options.microbatches, Placement::Loop);
   for (int r = 0; r < s.pp; ++r) {
     RankBuilder rank(r, 1);
     for (int i = 0; i < s.microbatches; ++i) rank.f(0);

@@ -4,6 +4,7 @@
 // result is validated (complete, deadlock-free) before it is returned.
 #include <istream>
 #include <iterator>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -49,34 +50,38 @@ struct Reader {
   Instruction instruction(const json& j, const std::string& path) const {
     const json& op = member(j, path, "op");
     const std::string text = op.is_string() ? op.get<std::string>() : "";
-    Instruction in;
-    if (text == "F" || text == "W" || text == "OFFLOAD" || text == "RELOAD") {
-      in.op = text == "F"         ? OpCode::F
-              : text == "W"       ? OpCode::W
-              : text == "OFFLOAD" ? OpCode::Offload
-                                  : OpCode::Reload;
-      in.a = pass(j, path, false);
-    } else if (text == "B") {
-      in.op = OpCode::B;
-      in.a = pass(j, path, true);
-    } else if (text == "FB") {
-      in.op = OpCode::FB;
-      in.a = pass(member(j, path, "f"), path + ".f", false);
-      in.b = pass(member(j, path, "b"), path + ".b", true);
-    } else if (text == "FW") {
-      in.op = OpCode::FW;
-      in.a = pass(member(j, path, "f"), path + ".f", false);
-      in.b = pass(member(j, path, "w"), path + ".w", false);
-    } else if (text == "FF") {
-      in.op = OpCode::FF;
-      const json& f = member(j, path, "f");
-      if (!f.is_array() || f.size() != 2) fail(path + ".f", "expected an array of two passes");
-      in.a = pass(f[0], path + ".f[0]", false);
-      in.b = pass(f[1], path + ".f[1]", false);
-    } else {
+    const std::optional<InstructionKind> code = parse_instruction_kind(text);
+    if (!code)
       fail(path + ".op",
            "'" + (op.is_string() ? text : op.dump()) +
                "' is not an instruction; known: F, B, W, FB, FW, FF, OFFLOAD, RELOAD");
+    Instruction in;
+    in.op = *code;
+    switch (in.op) {
+      case InstructionKind::F:
+      case InstructionKind::W:
+      case InstructionKind::Offload:
+      case InstructionKind::Reload:
+        in.a = pass(j, path, false);
+        break;
+      case InstructionKind::B:
+        in.a = pass(j, path, true);
+        break;
+      case InstructionKind::FB:
+        in.a = pass(member(j, path, "f"), path + ".f", false);
+        in.b = pass(member(j, path, "b"), path + ".b", true);
+        break;
+      case InstructionKind::FW:
+        in.a = pass(member(j, path, "f"), path + ".f", false);
+        in.b = pass(member(j, path, "w"), path + ".w", false);
+        break;
+      case InstructionKind::FF: {
+        const json& f = member(j, path, "f");
+        if (!f.is_array() || f.size() != 2) fail(path + ".f", "expected an array of two passes");
+        in.a = pass(f[0], path + ".f[0]", false);
+        in.b = pass(f[1], path + ".f[1]", false);
+        break;
+      }
     }
     return in;
   }
@@ -102,12 +107,10 @@ Schedule read_schedule_json(std::istream& in, const std::string& file) {
   auto placement = doc.find("placement");
   bool infer = placement == doc.end();
   if (!infer) {
-    if (*placement == "v")
-      s.placement = Placement::V;
-    else if (*placement == "loop")
-      s.placement = Placement::Loop;
-    else
-      reader.fail("placement", "expected \"loop\" or \"v\"");
+    const std::optional<Placement> given =
+        placement->is_string() ? parse_placement(placement->get<std::string>()) : std::nullopt;
+    if (!given) reader.fail("placement", "expected \"loop\" or \"v\"");
+    s.placement = *given;
   }
   const json& ranks = reader.member(doc, "document", "ranks");
   if (!ranks.is_array() || static_cast<int>(ranks.size()) != s.pp)

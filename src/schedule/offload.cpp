@@ -19,16 +19,17 @@ namespace braid::detail {
 
 namespace {
 
-bool has_pass(const Instruction& in, OpCode op, int chunk, int mb) {
+bool has_pass(const Instruction& in, InstructionKind op, int chunk, int mb) {
   auto match = [&](const Pass& p) { return p.chunk == chunk && p.mb == mb; };
   switch (op) {
-    case OpCode::F:
-      return ((in.op == OpCode::F || in.op == OpCode::FB || in.op == OpCode::FW ||
-               in.op == OpCode::FF) &&
+    case InstructionKind::F:
+      return ((in.op == InstructionKind::F || in.op == InstructionKind::FB ||
+               in.op == InstructionKind::FW || in.op == InstructionKind::FF) &&
               match(in.a)) ||
-             (in.op == OpCode::FF && match(in.b));
-    case OpCode::B:
-      return (in.op == OpCode::B && match(in.a)) || (in.op == OpCode::FB && match(in.b));
+             (in.op == InstructionKind::FF && match(in.b));
+    case InstructionKind::B:
+      return (in.op == InstructionKind::B && match(in.a)) ||
+             (in.op == InstructionKind::FB && match(in.b));
     default:
       return false;
   }
@@ -59,15 +60,15 @@ void insert_offload(Schedule& s, double fraction) {
       const Instruction& in = list[k];
       for (const Pass* p : {&in.a, &in.b}) {
         if (p->chunk != 0 || p->mb < 0 || p->mb >= offloaded) continue;
-        if (f_pos[p->mb] == n && has_pass(in, OpCode::F, 0, p->mb)) f_pos[p->mb] = k;
-        if (b_pos[p->mb] == n && has_pass(in, OpCode::B, 0, p->mb)) b_pos[p->mb] = k;
+        if (f_pos[p->mb] == n && has_pass(in, InstructionKind::F, 0, p->mb)) f_pos[p->mb] = k;
+        if (b_pos[p->mb] == n && has_pass(in, InstructionKind::B, 0, p->mb)) b_pos[p->mb] = k;
       }
     }
     std::vector<std::vector<Instruction>> before(n), after(n);
     for (int i = 0; i < offloaded; ++i) {
       if (f_pos[i] == n || b_pos[i] == n || b_pos[i] < f_pos[i] + 2) continue;
-      after[f_pos[i]].push_back({OpCode::Offload, Pass{0, i, false}, {}});
-      before[b_pos[i] - 1].push_back({OpCode::Reload, Pass{0, i, false}, {}});
+      after[f_pos[i]].push_back({InstructionKind::Offload, Pass{0, i, false}, {}});
+      before[b_pos[i] - 1].push_back({InstructionKind::Reload, Pass{0, i, false}, {}});
     }
     std::vector<Instruction> out;
     out.reserve(n + 2 * static_cast<size_t>(offloaded));

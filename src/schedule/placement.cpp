@@ -3,26 +3,48 @@
 
 namespace braid {
 
-const char* name(OpCode op) {
+namespace {
+
+constexpr InstructionKind kInstructionKinds[] = {
+    InstructionKind::F,  InstructionKind::B,  InstructionKind::W,       InstructionKind::FB,
+    InstructionKind::FW, InstructionKind::FF, InstructionKind::Offload, InstructionKind::Reload};
+
+}  // namespace
+
+const char* name(InstructionKind op) {
   switch (op) {
-    case OpCode::F:
+    case InstructionKind::F:
       return "F";
-    case OpCode::B:
+    case InstructionKind::B:
       return "B";
-    case OpCode::W:
+    case InstructionKind::W:
       return "W";
-    case OpCode::FB:
+    case InstructionKind::FB:
       return "FB";
-    case OpCode::FW:
+    case InstructionKind::FW:
       return "FW";
-    case OpCode::FF:
+    case InstructionKind::FF:
       return "FF";
-    case OpCode::Offload:
+    case InstructionKind::Offload:
       return "OFFLOAD";
-    case OpCode::Reload:
+    case InstructionKind::Reload:
       return "RELOAD";
   }
   return "?";
+}
+
+std::optional<InstructionKind> parse_instruction_kind(std::string_view text) {
+  for (InstructionKind op : kInstructionKinds)
+    if (text == name(op)) return op;
+  return std::nullopt;
+}
+
+const char* name(Placement placement) { return placement == Placement::V ? "v" : "loop"; }
+
+std::optional<Placement> parse_placement(std::string_view text) {
+  for (Placement p : {Placement::Loop, Placement::V})
+    if (text == name(p)) return p;
+  return std::nullopt;
 }
 
 int Schedule::virtual_stage(int rank, int chunk) const {

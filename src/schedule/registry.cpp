@@ -1,5 +1,6 @@
 // The schedule registry: names, size rules and dispatch to one generator per file.
-#include <algorithm>
+#include <cstddef>
+#include <iterator>
 #include <string>
 
 #include "braid/error.hpp"
@@ -13,55 +14,71 @@ namespace {
 using Generator = Schedule (*)(const ScheduleOptions&);
 
 struct Entry {
-  const char* name;
+  ScheduleTraits traits;
   Generator make;
-  int vpp;  // fixed chunks per rank, 0 = chosen with --vpp
 };
 
-// In the order `compare` lists them: the classic ones, then the V-shaped ones, STP last.
+// In the order `compare` lists them: the classic ones, then the V-shaped ones, STP last; one
+// entry per ScheduleKind, in its order.
 constexpr Entry kEntries[] = {
-    {"gpipe", detail::make_gpipe, 1},
-    {"1f1b", detail::make_1f1b, 1},
-    {"1f1b-i", detail::make_1f1b_interleaved, 0},
-    {"zb-h1", detail::make_zb_h1, 1},
-    {"zb-v", detail::make_zb_v, 2},
-    {"dualpipe-v", detail::make_dualpipe_v, 2},
-    {"stp", detail::make_stp, 2},
-    {"stp-offload", detail::make_stp_offload, 2},
+    {{ScheduleKind::GPipe, "gpipe", Placement::Loop, 1, false, false, 0}, detail::make_gpipe},
+    {{ScheduleKind::OneFOneB, "1f1b", Placement::Loop, 1, false, false, 0}, detail::make_1f1b},
+    {{ScheduleKind::Interleaved, "1f1b-i", Placement::Loop, 0, true, false, 0},
+     detail::make_1f1b_interleaved},
+    {{ScheduleKind::ZbH1, "zb-h1", Placement::Loop, 1, false, false, 0}, detail::make_zb_h1},
+    {{ScheduleKind::ZbV, "zb-v", Placement::V, 2, false, false, 0}, detail::make_zb_v},
+    {{ScheduleKind::DualPipeV, "dualpipe-v", Placement::V, 2, false, false, 2},
+     detail::make_dualpipe_v},
+    {{ScheduleKind::Stp, "stp", Placement::V, 2, false, false, 2}, detail::make_stp},
+    {{ScheduleKind::StpOffload, "stp-offload", Placement::V, 2, false, true, 2},
+     detail::make_stp_offload},
 };
+
+constexpr bool in_kind_order() {
+  for (std::size_t i = 0; i < std::size(kEntries); ++i)
+    if (static_cast<std::size_t>(kEntries[i].traits.kind) != i) return false;
+  return true;
+}
+static_assert(in_kind_order(), "kEntries must list the schedule kinds in ScheduleKind order");
+
+const Entry& entry(ScheduleKind kind) { return kEntries[static_cast<std::size_t>(kind)]; }
 
 std::string known_names() {
   std::string out;
   for (const Entry& e : kEntries) {
     if (!out.empty()) out += ", ";
-    out += e.name;
+    out += e.traits.name;
   }
   return out;
 }
 
-const Entry& find(std::string_view name) {
+}  // namespace
+
+const ScheduleTraits& traits(ScheduleKind kind) { return entry(kind).traits; }
+
+const char* name(ScheduleKind kind) { return traits(kind).name; }
+
+ScheduleKind parse_schedule_kind(std::string_view name) {
   for (const Entry& e : kEntries)
-    if (name == e.name) return e;
+    if (name == e.traits.name) return e.traits.kind;
   throw InputError("--schedule", std::string(name), "unknown schedule; known: " + known_names());
 }
-
-}  // namespace
 
 const std::vector<std::string>& schedule_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> v;
-    for (const Entry& e : kEntries) v.emplace_back(e.name);
+    for (const Entry& e : kEntries) v.emplace_back(e.traits.name);
     return v;
   }();
   return names;
 }
 
-int fixed_vpp(std::string_view name) { return find(name).vpp; }
+int fixed_vpp(std::string_view name) { return traits(parse_schedule_kind(name)).vpp; }
 
 int min_microbatches(std::string_view name, const ScheduleOptions& options) {
-  find(name);
-  if (name == "stp" || name == "stp-offload" || name == "dualpipe-v") return 2 * options.pp;
-  if (name == "1f1b-i") {
+  const ScheduleTraits& t = traits(parse_schedule_kind(name));
+  if (t.microbatches_per_pp > 0) return t.microbatches_per_pp * options.pp;
+  if (t.group_size) {
     // One chunk per rank (plain 1F1B) or one rank (no pipeline) needs a single microbatch.
     if (options.vpp == 1 || options.pp == 1) return 1;
     return detail::interleaved_group_size(options);
@@ -69,19 +86,22 @@ int min_microbatches(std::string_view name, const ScheduleOptions& options) {
   return 1;
 }
 
-Schedule make_schedule(std::string_view name, const ScheduleOptions& options) {
-  const Entry& entry = find(name);
+Schedule make_schedule(ScheduleKind kind, const ScheduleOptions& options) {
+  const Entry& e = entry(kind);
   detail::check_pp(options);
   detail::check_fraction("--offload", options.offload);
-  Schedule s = entry.make(options);
-  s.name = entry.name;
-  // --offload: the shared post-pass on any schedule but stp-offload (which offloads by its own
-  // --offload-fraction).
-  if (options.offload > 0 && name != "stp-offload") {
+  Schedule s = e.make(options);
+  s.name = e.traits.name;
+  // --offload: the shared post-pass on any schedule that does not offload by its own option.
+  if (options.offload > 0 && !e.traits.own_offload) {
     detail::insert_offload(s, options.offload);
     s.name += "+offload";
   }
   return s;
+}
+
+Schedule make_schedule(std::string_view name, const ScheduleOptions& options) {
+  return make_schedule(parse_schedule_kind(name), options);
 }
 
 namespace detail {
@@ -106,19 +126,22 @@ void prune_microbatches(Schedule& schedule, int m) {
     std::vector<Instruction> kept;
     kept.reserve(rank.instructions.size());
     for (const Instruction& in : rank.instructions) {
-      bool pair = in.op == OpCode::FB || in.op == OpCode::FW || in.op == OpCode::FF;
+      bool pair = in.op == InstructionKind::FB || in.op == InstructionKind::FW ||
+                  in.op == InstructionKind::FF;
       bool keep_a = in.a.mb < m;
       bool keep_b = pair && in.b.mb < m;
       if (pair && keep_a && keep_b) {
         kept.push_back(in);
       } else if (keep_a) {
-        OpCode single =
-            in.op == OpCode::FB || in.op == OpCode::FW || in.op == OpCode::FF ? OpCode::F : in.op;
+        InstructionKind single = in.op == InstructionKind::FB || in.op == InstructionKind::FW ||
+                                         in.op == InstructionKind::FF
+                                     ? InstructionKind::F
+                                     : in.op;
         kept.push_back({single, in.a, {}});
       } else if (keep_b) {
-        OpCode single = in.op == OpCode::FB   ? OpCode::B
-                        : in.op == OpCode::FW ? OpCode::W
-                                              : OpCode::F;
+        InstructionKind single = in.op == InstructionKind::FB   ? InstructionKind::B
+                                 : in.op == InstructionKind::FW ? InstructionKind::W
+                                                                : InstructionKind::F;
         kept.push_back({single, in.b, {}});
       }
     }

@@ -17,18 +17,20 @@ Schedule make_zb_v(const ScheduleOptions& options) {
   const int p = options.pp;
   const int m = options.microbatches;
   const int n = std::max(2 * p - 1, m);
-  Schedule s;
-  s.pp = p;
-  s.vpp = 2;
-  s.microbatches = n;
-  s.placement = Placement::V;
+  Schedule s = empty_schedule(p, 2, n, Placement::V);
   for (int r = 0; r < p; ++r) {
     RankProgram prog;
     prog.rank = r;
     int f[2] = {0, 0}, b[2] = {0, 0}, w[2] = {0, 0};
-    auto F = [&](int c) { prog.instructions.push_back({OpCode::F, Pass{c, f[c]++, false}, {}}); };
-    auto B = [&](int c) { prog.instructions.push_back({OpCode::B, Pass{c, b[c]++, true}, {}}); };
-    auto W = [&](int c) { prog.instructions.push_back({OpCode::W, Pass{c, w[c]++, false}, {}}); };
+    auto F = [&](int c) {
+      prog.instructions.push_back({InstructionKind::F, Pass{c, f[c]++, false}, {}});
+    };
+    auto B = [&](int c) {
+      prog.instructions.push_back({InstructionKind::B, Pass{c, b[c]++, true}, {}});
+    };
+    auto W = [&](int c) {
+      prog.instructions.push_back({InstructionKind::W, Pass{c, w[c]++, false}, {}});
+    };
     for (int i = 0; i < 2 * (p - r) - 1; ++i) F(0);
     for (int i = 0; i < r; ++i) {
       F(1);

@@ -30,22 +30,22 @@ ClosedForm form(std::string formula, double value) {
 
 ClosedForms closed_forms(std::string_view schedule, int pp, int vpp, int microbatches,
                          const UniformCosts& c) {
-  fixed_vpp(schedule);  // throws InputError for an unknown name
+  const ScheduleKind kind = parse_schedule_kind(schedule);  // InputError for an unknown name
   const double p = pp, m = microbatches, v = vpp;
   ClosedForms f;
-  if (schedule == "gpipe") {
+  if (kind == ScheduleKind::GPipe) {
     f.pp_bubble = form("(p-1)(T_F+T_B+T_W)", (p - 1) * (c.tf + c.tb + c.tw));
     f.tp_bubble = form("m T_AR", m * c.tar);
     f.peak_activation = form("m M_a", m);
-  } else if (schedule == "1f1b") {
+  } else if (kind == ScheduleKind::OneFOneB) {
     f.pp_bubble = form("(p-1)(T_F+T_B+T_W)", (p - 1) * (c.tf + c.tb + c.tw));
     f.tp_bubble = form("m T_AR", m * c.tar);
     f.peak_activation = form("p M_a", p);
-  } else if (schedule == "zb-h1") {
+  } else if (kind == ScheduleKind::ZbH1) {
     f.pp_bubble = form("(p-1)(T_F+T_B-T_W)", (p - 1) * (c.tf + c.tb - c.tw));
     f.tp_bubble = form("2m T_AR", 2 * m * c.tar);
     f.peak_activation = form("p M_a", p);
-  } else if (schedule == "1f1b-i") {
+  } else if (kind == ScheduleKind::Interleaved) {
     f.pp_bubble = form("(p-1)(T_F+T_AR+T_B+T_W)", (p - 1) * (c.tf + c.tar + c.tb + c.tw));
     if (vpp == 2) {
       f.tp_bubble = form("2m T_AR", 2 * m * c.tar);
@@ -54,11 +54,11 @@ ClosedForms closed_forms(std::string_view schedule, int pp, int vpp, int microba
       f.tp_bubble = form("v m T_AR", v * m * c.tar);
       f.peak_activation = form("((v+1)p-2) M_a", (v + 1) * p - 2);
     }
-  } else if (schedule == "zb-v") {
+  } else if (kind == ScheduleKind::ZbV) {
     f.pp_bubble = form("(p-1)(T_F+2T_AR+T_B-2T_W)", (p - 1) * (c.tf + 2 * c.tar + c.tb - 2 * c.tw));
     f.tp_bubble = form("4m T_AR", 4 * m * c.tar);
     f.peak_activation = form("2p M_a", 2 * p);
-  } else if (schedule == "stp") {
+  } else if (kind == ScheduleKind::Stp) {
     f.pp_bubble = form("(p-1)(T_F+T_AR+T_B-T_W)", (p - 1) * (c.tf + c.tar + c.tb - c.tw));
     f.tp_bubble = form("(2p+1) T_AR", (2 * p + 1) * c.tar);
     f.peak_activation = form("3p M_a", 3 * p);
