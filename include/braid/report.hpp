@@ -22,6 +22,15 @@ struct TimeInterval {
   bool operator==(const TimeInterval&) const = default;
 };
 
+// One piece of a rank's exposed TP time: the collective op (an index into the Dag's ops) that
+// held the rank's compute stream during [start_s, end_s) of an idle gap. Where two collectives
+// overlap, the one that started first (then the lower op index) holds the time.
+struct ExposedPiece {
+  int op = 0;
+  double start_s = 0, end_s = 0;
+  bool operator==(const ExposedPiece&) const = default;
+};
+
 struct RankReport {
   int rank = 0;
   double busy_s = 0;           // compute stream executing
@@ -40,10 +49,15 @@ struct RankReport {
   double peak_memory_gib = 0;
   bool oom = false;
   double over_bytes = 0;  // peak - hbm when oom
-  // The intervals attribute_idle() counted as tp_exposed, disjoint and in time order; their
-  // widths add up to tp_exposed_s (up to rounding). The SVG and HTML pictures draw exactly these.
-  std::vector<TimeInterval> tp_exposed_intervals;
+  // What attribute_idle() counted as tp_exposed, piece by piece with the collective that held
+  // it, disjoint and in time order; the widths add up to tp_exposed_s (up to rounding). The
+  // pictures draw their union (tp_exposed_intervals), `theory --explain` sorts them by collective.
+  std::vector<ExposedPiece> tp_exposed_pieces;
 };
+
+// The exposed TP time of a rank as disjoint intervals in time order: its pieces, joined where
+// they touch. The SVG and HTML pictures draw exactly these.
+std::vector<TimeInterval> tp_exposed_intervals(const RankReport& rank);
 
 // Where the critical path runs: time on it per op kind and per rank, in path order.
 struct CriticalPathSummary {
@@ -91,18 +105,8 @@ Report make_report(const std::string& study, const Schedule& schedule, const Cos
 
 // Per-rank attribution of the compute stream's idle time (DESIGN §5), exposed for tests and the
 // theory command: fills busy_s, tp_exposed_s, dp_exposed_s, optimizer_s, pp_idle_s,
-// offload_stall_s and tp_exposed_intervals of `ranks` (size p).
+// offload_stall_s and tp_exposed_pieces of `ranks` (size p).
 void attribute_idle(const Dag& dag, const Timeline& timeline, std::vector<RankReport>& ranks);
-
-// One piece of a rank's exposed TP time: the collective op that held the rank's compute stream
-// during [start_s, end_s) of an idle gap. The pieces of a rank add up to its tp_exposed_s (to
-// rounding); where two collectives overlap, the one that started first (then the lower op index)
-// holds the time. For `braid theory --explain`.
-struct ExposedPiece {
-  int op = 0;
-  double start_s = 0, end_s = 0;
-};
-std::vector<ExposedPiece> tp_exposed_pieces(const Dag& dag, const Timeline& timeline, int rank);
 
 // Renderings. JSON field names carry units (_s, _gib, _bytes); output is byte-stable.
 std::string report_json(const Report& report);
