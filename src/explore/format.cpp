@@ -20,14 +20,6 @@ std::string fmt(const char* format, double v) {
   return buf;
 }
 
-std::string percent(double rate, int digits) {
-  char buf[64];
-  // The bubble rates are differences of sums; a tiny negative one is rounding, not a gain.
-  const double v = std::max(rate, 0.0) * 100;
-  std::snprintf(buf, sizeof buf, "%.*f%%", digits, v);
-  return buf;
-}
-
 const char* recompute_name(Recompute r) {
   switch (r) {
     case Recompute::None:
@@ -75,28 +67,6 @@ std::vector<std::string> layout_cells(const Evaluation& e, double cap_gib) {
           percent(e.report.pp_bubble_rate),
           fmt("%.2f", e.report.max_peak_memory_gib),
           fmt("%.2f", cap_gib - e.model_peak_gib)};
-}
-
-std::string text_table(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<std::size_t> width;
-  for (const auto& row : rows)
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      if (width.size() <= c) width.push_back(0);
-      width[c] = std::max(width[c], row[c].size());
-    }
-  std::string out;
-  for (const auto& row : rows) {
-    std::string line;
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      if (c) line += "  ";
-      const std::string& s = row[c];
-      const std::string fill(width[c] - s.size(), ' ');
-      line += c == 0 ? s + fill : fill + s;
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out += line + "\n";
-  }
-  return out;
 }
 
 }  // namespace explore

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../util/text_table.hpp"
 #include "braid/report.hpp"
 
 namespace braid {
@@ -128,33 +129,7 @@ std::string path_by_rank(const CriticalPathSummary& cp, double total_s, bool sym
   return out;
 }
 
-std::string pad(const std::string& s, std::size_t width, bool right = true) {
-  if (s.size() >= width) return s;
-  return right ? std::string(width - s.size(), ' ') + s : s + std::string(width - s.size(), ' ');
-}
-
-// Rows of cells -> aligned text; the first column left-aligned, the rest right-aligned.
-std::string table(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<std::size_t> width;
-  for (const auto& row : rows)
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      if (width.size() <= c) width.push_back(0);
-      width[c] = std::max(width[c], row[c].size());
-    }
-  std::string out;
-  for (const auto& row : rows) {
-    std::string line;
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      if (c) line += "  ";
-      line += pad(row[c], width[c], c != 0);
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out += line + "\n";
-  }
-  return out;
-}
-
-std::string percent(double rate) { return fmt("%.2f%%", rate * 100); }
+using util::percent;
 
 bool uniform(const Report& r) { return r.uniform; }
 
@@ -280,7 +255,7 @@ std::string simulate_table(const Report& r) {
     }
     rows.push_back(row);
   }
-  out += table(rows);
+  out += util::text_table(rows);
   const CriticalPathSummary& cp = r.critical_path;
   const double total = r.iteration_time_s > 0 ? r.iteration_time_s : 1;
   out += "\ncritical path    " + std::to_string(cp.ops) + " ops: compute " +
@@ -334,7 +309,7 @@ std::string compare_table(const std::vector<Report>& reports, const std::string&
          uni ? "-" : percent(r.hfu), uni ? "-" : fmt("%.0f", r.tokens_per_s), fmt("%.2f", peak_ma),
          uni ? "-" : fmt("%.2f", r.max_peak_memory_gib), mark});
   }
-  out += table(rows);
+  out += util::text_table(rows);
   return out;
 }
 
