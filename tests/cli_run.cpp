@@ -21,12 +21,16 @@ std::string slurp(const fs::path& file) {
 }
 
 CliRun run_braid(const std::string& args, const fs::path& cwd) {
+  return run_program(BRAID_EXE, args, cwd);
+}
+
+CliRun run_program(const std::string& exe, const std::string& args, const fs::path& cwd) {
   static std::atomic<int> counter{0};
   const fs::path dir = fs::temp_directory_path() / ("braid_cli_test." + std::to_string(::getpid()) +
                                                     "." + std::to_string(counter++));
   fs::create_directories(dir);
   const fs::path out = dir / "out.txt", err = dir / "err.txt";
-  const std::string cmd = "cd '" + cwd.string() + "' && '" + BRAID_EXE + "' " + args + " >'" +
+  const std::string cmd = "cd '" + cwd.string() + "' && '" + exe + "' " + args + " >'" +
                           out.string() + "' 2>'" + err.string() + "'";
   const int status = std::system(cmd.c_str());
   CliRun r;

@@ -15,6 +15,9 @@ struct CliRun {
 std::string slurp(const std::filesystem::path& file);
 CliRun run_braid(const std::string& args,
                  const std::filesystem::path& cwd = std::filesystem::path(BRAID_SOURCE_DIR));
+// The same for another program (braid-profile, a script in tools/): `exe` as a shell word.
+CliRun run_program(const std::string& exe, const std::string& args,
+                   const std::filesystem::path& cwd = std::filesystem::path(BRAID_SOURCE_DIR));
 int count_lines(const std::string& text);
 
 }  // namespace braid::test
