@@ -13,6 +13,7 @@
 
 #include "braid/error.hpp"
 #include "braid/schedule.hpp"
+#include "cli_run.hpp"
 
 using namespace braid;
 
@@ -305,15 +306,8 @@ struct Run {
 };
 
 Run run(const std::string& args) {
-  std::string command = std::string(BRAID_EXE) + " " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
-  int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  const braid::test::CliRun r = braid::test::run_braid(args);
+  return {r.exit_code, r.out + r.err};
 }
 
 }  // namespace
