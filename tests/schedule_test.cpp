@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -306,7 +307,8 @@ struct Run {
 };
 
 Run run(const std::string& args) {
-  const braid::test::CliRun r = braid::test::run_braid(args);
+  // In the test's own directory: the export test writes a relative file there.
+  const braid::test::CliRun r = braid::test::run_braid(args, std::filesystem::current_path());
   return {r.exit_code, r.out + r.err};
 }
 
