@@ -9,16 +9,13 @@
 #include <string>
 
 #include "cli_run.hpp"
+#include "fixtures.hpp"
 
 namespace fs = std::filesystem;
 using braid::test::run_program;
+using braid::test::write_file;
 
 namespace {
-
-void write(const fs::path& file, const std::string& text) {
-  fs::create_directories(file.parent_path());
-  std::ofstream(file) << text;
-}
 
 const std::string kScript = std::string(BRAID_SOURCE_DIR) + "/tools/check-includes";
 
@@ -29,22 +26,22 @@ TEST_CASE("check-includes names each include that runs up, sideways or into a pr
   const fs::path root =
       fs::temp_directory_path() / ("braid_check_includes." + std::to_string(::getpid()));
   fs::remove_all(root);
-  write(root / "include/braid/report.hpp", "#pragma once\n");
-  write(root / "include/braid/explore.hpp", "#pragma once\n#include \"braid/report.hpp\"\n");
-  write(root / "src/util/text_table.hpp", "#pragma once\n");
-  write(root / "src/explore/format.hpp", "#pragma once\n");
-  write(root / "src/explore/sweep.cpp",
-        "#include \"../util/text_table.hpp\"\n#include \"braid/explore.hpp\"\n"
-        "#include \"braid/report.hpp\"\n#include \"format.hpp\"\n#include <vector>\n");
-  write(root / "src/report/metrics.cpp", "#include \"braid/report.hpp\"\n");
+  write_file(root / "include/braid/report.hpp", "#pragma once\n");
+  write_file(root / "include/braid/explore.hpp", "#pragma once\n#include \"braid/report.hpp\"\n");
+  write_file(root / "src/util/text_table.hpp", "#pragma once\n");
+  write_file(root / "src/explore/format.hpp", "#pragma once\n");
+  write_file(root / "src/explore/sweep.cpp",
+             "#include \"../util/text_table.hpp\"\n#include \"braid/explore.hpp\"\n"
+             "#include \"braid/report.hpp\"\n#include \"format.hpp\"\n#include <vector>\n");
+  write_file(root / "src/report/metrics.cpp", "#include \"braid/report.hpp\"\n");
   const auto clean = run_program(kScript, "--root '" + root.string() + "'");
   CHECK(clean.exit_code == 0);
   CHECK(clean.out.empty());
 
-  write(root / "src/report/metrics.cpp",
-        "#include \"braid/report.hpp\"\n#include \"braid/explore.hpp\"\n");
-  write(root / "src/theory/run.cpp",
-        "#include \"../explore/format.hpp\"\n  #  include \"braid/explore.hpp\"\n");
+  write_file(root / "src/report/metrics.cpp",
+             "#include \"braid/report.hpp\"\n#include \"braid/explore.hpp\"\n");
+  write_file(root / "src/theory/run.cpp",
+             "#include \"../explore/format.hpp\"\n  #  include \"braid/explore.hpp\"\n");
   const auto bad = run_program(kScript, "--root '" + root.string() + "'");
   CHECK(bad.exit_code == 1);
   CHECK(bad.out ==

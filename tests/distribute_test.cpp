@@ -21,26 +21,13 @@
 #include "braid/explore.hpp"
 #include "braid/profile.hpp"
 #include "braid/report.hpp"
+#include "fixtures.hpp"
 
 namespace {
 
 using namespace braid;
 
-struct Base {
-  Study study;
-  Profile profile;
-};
-
-const Base& base() {
-  static const Base b = [] {
-    Base x;
-    x.study = load_study(resolve_config("studies", "default"));
-    x.study.training.seq = 2048;
-    x.profile = load_profile(x.study.cluster.profile);
-    return x;
-  }();
-  return b;
-}
+const braid::test::StudyFixture& base() { return braid::test::short_default_study(); }
 
 // tp 16 is over the 8 GPUs of a node: 6 invalid rows among 18.
 SweepAxes axes() {
