@@ -21,16 +21,22 @@ std::string slurp(const fs::path& file) {
 }
 
 CliRun run_braid(const std::string& args, const fs::path& cwd) {
+  return run_program(BRAID_EXE, args, cwd);
+}
+
+CliRun run_program(const std::string& exe, const std::string& args, const fs::path& cwd,
+                   const std::string& prefix) {
   static std::atomic<int> counter{0};
   const fs::path dir = fs::temp_directory_path() / ("braid_cli_test." + std::to_string(::getpid()) +
                                                     "." + std::to_string(counter++));
   fs::create_directories(dir);
   const fs::path out = dir / "out.txt", err = dir / "err.txt";
-  const std::string cmd = "cd '" + cwd.string() + "' && '" + BRAID_EXE + "' " + args + " >'" +
-                          out.string() + "' 2>'" + err.string() + "'";
+  const std::string cmd = "cd '" + cwd.string() + "' && " + prefix + "'" + exe + "' " + args +
+                          " >'" + out.string() + "' 2>'" + err.string() + "'";
   const int status = std::system(cmd.c_str());
   CliRun r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  // The shell reports a child killed by signal N as exit code 128 + N.
+  r.exit_code = WIFEXITED(status) && WEXITSTATUS(status) < 128 ? WEXITSTATUS(status) : -1;
   r.out = slurp(out);
   r.err = slurp(err);
   fs::remove_all(dir);

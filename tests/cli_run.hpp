@@ -15,6 +15,12 @@ struct CliRun {
 std::string slurp(const std::filesystem::path& file);
 CliRun run_braid(const std::string& args,
                  const std::filesystem::path& cwd = std::filesystem::path(BRAID_SOURCE_DIR));
+// The same for another program (braid-profile, xmllint, a script in tools/): `exe` as one shell
+// word, `args` as shell text; `prefix` runs first in the same shell (e.g. "ulimit -v N && ").
+// A program killed by a signal has exit code -1.
+CliRun run_program(const std::string& exe, const std::string& args,
+                   const std::filesystem::path& cwd = std::filesystem::path(BRAID_SOURCE_DIR),
+                   const std::string& prefix = "");
 int count_lines(const std::string& text);
 
 }  // namespace braid::test

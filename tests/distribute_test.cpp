@@ -10,32 +10,24 @@
 #include <numeric>
 #include <string>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "braid/config.hpp"
 #include "braid/error.hpp"
 #include "braid/explore.hpp"
 #include "braid/profile.hpp"
+#include "braid/report.hpp"
+#include "fixtures.hpp"
 
 namespace {
 
 using namespace braid;
 
-struct Base {
-  Study study;
-  Profile profile;
-};
-
-const Base& base() {
-  static const Base b = [] {
-    Base x;
-    x.study = load_study(resolve_config("studies", "default"));
-    x.study.training.seq = 2048;
-    x.profile = load_profile(x.study.cluster.profile);
-    return x;
-  }();
-  return b;
-}
+const braid::test::StudyFixture& base() { return braid::test::short_default_study(); }
 
 // tp 16 is over the 8 GPUs of a node: 6 invalid rows among 18.
 SweepAxes axes() {
@@ -275,4 +267,123 @@ TEST_CASE("a search shared by 2 processes gives the single-process result", "[di
     CHECK(got[0] == expected);
     CHECK(got[1] == expected);
   }
+}
+
+namespace {
+
+// The number of members of an aggregate: the most initializers T{...} accepts, each one a value
+// that converts to any member type (so no brace elision into a nested aggregate can absorb one).
+struct AnyMember {
+  template <typename T>
+  operator T() const;  // NOLINT(google-explicit-constructor): only used unevaluated
+};
+template <typename T, std::size_t... I>
+constexpr bool initializable(std::index_sequence<I...>) {
+  return requires { T{(void(I), AnyMember{})...}; };
+}
+template <typename T, std::size_t N = 0>
+constexpr std::size_t member_count() {
+  if constexpr (initializable<T>(std::make_index_sequence<N + 1>{}))
+    return member_count<T, N + 1>();
+  else
+    return N;
+}
+
+template <typename T>
+std::size_t visited_count() {
+  T value{};
+  std::size_t n = 0;
+  visit_fields(value, [&](const FieldInfo&, auto&) { ++n; });
+  return n;
+}
+
+// Every field a distinct value (bools true), lists two elements long, nested structs too.
+struct Filler {
+  int next = 0;
+  template <typename T>
+  void fill(T& v) {
+    if constexpr (HasFields<T>)
+      visit_fields(v, [&](const FieldInfo&, auto& m) { fill(m); });
+    else if constexpr (ListOfFields<T>) {
+      v.resize(2);
+      for (auto& x : v) fill(x);
+    } else if constexpr (std::is_same_v<T, std::string>)
+      v = "s" + std::to_string(++next);
+    else if constexpr (std::is_same_v<T, bool>)
+      v = true;
+    else if constexpr (std::is_arithmetic_v<T>)
+      v = static_cast<T>(++next) + static_cast<T>(0.25);
+    else
+      v = {static_cast<typename T::value_type>(++next),
+           static_cast<typename T::value_type>(++next)};
+  }
+};
+
+// "ranks[1].busy_s=12.25" for every field the rows carry (or every field).
+template <typename T>
+void flatten(const T& v, const std::string& path, bool rows_only, std::vector<std::string>& out) {
+  visit_fields(v, [&](const FieldInfo& f, const auto& m) {
+    using M = std::remove_cvref_t<decltype(m)>;
+    if (rows_only && !f.in_rows) return;
+    const std::string at = path + f.name;
+    if constexpr (HasFields<const M>)
+      flatten(m, at + ".", rows_only, out);
+    else if constexpr (ListOfFields<M>) {
+      for (std::size_t i = 0; i < m.size(); ++i)
+        flatten(m[i], at + "[" + std::to_string(i) + "].", rows_only, out);
+      if (m.empty()) out.push_back(at + "=[]");
+    } else if constexpr (std::is_same_v<M, std::string>)
+      out.push_back(at + "=" + m);
+    else if constexpr (std::is_arithmetic_v<M>)
+      out.push_back(at + "=" + std::to_string(m));
+    else
+      for (const auto& x : m) out.push_back(at + "[]=" + std::to_string(x));
+  });
+}
+
+}  // namespace
+
+TEST_CASE("the report field visitors list every member of the report structs", "[distribute]") {
+  CHECK(visited_count<Report>() == member_count<Report>());
+  CHECK(visited_count<RankReport>() == member_count<RankReport>());
+  CHECK(visited_count<CriticalPathSummary>() == member_count<CriticalPathSummary>());
+  CHECK(visited_count<ExposedPiece>() == member_count<ExposedPiece>());
+  CHECK(member_count<Report>() == 29);  // the count itself works: Report has 29 members
+  CHECK(member_count<ExposedPiece>() == 3);
+}
+
+TEST_CASE("every report field the visitor lists survives the row codec and reaches the JSON",
+          "[distribute]") {
+  Evaluation e;
+  e.config.schedule = "stp";
+  Filler{}.fill(e.report);
+  std::vector<std::string> sent, got, all;
+  flatten(e.report, "", true, sent);
+  flatten(e.report, "", false, all);
+  REQUIRE(sent.size() > 70);
+  const Report back = decode_rows(encode_rows({e})).at(0).report;
+  flatten(back, "", true, got);
+  CHECK(got == sent);
+  // What the rows leave out (the exposed pieces: op indices of one run's Dag) comes back empty.
+  CHECK(back.ranks.at(1).tp_exposed_pieces.empty());
+  CHECK(all.size() > sent.size());
+  // Every field with a JSON key is written under that key.
+  const auto json = nlohmann::json::parse(report_json(e.report));
+  visit_fields(e.report, [&](const FieldInfo& f, const auto&) {
+    const std::string key = f.json;
+    if (key.empty()) return;
+    CHECK(json.contains(key));
+  });
+  visit_fields(e.report.ranks[0], [&](const FieldInfo& f, const auto&) {
+    const std::string key = f.json;
+    if (key.empty()) return;
+    const std::size_t slash = key.find('/');
+    const auto& rank = json.at("ranks").at(0);
+    if (slash == std::string::npos)
+      CHECK(rank.contains(key));
+    else
+      CHECK(rank.at(key.substr(0, slash)).contains(key.substr(slash + 1)));
+  });
+  CHECK(json.at("ranks").at(0).at("static_gib") ==
+        Approx(e.report.ranks[0].static_bytes / 1073741824.0));
 }

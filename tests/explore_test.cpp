@@ -31,28 +31,16 @@ using braid::test::slurp;
 #include "braid/report.hpp"
 #include "braid/schedule.hpp"
 #include "braid/simulator.hpp"
+#include "fixtures.hpp"
 
 namespace {
 
 using namespace braid;
 namespace fs = std::filesystem;
 
-struct Fixture {
-  Study study;
-  Profile profile;
-};
-
-// The default study (qwen2-12.1b on 2 x 8 A800) with a short sequence so that tests stay fast.
-const Fixture& fixture() {
-  static const Fixture f = [] {
-    Fixture x;
-    x.study = load_study(resolve_config("studies", "default"));
-    x.study.training.seq = 2048;
-    x.profile = load_profile(x.study.cluster.profile);
-    return x;
-  }();
-  return f;
-}
+// The default study with a short sequence so that tests stay fast.
+using Fixture = braid::test::StudyFixture;
+const Fixture& fixture() { return braid::test::short_default_study(); }
 
 SweepAxes small_axes() {
   SweepAxes a;

@@ -73,7 +73,7 @@ TEST_CASE("html: the run data holds every op, the report and its tp_exposed inte
   CHECK(run["report"]["ranks"].size() == 2);
   REQUIRE(run["tp_exposed"].size() == 2);
   for (int rank = 0; rank < 2; ++rank) {
-    const auto& intervals = r.report.ranks[rank].tp_exposed_intervals;
+    const auto intervals = tp_exposed_intervals(r.report.ranks[rank]);
     REQUIRE(run["tp_exposed"][rank].size() == intervals.size());
     CHECK(!intervals.empty());
     double ticks = 0;

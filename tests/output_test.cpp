@@ -71,8 +71,7 @@ std::filesystem::path temp_file(const std::string& name) {
 int xmllint(const std::string& svg, const std::string& name) {
   const std::filesystem::path path = temp_file(name);
   std::ofstream(path, std::ios::binary) << svg;
-  const std::string cmd = "xmllint --noout '" + path.string() + "'";
-  const int rc = std::system(cmd.c_str());
+  const int rc = braid::test::run_program("xmllint", "--noout '" + path.string() + "'").exit_code;
   std::filesystem::remove(path);
   return rc;
 }
@@ -281,10 +280,7 @@ TEST_CASE("trace and svg are byte-identical across runs", "[output][determinism]
 
 // `braid simulate --trace F --svg F` through the built binary; the exit status.
 int simulate_cli(const std::string& args) {
-  const std::string cmd = std::string("cd '") + BRAID_SOURCE_DIR + "' && '" + BRAID_EXE +
-                          "' simulate " + args + " >/dev/null 2>&1";
-  const int status = std::system(cmd.c_str());
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return braid::test::run_braid("simulate " + args).exit_code;
 }
 
 TEST_CASE("braid simulate --trace and --svg write the timeline files", "[output][cli]") {
@@ -302,7 +298,7 @@ TEST_CASE("braid simulate --trace and --svg write the timeline files", "[output]
   }
   CHECK(processes == 2);
   CHECK(counters > 0);  // the command turns on memory recording
-  CHECK(std::system(("xmllint --noout '" + svg + "'").c_str()) == 0);
+  CHECK(xmllint(braid::test::slurp(svg), "cli.svg") == 0);
   // Only the trace asked for: no SVG, and a path in a missing directory fails before any work.
   std::filesystem::remove(svg);
   CHECK(simulate_cli("--unit-costs 4,8,8,2 --pp 2 --microbatches 4 --schedule stp --trace '" +
@@ -317,9 +313,9 @@ TEST_CASE("braid simulate --trace and --svg write the timeline files", "[output]
 // regenerates them into a temporary directory and compares byte for byte. A missing file fails
 // (regenerate with tools/make-traces and commit traces/).
 TEST_CASE("traces/ matches what braid produces now", "[output][traces]") {
-  const std::string cmd = std::string("'") + BRAID_SOURCE_DIR +
-                          "/tools/make-traces' --check --braid '" + BRAID_EXE + "'";
-  const int rc = std::system(cmd.c_str());
+  const int rc = braid::test::run_program(std::string(BRAID_SOURCE_DIR) + "/tools/make-traces",
+                                          "--check --braid '" + std::string(BRAID_EXE) + "'")
+                     .exit_code;
   INFO("run tools/make-traces (after building braid) and commit traces/");
   CHECK(rc == 0);
 }
@@ -396,7 +392,7 @@ TEST_CASE("svg: the red TP drawn on every schedule adds up to the report's tp_ex
       CHECK(px * units_per_px ==
             Approx(rr.tp_exposed_s).margin((n + 1) * 0.005 * units_per_px + 1e-9));
       double intervals = 0;
-      for (const TimeInterval& iv : rr.tp_exposed_intervals) {
+      for (const TimeInterval& iv : tp_exposed_intervals(rr)) {
         CHECK(iv.end_s > iv.begin_s);
         intervals += iv.end_s - iv.begin_s;
       }

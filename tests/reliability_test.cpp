@@ -26,6 +26,7 @@
 #include "braid/schedule.hpp"
 #include "braid/simulator.hpp"
 #include "braid/size_limit.hpp"
+#include "cli_run.hpp"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define BRAID_TEST_ASAN 1
@@ -45,17 +46,8 @@ using nlohmann::json;
 
 const fs::path kRoot = BRAID_SOURCE_DIR;
 
-struct Run {
-  int exit_code = -1;  // -1: killed by a signal (a crash)
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using braid::test::slurp;
+using Run = braid::test::CliRun;  // exit_code -1: killed by a signal (a crash)
 
 fs::path scratch_dir() {
   static int counter = 0;
@@ -79,29 +71,20 @@ constexpr long kGuardedMemoryKib = 3L << 20;  // 3 GiB
 // Runs the built braid in the source tree with these arguments, each passed verbatim; with
 // `memory_kib`, under that address-space limit (ulimit -v).
 Run run_braid(const std::vector<std::string>& args, long memory_kib = 0) {
-  const fs::path dir = scratch_dir();
-  std::string cmd = "cd " + quote(BRAID_SOURCE_DIR) + " && ";
+  std::string prefix;
   if (memory_kib > 0) {
 #if BRAID_TEST_ASAN
     // ASan reserves terabytes of shadow address space, so no ulimit -v: its own RSS limit.
-    cmd +=
+    prefix =
         "ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:hard_rss_limit_mb=" + std::to_string(memory_kib / 1024) +
         "\" ";
 #else
-    cmd += "ulimit -v " + std::to_string(memory_kib) + " && ";
+    prefix = "ulimit -v " + std::to_string(memory_kib) + " && ";
 #endif
   }
-  cmd += quote(BRAID_EXE);
-  for (const std::string& a : args) cmd += " " + quote(a);
-  cmd += " >" + quote((dir / "out").string()) + " 2>" + quote((dir / "err").string());
-  const int status = std::system(cmd.c_str());
-  Run r;
-  // The shell reports a child killed by signal N as exit code 128 + N.
-  r.exit_code = WIFEXITED(status) && WEXITSTATUS(status) < 128 ? WEXITSTATUS(status) : -1;
-  r.out = slurp(dir / "out");
-  r.err = slurp(dir / "err");
-  fs::remove_all(dir);
-  return r;
+  std::string line;
+  for (const std::string& a : args) line += " " + quote(a);
+  return braid::test::run_program(BRAID_EXE, line, BRAID_SOURCE_DIR, prefix);
 }
 
 std::vector<fs::path> files_in(const fs::path& dir) {

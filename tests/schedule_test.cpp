@@ -7,12 +7,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "braid/error.hpp"
 #include "braid/schedule.hpp"
+#include "cli_run.hpp"
 
 using namespace braid;
 
@@ -305,15 +307,9 @@ struct Run {
 };
 
 Run run(const std::string& args) {
-  std::string command = std::string(BRAID_EXE) + " " + args + " 2>&1";
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::string out;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof buffer, pipe)) > 0) out.append(buffer, n);
-  int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  // In the test's own directory: the export test writes a relative file there.
+  const braid::test::CliRun r = braid::test::run_braid(args, std::filesystem::current_path());
+  return {r.exit_code, r.out + r.err};
 }
 
 }  // namespace

@@ -24,6 +24,7 @@ using braid::test::slurp;
 #include "braid/explore.hpp"
 #include "braid/profile.hpp"
 #include "braid/report.hpp"
+#include "fixtures.hpp"
 
 namespace {
 
@@ -39,10 +40,7 @@ fs::path scratch(const std::string& name) {
   return dir;
 }
 
-void write(const fs::path& file, const std::string& text) {
-  fs::create_directories(file.parent_path());
-  std::ofstream(file) << text;
-}
+using braid::test::write_file;
 
 const fs::path kSource(BRAID_SOURCE_DIR);
 
@@ -69,12 +67,13 @@ TEST_CASE("paths inside a study, cluster and profile resolve against the file's 
   fs::create_directories(dir / "cfg");
   fs::copy_file(kSource / "configs/models/qwen2-7b.yaml", dir / "cfg/my-model.yaml",
                 fs::copy_options::overwrite_existing);
-  write(dir / "cfg/clusters/pair.yaml",
-        "name: pair\nnodes: 1\ngpus_per_node: 8\nprofile: ../gpu.yaml\n");
+  write_file(dir / "cfg/clusters/pair.yaml",
+             "name: pair\nnodes: 1\ngpus_per_node: 8\nprofile: ../gpu.yaml\n");
   fs::copy_file(kSource / "profiles/a800.yaml", dir / "cfg/gpu.yaml");
-  write(dir / "cfg/study.yaml",
-        "name: travel\nmodel: my-model.yaml\ncluster: clusters/pair.yaml\nparallel:\n  tp: 4\n  "
-        "pp: 2\ntraining:\n  seq: 2048\n  microbatches: 8\n");
+  write_file(
+      dir / "cfg/study.yaml",
+      "name: travel\nmodel: my-model.yaml\ncluster: clusters/pair.yaml\nparallel:\n  tp: 4\n  "
+      "pp: 2\ntraining:\n  seq: 2048\n  microbatches: 8\n");
   fs::create_directories(dir / "elsewhere");
   // From another working directory, by a relative and by an absolute path.
   const CliRun rel = run_braid("info --study ../cfg/study.yaml --json", dir / "elsewhere");
@@ -88,9 +87,10 @@ TEST_CASE("paths inside a study, cluster and profile resolve against the file's 
   CHECK(s.model.file == (dir / "cfg/my-model.yaml").string());
   CHECK(s.cluster.profile == (dir / "cfg/clusters/../gpu.yaml").string());
   // A name that is not next to the file says where it looked.
-  write(dir / "cfg/broken.yaml",
-        "model: missing.yaml\ncluster: a800x16\nparallel:\n  tp: 8\n  pp: 2\ntraining:\n  seq: "
-        "2048\n  microbatches: 8\n");
+  write_file(
+      dir / "cfg/broken.yaml",
+      "model: missing.yaml\ncluster: a800x16\nparallel:\n  tp: 8\n  pp: 2\ntraining:\n  seq: "
+      "2048\n  microbatches: 8\n");
   const CliRun bad = run_braid("info --study ../cfg/broken.yaml", dir / "elsewhere");
   CHECK(bad.exit_code == 2);
   CHECK(count_lines(bad.err) == 1);

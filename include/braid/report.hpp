@@ -7,6 +7,7 @@
 #pragma once
 
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "braid/cost_model.hpp"
@@ -20,6 +21,15 @@ namespace braid {
 struct TimeInterval {
   double begin_s = 0, end_s = 0;
   bool operator==(const TimeInterval&) const = default;
+};
+
+// One piece of a rank's exposed TP time: the collective op (an index into the Dag's ops) that
+// held the rank's compute stream during [start_s, end_s) of an idle gap. Where two collectives
+// overlap, the one that started first (then the lower op index) holds the time.
+struct ExposedPiece {
+  int op = 0;
+  double start_s = 0, end_s = 0;
+  bool operator==(const ExposedPiece&) const = default;
 };
 
 struct RankReport {
@@ -40,10 +50,15 @@ struct RankReport {
   double peak_memory_gib = 0;
   bool oom = false;
   double over_bytes = 0;  // peak - hbm when oom
-  // The intervals attribute_idle() counted as tp_exposed, disjoint and in time order; their
-  // widths add up to tp_exposed_s (up to rounding). The SVG and HTML pictures draw exactly these.
-  std::vector<TimeInterval> tp_exposed_intervals;
+  // What attribute_idle() counted as tp_exposed, piece by piece with the collective that held
+  // it, disjoint and in time order; the widths add up to tp_exposed_s (up to rounding). The
+  // pictures draw their union (tp_exposed_intervals), `theory --explain` sorts them by collective.
+  std::vector<ExposedPiece> tp_exposed_pieces;
 };
+
+// The exposed TP time of a rank as disjoint intervals in time order: its pieces, joined where
+// they touch. The SVG and HTML pictures draw exactly these.
+std::vector<TimeInterval> tp_exposed_intervals(const RankReport& rank);
 
 // Where the critical path runs: time on it per op kind and per rank, in path order.
 struct CriticalPathSummary {
@@ -85,24 +100,125 @@ struct Report {
   CriticalPathSummary critical_path;
 };
 
+// One field of a report as the field visitors below name it: its member name; its key in the
+// JSON report ("" when the JSON leaves it out, "a/b" for key b of the nested object a), and
+// whether the JSON shows its bytes as GiB; whether the sweep rows carry it.
+struct FieldInfo {
+  const char* name;
+  const char* json;
+  bool json_gib = false;
+  bool in_rows = true;
+};
+
+// The field visitors: f(FieldInfo, member) for every member, in JSON order. This one list is the
+// JSON writer's, the sweep row codec's (MPI exchange, shard files) and their round-trip test's,
+// so a new field is in all of them or the test fails (it counts the struct's members).
+template <typename R, typename F>
+requires std::is_same_v<std::remove_const_t<R>, ExposedPiece>
+void visit_fields(R& p, F&& f) {
+  f(FieldInfo{"op", "op"}, p.op);
+  f(FieldInfo{"start_s", "start_s"}, p.start_s);
+  f(FieldInfo{"end_s", "end_s"}, p.end_s);
+}
+
+template <typename R, typename F>
+requires std::is_same_v<std::remove_const_t<R>, RankReport>
+void visit_fields(R& r, F&& f) {
+  f(FieldInfo{"rank", "rank"}, r.rank);
+  f(FieldInfo{"busy_s", "busy_s"}, r.busy_s);
+  f(FieldInfo{"tp_exposed_s", "tp_exposed_s"}, r.tp_exposed_s);
+  f(FieldInfo{"dp_exposed_s", "dp_exposed_s"}, r.dp_exposed_s);
+  f(FieldInfo{"optimizer_s", "optimizer_s"}, r.optimizer_s);
+  f(FieldInfo{"pp_idle_s", "pp_idle_s"}, r.pp_idle_s);
+  f(FieldInfo{"offload_stall_s", "offload_stall_s"}, r.offload_stall_s);
+  f(FieldInfo{"static_bytes", "static_gib", true}, r.static_bytes);
+  f(FieldInfo{"static_layers_bytes", "static_parts_gib/layers", true}, r.static_layers_bytes);
+  f(FieldInfo{"static_embeddings_bytes", "static_parts_gib/embeddings", true},
+    r.static_embeddings_bytes);
+  f(FieldInfo{"static_other_bytes", "static_parts_gib/other", true}, r.static_other_bytes);
+  f(FieldInfo{"static_fixed_bytes", "static_parts_gib/fixed", true}, r.static_fixed_bytes);
+  f(FieldInfo{"activation_peak_bytes", "activation_peak_gib", true}, r.activation_peak_bytes);
+  f(FieldInfo{"activation_peak_ma", "activation_peak_ma"}, r.activation_peak_ma);
+  f(FieldInfo{"peak_memory_bytes", ""}, r.peak_memory_bytes);
+  f(FieldInfo{"peak_memory_gib", "peak_memory_gib"}, r.peak_memory_gib);
+  f(FieldInfo{"oom", "oom"}, r.oom);
+  f(FieldInfo{"over_bytes", "over_gib", true}, r.over_bytes);
+  // Op indices into this run's Dag, for the pictures and `theory --explain`: not sweep data.
+  f(FieldInfo{"tp_exposed_pieces", "", false, false}, r.tp_exposed_pieces);
+}
+
+template <typename R, typename F>
+requires std::is_same_v<std::remove_const_t<R>, CriticalPathSummary>
+void visit_fields(R& p, F&& f) {
+  f(FieldInfo{"ops", "ops"}, p.ops);
+  f(FieldInfo{"compute_s", "compute_s"}, p.compute_s);
+  f(FieldInfo{"collective_s", "collective_s"}, p.collective_s);
+  f(FieldInfo{"p2p_s", "p2p_s"}, p.p2p_s);
+  f(FieldInfo{"copy_s", "copy_s"}, p.copy_s);
+  f(FieldInfo{"wait_s", "wait_s"}, p.wait_s);
+  f(FieldInfo{"rank_s", "rank_s"}, p.rank_s);
+  f(FieldInfo{"rank_sequence", "rank_sequence"}, p.rank_sequence);
+  f(FieldInfo{"text", "text"}, p.text);
+}
+
+// oom_rank is written as null in the JSON when the report is not out of memory.
+template <typename R, typename F>
+requires std::is_same_v<std::remove_const_t<R>, Report>
+void visit_fields(R& r, F&& f) {
+  f(FieldInfo{"study", "study"}, r.study);
+  f(FieldInfo{"schedule", "schedule"}, r.schedule);
+  f(FieldInfo{"uniform", ""}, r.uniform);
+  f(FieldInfo{"pp", "pp"}, r.pp);
+  f(FieldInfo{"vpp", "vpp"}, r.vpp);
+  f(FieldInfo{"tp", "tp"}, r.tp);
+  f(FieldInfo{"microbatches", "microbatches"}, r.microbatches);
+  f(FieldInfo{"gpus", "gpus"}, r.gpus);
+  f(FieldInfo{"ops", "ops"}, r.ops);
+  f(FieldInfo{"iteration_time_s", "iteration_time_s"}, r.iteration_time_s);
+  f(FieldInfo{"tp_bubble_rate", "tp_bubble_rate"}, r.tp_bubble_rate);
+  f(FieldInfo{"tp_comm_rate", "tp_comm_rate"}, r.tp_comm_rate);
+  f(FieldInfo{"pp_bubble_rate", "pp_bubble_rate"}, r.pp_bubble_rate);
+  f(FieldInfo{"offload_stall_rate", "offload_stall_rate"}, r.offload_stall_rate);
+  f(FieldInfo{"dp_exposed_rate", "dp_exposed_rate"}, r.dp_exposed_rate);
+  f(FieldInfo{"optimizer_rate", "optimizer_rate"}, r.optimizer_rate);
+  f(FieldInfo{"mfu", "mfu"}, r.mfu);
+  f(FieldInfo{"hfu", "hfu"}, r.hfu);
+  f(FieldInfo{"tokens_per_s", "tokens_per_s"}, r.tokens_per_s);
+  f(FieldInfo{"samples_per_s", "samples_per_s"}, r.samples_per_s);
+  f(FieldInfo{"tflops_per_gpu", "tflops_per_gpu"}, r.tflops_per_gpu);
+  f(FieldInfo{"ma_bytes", "ma_gib", true}, r.ma_bytes);
+  f(FieldInfo{"max_peak_memory_gib", "max_peak_memory_gib"}, r.max_peak_memory_gib);
+  f(FieldInfo{"hbm_gib", "hbm_gib"}, r.hbm_gib);
+  f(FieldInfo{"oom", "oom"}, r.oom);
+  f(FieldInfo{"oom_rank", "oom_rank"}, r.oom_rank);
+  f(FieldInfo{"oom_over_gib", "oom_over_gib"}, r.oom_over_gib);
+  f(FieldInfo{"ranks", "ranks"}, r.ranks);
+  f(FieldInfo{"critical_path", "critical_path"}, r.critical_path);
+}
+
+// A type the visitors above list (for generic writers: a member that is one is written field by
+// field, a std::vector of them element by element).
+struct IgnoreField {
+  template <typename V>
+  void operator()(const FieldInfo&, V&) const {}
+};
+template <typename T>
+concept HasFields = requires(T& t) {
+  visit_fields(t, IgnoreField{});
+};
+template <typename T>
+concept ListOfFields = requires {
+  requires HasFields<typename T::value_type>;
+};
+
 // Computes the report. `study` names the study in the outputs.
 Report make_report(const std::string& study, const Schedule& schedule, const CostModel& cost,
                    const Dag& dag, const Timeline& timeline);
 
 // Per-rank attribution of the compute stream's idle time (DESIGN §5), exposed for tests and the
 // theory command: fills busy_s, tp_exposed_s, dp_exposed_s, optimizer_s, pp_idle_s,
-// offload_stall_s and tp_exposed_intervals of `ranks` (size p).
+// offload_stall_s and tp_exposed_pieces of `ranks` (size p).
 void attribute_idle(const Dag& dag, const Timeline& timeline, std::vector<RankReport>& ranks);
-
-// One piece of a rank's exposed TP time: the collective op that held the rank's compute stream
-// during [start_s, end_s) of an idle gap. The pieces of a rank add up to its tp_exposed_s (to
-// rounding); where two collectives overlap, the one that started first (then the lower op index)
-// holds the time. For `braid theory --explain`.
-struct ExposedPiece {
-  int op = 0;
-  double start_s = 0, end_s = 0;
-};
-std::vector<ExposedPiece> tp_exposed_pieces(const Dag& dag, const Timeline& timeline, int rank);
 
 // Renderings. JSON field names carry units (_s, _gib, _bytes); output is byte-stable.
 std::string report_json(const Report& report);

@@ -141,7 +141,8 @@ StudyScan run_study_scan(const Study& study, const Profile& profile,
 
 // Where a rank's exposed TP time goes: by unit kind (attn, mlp, ...), by phase (F, B, W, and R
 // for the forward run again by full recomputation) and by collective (all-reduce, all-gather,
-// reduce-scatter), from tp_exposed_pieces(). Each list adds up to the rank's exposed time.
+// reduce-scatter), from the report's tp_exposed_pieces. Each list adds up to the rank's exposed
+// time.
 struct ExposedBreakdown {
   int rank = 0;
   double total_s = 0;

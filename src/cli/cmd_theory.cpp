@@ -3,7 +3,6 @@
 // engine find in uniform-cost mode, and the difference; or, with --scan, the simulated TP bubble
 // along m or p with its least-squares slope (and --svg, a chart of it).
 #include <algorithm>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -16,6 +15,7 @@
 #include "braid/theory.hpp"
 #include "commands.hpp"
 #include "output.hpp"
+#include "simulation.hpp"
 #include "study_options.hpp"
 
 namespace braid::cli {
@@ -111,11 +111,7 @@ void run_on_study(const TheoryArgs& a) {
   base.offload = study.training.offload;
   std::vector<Schedule> files;
   for (const std::string& f : a.schedule_csv) {
-    std::ifstream in(f);
-    if (!in) throw InputError("--schedule-csv", f, "cannot open the file");
-    Schedule s = read_pytorch_csv(in, f, 0);
-    const ValidationResult check = validate(s);
-    if (!check.ok()) throw InputError("--schedule-csv", f, check.error);
+    Schedule s = read_schedule_csv(f);
     if (s.pp != study.parallel.pp || s.microbatches != study.training.microbatches)
       throw InputError("--schedule-csv", f,
                        "has pp " + std::to_string(s.pp) + " and " + std::to_string(s.microbatches) +
@@ -194,11 +190,8 @@ void run(const TheoryArgs& a) {
     throw InputError("--scan", a.scan, "a --schedule-csv fixes p and m; scan named schedules");
   if (a.scan.empty()) {
     std::vector<TheoryRow> rows;
-    for (const std::string& f : a.schedule_csv) {
-      std::ifstream in(f);
-      if (!in) throw InputError("--schedule-csv", f, "cannot open the file");
-      rows.push_back(run_theory(read_pytorch_csv(in, f, 0), costs));
-    }
+    for (const std::string& f : a.schedule_csv)
+      rows.push_back(run_theory(read_schedule_csv(f), costs));
     for (const std::string& name : a.schedules) {
       ScheduleOptions o = options;
       const int fixed = fixed_vpp(name);

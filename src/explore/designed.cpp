@@ -7,7 +7,6 @@
 #include <exception>
 #include <map>
 #include <memory>
-#include <tuple>
 
 #include "braid/cost_model.hpp"
 #include "braid/design.hpp"
@@ -17,9 +16,10 @@ namespace braid::explore {
 
 namespace {
 
-// What a design depends on: the cost model (its key at the designed number of virtual stages),
-// the chunks per rank and the study's offload share (a seed option).
-using DesignKey = std::tuple<CostKey, int, double>;
+// What a design depends on: the cost model at the designed number of virtual stages, whose key
+// holds the prepared study's parallel and training settings whole (chunks per rank,
+// microbatches, offload share).
+using DesignKey = CostKey;
 
 DesignProblem design_problem(const Prepared& prepared, const Configuration& c,
                              const Profile& profile, const ExploreOptions& options) {
@@ -59,8 +59,7 @@ void design_schedules(Workbench& wb, const Profile& profile,
   std::vector<int> owner, design_of(n, -1);
   for (int i = 0; i < n; ++i) {
     if (!wb.prepared[i] || !is_designed(configs[i].schedule)) continue;
-    const DesignKey key{cost_key(configs[i], configs[i].pp * configs[i].vpp), configs[i].vpp,
-                        wb.prepared[i]->study.training.offload};
+    const DesignKey key = cost_key(wb.prepared[i]->study, configs[i].pp * configs[i].vpp);
     auto [it, added] = index.emplace(key, static_cast<int>(owner.size()));
     if (added) owner.push_back(i);
     design_of[i] = it->second;

@@ -95,16 +95,6 @@ struct Reader {
   }
 };
 
-// One function lists the fields for both directions, so encoding and decoding cannot disagree.
-template <typename IO, typename R>
-void fields(IO& io, R& r) {
-  io.put_or_get(r.rank, r.busy_s, r.tp_exposed_s, r.pp_idle_s, r.offload_stall_s, r.static_bytes,
-                r.activation_peak_bytes, r.activation_peak_ma, r.peak_memory_bytes,
-                r.peak_memory_gib, r.oom, r.over_bytes);
-  io.put_or_get(r.dp_exposed_s, r.optimizer_s, r.static_layers_bytes, r.static_embeddings_bytes,
-                r.static_other_bytes, r.static_fixed_bytes);
-}
-
 template <typename Base>
 struct IO : Base {
   template <typename... T>
@@ -114,27 +104,35 @@ struct IO : Base {
     else
       (Base::get(v), ...);
   }
+  // A report, field by field as visit_fields() lists them (both directions use the one list).
+  template <typename T>
+  void report(T& value) {
+    visit_fields(value, [&](const FieldInfo& f, auto& v) {
+      if (f.in_rows) member(v);
+    });
+  }
+  template <typename T>
+  void member(T& v) {
+    if constexpr (HasFields<T>) {
+      report(v);
+    } else if constexpr (ListOfFields<T>) {
+      std::uint64_t n = v.size();
+      put_or_get(n);
+      if constexpr (!std::is_same_v<Base, Writer>) {
+        Base::need(n);
+        v.resize(n);
+      }
+      for (auto& x : v) report(x);
+    } else {
+      put_or_get(v);
+    }
+  }
   void evaluation(Evaluation& e) {
     Configuration& c = e.config;
     put_or_get(c.schedule, c.tp, c.pp, c.vpp, c.seq, c.mbs, c.microbatches, c.sp, c.recompute);
     put_or_get(e.dp, e.gpus, e.status, e.reason, e.static_gib, e.model_peak_gib, e.speedup,
                e.group_best);
-    Report& r = e.report;
-    put_or_get(r.study, r.schedule, r.uniform, r.pp, r.vpp, r.tp, r.microbatches, r.gpus, r.ops,
-               r.iteration_time_s, r.tp_bubble_rate, r.pp_bubble_rate, r.offload_stall_rate, r.mfu,
-               r.hfu, r.tokens_per_s, r.samples_per_s, r.tflops_per_gpu, r.ma_bytes,
-               r.max_peak_memory_gib, r.oom, r.oom_rank, r.oom_over_gib, r.hbm_gib);
-    put_or_get(r.dp_exposed_rate, r.optimizer_rate, r.tp_comm_rate);
-    std::uint64_t ranks = r.ranks.size();
-    put_or_get(ranks);
-    if constexpr (!std::is_same_v<Base, Writer>) {
-      Base::need(ranks);
-      r.ranks.resize(ranks);
-    }
-    for (RankReport& rr : r.ranks) fields(*this, rr);
-    CriticalPathSummary& p = r.critical_path;
-    put_or_get(p.ops, p.compute_s, p.collective_s, p.p2p_s, p.copy_s, p.wait_s, p.rank_s,
-               p.rank_sequence, p.text);
+    report(e.report);
   }
 };
 

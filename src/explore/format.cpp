@@ -21,14 +21,6 @@ std::string fmt(const char* format, double v) {
   return buf;
 }
 
-std::string percent(double rate, int digits) {
-  char buf[64];
-  // The bubble rates are differences of sums; a tiny negative one is rounding, not a gain.
-  const double v = std::max(rate, 0.0) * 100;
-  std::snprintf(buf, sizeof buf, "%.*f%%", digits, v);
-  return buf;
-}
-
 std::string describe(const Configuration& c) {
   return c.schedule + " tp " + std::to_string(c.tp) + " pp " + std::to_string(c.pp) + " vpp " +
          std::to_string(c.vpp) + " seq " + std::to_string(c.seq) + " mbs " + std::to_string(c.mbs) +
@@ -64,28 +56,6 @@ std::vector<std::string> layout_cells(const Evaluation& e, double cap_gib) {
           percent(e.report.pp_bubble_rate),
           fmt("%.2f", e.report.max_peak_memory_gib),
           fmt("%.2f", cap_gib - e.model_peak_gib)};
-}
-
-std::string text_table(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<std::size_t> width;
-  for (const auto& row : rows)
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      if (width.size() <= c) width.push_back(0);
-      width[c] = std::max(width[c], row[c].size());
-    }
-  std::string out;
-  for (const auto& row : rows) {
-    std::string line;
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      if (c) line += "  ";
-      const std::string& s = row[c];
-      const std::string fill(width[c] - s.size(), ' ');
-      line += c == 0 ? s + fill : fill + s;
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out += line + "\n";
-  }
-  return out;
 }
 
 }  // namespace explore

@@ -21,7 +21,7 @@ namespace braid {
 
 namespace {
 
-constexpr const char* kMagic = "braid-sweep-shard 1";
+constexpr const char* kMagic = "braid-sweep-shard 2";  // 2: rows in visit_fields() order
 
 // FNV-1a, 64 bits: a stable fingerprint (not a security measure) of what the shards must share.
 std::string fingerprint(const std::string& text) {

@@ -89,7 +89,7 @@ std::string html_run_data(const Dag& dag, const Timeline& timeline, const Report
   json exposed = json::array();
   for (const RankReport& rr : report.ranks) {
     json iv = json::array();
-    for (const TimeInterval& t : rr.tp_exposed_intervals)
+    for (const TimeInterval& t : tp_exposed_intervals(rr))
       iv.push_back(json::array({tick(t.begin_s), tick(t.end_s)}));
     exposed.push_back(iv);
   }

@@ -554,7 +554,7 @@ class SvgWriter {
     // Exposed TP: exactly the report's intervals (attribute_idle), one rectangle each.
     std::vector<Interval> exposed;
     if (r < static_cast<int>(report_.ranks.size()))
-      for (const TimeInterval& iv : report_.ranks[r].tp_exposed_intervals) {
+      for (const TimeInterval& iv : tp_exposed_intervals(report_.ranks[r])) {
         double b = 0, e = 0;
         if (visible(iv.begin_s, iv.end_s, b, e)) exposed.push_back({b, e});
       }

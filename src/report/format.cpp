@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "../util/text_table.hpp"
 #include "../util/units.hpp"
 #include "braid/report.hpp"
 
@@ -15,70 +17,39 @@ namespace braid {
 
 namespace {
 
-nlohmann::ordered_json rank_json(const RankReport& r) {
-  nlohmann::ordered_json j;
-  j["rank"] = r.rank;
-  j["busy_s"] = r.busy_s;
-  j["tp_exposed_s"] = r.tp_exposed_s;
-  j["dp_exposed_s"] = r.dp_exposed_s;
-  j["optimizer_s"] = r.optimizer_s;
-  j["pp_idle_s"] = r.pp_idle_s;
-  j["offload_stall_s"] = r.offload_stall_s;
-  j["static_gib"] = r.static_bytes / kGiB;
-  j["static_parts_gib"] = nlohmann::ordered_json{{"layers", r.static_layers_bytes / kGiB},
-                                                 {"embeddings", r.static_embeddings_bytes / kGiB},
-                                                 {"other", r.static_other_bytes / kGiB},
-                                                 {"fixed", r.static_fixed_bytes / kGiB}};
-  j["activation_peak_gib"] = r.activation_peak_bytes / kGiB;
-  j["activation_peak_ma"] = r.activation_peak_ma;
-  j["peak_memory_gib"] = r.peak_memory_gib;
-  j["oom"] = r.oom;
-  j["over_gib"] = r.over_bytes / kGiB;
-  return j;
+template <typename T>
+nlohmann::ordered_json to_json(const T& value);
+
+// One member as JSON: a visited struct as an object, a list of them as an array.
+template <typename T>
+nlohmann::ordered_json member_json(const T& v, bool gib) {
+  if constexpr (std::is_floating_point_v<T>)
+    return gib ? v / kGiB : v;
+  else if constexpr (HasFields<const T>)
+    return to_json(v);
+  else if constexpr (ListOfFields<T>) {
+    nlohmann::ordered_json a = nlohmann::ordered_json::array();
+    for (const auto& x : v) a.push_back(to_json(x));
+    return a;
+  } else
+    return v;
 }
 
-nlohmann::ordered_json to_json(const Report& r) {
-  nlohmann::ordered_json j;
-  j["study"] = r.study;
-  j["schedule"] = r.schedule;
-  j["pp"] = r.pp;
-  j["vpp"] = r.vpp;
-  j["tp"] = r.tp;
-  j["microbatches"] = r.microbatches;
-  j["gpus"] = r.gpus;
-  j["ops"] = r.ops;
-  j["iteration_time_s"] = r.iteration_time_s;
-  j["tp_bubble_rate"] = r.tp_bubble_rate;
-  j["tp_comm_rate"] = r.tp_comm_rate;
-  j["pp_bubble_rate"] = r.pp_bubble_rate;
-  j["offload_stall_rate"] = r.offload_stall_rate;
-  j["dp_exposed_rate"] = r.dp_exposed_rate;
-  j["optimizer_rate"] = r.optimizer_rate;
-  j["mfu"] = r.mfu;
-  j["hfu"] = r.hfu;
-  j["tokens_per_s"] = r.tokens_per_s;
-  j["samples_per_s"] = r.samples_per_s;
-  j["tflops_per_gpu"] = r.tflops_per_gpu;
-  j["ma_gib"] = r.ma_bytes / kGiB;
-  j["max_peak_memory_gib"] = r.max_peak_memory_gib;
-  j["hbm_gib"] = r.hbm_gib;
-  j["oom"] = r.oom;
-  j["oom_rank"] = r.oom ? nlohmann::ordered_json(r.oom_rank) : nlohmann::ordered_json(nullptr);
-  j["oom_over_gib"] = r.oom_over_gib;
-  auto& ranks = j["ranks"] = nlohmann::ordered_json::array();
-  for (const RankReport& rr : r.ranks) ranks.push_back(rank_json(rr));
-  const CriticalPathSummary& cp = r.critical_path;
-  nlohmann::ordered_json c;
-  c["ops"] = cp.ops;
-  c["compute_s"] = cp.compute_s;
-  c["collective_s"] = cp.collective_s;
-  c["p2p_s"] = cp.p2p_s;
-  c["copy_s"] = cp.copy_s;
-  c["wait_s"] = cp.wait_s;
-  c["rank_s"] = cp.rank_s;
-  c["rank_sequence"] = cp.rank_sequence;
-  c["text"] = cp.text;
-  j["critical_path"] = c;
+// The fields visit_fields() lists with a JSON key, in its order; "a/b" goes into object a.
+template <typename T>
+nlohmann::ordered_json to_json(const T& value) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
+  visit_fields(value, [&](const FieldInfo& f, const auto& v) {
+    const std::string key = f.json;
+    if (key.empty()) return;
+    const std::size_t slash = key.find('/');
+    if (slash == std::string::npos)
+      j[key] = member_json(v, f.json_gib);
+    else
+      j[key.substr(0, slash)][key.substr(slash + 1)] = member_json(v, f.json_gib);
+  });
+  if constexpr (std::is_same_v<T, Report>)
+    if (!value.oom) j["oom_rank"] = nullptr;
   return j;
 }
 
@@ -127,33 +98,7 @@ std::string path_by_rank(const CriticalPathSummary& cp, double total_s, bool sym
   return out;
 }
 
-std::string pad(const std::string& s, std::size_t width, bool right = true) {
-  if (s.size() >= width) return s;
-  return right ? std::string(width - s.size(), ' ') + s : s + std::string(width - s.size(), ' ');
-}
-
-// Rows of cells -> aligned text; the first column left-aligned, the rest right-aligned.
-std::string table(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<std::size_t> width;
-  for (const auto& row : rows)
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      if (width.size() <= c) width.push_back(0);
-      width[c] = std::max(width[c], row[c].size());
-    }
-  std::string out;
-  for (const auto& row : rows) {
-    std::string line;
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      if (c) line += "  ";
-      line += pad(row[c], width[c], c != 0);
-    }
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out += line + "\n";
-  }
-  return out;
-}
-
-std::string percent(double rate) { return fmt("%.2f%%", rate * 100); }
+using util::percent;
 
 bool uniform(const Report& r) { return r.uniform; }
 
@@ -279,7 +224,7 @@ std::string simulate_table(const Report& r) {
     }
     rows.push_back(row);
   }
-  out += table(rows);
+  out += util::text_table(rows);
   const CriticalPathSummary& cp = r.critical_path;
   const double total = r.iteration_time_s > 0 ? r.iteration_time_s : 1;
   out += "\ncritical path    " + std::to_string(cp.ops) + " ops: compute " +
@@ -333,7 +278,7 @@ std::string compare_table(const std::vector<Report>& reports, const std::string&
          uni ? "-" : percent(r.hfu), uni ? "-" : fmt("%.0f", r.tokens_per_s), fmt("%.2f", peak_ma),
          uni ? "-" : fmt("%.2f", r.max_peak_memory_gib), mark});
   }
-  out += table(rows);
+  out += util::text_table(rows);
   return out;
 }
 

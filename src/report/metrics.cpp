@@ -26,21 +26,15 @@ namespace braid {
 
 namespace {
 
-// Measure of the union of intervals (sorted in place); the disjoint pieces of the union are
-// appended to `pieces` when given.
-double union_length(std::vector<std::pair<double, double>>& iv,
-                    std::vector<TimeInterval>* pieces = nullptr) {
+// Measure of the union of intervals (sorted in place).
+double union_length(std::vector<std::pair<double, double>>& iv) {
   std::sort(iv.begin(), iv.end());
   double total = 0, cur_b = 0, cur_e = 0;
   bool open = false;
-  auto close = [&] {
-    total += cur_e - cur_b;
-    if (pieces) pieces->push_back({cur_b, cur_e});
-  };
   for (const auto& [b, e] : iv) {
     if (e <= b) continue;
     if (!open || b > cur_e) {
-      if (open) close();
+      if (open) total += cur_e - cur_b;
       cur_b = b;
       cur_e = e;
       open = true;
@@ -48,7 +42,7 @@ double union_length(std::vector<std::pair<double, double>>& iv,
       cur_e = std::max(cur_e, e);
     }
   }
-  if (open) close();
+  if (open) total += cur_e - cur_b;
   return total;
 }
 
@@ -59,8 +53,8 @@ class IdleAttribution {
   void rank(int r, RankReport& out) {
     const int cs = dag_.stream_id(r, StreamKind::Compute);
     double busy = 0, opt = 0, tp = 0, dp = 0, off = 0, prev_end = 0;
-    out.tp_exposed_intervals.clear();
-    exposed_ = &out.tp_exposed_intervals;
+    out.tp_exposed_pieces.clear();
+    pieces_ = &out.tp_exposed_pieces;
     for (int k = dag_.stream_begin[cs]; k < dag_.stream_begin[cs + 1]; ++k) {
       const int x = dag_.stream_ops[k];
       const double s = t_.start_s[x];
@@ -115,7 +109,7 @@ class IdleAttribution {
       const std::pair<double, double> iv{std::max(t_.start_s[y], g0), std::min(t_.end_s[y], g1)};
       if (op.kind == OpKind::Collective) {
         tp_iv_.push_back(iv);
-        if (pieces != nullptr) tp_ops_.push_back(y);
+        tp_ops_.push_back(y);
         dp_iv_.push_back(iv);
         all_iv_.push_back(iv);
       } else if (op.kind == OpKind::DpSync) {
@@ -129,9 +123,10 @@ class IdleAttribution {
       if (dag_.stream_prev[y] >= 0) stack_.push_back(dag_.stream_prev[y]);
     }
     // Precedence TP, then DP, then copies: each category is its union minus the ones before.
-    if (pieces != nullptr) split_among_collectives(*pieces);
+    // The TP union is recorded piece by piece (its collectives) before the sort below.
+    split_among_collectives(*pieces_);
     tp_ops_.clear();
-    const double t = union_length(tp_iv_, exposed_);
+    const double t = union_length(tp_iv_);
     const double td = union_length(dp_iv_);
     tp += t;
     dp += td - t;
@@ -166,10 +161,6 @@ class IdleAttribution {
     }
   }
 
- public:
-  std::vector<ExposedPiece>* pieces = nullptr;  // when set, gap() records the exposed pieces
-
- private:
   std::vector<int> tp_ops_;
   const Dag& dag_;
   const Timeline& t_;
@@ -177,7 +168,7 @@ class IdleAttribution {
   std::uint32_t generation_ = 0;
   std::vector<int> roots_, stack_;
   std::vector<std::pair<double, double>> tp_iv_, dp_iv_, all_iv_;
-  std::vector<TimeInterval>* exposed_ = nullptr;  // the rank's tp_exposed intervals
+  std::vector<ExposedPiece>* pieces_ = nullptr;  // the rank's tp_exposed pieces
 };
 
 // The critical path from the engine's record (Timeline::critical_pred): from the op that ends
@@ -289,13 +280,15 @@ void attribute_idle(const Dag& dag, const Timeline& timeline, std::vector<RankRe
   }
 }
 
-std::vector<ExposedPiece> tp_exposed_pieces(const Dag& dag, const Timeline& timeline, int rank) {
-  IdleAttribution attribution(dag, timeline);
-  std::vector<ExposedPiece> pieces;
-  attribution.pieces = &pieces;
-  RankReport unused;
-  attribution.rank(rank, unused);
-  return pieces;
+std::vector<TimeInterval> tp_exposed_intervals(const RankReport& rank) {
+  std::vector<TimeInterval> out;
+  for (const ExposedPiece& p : rank.tp_exposed_pieces) {
+    if (!out.empty() && out.back().end_s == p.start_s)
+      out.back().end_s = p.end_s;
+    else
+      out.push_back({p.start_s, p.end_s});
+  }
+  return out;
 }
 
 Report make_report(const std::string& study, const Schedule& schedule, const CostModel& cost,

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../util/text_table.hpp"
 #include "braid/theory.hpp"
 
 namespace braid {
@@ -30,23 +31,9 @@ std::string costs_line(const UniformCosts& c) {
          num(c.tar) + ", M_a " + num(c.ma);
 }
 
-// Rows of cells -> left-aligned columns with at least two spaces between them, so that a long
-// quantity never runs into its formula.
+// Left-aligned columns two spaces apart, so that a long quantity never runs into its formula.
 std::string aligned(const std::vector<std::vector<std::string>>& rows) {
-  std::vector<std::size_t> width;
-  for (const auto& row : rows)
-    for (std::size_t c = 0; c < row.size(); ++c) {
-      if (width.size() <= c) width.push_back(0);
-      width[c] = std::max(width[c], row[c].size());
-    }
-  std::string out;
-  for (const auto& row : rows) {
-    std::string line;
-    for (std::size_t c = 0; c < row.size(); ++c)
-      line += c + 1 < row.size() ? pad(row[c], width[c] + 2) : row[c];
-    out += line + "\n";
-  }
-  return out;
+  return util::text_table(rows, util::Align::Left);
 }
 
 std::vector<std::string> table_row(const std::string& quantity, const ClosedForm& form,

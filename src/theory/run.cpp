@@ -4,6 +4,7 @@
 // bubble over m or p with their least-squares slopes.
 #include <algorithm>
 #include <charconv>
+#include <exception>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -17,12 +18,37 @@
 
 namespace braid {
 
+namespace {
+
+// Bad input (a schedule the lowering or the engine refuses) stays an InputError; anything else
+// failing on a schedule that passed validation is our bug, named with what was being run.
+[[noreturn]] void internal_error(const Schedule& s, const UniformCosts& c,
+                                 const std::exception& e) {
+  throw InternalError(std::string(e.what()) + " (theory: schedule " + s.name + " pp " +
+                      std::to_string(s.pp) + " vpp " + std::to_string(s.vpp) + " microbatches " +
+                      std::to_string(s.microbatches) + ", unit costs " + std::to_string(c.tf) +
+                      "," + std::to_string(c.tb) + "," + std::to_string(c.tw) + "," +
+                      std::to_string(c.tar) + "," + std::to_string(c.ma) + ")");
+}
+
+}  // namespace
+
 TheoryMeasured simulate_uniform(const Schedule& schedule, const UniformCosts& costs) {
-  const CostModel cost = uniform_cost_model(costs, schedule.virtual_stages());
-  const Dag dag = lower(schedule, cost);
-  SimOptions sim;
-  sim.contention = false;
-  const Timeline timeline = simulate(dag, sim);
+  Dag dag;
+  Timeline timeline;
+  try {
+    const CostModel cost = uniform_cost_model(costs, schedule.virtual_stages());
+    dag = lower(schedule, cost);
+    SimOptions sim;
+    sim.contention = false;
+    timeline = simulate(dag, sim);
+  } catch (const InputError&) {
+    throw;
+  } catch (const InternalError&) {
+    throw;
+  } catch (const std::exception& e) {
+    internal_error(schedule, costs, e);
+  }
   TheoryMeasured out;
   out.iteration_time_s = timeline.iteration_time_s;
   attribute_idle(dag, timeline, out.ranks);

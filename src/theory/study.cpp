@@ -115,11 +115,13 @@ StudyExplain explain_study(const Study& study, const Profile& profile, const Sch
   out.pp = schedule.pp;
   out.microbatches = schedule.microbatches;
   out.iteration_time_s = run.timeline.iteration_time_s;
+  std::vector<RankReport> ranks;
+  attribute_idle(run.dag, run.timeline, ranks);
   for (int r = 0; r < schedule.pp; ++r) {
     std::map<std::string, double> unit, phase, collective;
     ExposedBreakdown b;
     b.rank = r;
-    for (const ExposedPiece& p : tp_exposed_pieces(run.dag, run.timeline, r)) {
+    for (const ExposedPiece& p : ranks[r].tp_exposed_pieces) {
       const DagOp& op = run.dag.ops[p.op];
       const double t = p.end_s - p.start_s;
       b.total_s += t;
