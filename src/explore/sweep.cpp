@@ -8,7 +8,6 @@
 #include <limits>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -20,18 +19,6 @@
 namespace braid {
 
 namespace {
-
-struct Progress {
-  const ExploreOptions& options;
-  int total;
-  std::mutex mutex{};
-  int done = 0;
-  void tick() {
-    if (!options.progress) return;
-    std::lock_guard<std::mutex> lock(mutex);
-    options.progress(++done, total);
-  }
-};
 
 void rank_rows(SweepResult& result) {
   std::vector<Evaluation>& rows = result.rows;
@@ -139,7 +126,7 @@ SweepResult sweep_plain(const Study& base, const Profile& profile,
   const int n = static_cast<int>(configs.size());
   result.rows.resize(n);
   const Share share = share_of(base, configs, options);
-  Progress progress{options, static_cast<int>(share.mine.size())};
+  explore::Ticker progress{options, static_cast<int>(share.mine.size())};
   explore::parallel_for(static_cast<int>(share.mine.size()), options.jobs, [&](int k) {
     const int i = share.mine[k];
     result.rows[i] = evaluate(base, profile, configs[i], options);
@@ -201,7 +188,7 @@ SweepResult sweep_cached(const Study& base, const Profile& profile,
   }
   std::stable_sort(order.begin(), order.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
-  Progress progress{options, static_cast<int>(order.size())};
+  explore::Ticker progress{options, static_cast<int>(order.size())};
   explore::parallel_for(static_cast<int>(order.size()), options.jobs, [&](int j) {
     const int k = order[j].second;
     explore::finish_row(own_rows[k], wb, k, cap, options);
