@@ -122,7 +122,8 @@ std::optional<GreedyResult> greedy_v_schedule(int p, int m, const CostModel& cos
         const int k = s.virtual_stage(r, c);
         const double ready = k == stages - 1 ? f_end[at(k, mb)] : b_end[at(k + 1, mb)];
         if (f_end[at(k, mb)] == kNever || ready == kNever) continue;
-        consider(ready, {InstructionKind::B, {c, mb, policy.split}, {}}, tb[k], aim_of(k, Phase::B, mb));
+        consider(ready, {InstructionKind::B, {c, mb, policy.split}, {}}, tb[k],
+                 aim_of(k, Phase::B, mb));
       }
       // A chunk-0 forward leaves slots free for chunk-1 forwards: with every rank full of
       // chunk-0 activations no microbatch could reach the loss, and nothing would be freed.
