@@ -20,12 +20,19 @@ using explore::fmt;
 constexpr double kWidth = 960, kHeight = 600;
 constexpr double kLeft = 90, kRight = 190, kTop = 56, kBottom = 64;
 
+// The schedules a chart can show, in legend order: the registry's, then `designed`.
+std::vector<std::string> chart_schedules() {
+  std::vector<std::string> names = schedule_names();
+  names.emplace_back("designed");
+  return names;
+}
+
 const char* colour(const std::string& schedule) {
-  static const char* const palette[] = {"#7f7f7f", "#8c564b", "#1f77b4", "#9467bd",
-                                        "#ff7f0e", "#2ca02c", "#d62728", "#e377c2"};
-  const auto& names = schedule_names();
+  static const char* const palette[] = {"#7f7f7f", "#8c564b", "#1f77b4", "#9467bd", "#ff7f0e",
+                                        "#2ca02c", "#d62728", "#e377c2", "#17becf"};
+  const std::vector<std::string> names = chart_schedules();
   for (std::size_t i = 0; i < names.size(); ++i)
-    if (names[i] == schedule) return palette[i % 8];
+    if (names[i] == schedule) return palette[i % 9];
   return "#000000";
 }
 
@@ -161,10 +168,10 @@ std::string sweep_svg(const SweepResult& result, const std::string& title) {
   if (!front.empty())
     s += "<polyline points=\"" + front + "\" fill=\"none\" stroke=\"#000\" stroke-width=\"2\"/>\n";
 
-  // Legend: schedules present, in registry order, then the marks.
+  // Legend: schedules present, in registry order (then designed), then the marks.
   double ly = y1 + 8;
   const double lx = x1 + 20;
-  for (const std::string& name : schedule_names()) {
+  for (const std::string& name : chart_schedules()) {
     bool present = false;
     for (int i : result.ranking) present = present || result.rows[i].config.schedule == name;
     if (!present) continue;
