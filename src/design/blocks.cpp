@@ -74,7 +74,7 @@ Block make_block(int p, int f1, int b1, int b0, int d0, int d1, int len0) {
   for (int i = p - 2; i >= 0; --i) u[i][B0] = next_slot(u[i + 1][B0], res[i][B0]);
   Block block;
   block.period = kPeriod;
-  block.target.assign(static_cast<size_t>(3 * 2 * p), 0.0);
+  block.target.assign(static_cast<std::size_t>(p) * 6, 0.0);  // F, B, W of two chunks per rank
   for (int i = 0; i < p; ++i) {
     u[i][W1] = next_slot(u[i][B1], res[i][W1]);
     u[i][W0] = next_slot(u[i][B0], res[i][W0]);
