@@ -60,6 +60,9 @@ struct DesignOptions {
   std::function<void(const DesignProgress&)> progress;  // after each candidate; may be empty
 };
 
+// The name of a designed schedule, and of `designed` in sweep and search schedule lists.
+inline constexpr const char* kDesignedName = "designed";
+
 // One point of the trace: the best time after each improvement.
 struct DesignStep {
   int candidate = 0;  // 1-based index of the simulated candidate
@@ -68,7 +71,7 @@ struct DesignStep {
 };
 
 struct DesignResult {
-  Schedule schedule;      // named "designed"
+  Schedule schedule;      // named kDesignedName
   Report report;          // `braid simulate` of it
   double peak_bytes = 0;  // largest rank peak compared with the cap (no fixed overhead)
   double peak_ma = 0;

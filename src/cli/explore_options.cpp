@@ -9,6 +9,7 @@
 #include <optional>
 #include <sstream>
 
+#include "braid/design.hpp"
 #include "braid/error.hpp"
 #include "braid/html_report.hpp"
 #include "braid/schedule.hpp"
@@ -84,7 +85,7 @@ std::vector<std::string> parse_schedule_list(const std::string& option, const st
   std::vector<std::string> out;
   names += ", designed";  // braid design's schedule per configuration (--design-budget)
   for (const std::string& item : split(option, text, "all or a list of " + names)) {
-    if (item != "designed" && std::find(known.begin(), known.end(), item) == known.end())
+    if (item != kDesignedName && std::find(known.begin(), known.end(), item) == known.end())
       throw InputError(option, text, "unknown schedule '" + item + "'; known: all, " + names);
     push_unique(out, item);
   }

@@ -79,7 +79,7 @@ std::string design_table(const DesignResult& r, const DesignOptions& o) {
   for (std::size_t i = 0; i < r.hand.size(); ++i)
     row(r.hand[i].schedule, r.hand[i].iteration_time_s, r.hand_peak_bytes[i], r.hand_peak_ma[i],
         r.hand_fits[i]);
-  row("designed", r.report.iteration_time_s, r.peak_bytes, r.peak_ma, true);
+  row(kDesignedName, r.report.iteration_time_s, r.peak_bytes, r.peak_ma, true);
   out += "\ndesigned from " + r.seed + " after " + std::to_string(r.candidates) + " candidates (" +
          std::to_string(r.invalid) + " invalid, " + std::to_string(r.duplicates) + " repeated, " +
          std::to_string(r.over_cap) + " over the cap)";

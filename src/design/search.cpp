@@ -368,7 +368,7 @@ class Search {
                            " candidates; raise the cap or allow more candidates");
     }
     result_.schedule = best_->schedule;
-    result_.schedule.name = "designed";
+    result_.schedule.name = kDesignedName;
     result_.report = oracle_.report(result_.schedule);
     result_.peak_bytes = best_->peak_bytes;
     result_.peak_ma = best_->peak_ma;

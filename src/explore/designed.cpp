@@ -38,7 +38,7 @@ DesignProblem design_problem(const Prepared& prepared, const Configuration& c,
 
 }  // namespace
 
-bool is_designed(const std::string& schedule) { return schedule == "designed"; }
+bool is_designed(const std::string& schedule) { return schedule == kDesignedName; }
 
 int designed_min_microbatches(const ScheduleOptions& options) {
   int least = 0;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "braid/design.hpp"
 #include "braid/explore.hpp"
 #include "braid/schedule.hpp"
 #include "braid/svg_text.hpp"
@@ -23,7 +24,7 @@ constexpr double kLeft = 90, kRight = 190, kTop = 56, kBottom = 64;
 // The schedules a chart can show, in legend order: the registry's, then `designed`.
 std::vector<std::string> chart_schedules() {
   std::vector<std::string> names = schedule_names();
-  names.emplace_back("designed");
+  names.emplace_back(kDesignedName);
   return names;
 }
 
