@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <system_error>
 
 #include <unistd.h>
 
@@ -19,11 +20,22 @@
 
 namespace {
 
-// The loaders read files, so each input goes through one temp file per process.
+// The loaders read files, so each input goes through one temp file per process, removed when
+// the fuzzer exits.
 const std::filesystem::path& temp_file() {
-  static const std::filesystem::path path =
-      std::filesystem::temp_directory_path() / ("braid-fuzz-" + std::to_string(getpid()) + ".yaml");
-  return path;
+  struct File {
+    std::filesystem::path path = std::filesystem::temp_directory_path() /
+                                 ("braid-fuzz-" + std::to_string(getpid()) + ".yaml");
+    File() = default;
+    File(const File&) = delete;
+    File& operator=(const File&) = delete;
+    ~File() {
+      std::error_code ignored;
+      std::filesystem::remove(path, ignored);
+    }
+  };
+  static const File file;
+  return file.path;
 }
 
 char loader(std::uint8_t byte) {

@@ -6,12 +6,11 @@
 #include <fstream>
 #include <string>
 
-#include <unistd.h>
-
 #include "braid/config.hpp"
 #include "braid/cost_model.hpp"
 #include "braid/error.hpp"
 #include "braid/profile.hpp"
+#include "fixtures.hpp"
 
 using namespace braid;
 namespace fs = std::filesystem;
@@ -22,10 +21,7 @@ const fs::path kRoot = BRAID_SOURCE_DIR;
 
 // A scratch directory per test run for bad-input files.
 fs::path scratch(const std::string& name, const std::string& text) {
-  // Per process: ctest runs test cases in parallel processes.
-  fs::path dir = fs::temp_directory_path() / ("braid_config_test." + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  fs::path file = dir / name;
+  fs::path file = test::scratch_dir() / name;
   std::ofstream(file) << text;
   return file;
 }

@@ -8,13 +8,12 @@
 #include <fstream>
 #include <string>
 
-#include <unistd.h>
-
 #include "braid/config.hpp"
 #include "braid/cost_model.hpp"
 #include "braid/error.hpp"
 #include "braid/profile.hpp"
 #include "cli_run.hpp"
+#include "fixtures.hpp"
 
 using namespace braid;
 
@@ -246,8 +245,7 @@ TEST_CASE("a measured collective table takes precedence and is interpolated log-
 
 TEST_CASE("a TP group wider than a node uses the inter-node link", "[cost][collective]") {
   namespace fs = std::filesystem;
-  fs::path dir = fs::temp_directory_path() / ("braid_cost_test." + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const fs::path& dir = test::scratch_dir();
   std::ofstream(dir / "c4.yaml") << "name: c4\nnodes: 4\ngpus_per_node: 4\nprofile: a800\n";
   StudyOverrides o;
   o.cluster = (dir / "c4.yaml").string();

@@ -6,6 +6,9 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <system_error>
+
+#include <unistd.h>
 
 #include "braid/config.hpp"
 #include "braid/profile.hpp"
@@ -27,6 +30,24 @@ inline const StudyFixture& short_default_study() {
     return x;
   }();
   return f;
+}
+
+// A folder of this test process's own under the temp folder, removed when the process exits.
+// ctest runs every test case as its own process, so the pid keeps parallel cases apart.
+inline const std::filesystem::path& scratch_dir() {
+  struct Dir {
+    std::filesystem::path path =
+        std::filesystem::temp_directory_path() / ("braid-test-" + std::to_string(::getpid()));
+    Dir() { std::filesystem::create_directories(path); }
+    Dir(const Dir&) = delete;
+    Dir& operator=(const Dir&) = delete;
+    ~Dir() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  };
+  static const Dir dir;
+  return dir.path;
 }
 
 // Writes `text` to `file`, creating its folders.

@@ -12,6 +12,7 @@
 #include "braid/measured.hpp"
 #include "braid/profile_plan.hpp"
 #include "cli_run.hpp"
+#include "fixtures.hpp"
 
 using namespace braid;
 
@@ -416,7 +417,7 @@ TEST_CASE("braid-profile is built when nvcc is present and refuses bad input bef
 }
 
 TEST_CASE("braid calibrate prints the fit and its errors per unit and size", "[measured][cli]") {
-  const std::string out = "/tmp/braid-calibrate-test.json";
+  const std::string out = (test::scratch_dir() / "calibrate.json").string();
   const std::string cmd =
       std::string(BRAID_EXE) + " calibrate --profile " + kSyntheticProfile + " --json > " + out;
   REQUIRE(std::system(cmd.c_str()) == 0);
@@ -581,7 +582,7 @@ TEST_CASE("a one-GPU measured profile keeps the spec profile's links and loads",
   t.meta.gpus = 1;
   const std::string base = read_text(std::string(BRAID_SOURCE_DIR) + "/profiles/h200.yaml");
   const std::string text = measured_profile_yaml("one-gpu", t, fit_profile(t), base, "h200.yaml");
-  const std::string file = "/tmp/braid-measured-one-gpu.yaml";
+  const std::string file = (test::scratch_dir() / "one-gpu.yaml").string();
   std::ofstream(file) << text;
   const Profile p = load_profile(file);
   const Profile spec = load_profile("h200");
@@ -601,7 +602,7 @@ TEST_CASE("a measured profile with the typo peak_flop is refused with one line n
   const auto at = text.find("  peak_flops:");
   REQUIRE(at != std::string::npos);
   text.replace(at, 13, "  peak_flop:");
-  const std::string file = "/tmp/braid-measured-peak-flop-typo.yaml";
+  const std::string file = (test::scratch_dir() / "peak-flop-typo.yaml").string();
   std::ofstream(file) << text;
   CHECK_THROWS_WITH(load_profile(file), Catch::Contains(file) &&
                                             Catch::Contains("measured.peak_flop") &&

@@ -11,8 +11,6 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
 #include <nlohmann/json.hpp>
 
 #include "braid/config.hpp"
@@ -23,6 +21,7 @@
 #include "braid/schedule.hpp"
 #include "braid/simulator.hpp"
 #include "cli_run.hpp"
+#include "fixtures.hpp"
 
 using namespace braid;
 
@@ -32,8 +31,7 @@ namespace fs = std::filesystem;
 
 // A cluster file of `nodes` H100 nodes with `nics` NICs of `gbps` each (0 nics: no network key).
 fs::path cluster_file(const std::string& name, int nodes, int nics, double gbps) {
-  const fs::path dir = fs::temp_directory_path() / ("braid-step-" + std::to_string(getpid()));
-  fs::create_directories(dir);
+  const fs::path& dir = test::scratch_dir();
   fs::path file = dir / (name + ".yaml");
   std::ofstream out(file);
   out << "name: " << name << "\nnodes: " << nodes << "\ngpus_per_node: 8\nprofile: h100\n";

@@ -10,9 +10,8 @@
 #include <string>
 #include <vector>
 
-#include <unistd.h>
-
 #include "cli_run.hpp"
+#include "fixtures.hpp"
 
 namespace {
 
@@ -23,9 +22,7 @@ using braid::test::slurp;
 
 fs::path scratch() {
   static int counter = 0;
-  fs::path dir =
-      fs::temp_directory_path() /
-      ("braid_study_grid_test." + std::to_string(::getpid()) + "." + std::to_string(counter++));
+  fs::path dir = braid::test::scratch_dir() / std::to_string(counter++);
   fs::create_directories(dir);
   return dir;
 }
