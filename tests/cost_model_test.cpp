@@ -204,7 +204,12 @@ TEST_CASE("collective time grows with bytes and with TP size", "[cost][collectiv
         double previous = 0;
         for (double bytes = 1024; bytes < 1e10; bytes *= 4) {
           double t = collective_time_s(link, k, 8, bytes);
-          CHECK(t > previous);
+          // Below a published table's first row small messages sit at the latency floor.
+          if (has_measured_rows(link, k, 8) && t == link.latency_s) {
+            CHECK(t >= previous);
+          } else {
+            CHECK(t > previous);
+          }
           previous = t;
         }
         previous = 0;
