@@ -27,7 +27,7 @@ const fs::path kRoot = BRAID_SOURCE_DIR;
 fs::path scratch(const std::string& name, const std::string& text) {
   const fs::path dir = fs::temp_directory_path() / ("braid-published-" + std::to_string(getpid()));
   fs::create_directories(dir);
-  const fs::path file = dir / name;
+  fs::path file = dir / name;
   std::ofstream(file) << text;
   return file;
 }
@@ -204,4 +204,26 @@ TEST_CASE("the inter-node DP sync is the slower of the published rows and the NI
     CHECK(dp_collective_time_s(s, p, ar, 16, 8, bytes) ==
           Approx(ib.latency_s + 1.875 * bytes / 11.25e9));
   }
+}
+
+TEST_CASE("a measured profile's own rows for a link replace its published ones",
+          "[profile][published]") {
+  std::ifstream in(kRoot / "tests/data/profile-synthetic-measured.yaml");
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  const std::string published =
+      "    published:\n"
+      "      all_reduce:\n"
+      "        - {ranks: 8, bytes: 1048576, time_us: 99, source: \"test row\"}\n";
+  // nvlink has measured.comm rows in the file: they win. ib has none: its published rows stay.
+  std::string both =
+      with(text, "    p2p_bandwidth_gbps: 300.0\n", "    p2p_bandwidth_gbps: 300.0\n" + published);
+  both = with(both, "    p2p_bandwidth_gbps: 50\n", "    p2p_bandwidth_gbps: 50\n" + published);
+  const Profile p = load_profile(scratch("measured-and-published.yaml", both));
+  const LinkProfile& nv = p.link("nvlink");
+  CHECK_FALSE(nv.published);
+  CHECK(nv.row_sources.empty());
+  CHECK(nv.measured->at(CollectiveKind::AllReduce).front().ranks == 2);
+  const LinkProfile& ib = p.link("ib");
+  CHECK(ib.published);
+  CHECK(collective_time_s(ib, CollectiveKind::AllReduce, 8, 1048576) == Approx(99e-6));
 }
