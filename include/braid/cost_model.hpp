@@ -170,13 +170,14 @@ ParameterCount count_parameters(const ModelConfig& model);
 
 // Time of one collective of `bytes` (payload per rank, as nccl-tests counts it: the full buffer of
 // an all-reduce, the gathered output of an all-gather, the input of a reduce-scatter) among
-// `ranks` GPUs on `link`, alone on the link. A measured table for that collective and group size
-// takes precedence (interpolated log-log in bytes); otherwise latency + bus_factor * bytes / bus
-// bandwidth (profile.hpp: 2(n-1)/n for all-reduce, (n-1)/n for all-gather / reduce-scatter).
-// 0 for a group of one.
+// `ranks` GPUs on `link`, alone on the link. Rows for the collective (measured or published) take
+// precedence: those of the group size interpolated log-log in bytes, or, for a group size without
+// rows, those of the nearest listed group size at the same bus bandwidth (measured.hpp:
+// comm_rows_time). Otherwise latency + bus_factor * bytes / bus bandwidth (profile.hpp: 2(n-1)/n
+// for all-reduce, (n-1)/n for all-gather / reduce-scatter). 0 for a group of one.
 double collective_time_s(const LinkProfile& link, CollectiveKind kind, int ranks, double bytes);
-// Whether `link` has measured rows for `kind` among `ranks` GPUs (collective_time_s then answers
-// from them: the collective's Source is Measured).
+// Whether rows of `link` answer for `kind` (collective_time_s then uses them: the collective's
+// Source is Measured, or Published for a link's published rows). `ranks` > 1.
 bool has_measured_rows(const LinkProfile& link, CollectiveKind kind, int ranks);
 
 // Time of a data-parallel collective of `bytes` (nccl-tests convention) over the DP group of a

@@ -150,6 +150,12 @@ std::optional<Lookup> elementwise_time(const MeasuredTables& t, ElementwiseKerne
 // nearest measured group size at the same bus bandwidth (time scaled by the bus factors).
 std::optional<Lookup> comm_time(const MeasuredTables& t, const std::string& link, CollectiveKind op,
                                 int ranks, double bytes);
+// The rule comm_time and the cost model's collective_time_s share, over one collective's rows:
+// the rows of `ranks` interpolated log-log over bytes, else those of the nearest listed group
+// size (the larger on a tie) with the time scaled by the bus factors (same bus bandwidth).
+// Below the first row: its time (floor_below) or its bus bandwidth. nullopt without rows.
+std::optional<Lookup> comm_rows_time(const std::vector<MeasuredComm>& rows, CollectiveKind op,
+                                     int ranks, double bytes, bool floor_below = true);
 std::optional<Lookup> copy_time(const std::vector<CopyPoint>& points, double bytes);
 
 // --- fitting -----------------------------------------------------------------------------------

@@ -15,7 +15,9 @@
 
 namespace braid {
 
-enum class Source { SpecDerived, Measured };
+// Where a number comes from. Published: another party's measurement (the published nccl-tests
+// rows of a link, links.<name>.published), as opposed to braid-profile's own (Measured).
+enum class Source { SpecDerived, Measured, Published };
 
 struct MeasuredTables;  // measured.hpp: braid-profile's per-shape tables
 
@@ -46,7 +48,7 @@ struct MeasuredComm {
 using CollectiveRows = std::map<CollectiveKind, std::vector<MeasuredComm>>;
 
 // Collective cost on one link class: time = latency + bus factor * bytes / bus bandwidth, unless
-// measured rows for the collective and group size are present (they take precedence).
+// rows for the collective are present (they take precedence; cost_model.hpp: collective_time_s).
 struct LinkProfile {
   std::string name;
   double latency_s = 0;
@@ -56,6 +58,13 @@ struct LinkProfile {
   // the profile's `measured:` section (measured.comm.<name>, shared with Profile::measured, not
   // copied). Null when there are none.
   std::shared_ptr<const CollectiveRows> measured;
+  // True when `measured` holds the link's published rows (links.<name>.published: nccl-tests
+  // output that others measured and published), not braid-profile's. A measured profile's own
+  // rows for the link replace them.
+  bool published = false;
+  // Per published row, where it was published (URL and which output), in the order of
+  // measured->at(kind) (the file's order, which the loader checks is by ranks, then bytes).
+  std::map<CollectiveKind, std::vector<std::string>> row_sources;
 };
 
 // Achieved GEMM efficiency as a function of size: eff = max_eff * flops / (flops + half_flops),

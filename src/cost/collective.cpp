@@ -9,33 +9,29 @@ namespace braid {
 
 namespace {
 
-// The measured rows of `kind` for a group of `ranks` on `link` as (bytes, time) sorted by bytes;
-// empty when there are none.
-std::vector<std::pair<double, double>> measured_points(const LinkProfile& link, CollectiveKind kind,
-                                                       int ranks) {
-  std::vector<std::pair<double, double>> xy;
-  if (!link.measured) return xy;
+// The link's rows of `kind` (measured or published); null when there are none.
+const std::vector<MeasuredComm>* rows_of(const LinkProfile& link, CollectiveKind kind) {
+  if (!link.measured) return nullptr;
   const auto rows = link.measured->find(kind);
-  if (rows == link.measured->end()) return xy;
-  for (const MeasuredComm& m : rows->second)
-    if (m.ranks == ranks) xy.emplace_back(m.bytes, m.time_s);
-  std::stable_sort(xy.begin(), xy.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  return xy;
+  if (rows == link.measured->end() || rows->second.empty()) return nullptr;
+  return &rows->second;
 }
 
 }  // namespace
 
 bool has_measured_rows(const LinkProfile& link, CollectiveKind kind, int ranks) {
-  return !measured_points(link, kind, ranks).empty();
+  return ranks > 1 && rows_of(link, kind) != nullptr;
 }
 
 double collective_time_s(const LinkProfile& link, CollectiveKind kind, int ranks, double bytes) {
   if (kind == CollectiveKind::None || ranks <= 1 || bytes <= 0) return 0;
-  // Log-log in bytes over the rows of this group size: below the first row its time (the latency
-  // floor), above the last its time scaled by bytes (measured.hpp: interpolate_loglog).
-  if (const auto xy = measured_points(link, kind, ranks); !xy.empty())
-    return interpolate_loglog(xy, bytes).time_s;
+  if (const auto* rows = rows_of(link, kind)) {
+    // braid-profile sweeps from a few bytes up, so below its first row the time is that row's (the
+    // latency floor). A published table may start at tens of MiB: below its first row the time
+    // follows that row's bus bandwidth down to the link's latency, not the row's time.
+    const auto r = comm_rows_time(*rows, kind, ranks, bytes, !link.published);
+    return link.published ? std::max(link.latency_s, r->time_s) : r->time_s;
+  }
   return link.latency_s + bus_factor(kind, ranks) * bytes / link.bus_bandwidth_Bps;
 }
 

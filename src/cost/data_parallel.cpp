@@ -22,15 +22,22 @@ double dp_collective_time_s(const Study& study, const Profile& profile, Collecti
   // Across nodes: a ring enters and leaves each node through the NICs, which every GPU of the
   // node syncing at the same time shares (all GPUs of one pipeline stage fill whole nodes once a
   // DP group spans nodes); a group with k members on a node drives k GPUs' share of them.
-  LinkProfile inter = profile.link(c.inter_node.name);
+  const LinkProfile& inter = profile.link(c.inter_node.name);
   const NetworkConfig& net = c.network;
   const double node_Bps = net.nics_per_node > 0
                               ? net.nics_per_node * net.nic_Bps * net.nic_efficiency
                               : inter.bus_bandwidth_Bps;
   const double share = node_Bps * std::max(1, members_per_node) / c.gpus_per_node;
-  inter.bus_bandwidth_Bps = std::min(intra.bus_bandwidth_Bps, share);
-  inter.measured.reset();  // measured tables are for the TP groups' sizes, not this sharing
-  return collective_time_s(inter, kind, group, bytes);
+  LinkProfile shared = inter;
+  shared.bus_bandwidth_Bps = std::min(intra.bus_bandwidth_Bps, share);
+  shared.measured.reset();  // measured tables are for the TP groups' sizes, not this sharing
+  shared.published = false;
+  const double shared_s = collective_time_s(shared, kind, group, bytes);
+  // Published rows were taken with every GPU of each node in the collective, as all TP ranks of a
+  // stage sync at once: the curve by size of what the nodes' NICs deliver together. The slower of
+  // it and the NIC share rules (a cluster with fewer or slower NICs than the table's is slower).
+  if (!inter.published || !has_measured_rows(inter, kind, group)) return shared_s;
+  return std::max(shared_s, collective_time_s(inter, kind, group, bytes));
 }
 
 namespace detail {

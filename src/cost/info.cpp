@@ -34,7 +34,17 @@ namespace {
   out.append(big.data(), static_cast<std::size_t>(n));
 }
 
-const char* source_name(Source s) { return s == Source::Measured ? "measured" : "spec-derived"; }
+const char* source_name(Source s) {
+  switch (s) {
+    case Source::Measured:
+      return "measured";
+    case Source::Published:
+      return "published";
+    case Source::SpecDerived:
+      break;
+  }
+  return "spec-derived";
+}
 
 // The distinct units of the model: layer costs are identical for every LM layer (and every ViT
 // layer), so one row per unit kind and where it runs.
@@ -70,6 +80,35 @@ std::vector<UnitRow> distinct_units(const CostModel& cm) {
     for (const auto& u : c.epilogue) rows.push_back({where, &u});
   }
   return rows;
+}
+
+// The profile's published collective rows (links.<name>.published), each with its source: what
+// `info` lists so that every published number can be traced.
+struct PublishedRow {
+  std::string link;
+  CollectiveKind kind;
+  const MeasuredComm* row;
+  const std::string* source;
+};
+
+std::vector<PublishedRow> published_rows(const Profile& prof) {
+  std::vector<PublishedRow> out;
+  for (const auto& [link_name, link] : prof.links) {
+    if (!link.published || !link.measured) continue;
+    for (const auto& [kind, rows] : *link.measured) {
+      const auto sources = link.row_sources.find(kind);
+      for (std::size_t i = 0; i < rows.size(); ++i)
+        out.push_back({link_name, kind, &rows[i],
+                       sources != link.row_sources.end() && i < sources->second.size()
+                           ? &sources->second[i]
+                           : nullptr});
+    }
+  }
+  return out;
+}
+
+double busbw_gbps(const PublishedRow& r) {
+  return bus_factor(r.kind, r.row->ranks) * r.row->bytes / r.row->time_s / 1e9;
 }
 
 nlohmann::json phase_json(const PhaseCost& p) {
@@ -189,6 +228,17 @@ std::string cost_model_json(const Study& s, const Profile& prof, const CostModel
     units.push_back(uj);
   }
   j["units"] = units;
+  nlohmann::ordered_json published = nlohmann::ordered_json::array();
+  for (const PublishedRow& r : published_rows(prof)) {
+    published.push_back({{"link", r.link},
+                         {"collective", name(r.kind)},
+                         {"ranks", r.row->ranks},
+                         {"bytes", r.row->bytes},
+                         {"time_s", r.row->time_s},
+                         {"busbw_gbps", busbw_gbps(r)},
+                         {"source", r.source ? *r.source : ""}});
+  }
+  j["published_collective_rows"] = published;
   return j.dump(2) + "\n";
 }
 
@@ -288,6 +338,17 @@ std::string cost_model_table(const Study& s, const Profile& prof, const CostMode
     }
   }
   appendf(out, "(collective '>' runs after the unit's compute, '<' before it)\n");
+  const auto published = published_rows(prof);
+  if (!published.empty()) {
+    appendf(out, "\npublished collective rows of profile %s (nccl-tests output by others):\n",
+            prof.name.c_str());
+    appendf(out, "%-8s %-15s %5s %12s %11s %10s  %s\n", "link", "collective", "ranks", "bytes",
+            "time_us", "busbw_gbps", "source");
+    for (const PublishedRow& r : published)
+      appendf(out, "%-8s %-15s %5d %12.0f %11.2f %10.2f  %s\n", r.link.c_str(), name(r.kind),
+              r.row->ranks, r.row->bytes, r.row->time_s * 1e6, busbw_gbps(r),
+              r.source ? r.source->c_str() : "");
+  }
   return out;
 }
 

@@ -16,7 +16,8 @@ namespace braid::detail {
 namespace {
 
 Source collective_source(const TpSetup& tp, CollectiveKind kind) {
-  return has_measured_rows(*tp.link, kind, tp.tp) ? Source::Measured : Source::SpecDerived;
+  if (!has_measured_rows(*tp.link, kind, tp.tp)) return Source::SpecDerived;
+  return tp.link->published ? Source::Published : Source::Measured;
 }
 
 Collective collective(const TpSetup& tp, CollectiveKind kind, CollectivePosition position,

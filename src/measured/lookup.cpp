@@ -111,29 +111,35 @@ std::optional<Lookup> elementwise_time(const MeasuredTables& t, ElementwiseKerne
   return interpolate_loglog(xy, bytes);
 }
 
-std::optional<Lookup> comm_time(const MeasuredTables& t, const std::string& link, CollectiveKind op,
-                                int ranks, double bytes) {
-  const auto l = t.comm.find(link);
-  if (l == t.comm.end() || bytes <= 0 || ranks < 2) return std::nullopt;
-  const auto o = l->second.find(op);
-  if (o == l->second.end() || o->second.empty()) return std::nullopt;
-  // The measured group size nearest to `ranks` (exact when measured).
+std::optional<Lookup> comm_rows_time(const std::vector<MeasuredComm>& rows, CollectiveKind op,
+                                     int ranks, double bytes, bool floor_below) {
+  if (rows.empty() || bytes <= 0 || ranks < 2) return std::nullopt;
+  // The listed group size nearest to `ranks` (exact when listed).
   int best = 0;
-  for (const MeasuredComm& c : o->second)
+  for (const MeasuredComm& c : rows)
     if (best == 0 || std::abs(c.ranks - ranks) < std::abs(best - ranks) ||
         (std::abs(c.ranks - ranks) == std::abs(best - ranks) && c.ranks > best))
       best = c.ranks;
   std::vector<std::pair<double, double>> xy;
-  for (const MeasuredComm& c : o->second)
+  for (const MeasuredComm& c : rows)
     if (c.ranks == best) xy.emplace_back(c.bytes, c.time_s);
   sort_xy(xy);
-  Lookup r = interpolate_loglog(xy, bytes);
+  Lookup r = interpolate_loglog(xy, bytes, floor_below);
   if (best != ranks) {
     // Same bus bandwidth at this size, so time scales with the bus factor.
     r.time_s *= bus_factor(op, ranks) / bus_factor(op, best);
     r.kind = LookupKind::Scaled;
   }
   return r;
+}
+
+std::optional<Lookup> comm_time(const MeasuredTables& t, const std::string& link, CollectiveKind op,
+                                int ranks, double bytes) {
+  const auto l = t.comm.find(link);
+  if (l == t.comm.end()) return std::nullopt;
+  const auto o = l->second.find(op);
+  if (o == l->second.end()) return std::nullopt;
+  return comm_rows_time(o->second, op, ranks, bytes);
 }
 
 std::optional<Lookup> copy_time(const std::vector<CopyPoint>& points, double bytes) {

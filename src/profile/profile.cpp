@@ -50,30 +50,94 @@ CollectiveRows read_link_rows(YamlMap& measured) {
   return rows;
 }
 
+// One row of links.<name>.published: {ranks, bytes, time_us or busbw_gbps, source}. A busbw row
+// (a derived one, or a table that prints only bus bandwidth) gives time = bus factor x bytes /
+// busbw, nccl-tests' definition read backwards.
+MeasuredComm read_published_row(YamlMap& r, CollectiveKind kind, std::string& source) {
+  MeasuredComm point;
+  point.ranks = r.positive_int("ranks");
+  if (point.ranks < 2) r.fail("ranks", "must be at least 2 (a collective needs two GPUs)");
+  point.bytes = r.positive_number("bytes");
+  const bool has_time = r.has("time_us"), has_busbw = r.has("busbw_gbps");
+  if (has_time == has_busbw)
+    r.fail(has_time ? "busbw_gbps" : "time_us",
+           "give exactly one of time_us (nccl-tests' time column) or busbw_gbps");
+  point.time_s = has_time ? r.positive_number("time_us") * 1e-6
+                          : bus_factor(kind, point.ranks) * point.bytes /
+                                (r.positive_number("busbw_gbps") * kGB);
+  source = r.string("source");
+  if (source.empty()) r.fail("source", "must name where the row was published (URL and output)");
+  r.finish();
+  return point;
+}
+
+// links.<name>.published: nccl-tests rows that others measured and published, per collective, in
+// increasing (ranks, bytes) order, each naming its source. They go into the same store as
+// measured rows (LinkProfile::measured), with their sources beside them.
+void read_published_rows(YamlMap& published, LinkProfile& link) {
+  CollectiveRows rows;
+  for (CollectiveKind kind :
+       {CollectiveKind::AllReduce, CollectiveKind::AllGather, CollectiveKind::ReduceScatter}) {
+    const std::string key = name(kind);
+    if (!published.has(key)) continue;
+    YAML::Node list = published.node(key);
+    const std::string field = published.path(key);
+    if (!list.IsSequence() || list.size() == 0)
+      throw InputError(published.file(), field,
+                       "expected a list of {ranks, bytes, time_us or busbw_gbps, source} rows");
+    std::vector<MeasuredComm>& table = rows[kind];
+    std::vector<std::string>& sources = link.row_sources[kind];
+    for (const auto& row : list) {
+      const std::string at = field + "[" + std::to_string(table.size()) + "]";
+      YamlMap r(row, published.file(), at);
+      std::string source;
+      const MeasuredComm point = read_published_row(r, kind, source);
+      if (!table.empty() && !(std::pair(table.back().ranks, table.back().bytes) <
+                              std::pair(point.ranks, point.bytes)))
+        throw InputError(published.file(), at,
+                         "rows must be in increasing (ranks, bytes) order without repeats; this "
+                         "row repeats or precedes the one before it");
+      table.push_back(point);
+      sources.push_back(source);
+    }
+  }
+  if (rows.empty())
+    published.fail("", "lists no rows; give all_reduce, all_gather or reduce_scatter rows");
+  published.finish();
+  link.measured = std::make_shared<const CollectiveRows>(std::move(rows));
+  link.published = true;
+}
+
 LinkProfile read_link(YamlMap& l, const std::string& name) {
   LinkProfile link;
   link.name = name;
   link.latency_s = l.nonnegative_number("latency_us") * 1e-6;
   link.bus_bandwidth_Bps = l.positive_number("bus_bandwidth_gbps") * kGB;
   link.p2p_bandwidth_Bps = l.positive_number("p2p_bandwidth_gbps") * kGB;
+  if (l.has("measured") && l.has("published"))
+    l.fail("published", "a link lists measured or published rows, not both");
   if (auto measured = l.map_if_present("measured"))
     link.measured = std::make_shared<const CollectiveRows>(read_link_rows(*measured));
+  if (auto published = l.map_if_present("published")) read_published_rows(*published, link);
   l.finish();
   return link;
 }
 
-// braid-profile's `measured:` section (measured.hpp). A link that lists no rows of its own points
-// at the section's rows for it, so collective_time_s answers from them (a link's own rows replace
-// the section's).
+// braid-profile's `measured:` section (measured.hpp). A link that lists no measured rows of its
+// own points at the section's rows for it, so collective_time_s answers from them (a link's own
+// measured rows replace the section's; the section's replace published rows).
 void read_measured_tables(const YAML::Node& node, Profile& profile) {
   auto tables = std::make_shared<MeasuredTables>(parse_measured(node, profile.file));
   if (!(tables->peak_flops > 0)) tables->peak_flops = profile.peak_flops;
   profile.measured = tables;
   for (const auto& [link_name, rows] : tables->comm) {
     auto link = profile.links.find(link_name);
-    if (link == profile.links.end() || link->second.measured) continue;
+    // Our own measurement replaces published rows; a link's own measured rows stay.
+    if (link == profile.links.end() || (link->second.measured && !link->second.published)) continue;
     // Shares ownership of the tables: the rows live once, in Profile::measured.
     link->second.measured = std::shared_ptr<const CollectiveRows>(profile.measured, &rows);
+    link->second.published = false;
+    link->second.row_sources.clear();
   }
 }
 
