@@ -404,8 +404,10 @@ class Lowerer final : public detail::StepEmitter {
     };
     rendezvous_ = runs(ScheduleKind::GPipe) || runs(ScheduleKind::OneFOneB) ||
                   runs(ScheduleKind::Interleaved);
-    plan_ = rendezvous_ ? detail::plan_batches(s_, runs(ScheduleKind::Interleaved))
-                        : detail::single_steps(s_);
+    // With one chunk per rank Megatron runs the schedule without interleaving (get_forward_
+    // backward_func picks forward_backward_pipelining_with_interleaving only with a virtual size).
+    const bool pairs = runs(ScheduleKind::Interleaved) && s_.vpp > 1;
+    plan_ = rendezvous_ ? detail::plan_batches(s_, pairs) : detail::single_steps(s_);
   }
 
   // Batched P2P: the receives a step needs are posted, in the batch with the sends of the rank's
