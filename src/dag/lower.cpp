@@ -12,9 +12,10 @@
 //   - blocking P2P: the next compute op on the sender waits for its sends (sent at the end of the
 //     instruction, as Megatron batches them);
 //   - batched P2P (Megatron's batch_isend_irecv, the default for real costs): the sends after an
-//     instruction and the receives of the next instruction form one batch; the next instruction
-//     waits for all of it, and a send starts only once its receiver has posted the receive, at the
-//     end of the receiver's instruction before the consumer (rendezvous);
+//     instruction and the receives of the next instruction form one batch that the next
+//     instruction waits for; under Megatron's schedules a send starts only once its receiver has
+//     posted the receive, at the end of the receiver's step before the consumer (rendezvous; the
+//     steps and early receives come from p2p_batches.hpp);
 //   - full recomputation: a layer's forward rerun precedes its B units inside the backward pass.
 #include <algorithm>
 #include <cstdint>
