@@ -104,8 +104,8 @@ class Planner {
     }
   }
 
-  BatchPlan run() {
-    BatchPlan plan;
+  // Runs the programs to the end (or to a deadlock no early receive breaks).
+  void run() {
     while (true) {
       bool progress = false;
       for (std::size_t r = 0; r < s_.ranks.size(); ++r)
@@ -116,6 +116,10 @@ class Planner {
       for (std::deque<int>& q : queues_) progress = complete(q) || progress;
       if (finished() || (!progress && !hoist_one())) break;
     }
+  }
+
+  [[nodiscard]] BatchPlan plan() const {
+    BatchPlan plan;
     plan.step_start = start_;
     for (int id : hoisted_)
       plan.hoisted.push_back(HoistedReceive{sends_[id].ref, sends_[id].post_override});
@@ -284,26 +288,12 @@ class Planner {
 
 }  // namespace
 
-BatchPlan single_steps(const Schedule& schedule) {
-  BatchPlan plan;
-  for (const RankProgram& p : schedule.ranks) {
-    plan.step_start.emplace_back(p.instructions.size(), true);
-    plan.flush.emplace_back(p.instructions.size());
-  }
-  const int stages = schedule.virtual_stages();
-  for (const RankProgram& p : schedule.ranks)
-    for (std::size_t i = 0; i < p.instructions.size(); ++i)
-      for_each_pass(p.instructions[i], [&](Phase phase, const Pass& pass) {
-        const int k = schedule.virtual_stage(p.rank, pass.chunk);
-        const int to = phase == Phase::F ? k + 1 : k - 1;
-        if (to >= 0 && to < stages && schedule.rank_of(to) != p.rank)
-          plan.flush[p.rank][i].push_back(SendRef{phase, k, pass.mb});
-      });
-  return plan;
-}
+BatchPlan single_steps(const Schedule& schedule) { return Planner(schedule, false).plan(); }
 
 BatchPlan plan_batches(const Schedule& schedule, bool pair_forward_backward) {
-  return Planner(schedule, pair_forward_backward).run();
+  Planner planner(schedule, pair_forward_backward);
+  planner.run();
+  return planner.plan();
 }
 
 }  // namespace braid::detail
