@@ -2,10 +2,14 @@
 // posted the receive, at the end of the receiver's instruction before the consumer; the sender's
 // next instruction waits for its batch (its sends and its own receives). Against the older
 // blocking model, which the study option p2p_batched = false keeps.
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include "braid/config.hpp"
 #include "braid/cost_model.hpp"
@@ -13,11 +17,13 @@
 #include "braid/report.hpp"
 #include "braid/schedule.hpp"
 #include "braid/simulator.hpp"
+#include "cli_run.hpp"
 #include "fixtures.hpp"
 #include "hand_schedules.hpp"
 
 using namespace braid;
 using namespace braid::test;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -215,4 +221,29 @@ TEST_CASE("orders other than megatron's post receives ahead and stay near the bl
     CHECK(batched.iteration_time_s >= blocking.iteration_time_s);
     CHECK(batched.iteration_time_s <= blocking.iteration_time_s * 1.05);
   }
+}
+
+TEST_CASE("the study file and --p2p-batched off give the blocking model", "[p2p][cli]") {
+  const std::string study = "simulate --study default --schedule 1f1b-i --microbatches 8 --json ";
+  const auto time_s = [](const CliRun& r) {
+    REQUIRE(r.exit_code == 0);
+    return nlohmann::json::parse(r.out)["iteration_time_s"].get<double>();
+  };
+  const double batched = time_s(run_braid(study));
+  const double off = time_s(run_braid(study + "--p2p-batched off"));
+  CHECK(off == time_s(run_braid(study + "--p2p blocking")));
+  CHECK(batched == time_s(run_braid(study + "--p2p batched")));
+  CHECK(batched != off);
+  // The default study with `p2p_batched: false` in its training block.
+  const fs::path dir = fs::temp_directory_path() / ("braid_p2p." + std::to_string(::getpid()));
+  std::string yaml = slurp(fs::path(BRAID_SOURCE_DIR) / "configs/studies/default.yaml");
+  yaml.replace(yaml.find("training:"), 9, "training:\n  p2p_batched: false");
+  write_file(dir / "s.yaml", yaml);
+  const double from_file = time_s(run_braid("simulate --study '" + (dir / "s.yaml").string() +
+                                            "' --schedule 1f1b-i --microbatches 8 --json"));
+  fs::remove_all(dir);
+  CHECK(from_file == off);
+  const CliRun bad = run_braid(study + "--p2p-batched maybe");
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::Contains("--p2p-batched"));
 }
