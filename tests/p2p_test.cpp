@@ -128,6 +128,26 @@ TEST_CASE("the next instruction waits for its receive as well as for its own sen
             .iteration_time_s == 69.0);
 }
 
+TEST_CASE("a receive that would deadlock under rendezvous is posted early", "[p2p]") {
+  // Rank 1 runs F1 before F0. Its receive of F0 would be posted after F1, whose input rank 0
+  // sends only after its F0 send completes: a deadlock. The plan posts F0's receive at rank 1's
+  // start instead, and the order runs as under the blocking model:
+  // rank 0: F0 [0,4] send [4,7] F1 [7,11] send [11,14]; rank 1: F1 [14,18] F0 [18,22] B0 [22,38]
+  // send [38,41] B1 [41,57] send [57,60]; rank 0: B0 [41,57] B1 [60,76].
+  const Schedule s =
+      make("1f1b", 2, 1, 2, Placement::Loop,
+           {{F(0, 0), F(0, 1), B(0, 0), B(0, 1)}, {F(0, 1), F(0, 0), B(0, 0), B(0, 1)}});
+  const CostModel cost = send_cost(2);
+  const Dag dag = lower(s, cost, LowerOptions{P2pMode::Batched});
+  REQUIRE(find_cycle(dag).empty());
+  const Timeline t = simulate(dag);
+  CHECK(t.start_s[find_op(dag, "send F0.0 r0->r1", 0)] == 4.0);
+  CHECK(t.start_s[find_op(dag, "F0.0 PreAttn L1", 1)] == 18.0);
+  CHECK(t.start_s[find_op(dag, "send B0.1 r1->r0", 1)] == 57.0);
+  CHECK(t.iteration_time_s == 76.0);
+  CHECK(simulate(lower(s, cost, LowerOptions{P2pMode::Blocking})).iteration_time_s == 76.0);
+}
+
 TEST_CASE("the study option picks the mode for real costs, theory mode stays async", "[p2p]") {
   CostModel cost = send_cost(2);
   const Schedule s = forwards_first_p2_m3();
