@@ -128,6 +128,28 @@ TEST_CASE("the next instruction waits for its receive as well as for its own sen
             .iteration_time_s == 69.0);
 }
 
+TEST_CASE("megatron's 1f1b warm-up posts the next receive once its send has completed", "[p2p]") {
+  // 1F1B, p = 3, m = 3. Rank 1 warms up with F0 then F1: Megatron calls send_forward(F0), then
+  // recv_forward(F1), so rank 0's send of F1 (ready at 11) waits for rank 1's send of F0 to end
+  // (14), not only for rank 1's F0 (11). Across phases (F then B, B then F) the receive goes in the
+  // batch with the sends.
+  ScheduleOptions o;
+  o.pp = 3;
+  o.microbatches = 3;
+  const Schedule s = make_schedule("1f1b", o);
+  const CostModel cost = send_cost(3);
+  const Dag dag = lower(s, cost, LowerOptions{P2pMode::Batched});
+  const Timeline t = simulate(dag);
+  CHECK(t.start_s[find_op(dag, "send F0.0 r1->r2", 1)] == 11.0);
+  CHECK(t.start_s[find_op(dag, "send F0.1 r0->r1", 0)] == 14.0);
+  CHECK(t.start_s[find_op(dag, "F0.1 PreAttn L1", 1)] == 17.0);
+  // Rank 1's cool-down B1 then B2: it posts B2's receive after its send of B1 [79,82]; rank 2's
+  // send of B2 is ready at 83 anyway. The gradients reach rank 0 at 82 and 105: iteration 121.
+  CHECK(t.start_s[find_op(dag, "send B0.1 r1->r0", 1)] == 79.0);
+  CHECK(t.start_s[find_op(dag, "send B0.2 r2->r1", 2)] == 83.0);
+  CHECK(t.iteration_time_s == 121.0);
+}
+
 TEST_CASE("a receive that would deadlock under rendezvous is posted early", "[p2p]") {
   // Rank 1 runs F1 before F0. Its receive of F0 would be posted after F1, whose input rank 0
   // sends only after its F0 send completes: a deadlock. The plan posts F0's receive at rank 1's

@@ -88,6 +88,8 @@ class Lowerer final : public detail::StepEmitter {
       plan_runtime();
       closed_f_.resize(passes);
       closed_b_.resize(passes);
+      recv_after_f_.resize(passes);
+      recv_after_b_.resize(passes);
     }
     recv_post_f_.assign(passes, kNone);
     recv_post_b_.assign(passes, kNone);
@@ -353,6 +355,7 @@ class Lowerer final : public detail::StepEmitter {
     if (batched_) {
       for (const PassState& pass : sends)
         (pass.phase == Phase::F ? closed_f_ : closed_b_)[idx_of(pass)] = pass;
+      if (has_compute_ops(instruction_)) prev_sends_[rank_].clear();
       for (const detail::SendRef& ref : plan_.flush[rank_][instruction_]) {
         const std::size_t idx = static_cast<std::size_t>(ref.stage) * m_ + ref.mb;
         emit_pass_send((ref.phase == Phase::F ? closed_f_ : closed_b_)[idx]);
@@ -387,7 +390,13 @@ class Lowerer final : public detail::StepEmitter {
     edge(send_after_, id);
     (pass.phase == Phase::F ? send_f_ : send_b_)[idx_of(pass)] = id;
     if (dag_.p2p_blocking) pending_sync_[rank_].push_back(id);
+    if (batched_) prev_sends_[rank_].push_back(id);
     return id;
+  }
+
+  [[nodiscard]] bool has_compute_ops(int instruction) const {
+    const InstructionKind op = s_.ranks[rank_].instructions[instruction].op;
+    return op != InstructionKind::Offload && op != InstructionKind::Reload;
   }
 
   // The runtime that runs the order (also after the offload post-pass: "1f1b-i+offload").
@@ -409,6 +418,13 @@ class Lowerer final : public detail::StepEmitter {
     // backward_func picks forward_backward_pipelining_with_interleaving only with a virtual size).
     const bool pairs = runs(ScheduleKind::Interleaved) && s_.vpp > 1;
     plan_ = rendezvous_ ? detail::plan_batches(s_, pairs) : detail::single_steps(s_);
+    // forward_backward_pipelining_without_interleaving batches a send with the next receive only
+    // across phases (send_forward_recv_backward, send_backward_recv_forward); its warm-up and
+    // cool-down call send_forward then recv_forward (send_backward then recv_backward) one after
+    // the other, so there the receive is posted once the sends have completed.
+    sequential_ = rendezvous_ && !pairs;
+    prev_sends_.resize(s_.pp);
+    prev_op_.assign(s_.pp, InstructionKind::W);
   }
 
   // Batched P2P: the receives a step needs are posted, in the batch with the sends of the rank's
@@ -428,12 +444,17 @@ class Lowerer final : public detail::StepEmitter {
     int wait = kNone;
     for (std::size_t i = batch_begin_; i < dag_.ops.size() && wait == kNone; ++i)
       if (dag_.ops[i].stream == StreamKind::Compute) wait = static_cast<int>(i);
+    if (in.op == InstructionKind::Offload || in.op == InstructionKind::Reload) return;
+    const bool after_sends = sequential_ && in.op == prev_op_[rank_];
     const auto receive = [&](const Pass& p, Phase phase) {
       int stage = 0;
       const std::size_t idx = pass_index(p, &stage);
       (phase == Phase::F ? recv_post_f_ : recv_post_b_)[idx] = batch_post_;
       (phase == Phase::F ? recv_wait_f_ : recv_wait_b_)[idx] = wait;
+      if (after_sends)
+        (phase == Phase::F ? recv_after_f_ : recv_after_b_)[idx] = prev_sends_[rank_];
     };
+    prev_op_[rank_] = in.op;
     switch (in.op) {
       case InstructionKind::F:
       case InstructionKind::FW:
@@ -470,9 +491,10 @@ class Lowerer final : public detail::StepEmitter {
   // Batched P2P across ranks: `send`, the input of pass `to`, starts once the receiver has posted
   // its receive, and the receiver's consuming instruction waits for it.
   void connect_batch(int send, std::size_t to, const std::vector<int>& post,
-                     const std::vector<int>& wait) {
+                     const std::vector<int>& wait, const std::vector<std::vector<int>>& after) {
     if (send == kNone) return;
     if (rendezvous_) edge(post[to], send);
+    for (int earlier : after[to]) edge(earlier, send);
     edge(send, wait[to]);
   }
 
@@ -712,9 +734,9 @@ class Lowerer final : public detail::StepEmitter {
         if (reload_[idx] != kNone) edge(reload_[idx], b_first_[idx]);
         if (!batched_) continue;
         if (k > 0 && s_.rank_of(k - 1) != s_.rank_of(k))
-          connect_batch(send_f_[idx - m_], idx, recv_post_f_, recv_wait_f_);
+          connect_batch(send_f_[idx - m_], idx, recv_post_f_, recv_wait_f_, recv_after_f_);
         if (k + 1 < stages_ && s_.rank_of(k + 1) != s_.rank_of(k))
-          connect_batch(send_b_[idx + m_], idx, recv_post_b_, recv_wait_b_);
+          connect_batch(send_b_[idx + m_], idx, recv_post_b_, recv_wait_b_, recv_after_b_);
       }
     }
   }
@@ -743,8 +765,12 @@ class Lowerer final : public detail::StepEmitter {
   std::vector<int> recv_post_f_, recv_post_b_, recv_wait_f_, recv_wait_b_;
   detail::BatchPlan plan_;
   std::vector<PassState> closed_f_, closed_b_;  // per pass: finished, its send maybe held back
-  std::vector<std::vector<int>>
-      last_compute_after_;  // per rank and instruction: its last compute op
+  std::vector<std::vector<int>> last_compute_after_;  // per rank and instruction: last compute op
+  // Megatron without interleaving: per pass, the sends its receive was posted after (warm-up and
+  // cool-down); per rank, the sends of its last instruction with compute and that one's kind.
+  bool sequential_ = false;
+  std::vector<std::vector<int>> recv_after_f_, recv_after_b_, prev_sends_;
+  std::vector<InstructionKind> prev_op_;
   int batch_post_ = kNone;
   std::size_t batch_begin_ = 0;
 };
