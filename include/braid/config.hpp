@@ -129,6 +129,10 @@ struct TrainingConfig {
   // Megatron's scatter/gather of activations between pipeline stages (no SP): send 1/t of the
   // tensor over the inter-node link and all-gather it over NVLink on the receiver.
   bool p2p_scatter_gather = true;
+  // Megatron's batch_p2p_comm (default on): a rank's sends after an instruction and the receives
+  // of its next one go out as one batch_isend_irecv that it waits for; a send completes only once
+  // the receiver has posted its receive. Off: the sender waits for its sends alone.
+  bool p2p_batched = true;
   Recompute recompute = Recompute::None;
   // Activation offloading for schedules other than stp-offload: share of the microbatches whose
   // chunk-0 activations are copied to host after their forward and back before their backward.
@@ -170,7 +174,7 @@ struct StudyOverrides {
   std::optional<std::vector<int>> layers_per_stage;
   std::optional<double> offload;
   std::optional<bool> distributed_optimizer, overlap_grad_reduce, overlap_param_gather;
-  std::optional<bool> p2p_scatter_gather;
+  std::optional<bool> p2p_scatter_gather, p2p_batched;
 };
 
 // Where named configs live: $BRAID_HOME if set, else the source tree braid was built from.

@@ -142,6 +142,9 @@ struct CostModel {
   // tensor crosses the link and an all-gather over NVLink (gather_s per byte sent whole) rebuilds
   // it on the receiver.
   bool p2p_scatter_gather = false;
+  // Sends between pipeline ranks as Megatron's batched isend/irecv (P2pMode::Batched under
+  // P2pMode::Auto); false: the older blocking model (P2pMode::Blocking).
+  bool p2p_batched = true;
   double gather_latency_s = 0, gather_Bps = 0;  // the TP group's all-gather (NVLink)
   Recompute recompute = Recompute::None;        // Full: layer units carry a `recompute` forward
 

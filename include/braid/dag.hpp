@@ -69,9 +69,14 @@ struct DagOp {
 
 // Options of the lowering.
 enum class P2pMode : std::uint8_t {
-  Auto,      // Blocking, except uniform cost models (theory mode: P2P never blocks)
-  Blocking,  // the next compute op on the sender waits for the send (Megatron)
+  Auto,      // the cost model's (Batched, or Blocking without p2p_batched); uniform cost models:
+             // Async (theory mode: P2P never blocks)
+  Blocking,  // the next compute op on the sender waits for the send
   Async,     // sends overlap fully
+  // Megatron's batch_isend_irecv: the sends after an instruction and the receives of the next
+  // one form a batch that the rank's next instruction waits for, and a send starts only once the
+  // receiver has posted its receive (the end of the receiver's instruction before the consumer).
+  Batched,
 };
 struct LowerOptions {
   P2pMode p2p = P2pMode::Auto;

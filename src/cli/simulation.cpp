@@ -22,9 +22,10 @@ void add_simulation_options(CLI::App& cmd, SimulationArgs& args) {
                  "gradient, weight gradient, TP collectives of a forward (and of a backward), "
                  "activation memory; needs --pp and --microbatches");
   cmd.add_option("--p2p", args.p2p,
-                 "P2P sends: blocking (the sender's next compute op waits, Megatron; default) or "
-                 "async (fully overlapped); uniform-cost mode is async")
-      ->check(CLI::IsMember({"blocking", "async"}));
+                 "P2P sends: batched (Megatron's batched isend/irecv with rendezvous; default "
+                 "unless the study sets p2p_batched off), blocking (the sender's next compute op "
+                 "waits for its sends) or async (fully overlapped); uniform-cost mode is async")
+      ->check(CLI::IsMember({"batched", "blocking", "async"}));
   cmd.add_flag("--no-contention", args.no_contention,
                "compute and communication overlap without slowing each other");
   args.group_size_option = cmd.add_option("--group-size", args.group_size,
@@ -140,9 +141,10 @@ std::string setting_header(const SimulationContext& ctx) {
 
 SimulationContext resolve_context(const SimulationArgs& args) {
   SimulationContext ctx;
-  ctx.lower.p2p = args.p2p == "blocking" ? P2pMode::Blocking
-                  : args.p2p == "async"  ? P2pMode::Async
-                                         : P2pMode::Auto;
+  ctx.lower.p2p = args.p2p == "batched"    ? P2pMode::Batched
+                  : args.p2p == "blocking" ? P2pMode::Blocking
+                  : args.p2p == "async"    ? P2pMode::Async
+                                           : P2pMode::Auto;
   ctx.sim.contention = !args.no_contention;
   ctx.lower.fold_zero_time = true;  // off again where a trace or SVG shows every op
   const StudyOverrides& o = args.study.overrides;

@@ -93,6 +93,10 @@ void add_study_options(CLI::App& cmd, StudyArgs& args) {
   on_off("--p2p-scatter-gather", o.p2p_scatter_gather,
          "send 1/tp of each activation between pipeline stages and all-gather it on NVLink "
          "(Megatron's scatter/gather, no SP): on or off; default: the study's (on)");
+  on_off("--p2p-batched", o.p2p_batched,
+         "pipeline sends as Megatron's batched isend/irecv (a send starts once the receiver has "
+         "posted its receive, the sender's next instruction waits for the batch): on, or off for "
+         "the sender waiting on its sends alone; default: the study's (on)");
 }
 
 std::vector<int> parse_layers_per_stage(const std::string& text) {

@@ -348,6 +348,7 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
   t.bucket_params = tr.nonnegative_number_or("bucket_params", 0);
   t.gradient_accumulation_fusion = tr.boolean_or("gradient_accumulation_fusion", true);
   t.p2p_scatter_gather = tr.boolean_or("p2p_scatter_gather", true);
+  t.p2p_batched = tr.boolean_or("p2p_batched", true);
   tr.finish();
 
   // Layer layout (multimodal placement, balancing, explicit split): optional.
@@ -386,6 +387,7 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
   if (o.overlap_grad_reduce) t.overlap_grad_reduce = *o.overlap_grad_reduce;
   if (o.overlap_param_gather) t.overlap_param_gather = *o.overlap_param_gather;
   if (o.p2p_scatter_gather) t.p2p_scatter_gather = *o.p2p_scatter_gather;
+  if (o.p2p_batched) t.p2p_batched = *o.p2p_batched;
 
   validate(study, &o);
   return study;

@@ -11,6 +11,11 @@
 //     so a collective at the end of a block overlaps whatever follows;
 //   - blocking P2P: the next compute op on the sender waits for its sends (sent at the end of the
 //     instruction, as Megatron batches them);
+//   - batched P2P (Megatron's batch_isend_irecv, the default for real costs): the sends after an
+//     instruction and the receives of the next instruction form one batch that the next
+//     instruction waits for; under Megatron's schedules a send starts only once its receiver has
+//     posted the receive, at the end of the receiver's step before the consumer (rendezvous; the
+//     steps and early receives come from p2p_batches.hpp);
 //   - full recomputation: a layer's forward rerun precedes its B units inside the backward pass.
 #include <algorithm>
 #include <cstdint>
@@ -23,6 +28,7 @@
 #include "braid/error.hpp"
 #include "builder.hpp"
 #include "lower_step.hpp"
+#include "p2p_batches.hpp"
 
 namespace braid {
 
@@ -61,8 +67,10 @@ class Lowerer final : public detail::StepEmitter {
     dag_.placement = schedule.placement;
     dag_.contention = cost.uniform ? Contention{1.0, 1.0} : cost.contention;
     dag_.copy_contention = cost.uniform ? CopyContention{} : cost.copy_contention;
-    dag_.p2p_blocking =
-        options.p2p == P2pMode::Blocking || (options.p2p == P2pMode::Auto && !cost.uniform);
+    batched_ = options.p2p == P2pMode::Batched ||
+               (options.p2p == P2pMode::Auto && !cost.uniform && cost.p2p_batched);
+    dag_.p2p_blocking = batched_ || options.p2p == P2pMode::Blocking ||
+                        (options.p2p == P2pMode::Auto && !cost.uniform);
     fold_ = options.fold_zero_time;
     stages_ = schedule.virtual_stages();
     m_ = schedule.microbatches;
@@ -75,6 +83,18 @@ class Lowerer final : public detail::StepEmitter {
     send_b_.assign(passes, kNone);
     offload_.assign(passes, kNone);
     reload_.assign(passes, kNone);
+    if (batched_) {
+      last_compute_after_.resize(schedule.pp);
+      plan_runtime();
+      closed_f_.resize(passes);
+      closed_b_.resize(passes);
+      recv_after_f_.resize(passes);
+      recv_after_b_.resize(passes);
+    }
+    recv_post_f_.assign(passes, kNone);
+    recv_post_b_.assign(passes, kNone);
+    recv_wait_f_.assign(passes, kNone);
+    recv_wait_b_.assign(passes, kNone);
     pending_sync_.resize(schedule.pp);
     last_compute_.assign(schedule.pp, kNone);
     flow_.resize(stages_);
@@ -329,13 +349,27 @@ class Lowerer final : public detail::StepEmitter {
 
   // Sends of the instruction's finished passes when the neighbouring stage sits on another rank
   // (none for the V's turn on the same rank).
+  // Batched P2P: the sends that the batch plan puts after this instruction instead (those of its
+  // step when it ends one, none otherwise).
   void flush_sends(const std::vector<PassState>& sends) {
-    for (const PassState& pass : sends) {
-      if (pass.phase == Phase::F && pass.stage + 1 < stages_ && s_.rank_of(pass.stage + 1) != rank_)
-        emit_send(pass, s_.rank_of(pass.stage + 1), cost_.chunks[pass.stage].output_bytes);
-      if (pass.phase == Phase::B && pass.stage > 0 && s_.rank_of(pass.stage - 1) != rank_)
-        emit_send(pass, s_.rank_of(pass.stage - 1), cost_.chunks[pass.stage - 1].output_bytes);
+    if (batched_) {
+      for (const PassState& pass : sends)
+        (pass.phase == Phase::F ? closed_f_ : closed_b_)[idx_of(pass)] = pass;
+      if (has_compute_ops(instruction_)) prev_sends_[rank_].clear();
+      for (const detail::SendRef& ref : plan_.flush[rank_][instruction_]) {
+        const std::size_t idx = static_cast<std::size_t>(ref.stage) * m_ + ref.mb;
+        emit_pass_send((ref.phase == Phase::F ? closed_f_ : closed_b_)[idx]);
+      }
+      return;
     }
+    for (const PassState& pass : sends) emit_pass_send(pass);
+  }
+
+  void emit_pass_send(const PassState& pass) {
+    if (pass.phase == Phase::F && pass.stage + 1 < stages_ && s_.rank_of(pass.stage + 1) != rank_)
+      emit_send(pass, s_.rank_of(pass.stage + 1), cost_.chunks[pass.stage].output_bytes);
+    if (pass.phase == Phase::B && pass.stage > 0 && s_.rank_of(pass.stage - 1) != rank_)
+      emit_send(pass, s_.rank_of(pass.stage - 1), cost_.chunks[pass.stage - 1].output_bytes);
   }
 
   int emit_send(const PassState& pass, int peer, double bytes) {
@@ -356,7 +390,112 @@ class Lowerer final : public detail::StepEmitter {
     edge(send_after_, id);
     (pass.phase == Phase::F ? send_f_ : send_b_)[idx_of(pass)] = id;
     if (dag_.p2p_blocking) pending_sync_[rank_].push_back(id);
+    if (batched_) prev_sends_[rank_].push_back(id);
     return id;
+  }
+
+  [[nodiscard]] bool has_compute_ops(int instruction) const {
+    const InstructionKind op = s_.ranks[rank_].instructions[instruction].op;
+    return op != InstructionKind::Offload && op != InstructionKind::Reload;
+  }
+
+  // The runtime that runs the order (also after the offload post-pass: "1f1b-i+offload").
+  // Megatron (gpipe and 1f1b: forward_backward_pipelining_without_interleaving; 1f1b-i: with
+  // interleaving) posts each receive in the batch right before its consumer, so a send waits for
+  // that. The other runtimes post receives ahead of where their order needs them: the zero-bubble
+  // runtime where its planned timeline puts the send (zerobubble/scheduler/communication.py,
+  // insert_recv_nodes), the STP trainer and DualPipe by hand (RecvForward commands placed before
+  // earlier instructions, sends held back with send=False), and braid does the same for an order
+  // without a known runtime (designed, schedule files): no send waits for its receiver there.
+  void plan_runtime() {
+    const auto runs = [this](ScheduleKind kind) {
+      const std::string n = name(kind);
+      return (s_.name == n || s_.name == n + "+offload") && s_.placement == traits(kind).placement;
+    };
+    rendezvous_ = runs(ScheduleKind::GPipe) || runs(ScheduleKind::OneFOneB) ||
+                  runs(ScheduleKind::Interleaved);
+    // With one chunk per rank Megatron runs the schedule without interleaving (get_forward_
+    // backward_func picks forward_backward_pipelining_with_interleaving only with a virtual size).
+    const bool pairs = runs(ScheduleKind::Interleaved) && s_.vpp > 1;
+    plan_ = rendezvous_ ? detail::plan_batches(s_, pairs) : detail::single_steps(s_);
+    // forward_backward_pipelining_without_interleaving batches a send with the next receive only
+    // across phases (send_forward_recv_backward, send_backward_recv_forward); its warm-up and
+    // cool-down call send_forward then recv_forward (send_backward then recv_backward) one after
+    // the other, so there the receive is posted once the sends have completed.
+    sequential_ = rendezvous_ && !pairs;
+    prev_sends_.resize(s_.pp);
+    prev_op_.assign(s_.pp, InstructionKind::W);
+  }
+
+  // Batched P2P: the receives a step needs are posted, in the batch with the sends of the rank's
+  // previous step, once that step's compute is done (no compute before it: at the start).
+  // An instruction joined to the step before it (see p2p_batches.hpp) shares that step's batch.
+  void open_batch() {
+    batch_begin_ = dag_.ops.size();
+    if (batched_ && !plan_.step_start[rank_][instruction_]) return;
+    batch_post_ = last_compute_[rank_];
+  }
+
+  // Where the instruction's inputs from other ranks were posted (at the start of its step), and its
+  // first compute op, which waits for them (the host waits for the batch before launching it).
+  void note_receives(const Instruction& in) {
+    if (!batched_) return;
+    last_compute_after_[rank_].push_back(last_compute_[rank_]);
+    int wait = kNone;
+    for (std::size_t i = batch_begin_; i < dag_.ops.size() && wait == kNone; ++i)
+      if (dag_.ops[i].stream == StreamKind::Compute) wait = static_cast<int>(i);
+    if (in.op == InstructionKind::Offload || in.op == InstructionKind::Reload) return;
+    const bool after_sends = sequential_ && in.op == prev_op_[rank_];
+    const auto receive = [&](const Pass& p, Phase phase) {
+      int stage = 0;
+      const std::size_t idx = pass_index(p, &stage);
+      (phase == Phase::F ? recv_post_f_ : recv_post_b_)[idx] = batch_post_;
+      (phase == Phase::F ? recv_wait_f_ : recv_wait_b_)[idx] = wait;
+      if (after_sends)
+        (phase == Phase::F ? recv_after_f_ : recv_after_b_)[idx] = prev_sends_[rank_];
+    };
+    prev_op_[rank_] = in.op;
+    switch (in.op) {
+      case InstructionKind::F:
+      case InstructionKind::FW:
+        receive(in.a, Phase::F);
+        break;
+      case InstructionKind::B:
+        receive(in.a, Phase::B);
+        break;
+      case InstructionKind::FB:
+        receive(in.a, Phase::F);
+        receive(in.b, Phase::B);
+        break;
+      case InstructionKind::FF:
+        receive(in.a, Phase::F);
+        receive(in.b, Phase::F);
+        break;
+      case InstructionKind::W:
+      case InstructionKind::Offload:
+      case InstructionKind::Reload:
+        break;
+    }
+  }
+
+  // The receives that the batch plan posts early: after the receiver's instruction post_after.
+  void hoist_receives() {
+    for (const detail::HoistedReceive& h : plan_.hoisted) {
+      const int to = h.send.phase == Phase::F ? h.send.stage + 1 : h.send.stage - 1;
+      const std::size_t idx = static_cast<std::size_t>(to) * m_ + h.send.mb;
+      const int post = h.post_after < 0 ? kNone : last_compute_after_[s_.rank_of(to)][h.post_after];
+      (h.send.phase == Phase::F ? recv_post_f_ : recv_post_b_)[idx] = post;
+    }
+  }
+
+  // Batched P2P across ranks: `send`, the input of pass `to`, starts once the receiver has posted
+  // its receive, and the receiver's consuming instruction waits for it.
+  void connect_batch(int send, std::size_t to, const std::vector<int>& post,
+                     const std::vector<int>& wait, const std::vector<std::vector<int>>& after) {
+    if (send == kNone) return;
+    if (rendezvous_) edge(post[to], send);
+    for (int earlier : after[to]) edge(earlier, send);
+    edge(send, wait[to]);
   }
 
   // Whole passes, unbraided.
@@ -407,6 +546,7 @@ class Lowerer final : public detail::StepEmitter {
   void lower_instruction(const Instruction& in) {
     std::vector<PassState>& sends = sends_;
     sends.clear();
+    open_batch();
     switch (in.op) {
       case InstructionKind::F: {
         PassState f = open_pass(in.a, Phase::F, in.op, BlockSide::Plain);
@@ -445,6 +585,7 @@ class Lowerer final : public detail::StepEmitter {
         lower_copy(in.op, in.a);
         break;
     }
+    note_receives(in);
     // Sends leave at the end of the instruction (Megatron sends after forward_step /
     // backward_step returns): after the instruction's last compute op as well as their data.
     send_after_ = build_.last_on_stream(rank_, StreamKind::Compute);
@@ -573,6 +714,7 @@ class Lowerer final : public detail::StepEmitter {
 
   // ---- cross-stage dependencies ---------------------------------------------------------------
   void connect_stages() {
+    if (batched_) hoist_receives();
     for (int k = 0; k < stages_; ++k) {
       for (int i = 0; i < m_; ++i) {
         const std::size_t idx = static_cast<std::size_t>(k) * m_ + i;
@@ -590,6 +732,11 @@ class Lowerer final : public detail::StepEmitter {
           edge(f_last_[idx], b_first_[idx]);  // the loss: B of the last stage needs its F
         }
         if (reload_[idx] != kNone) edge(reload_[idx], b_first_[idx]);
+        if (!batched_) continue;
+        if (k > 0 && s_.rank_of(k - 1) != s_.rank_of(k))
+          connect_batch(send_f_[idx - m_], idx, recv_post_f_, recv_wait_f_, recv_after_f_);
+        if (k + 1 < stages_ && s_.rank_of(k + 1) != s_.rank_of(k))
+          connect_batch(send_b_[idx + m_], idx, recv_post_b_, recv_wait_b_, recv_after_b_);
       }
     }
   }
@@ -610,6 +757,22 @@ class Lowerer final : public detail::StepEmitter {
   std::unordered_map<const UnitCost*, int> unit_index_;  // a unit's index in its stage's flow
   detail::StepInputs step_;
   int send_after_ = kNone;  // last compute op of the instruction whose sends are being emitted
+  // Batched P2P (P2pMode::Batched): per pass, where its input's receive was posted (the
+  // receiver's last compute op before the consuming instruction, kNone: at the start) and the
+  // consuming instruction's first compute op, which waits for the batch.
+  bool batched_ = false;
+  bool rendezvous_ = true;  // false: receives posted ahead (the zero-bubble runtime)
+  std::vector<int> recv_post_f_, recv_post_b_, recv_wait_f_, recv_wait_b_;
+  detail::BatchPlan plan_;
+  std::vector<PassState> closed_f_, closed_b_;  // per pass: finished, its send maybe held back
+  std::vector<std::vector<int>> last_compute_after_;  // per rank and instruction: last compute op
+  // Megatron without interleaving: per pass, the sends its receive was posted after (warm-up and
+  // cool-down); per rank, the sends of its last instruction with compute and that one's kind.
+  bool sequential_ = false;
+  std::vector<std::vector<int>> recv_after_f_, recv_after_b_, prev_sends_;
+  std::vector<InstructionKind> prev_op_;
+  int batch_post_ = kNone;
+  std::size_t batch_begin_ = 0;
 };
 
 }  // namespace

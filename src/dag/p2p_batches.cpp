@@ -1,0 +1,299 @@
+// The batch plan by running the ranks' programs instruction by instruction, as the runtimes'
+// host loops do: a step's first instruction runs once the sends of the step before it have
+// completed, and every instruction once its own receives have; a send completes once its step has
+// ended on the sender, the send before it on its P2P stream has completed and its receiver has
+// finished the instruction with compute before the consumer's step (it posts the receive then).
+// These are the edges the lowering adds, so when no rank can run, the lowered graph would have a
+// cycle: then the receiver of a send at the head of its stream posts the receive at once, and the
+// run goes on. Progress only enables more progress, so where the run stops does not depend on the
+// order the ranks are tried in.
+#include "p2p_batches.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <deque>
+#include <tuple>
+#include <utility>
+
+namespace braid::detail {
+
+namespace {
+
+struct Send {
+  SendRef ref;
+  int rank = 0;
+  int produced_at = 0;
+  int consumer_rank = 0, consumer_at = -1;
+  int stream = 0;          // 0: to rank + 1, 1: to rank - 1 (p = 2: always 0)
+  int post_override = -2;  // hoisted: the receiver's instruction after which it posts (-1: start)
+  bool done = false;
+};
+
+bool has_compute(InstructionKind k) {
+  return k != InstructionKind::Offload && k != InstructionKind::Reload;
+}
+
+// Calls fn(phase, pass) for the passes of an instruction that take an input (F) or a gradient (B)
+// and pass one on, in the order the lowering closes them.
+template <class Fn>
+void for_each_pass(const Instruction& in, Fn&& fn) {
+  switch (in.op) {
+    case InstructionKind::F:
+    case InstructionKind::FW:
+      fn(Phase::F, in.a);
+      break;
+    case InstructionKind::B:
+      fn(Phase::B, in.a);
+      break;
+    case InstructionKind::FB:
+      fn(Phase::F, in.a);
+      fn(Phase::B, in.b);
+      break;
+    case InstructionKind::FF:
+      fn(Phase::F, in.a);
+      fn(Phase::F, in.b);
+      break;
+    case InstructionKind::W:
+    case InstructionKind::Offload:
+    case InstructionKind::Reload:
+      break;
+  }
+}
+
+class Planner {
+ public:
+  Planner(const Schedule& s, bool pair_forward_backward) : s_(s), stages_(s.virtual_stages()) {
+    const std::size_t ranks = s.ranks.size();
+    pc_.assign(ranks, 0);
+    produced_.resize(ranks);
+    receives_.resize(ranks);
+    start_.resize(ranks);
+    for (std::size_t r = 0; r < ranks; ++r) {
+      const std::size_t n = s.ranks[r].instructions.size();
+      produced_[r].resize(n);
+      receives_[r].resize(n);
+      start_[r].assign(n, true);
+    }
+    queues_.resize(ranks * 2);
+    collect();
+    if (pair_forward_backward) pair();
+  }
+
+  // Megatron's interleaved 1F1B communicates once per steady-state forward + backward pair
+  // (forward_backward_pipelining_with_interleaving: forward_step, backward_step, then one
+  // send_forward_backward_recv_forward_backward): a plain B right after a plain F (copies between
+  // them aside) joins its step. A rank whose forwards all come before its first backward has no
+  // steady state (all microbatches in warm-up): nothing pairs there.
+  void pair() {
+    for (const RankProgram& p : s_.ranks) {
+      const auto first_b =
+          std::find_if(p.instructions.begin(), p.instructions.end(),
+                       [](const Instruction& in) { return in.op == InstructionKind::B; });
+      if (std::none_of(first_b, p.instructions.end(),
+                       [](const Instruction& in) { return in.op == InstructionKind::F; }))
+        continue;
+      int last_compute = -1;
+      for (std::size_t i = 0; i < p.instructions.size(); ++i) {
+        const InstructionKind op = p.instructions[i].op;
+        if (!has_compute(op)) continue;
+        if (op == InstructionKind::B && last_compute >= 0 &&
+            p.instructions[last_compute].op == InstructionKind::F && start_[p.rank][last_compute])
+          for (std::size_t j = last_compute + 1; j <= i; ++j) start_[p.rank][j] = false;
+        last_compute = static_cast<int>(i);
+      }
+    }
+  }
+
+  // Runs the programs to the end (or to a deadlock no early receive breaks).
+  void run() {
+    while (true) {
+      bool progress = false;
+      for (std::size_t r = 0; r < s_.ranks.size(); ++r)
+        while (can_run(static_cast<int>(r))) {
+          run_instruction(static_cast<int>(r));
+          progress = true;
+        }
+      for (std::deque<int>& q : queues_) progress = complete(q) || progress;
+      if (finished() || (!progress && !hoist_one())) break;
+    }
+  }
+
+  [[nodiscard]] BatchPlan plan() const {
+    BatchPlan plan;
+    plan.step_start = start_;
+    for (int id : hoisted_)
+      plan.hoisted.push_back(HoistedReceive{sends_[id].ref, sends_[id].post_override});
+    plan.flush.resize(s_.ranks.size());
+    for (std::size_t r = 0; r < s_.ranks.size(); ++r) {
+      const int n = static_cast<int>(s_.ranks[r].instructions.size());
+      plan.flush[r].resize(n);
+      for (int i = 0; i < n; ++i)
+        if (i + 1 == n || start_[r][i + 1])
+          for (int id : step_sends(static_cast<int>(r), i))
+            plan.flush[r][i].push_back(sends_[id].ref);
+    }
+    return plan;
+  }
+
+ private:
+  [[nodiscard]] int pass_key(Phase phase, int stage, int mb) const {
+    return ((phase == Phase::F ? 0 : 1) * stages_ + stage) * s_.microbatches + mb;
+  }
+
+  // The sends in production order (rank, instruction, pass) and where each is consumed.
+  void collect() {
+    std::vector<int> consumer(static_cast<std::size_t>(2) * stages_ * s_.microbatches, -1);
+    std::vector<int> consumer_rank(consumer.size(), -1);
+    for (const RankProgram& p : s_.ranks)
+      for (std::size_t i = 0; i < p.instructions.size(); ++i)
+        for_each_pass(p.instructions[i], [&](Phase phase, const Pass& pass) {
+          const int k = s_.virtual_stage(p.rank, pass.chunk);
+          const int from = phase == Phase::F ? k - 1 : k + 1;
+          if (from < 0 || from >= stages_ || s_.rank_of(from) == p.rank) return;
+          consumer[pass_key(phase, from, pass.mb)] = static_cast<int>(i);
+          consumer_rank[pass_key(phase, from, pass.mb)] = p.rank;
+        });
+    for (const RankProgram& p : s_.ranks)
+      for (std::size_t i = 0; i < p.instructions.size(); ++i)
+        for_each_pass(p.instructions[i], [&](Phase phase, const Pass& pass) {
+          const int k = s_.virtual_stage(p.rank, pass.chunk);
+          const int to = phase == Phase::F ? k + 1 : k - 1;
+          if (to < 0 || to >= stages_ || s_.rank_of(to) == p.rank) return;
+          Send send;
+          send.ref = SendRef{phase, k, pass.mb};
+          send.rank = p.rank;
+          send.produced_at = static_cast<int>(i);
+          send.consumer_at = consumer[pass_key(phase, k, pass.mb)];
+          send.consumer_rank = consumer_rank[pass_key(phase, k, pass.mb)];
+          send.stream = s_.rank_of(to) == (p.rank + 1) % s_.pp ? 0 : 1;
+          const int id = static_cast<int>(sends_.size());
+          sends_.push_back(send);
+          produced_[p.rank][i].push_back(id);
+          if (send.consumer_at >= 0) receives_[send.consumer_rank][send.consumer_at].push_back(id);
+        });
+  }
+
+  [[nodiscard]] int size(int r) const { return static_cast<int>(s_.ranks[r].instructions.size()); }
+  [[nodiscard]] int step_first(int r, int i) const {
+    while (i > 0 && !start_[r][i]) --i;
+    return i;
+  }
+  [[nodiscard]] int step_last(int r, int i) const {
+    while (i + 1 < size(r) && !start_[r][i + 1]) ++i;
+    return i;
+  }
+  // The receiver posts the receive for instruction `at` after the last instruction with compute
+  // before `at`'s step (-1: at the start).
+  [[nodiscard]] int post_at(int r, int at) const {
+    const std::vector<Instruction>& in = s_.ranks[r].instructions;
+    for (int j = step_first(r, at) - 1; j >= 0; --j)
+      if (has_compute(in[j].op)) return j;
+    return -1;
+  }
+
+  // The sends of the step ending at `last`, in the order they leave: the order their receivers
+  // consume them (NCCL matches a pair's sends and receives in issue order, so a held-back send
+  // goes behind the ones its receiver needs first).
+  [[nodiscard]] std::vector<int> step_sends(int r, int last) const {
+    std::vector<int> ids;
+    for (int i = step_first(r, last); i <= last; ++i)
+      ids.insert(ids.end(), produced_[r][i].begin(), produced_[r][i].end());
+    std::sort(ids.begin(), ids.end(), [this](int a, int b) {
+      const Send& x = sends_[a];
+      const Send& y = sends_[b];
+      return std::tuple(x.consumer_rank, x.consumer_at, a) <
+             std::tuple(y.consumer_rank, y.consumer_at, b);
+    });
+    return ids;
+  }
+
+  // The sends the step starting at `first` waits for: those of the step before it.
+  [[nodiscard]] std::vector<int> waited_sends(int r, int first) const {
+    if (first == 0) return {};
+    return step_sends(r, first - 1);
+  }
+
+  [[nodiscard]] bool finished() const {
+    for (std::size_t r = 0; r < s_.ranks.size(); ++r)
+      if (pc_[r] < size(static_cast<int>(r))) return false;
+    return true;
+  }
+
+  // A step's first instruction waits for the sends of the step before it; every instruction for
+  // its own receives.
+  [[nodiscard]] bool can_run(int r) const {
+    const int i = pc_[r];
+    if (i >= size(r)) return false;
+    if (start_[r][i])
+      for (int id : waited_sends(r, i))
+        if (!sends_[id].done) return false;
+    for (int id : receives_[r][i])
+      if (!sends_[id].done) return false;
+    return true;
+  }
+
+  void run_instruction(int r) {
+    const int i = pc_[r]++;
+    if (i + 1 < size(r) && !start_[r][i + 1]) return;
+    for (int id : step_sends(r, i)) {
+      queues_[static_cast<std::size_t>(r) * 2 + sends_[id].stream].push_back(id);
+    }
+  }
+
+  // Completes the sends at the head of a stream whose receivers have posted; true if any did.
+  bool complete(std::deque<int>& q) {
+    bool any = false;
+    while (!q.empty()) {
+      Send& send = sends_[q.front()];
+      const int post = send.post_override >= -1 ? send.post_override
+                                                : post_at(send.consumer_rank, send.consumer_at);
+      if (send.consumer_at >= 0 && post >= 0 && pc_[send.consumer_rank] <= post) break;
+      send.done = true;
+      q.pop_front();
+      any = true;
+    }
+    return any;
+  }
+
+  // No rank can run: a send at the head of its stream still waits for its receiver to post the
+  // receive. The receiver posts it now instead, in the batch after its last instruction (as the
+  // STP and DualPipe trainers post a receive one instruction early); activations before
+  // gradients, then the earliest produced, then the lowest rank. False when no send waits so.
+  bool hoist_one() {
+    int best = -1;
+    const auto priority = [this](int id) {
+      const Send& x = sends_[id];
+      return std::tuple(x.ref.phase == Phase::F ? 0 : 1, x.produced_at, x.rank, id);
+    };
+    for (const std::deque<int>& q : queues_)
+      if (!q.empty() && (best < 0 || priority(q.front()) < priority(best))) best = q.front();
+    if (best < 0) return false;
+    Send& send = sends_[best];
+    send.post_override = pc_[send.consumer_rank] - 1;
+    hoisted_.push_back(best);
+    return true;
+  }
+
+  const Schedule& s_;
+  int stages_ = 0;
+  std::vector<Send> sends_;
+  std::vector<int> pc_;  // per rank: its next instruction
+  // Per rank and instruction: the sends it produces and those it consumes; whether it opens a
+  // step.
+  std::vector<std::vector<std::vector<int>>> produced_, receives_;
+  std::vector<std::vector<bool>> start_;
+  std::vector<std::deque<int>> queues_;  // per (rank, stream): issued sends not yet complete
+  std::vector<int> hoisted_;
+};
+
+}  // namespace
+
+BatchPlan single_steps(const Schedule& schedule) { return Planner(schedule, false).plan(); }
+
+BatchPlan plan_batches(const Schedule& schedule, bool pair_forward_backward) {
+  Planner planner(schedule, pair_forward_backward);
+  planner.run();
+  return planner.plan();
+}
+
+}  // namespace braid::detail

@@ -1,0 +1,48 @@
+// Batched P2P (P2pMode::Batched) under rendezvous (a send completes only once its receiver has
+// posted the receive): how a rank's instructions group into communication steps and where each
+// receive is posted. Private to src/dag. A step's receives are posted together once the previous
+// step's compute is done, its first instruction waits for the previous step's sends, and its
+// sends leave after its last instruction. A step is one instruction, except Megatron's interleaved
+// 1F1B, which communicates once per steady-state forward + backward pair. Where that order would
+// still deadlock, the receive that blocks it is posted earlier, as soon as the receiver gets there
+// (Megatron's interleaved warm-up posts its first backward receive with the last warm-up forward).
+#pragma once
+
+#include <vector>
+
+#include "braid/cost_model.hpp"
+#include "braid/schedule.hpp"
+
+namespace braid::detail {
+
+// A pass whose output crosses to another rank: activation (F) of `stage` or input gradient (B).
+struct SendRef {
+  Phase phase = Phase::F;
+  int stage = 0;
+  int mb = 0;
+};
+
+// A receive posted earlier than its step would (to break a deadlock): after the receiver's
+// instruction `post_after` (-1: at the start).
+struct HoistedReceive {
+  SendRef send;
+  int post_after = -1;
+};
+
+struct BatchPlan {
+  // step_start[rank][instruction]: the instruction opens a step (the first one always does).
+  std::vector<std::vector<bool>> step_start;
+  // flush[rank][instruction]: the sends that leave after it (the last of its step), in stream
+  // order.
+  std::vector<std::vector<std::vector<SendRef>>> flush;
+  std::vector<HoistedReceive> hoisted;
+};
+
+// The plan for `schedule` (validated); `pair_forward_backward`: Megatron's interleaved 1F1B, where
+// a backward right after a forward shares its step. A deadlock that joining steps cannot break
+// stays: the lowered graph then has the cycle and check_acyclic names it.
+BatchPlan plan_batches(const Schedule& schedule, bool pair_forward_backward);
+// One step per instruction, each send after its own instruction (no rendezvous to plan for).
+BatchPlan single_steps(const Schedule& schedule);
+
+}  // namespace braid::detail
