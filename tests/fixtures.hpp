@@ -10,8 +10,11 @@
 
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
+
 #include "braid/config.hpp"
 #include "braid/profile.hpp"
+#include "braid/report.hpp"
 
 namespace braid::test {
 
@@ -48,6 +51,24 @@ inline const std::filesystem::path& scratch_dir() {
   };
   static const Dir dir;
   return dir.path;
+}
+
+// The sum identity (docs/simulator.md, the idle attribution): on every rank busy + tp_exposed +
+// pp_idle + offload_stall + dp_exposed + optimizer = iteration time, and no part is negative
+// (pp_idle up to rounding).
+inline void check_sum_identity(const Report& r) {
+  REQUIRE(r.iteration_time_s > 0);
+  for (const RankReport& rr : r.ranks) {
+    INFO("rank " << rr.rank);
+    CHECK(rr.busy_s + rr.tp_exposed_s + rr.pp_idle_s + rr.offload_stall_s + rr.dp_exposed_s +
+              rr.optimizer_s ==
+          Approx(r.iteration_time_s).epsilon(1e-12));
+    CHECK(rr.tp_exposed_s >= 0);
+    CHECK(rr.offload_stall_s >= 0);
+    CHECK(rr.dp_exposed_s >= 0);
+    CHECK(rr.optimizer_s >= 0);
+    CHECK(rr.pp_idle_s >= -1e-12 * r.iteration_time_s);
+  }
 }
 
 // Writes `text` to `file`, creating its folders.

@@ -28,8 +28,10 @@ using braid::test::run_braid;
 #include "braid/report.hpp"
 #include "braid/schedule.hpp"
 #include "braid/simulator.hpp"
+#include "fixtures.hpp"
 
 using namespace braid;
+using test::check_sum_identity;
 
 namespace {
 
@@ -78,17 +80,6 @@ Study small_gpt3(Recompute r, bool sp) {
   o.recompute = r;
   o.sequence_parallel = sp;
   return load_study(resolve_config("studies", study_path("gpt3-175b", "full")), o);
-}
-
-void check_sum_identity(const Report& r) {
-  REQUIRE(r.iteration_time_s > 0);
-  for (const RankReport& rr : r.ranks) {
-    INFO("rank " << rr.rank);
-    CHECK(rr.busy_s + rr.tp_exposed_s + rr.pp_idle_s + rr.offload_stall_s + rr.dp_exposed_s +
-              rr.optimizer_s ==
-          Approx(r.iteration_time_s).epsilon(1e-12));
-    CHECK(rr.pp_idle_s >= -1e-12 * r.iteration_time_s);
-  }
 }
 
 double busy_total(const Report& r) {

@@ -55,15 +55,6 @@ Schedule forwards_first_p2_m3() {
                {F(0, 0), B(0, 0), F(0, 1), B(0, 1), F(0, 2), B(0, 2)}});
 }
 
-void check_sum_identity(const Report& r) {
-  for (const RankReport& rr : r.ranks) {
-    INFO("rank " << rr.rank);
-    CHECK(rr.busy_s + rr.tp_exposed_s + rr.pp_idle_s + rr.offload_stall_s + rr.dp_exposed_s +
-              rr.optimizer_s ==
-          Approx(r.iteration_time_s).epsilon(1e-12));
-  }
-}
-
 }  // namespace
 
 TEST_CASE("a batched send starts when the receiver posts its receive", "[p2p]") {

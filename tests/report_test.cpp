@@ -9,6 +9,7 @@
 #include "braid/report.hpp"
 #include "braid/schedule.hpp"
 #include "braid/simulator.hpp"
+#include "fixtures.hpp"
 #include "hand_schedules.hpp"
 
 using namespace braid;
@@ -21,18 +22,6 @@ Report run(const Schedule& s, const CostModel& cost, const SimOptions& sim = {},
   const Dag dag = lower(s, cost, lo);
   const Timeline t = simulate(dag, sim);
   return make_report("hand", s, cost, dag, t);
-}
-
-void check_sum_identity(const Report& r) {
-  for (const RankReport& rr : r.ranks) {
-    INFO("rank " << rr.rank);
-    CHECK(rr.busy_s + rr.tp_exposed_s + rr.pp_idle_s + rr.offload_stall_s + rr.dp_exposed_s +
-              rr.optimizer_s ==
-          Approx(r.iteration_time_s).epsilon(1e-12));
-    CHECK(rr.tp_exposed_s >= 0);
-    CHECK(rr.pp_idle_s >= -1e-12);
-    CHECK(rr.offload_stall_s >= 0);
-  }
 }
 
 void check_rank(const RankReport& r, double busy, double tp, double pp, double off = 0) {

@@ -24,6 +24,7 @@
 #include "fixtures.hpp"
 
 using namespace braid;
+using test::check_sum_identity;
 
 namespace {
 
@@ -84,17 +85,6 @@ Report run(const Study& s, const Profile& p, const std::string& schedule, Dag* d
   Report r = make_report(s.name, sched, cm, dag, simulate(dag));
   if (dag_out != nullptr) *dag_out = dag;
   return r;
-}
-
-void check_identity(const Report& r) {
-  for (const RankReport& rr : r.ranks) {
-    INFO("rank " << rr.rank);
-    CHECK(rr.busy_s + rr.tp_exposed_s + rr.pp_idle_s + rr.offload_stall_s + rr.dp_exposed_s +
-              rr.optimizer_s ==
-          Approx(r.iteration_time_s).epsilon(1e-12));
-    CHECK(rr.dp_exposed_s >= 0);
-    CHECK(rr.pp_idle_s >= 0);
-  }
 }
 
 }  // namespace
@@ -203,7 +193,7 @@ TEST_CASE("on slow NICs the iteration grows with DP by the exposed sync, less wi
     const double bytes = cm.chunks[0].params * 4;
     CHECK(sync == Approx(p.link("ib").latency_s + 2 * (d - 1) / d * bytes / (2 * 11.25e9 / 8)));
     const Report off = run(s, p, "1f1b");
-    check_identity(off);
+    check_sum_identity(off);
     // PP 1 without overlap: the sync runs alone after the last backward, wholly exposed.
     CHECK(off.ranks[0].dp_exposed_s == Approx(sync));
     CHECK(off.iteration_time_s - r1.iteration_time_s ==
@@ -212,7 +202,7 @@ TEST_CASE("on slow NICs the iteration grows with DP by the exposed sync, less wi
     const Report on =
         run(study_on(cluster_file("slow-o" + std::to_string(nodes), nodes, 1, 100), 4, 1, true), p,
             "1f1b");
-    check_identity(on);
+    check_sum_identity(on);
     CHECK(on.iteration_time_s < off.iteration_time_s);
     CHECK(on.iteration_time_s > r1.iteration_time_s);
     CHECK(on.ranks[0].dp_exposed_s < off.ranks[0].dp_exposed_s);
@@ -272,7 +262,7 @@ TEST_CASE("the tied embedding is held once per rank and all-reduced between firs
                                                         2, c2.embedding_sync_bytes)));
   Dag dag;
   const Report r2 = run(s2, p, "1f1b", &dag);
-  check_identity(r2);
+  check_sum_identity(r2);
   int embedding_ops = 0;
   for (const DagOp& op : dag.ops)
     if (op.kind == OpKind::DpSync && op.collective == CollectiveKind::AllReduce) ++embedding_ops;
@@ -280,7 +270,7 @@ TEST_CASE("the tied embedding is held once per rank and all-reduced between firs
   // ZB-V puts the first and last virtual stage on rank 0: one copy there, no all-reduce.
   Dag vdag;
   const Report rv = run(s2, p, "zb-v", &vdag);
-  check_identity(rv);
+  check_sum_identity(rv);
   for (const DagOp& op : vdag.ops) CHECK(op.kind != OpKind::DpSync);
   const CostModel cv = build_cost_model(s2, p, 4);
   CHECK(rv.ranks[0].static_embeddings_bytes ==
@@ -315,7 +305,7 @@ TEST_CASE("the sum identity holds with DP sync and the optimizer on every schedu
       for (const std::string& name : schedule_names()) {
         INFO(name << " overlap " << overlap << " dist " << dist);
         const Report r = run(s, p, name);
-        check_identity(r);
+        check_sum_identity(r);
         double dp = 0, opt = 0;
         for (const RankReport& rr : r.ranks) {
           dp += rr.dp_exposed_s;
@@ -396,7 +386,7 @@ TEST_CASE("under SP a row-parallel layer's backward all-gather waits for the com
   const Study s = load_study(resolve_config("studies", "default"), o);
   Dag dag;
   const Report r = run(s, p, "1f1b", &dag);
-  check_identity(r);
+  check_sum_identity(r);
   // Recompute the timeline of the same DAG for the op times.
   const Timeline t = simulate(dag);
   int checked = 0;
