@@ -276,6 +276,8 @@ void check_same_report(const Report& a, const Report& b) {
     CHECK(a.ranks[r].tp_exposed_s == b.ranks[r].tp_exposed_s);
     CHECK(a.ranks[r].pp_idle_s == b.ranks[r].pp_idle_s);
     CHECK(a.ranks[r].offload_stall_s == b.ranks[r].offload_stall_s);
+    CHECK(a.ranks[r].dp_exposed_s == b.ranks[r].dp_exposed_s);
+    CHECK(a.ranks[r].optimizer_s == b.ranks[r].optimizer_s);
     CHECK(a.ranks[r].activation_peak_bytes == b.ranks[r].activation_peak_bytes);
     CHECK(a.ranks[r].peak_memory_bytes == b.ranks[r].peak_memory_bytes);
   }
@@ -310,13 +312,52 @@ int fold_every_schedule(int pp, int m, CostOf cost_of) {
 
 TEST_CASE("zero-time collectives and sends folded away change no reported figure", "[sim][fold]") {
   // Uniform mode: sends take no time (folded); with tar = 0 the collectives too.
-  for (const UniformCosts& u : {UniformCosts{4, 8, 8, 2, 1}, UniformCosts{1, 2, 0, 0, 1}})
+  // tw = 0: the W units are not created either (tar = 2 keeps the collectives).
+  for (const UniformCosts& u :
+       {UniformCosts{4, 8, 8, 2, 1}, UniformCosts{1, 2, 0, 0, 1}, UniformCosts{1, 2, 0, 2, 1}})
     for (const int pp : {2, 4})
       CHECK(fold_every_schedule(pp, 3 * pp, [&](const Schedule& s) {
               return uniform_cost_model(u, s.virtual_stages());
             }) > 0);
+  // tb = 0: B units free memory in no time, so nothing is left out.
+  CHECK(fold_every_schedule(4, 8, [&](const Schedule& s) {
+          return uniform_cost_model(UniformCosts{1, 0, 0, 0, 1}, s.virtual_stages());
+        }) == 0);
   // Study costs: every op takes time; nothing is folded and nothing changes.
   on_default_study([](int pp, int m, auto cost_of) { fold_every_schedule(pp, m, cost_of); });
+}
+
+TEST_CASE("zero-time W units and collectives of uniform mode are not created when folding",
+          "[sim][fold]") {
+  // F = 1, B = 2, W = 0, tar = 0: the folded DAG holds exactly the ops that take time (its F and
+  // B units) on every schedule without offload; with offload (copies take no time and free
+  // memory) nothing is left out.
+  const auto cost_of = [](const Schedule& s) {
+    return uniform_cost_model(UniformCosts{1, 2, 0, 0, 1}, s.virtual_stages());
+  };
+  for_every_schedule(4, 8, cost_of, [](const Schedule& s, const CostModel& cost) {
+    LowerOptions fold;
+    fold.fold_zero_time = true;
+    const Dag full = lower(s, cost), lean = lower(s, cost, fold);
+    bool offload = false;
+    int timed = 0, w = 0;
+    for (const DagOp& op : full.ops) {
+      offload = offload || op.kind == OpKind::Offload;
+      timed += op.duration_s > 0;
+      w += op.kind == OpKind::Compute && op.phase == Phase::W;
+    }
+    CHECK(w > 0);
+    if (offload) {
+      CHECK(lean.size() == full.size());
+      return;
+    }
+    CHECK(lean.size() == timed);
+    for (const DagOp& op : lean.ops) {
+      CHECK(op.duration_s > 0);
+      CHECK(op.kind == OpKind::Compute);
+      CHECK(op.phase != Phase::W);
+    }
+  });
 }
 
 TEST_CASE("folding leaves ops that move memory and compute ops in place", "[sim][fold]") {

@@ -264,7 +264,7 @@ bool memory_sums_exact(const Dag& dag) {
   for (const DagOp& op : dag.ops)
     for (const double v : {op.alloc_bytes, op.free_bytes}) {
       if (v == 0) continue;
-      const double scaled = std::ldexp(v, 10);
+      const double scaled = v * 1024;  // exact: a power of two
       if (!(v > 0) || scaled != std::floor(scaled)) return false;
       total[op.rank] += v;
       if (!(total[op.rank] <= kMaxSum)) return false;

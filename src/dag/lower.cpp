@@ -13,6 +13,7 @@
 //     instruction, as Megatron batches them);
 //   - full recomputation: a layer's forward rerun precedes its B units inside the backward pass.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -64,6 +65,7 @@ class Lowerer final : public detail::StepEmitter {
     dag_.p2p_blocking =
         options.p2p == P2pMode::Blocking || (options.p2p == P2pMode::Auto && !cost.uniform);
     fold_ = options.fold_zero_time;
+    skip_zero_ = fold_ && zero_time_ops_movable(schedule, cost);
     stages_ = schedule.virtual_stages();
     m_ = schedule.microbatches;
     const std::size_t passes = static_cast<std::size_t>(stages_) * m_;
@@ -89,6 +91,41 @@ class Lowerer final : public detail::StepEmitter {
       step_.last_w.emplace_back(flow_[k].size(), kNone);
       step_.first_f.emplace_back(flow_[k].size(), kNone);
     }
+  }
+
+  // Leaving a zero-time op out lets the ops that waited for it start one zero-time round earlier
+  // at the same instant. That moves no memory peak when no op that frees memory can take zero
+  // time (uniform mode: no offload, tb > 0) and every partial sum of a rank's memory is exact
+  // (multiples of 2^-10, totals under 2^42: see memory_sums_exact), so the order of the allocs
+  // of one instant does not matter. The builder's fold checks the same on the lowered DAG.
+  static bool zero_time_ops_movable(const Schedule& schedule, const CostModel& cost) {
+    for (const RankProgram& program : schedule.ranks)
+      for (const Instruction& in : program.instructions)
+        if (in.op == InstructionKind::Offload || in.op == InstructionKind::Reload) return false;
+    constexpr double kMaxSum = 4398046511104.0;  // 2^42
+    double total = 0;
+    auto exact = [&](const PhaseCost& c) {
+      if (c.free_bytes != 0 && !(c.time_s > 0)) return false;
+      for (const double v : {c.alloc_bytes, c.free_bytes}) {
+        if (v == 0) continue;
+        if (!(v > 0) || v * 1024 != std::floor(v * 1024)) return false;
+        total += v;
+      }
+      return true;
+    };
+    auto unit_exact = [&](const UnitCost& u) {
+      return exact(u[Phase::F]) && exact(u[Phase::B]) && exact(u[Phase::W]) && exact(u.recompute);
+    };
+    for (const ChunkCost& c : cost.chunks) {
+      for (const UnitCost& u : c.prologue)
+        if (!unit_exact(u)) return false;
+      for (const LayerCost& l : c.layers)
+        for (const UnitCost& u : l)
+          if (!unit_exact(u)) return false;
+      for (const UnitCost& u : c.epilogue)
+        if (!unit_exact(u)) return false;
+    }
+    return total * std::max(schedule.microbatches, 1) <= kMaxSum;
   }
 
   // Reserved up front so that the op and edge arrays are written once, never moved: per layer and
@@ -218,6 +255,7 @@ class Lowerer final : public detail::StepEmitter {
   // pass's unit position and prefetched collective to the B units around them.
   void emit_cost(PassState& pass, const UnitCost& unit, Phase phase, const PhaseCost& cost,
                  CollectiveMode mode, bool recompute) {
+    if (phase == Phase::W && skips_w(cost)) return;
     const bool flows = phase != Phase::W;
     int input = flows ? pass.cursor : kNone;
     bool prefetched = false;
@@ -251,7 +289,8 @@ class Lowerer final : public detail::StepEmitter {
     if (flows && pass.first == kNone) pass.first = compute;
     int output = compute;
     if (cost.collective.kind != CollectiveKind::None &&
-        cost.collective.position == CollectivePosition::After) {
+        cost.collective.position == CollectivePosition::After &&
+        !skips_collective(cost.collective)) {
       const int c = emit_collective(pass, unit, phase, cost.collective, recompute);
       edge(compute, c);
       if (mode == CollectiveMode::Sync) pending_sync_[rank_].push_back(c);
@@ -272,6 +311,24 @@ class Lowerer final : public detail::StepEmitter {
         edge(output, pass.prefetched);
       }
     }
+  }
+
+  // Zero-time ops left out while lowering (LowerOptions::fold_zero_time; docs/simulator.md,
+  // "Zero-time ops"). A W unit of uniform mode (no step tail waits for it) that takes no time,
+  // moves no memory and has no collective: nothing waits for it but the next op on the compute
+  // stream, and it waits for nothing but the previous one (when no synchronous collective or send
+  // is pending), so it starts and ends as that one ends and splits no idle gap.
+  [[nodiscard]] bool skips_w(const PhaseCost& cost) const {
+    return skip_zero_ && cost_.uniform && cost.time_s == 0 && cost.alloc_bytes == 0 &&
+           cost.free_bytes == 0 && cost.collective.kind == CollectiveKind::None &&
+           pending_sync_[rank_].empty();
+  }
+  // A collective after its unit that takes no time on a rank whose TP stream has run nothing yet
+  // (so none that takes time precedes it there): it would end as its unit ends, so what waits for
+  // it waits for the unit instead.
+  [[nodiscard]] bool skips_collective(const Collective& c) const {
+    return skip_zero_ && c.time_s == 0 && c.position == CollectivePosition::After &&
+           build_.last_on_stream(rank_, StreamKind::Tp) == kNone;
   }
 
   // Collective::from_compute outside braided blocks (a plain B instruction).
@@ -599,6 +656,7 @@ class Lowerer final : public detail::StepEmitter {
   Dag& dag_;
   dag_build::DagBuilder build_;
   bool fold_ = false;
+  bool skip_zero_ = false;  // zero-time W units and collectives are not created
   int stages_ = 0, m_ = 0;
   int rank_ = 0, instruction_ = 0;
   // Per pass (stage * m + mb).
