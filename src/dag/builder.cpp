@@ -186,6 +186,21 @@ void DagBuilder::fold_zero_time() {
     // The new stream predecessor: the old one if kept, else the member of its handle on this
     // stream (the handle keeps the latest kept op of each stream, down the folded chain).
     int sp = d.stream_prev[i];
+    const int k = id[i];
+    bool direct = sp < 0 || !fold[sp];
+    for (int j = d.pred_begin[i]; direct && j < d.pred_begin[i + 1]; ++j)
+      direct = !fold[d.preds[j]];
+    if (direct) {
+      // No folded input (most ops): the list is sorted and unique already and renumbering keeps
+      // its order.
+      const int b = d.pred_begin[i], e = d.pred_begin[i + 1];
+      d.pred_begin[k] = static_cast<std::int32_t>(preds.size());
+      for (int j = b; j < e; ++j)
+        if (d.preds[j] != sp) preds.push_back(id[d.preds[j]]);
+      d.stream_prev[k] = sp >= 0 ? id[sp] : -1;
+      if (k != i) d.ops[k] = d.ops[i];
+      continue;
+    }
     list.clear();
     if (sp >= 0 && fold[sp]) {
       const int folded_prev = sp;
@@ -209,7 +224,6 @@ void DagBuilder::fold_zero_time() {
     }
     std::sort(list.begin(), list.end());
     list.erase(std::unique(list.begin(), list.end()), list.end());
-    const int k = id[i];
     // pred_begin[k] is read for op i >= k before it is overwritten here (i's own entry is read
     // above, and later ops have indices above k).
     d.pred_begin[k] = static_cast<std::int32_t>(preds.size());
