@@ -1,7 +1,9 @@
 // braid: the command-line driver. Parses the subcommand, runs it, and turns bad input into one
 // line on stderr and exit code 2.
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <iostream>
 #include <string>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include <malloc.h>
+#include <sys/mman.h>
 
 #include <CLI/CLI.hpp>
 
@@ -140,13 +143,23 @@ void register_commands(CLI::App& app, const std::string& first) {
 }  // namespace
 
 // One simulation allocates and frees its large working arrays in turn (the DAG's lists, the
-// timeline, the report's); served from one heap that keeps what is freed, later arrays reuse pages
-// already mapped instead of faulting fresh ones in (29 % fewer page faults on the unit-level qwen2
-// run, docs/limits.md).
+// timeline, the report's). Served from one heap that keeps what is freed, later arrays reuse
+// pages already mapped instead of faulting fresh ones in; and the heap's first 64 MiB, reserved
+// up front, are marked for transparent huge pages, so that a run's arrays fault in 2 MiB at a time
+// rather than 4 KiB (the unit-level qwen2 run: 8,046 page faults before, a quarter less CPU time;
+// docs/limits.md). Where the kernel has transparent huge pages off, madvise changes nothing.
+// Addresses never reach an output, so this changes no result.
 void prepare_heap() {
+  constexpr std::size_t kReserve = std::size_t{64} << 20;
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  mallopt(M_TOP_PAD, 16 << 20);
+  void* block = std::malloc(kReserve);
+  if (block == nullptr) return;
+  constexpr std::uintptr_t kHuge = std::uintptr_t{2} << 20;
+  const std::uintptr_t begin = (reinterpret_cast<std::uintptr_t>(block) + kHuge - 1) & ~(kHuge - 1);
+  const std::uintptr_t end = reinterpret_cast<std::uintptr_t>(block) + kReserve;
+  if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+  std::free(block);  // kept by the heap (below the trim threshold), now in huge pages
 }
 
 int main(int argc, char** argv) {

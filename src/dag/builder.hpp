@@ -43,7 +43,9 @@ class DagBuilder {
   void fold_zero_time();
   Dag& dag_;
   int ranks_;
-  std::vector<std::int32_t> last_;  // per (rank, stream)
+  std::vector<std::int32_t> last_;    // per (rank, stream)
+  std::vector<std::int32_t> count_;   // ops per (rank, stream)
+  std::vector<std::int32_t> stream_;  // per op: its (rank, stream)
   std::vector<std::pair<std::int32_t, std::int32_t>> late_;
 };
 
