@@ -360,6 +360,32 @@ TEST_CASE("zero-time W units and collectives of uniform mode are not created whe
   });
 }
 
+TEST_CASE("the exact memory sums the lowering infers from the costs hold on the lowered DAG",
+          "[sim][fold]") {
+  // Dag::memory_exact lets the fold and the fast path skip memory_sums_exact: it must never claim
+  // what the DAG does not satisfy, and it is found on uniform costs with M_a = 1.
+  int known = 0;
+  for (const double ma : {1.0, 0.1})
+    for_every_schedule(
+        4, 8,
+        [&](const Schedule& s) {
+          return uniform_cost_model(UniformCosts{4, 8, 8, 2, ma}, s.virtual_stages());
+        },
+        [&](const Schedule& s, const CostModel& cost) {
+          const Dag dag = lower(s, cost);
+          if (dag.memory_exact) CHECK(memory_sums_exact(dag));
+          CHECK(dag.memory_exact == (ma == 1.0));
+          known += dag.memory_exact;
+        });
+  CHECK(known > 0);
+  on_default_study([](int pp, int m, auto cost_of) {
+    for_every_schedule(pp, m, cost_of, [](const Schedule& s, const CostModel& cost) {
+      const Dag dag = lower(s, cost);
+      if (dag.memory_exact) CHECK(memory_sums_exact(dag));
+    });
+  });
+}
+
 TEST_CASE("folding leaves ops that move memory and compute ops in place", "[sim][fold]") {
   // 1F1B, p 2, m 2 in uniform mode: the four sends (one F and one B per microbatch, no time)
   // go; the compute ops and the collectives (which take time) stay.

@@ -110,7 +110,7 @@ void DagBuilder::fold_zero_time() {
     fold[i] = 1;
     ++folded;
   }
-  if (folded == 0 || !memory_sums_exact(d)) return;
+  if (folded == 0 || !(d.memory_exact || memory_sums_exact(d))) return;
 
   // Ops are added in stream order, so on one stream a higher index is a later op.
   auto stream_of = [&](int i) { return d.stream_id(d.ops[i].rank, d.ops[i].stream); };

@@ -65,7 +65,8 @@ class Lowerer final : public detail::StepEmitter {
     dag_.p2p_blocking =
         options.p2p == P2pMode::Blocking || (options.p2p == P2pMode::Auto && !cost.uniform);
     fold_ = options.fold_zero_time;
-    skip_zero_ = fold_ && zero_time_ops_movable(schedule, cost);
+    dag_.memory_exact = memory_exact_by_costs(schedule, cost);
+    skip_zero_ = fold_ && zero_time_ops_movable(schedule, cost, dag_.memory_exact);
     stages_ = schedule.virtual_stages();
     m_ = schedule.microbatches;
     const std::size_t passes = static_cast<std::size_t>(stages_) * m_;
@@ -93,30 +94,25 @@ class Lowerer final : public detail::StepEmitter {
     }
   }
 
-  // Leaving a zero-time op out lets the ops that waited for it start one zero-time round earlier
-  // at the same instant. That moves no memory peak when no op that frees memory can take zero
-  // time (uniform mode: no offload, tb > 0) and every partial sum of a rank's memory is exact
-  // (multiples of 2^-10, totals under 2^42: see memory_sums_exact), so the order of the allocs
-  // of one instant does not matter. The builder's fold checks the same on the lowered DAG.
-  static bool zero_time_ops_movable(const Schedule& schedule, const CostModel& cost) {
-    for (const RankProgram& program : schedule.ranks)
-      for (const Instruction& in : program.instructions)
-        if (in.op == InstructionKind::Offload || in.op == InstructionKind::Reload) return false;
+  // True when every partial sum of a rank's memory is exact (memory_sums_exact) by the cost model
+  // alone: every unit's alloc and free and every chunk's activations (offload and reload move
+  // them) is a multiple of 2^-10, and all of them times the microbatches stay under 2^42.
+  static bool memory_exact_by_costs(const Schedule& schedule, const CostModel& cost) {
     constexpr double kMaxSum = 4398046511104.0;  // 2^42
     double total = 0;
-    auto exact = [&](const PhaseCost& c) {
-      if (c.free_bytes != 0 && !(c.time_s > 0)) return false;
-      for (const double v : {c.alloc_bytes, c.free_bytes}) {
-        if (v == 0) continue;
-        if (!(v > 0) || v * 1024 != std::floor(v * 1024)) return false;
-        total += v;
-      }
+    auto add = [&](double v) {
+      if (v == 0) return true;
+      if (!(v > 0 && v <= kMaxSum) || v * 1024 != std::floor(v * 1024)) return false;
+      total += v;
       return true;
     };
     auto unit_exact = [&](const UnitCost& u) {
-      return exact(u[Phase::F]) && exact(u[Phase::B]) && exact(u[Phase::W]) && exact(u.recompute);
+      for (const PhaseCost* c : {&u[Phase::F], &u[Phase::B], &u[Phase::W], &u.recompute})
+        if (!add(c->alloc_bytes) || !add(c->free_bytes)) return false;
+      return true;
     };
     for (const ChunkCost& c : cost.chunks) {
+      if (!add(2 * c.activation_bytes)) return false;
       for (const UnitCost& u : c.prologue)
         if (!unit_exact(u)) return false;
       for (const LayerCost& l : c.layers)
@@ -126,6 +122,33 @@ class Lowerer final : public detail::StepEmitter {
         if (!unit_exact(u)) return false;
     }
     return total * std::max(schedule.microbatches, 1) <= kMaxSum;
+  }
+
+  // Leaving a zero-time op out lets the ops that waited for it start one zero-time round earlier
+  // at the same instant. That moves no memory peak when no op that frees memory can take zero
+  // time (no offload, no unit that frees memory in no time) and every memory sum is exact, so the
+  // order of the allocs of one instant does not matter. The builder's fold checks the same on the
+  // lowered DAG.
+  static bool zero_time_ops_movable(const Schedule& schedule, const CostModel& cost, bool exact) {
+    if (!exact) return false;
+    for (const RankProgram& program : schedule.ranks)
+      for (const Instruction& in : program.instructions)
+        if (in.op == InstructionKind::Offload || in.op == InstructionKind::Reload) return false;
+    auto frees_in_no_time = [](const UnitCost& u) {
+      for (const PhaseCost* c : {&u[Phase::F], &u[Phase::B], &u[Phase::W], &u.recompute})
+        if (c->free_bytes != 0 && !(c->time_s > 0)) return true;
+      return false;
+    };
+    for (const ChunkCost& c : cost.chunks) {
+      for (const UnitCost& u : c.prologue)
+        if (frees_in_no_time(u)) return false;
+      for (const LayerCost& l : c.layers)
+        for (const UnitCost& u : l)
+          if (frees_in_no_time(u)) return false;
+      for (const UnitCost& u : c.epilogue)
+        if (frees_in_no_time(u)) return false;
+    }
+    return true;
   }
 
   // Reserved up front so that the op and edge arrays are written once, never moved: per layer and
