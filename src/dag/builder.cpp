@@ -29,16 +29,18 @@ DagBuilder::DagBuilder(Dag& dag, int ranks, std::size_t ops_hint)
   dag_.preds.reserve(ops_hint + ops_hint / 4);
 }
 
-int DagBuilder::add_op(const DagOp& op) {
+int DagBuilder::add_op(const DagOp& op, int rank, int instruction) {
   const int id = static_cast<int>(dag_.ops.size());
   const std::size_t stream =
-      static_cast<std::size_t>(op.rank) * kStreamsPerRank + static_cast<int>(op.stream);
+      static_cast<std::size_t>(rank) * kStreamsPerRank + static_cast<int>(op.stream);
   dag_.stream_prev.push_back(last_[stream]);
   stream_.push_back(static_cast<std::int32_t>(stream));
   last_[stream] = id;
   ++count_[stream];
   dag_.pred_begin.push_back(static_cast<std::int32_t>(dag_.preds.size()));
-  dag_.ops.push_back(op);
+  DagOp& added = dag_.ops.emplace_back(op);
+  added.rank = rank;
+  added.instruction = instruction;
   return id;
 }
 

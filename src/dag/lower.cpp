@@ -212,10 +212,9 @@ class Lowerer final : public detail::StepEmitter {
   }
 
   // ---- op emission ----------------------------------------------------------------------------
-  int new_op(DagOp op) {
-    op.rank = rank_;
-    op.instruction = instruction_;
-    const int id = build_.add_op(op);
+  // `op` is copied once, into the DAG, with the rank and instruction set there.
+  int new_op(const DagOp& op) {
+    const int id = build_.add_op(op, rank_, instruction_);
     if (op.stream == StreamKind::Compute) {
       // The blocking rules: a compute op waits for the synchronous collectives and blocking sends
       // issued before it on its rank.
