@@ -107,7 +107,7 @@ void DagBuilder::fold_zero_time() {
     if (op.alloc_bytes != 0 || op.stream == StreamKind::Compute) continue;
     bool local = true;
     for (int j = d.pred_begin[i]; j < d.pred_begin[i + 1]; ++j)
-      local = local && d.ops[d.preds[j]].rank == op.rank;
+      local = local && stream_[d.preds[j]] / kStreamsPerRank == op.rank;
     if (!local) continue;
     fold[i] = 1;
     ++folded;
@@ -115,7 +115,8 @@ void DagBuilder::fold_zero_time() {
   if (folded == 0 || !(d.memory_exact || memory_sums_exact(d))) return;
 
   // Ops are added in stream order, so on one stream a higher index is a later op.
-  auto stream_of = [&](int i) { return d.stream_id(d.ops[i].rank, d.ops[i].stream); };
+  // (Read from the per-op stream index rather than the op records, which are four times wider.)
+  auto stream_of = [&](int i) { return stream_[i]; };
   // Keeps the latest member per stream of hv[from..).
   std::vector<std::int32_t> hv;
   auto prune = [&](std::size_t from) {
@@ -222,8 +223,7 @@ void DagBuilder::fold_zero_time() {
         const int m = hv[k];
         list.push_back(m);
         // Ops below i have moved to their new index already (each slot is written once).
-        const DagOp& mo = m < i ? d.ops[id[m]] : d.ops[m];
-        if (d.stream_id(mo.rank, mo.stream) == here) sp = m;
+        if (stream_[m < i ? id[m] : m] == here) sp = m;
       }
     }
     for (int j = d.pred_begin[i]; j < d.pred_begin[i + 1]; ++j) {
