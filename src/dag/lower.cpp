@@ -106,22 +106,11 @@ class Lowerer final : public detail::StepEmitter {
       total += v;
       return true;
     };
-    auto unit_exact = [&](const UnitCost& u) {
-      for (const PhaseCost* c : {&u[Phase::F], &u[Phase::B], &u[Phase::W], &u.recompute})
-        if (!add(c->alloc_bytes) || !add(c->free_bytes)) return false;
-      return true;
-    };
-    for (const ChunkCost& c : cost.chunks) {
-      if (!add(2 * c.activation_bytes)) return false;
-      for (const UnitCost& u : c.prologue)
-        if (!unit_exact(u)) return false;
-      for (const LayerCost& l : c.layers)
-        for (const UnitCost& u : l)
-          if (!unit_exact(u)) return false;
-      for (const UnitCost& u : c.epilogue)
-        if (!unit_exact(u)) return false;
-    }
-    return total * std::max(schedule.microbatches, 1) <= kMaxSum;
+    for (const ChunkCost& c : cost.chunks)  // an offload frees them, a reload allocates them
+      if (!add(c.activation_bytes) || !add(c.activation_bytes)) return false;
+    const bool inexact = any_phase(
+        cost, [&](const PhaseCost& c) { return !add(c.alloc_bytes) || !add(c.free_bytes); });
+    return !inexact && total * std::max(schedule.microbatches, 1) <= kMaxSum;
   }
 
   // Leaving a zero-time op out lets the ops that waited for it start one zero-time round earlier
@@ -134,21 +123,24 @@ class Lowerer final : public detail::StepEmitter {
     for (const RankProgram& program : schedule.ranks)
       for (const Instruction& in : program.instructions)
         if (in.op == InstructionKind::Offload || in.op == InstructionKind::Reload) return false;
-    auto frees_in_no_time = [](const UnitCost& u) {
-      for (const PhaseCost* c : {&u[Phase::F], &u[Phase::B], &u[Phase::W], &u.recompute})
-        if (c->free_bytes != 0 && !(c->time_s > 0)) return true;
-      return false;
+    return !any_phase(cost,
+                      [](const PhaseCost& c) { return c.free_bytes != 0 && !(c.time_s > 0); });
+  }
+
+  // True when `holds` is true of some phase cost (F, B, W or the recomputed forward) of some unit.
+  template <class Holds>
+  static bool any_phase(const CostModel& cost, Holds holds) {
+    auto unit = [&](const UnitCost& u) {
+      return holds(u[Phase::F]) || holds(u[Phase::B]) || holds(u[Phase::W]) || holds(u.recompute);
     };
     for (const ChunkCost& c : cost.chunks) {
-      for (const UnitCost& u : c.prologue)
-        if (frees_in_no_time(u)) return false;
+      if (std::any_of(c.prologue.begin(), c.prologue.end(), unit) ||
+          std::any_of(c.epilogue.begin(), c.epilogue.end(), unit))
+        return true;
       for (const LayerCost& l : c.layers)
-        for (const UnitCost& u : l)
-          if (frees_in_no_time(u)) return false;
-      for (const UnitCost& u : c.epilogue)
-        if (frees_in_no_time(u)) return false;
+        if (std::any_of(l.begin(), l.end(), unit)) return true;
     }
-    return true;
+    return false;
   }
 
   // Reserved up front so that the op and edge arrays are written once, never moved: per layer and
