@@ -146,8 +146,8 @@ void register_commands(CLI::App& app, const std::string& first) {
 // the report's). Served from one heap that keeps what is freed, later arrays reuse pages already
 // mapped instead of faulting fresh ones in; and the heap's first 62 MiB, reserved up front, are
 // marked for transparent huge pages, so that a run's arrays fault in 2 MiB at a time rather than
-// 4 KiB (the unit-level qwen2 run: 8,046 page faults before, about 300 now, a quarter less CPU
-// time; docs/limits.md). Arrays above 32 MiB (runs of millions of ops) still get their own
+// 4 KiB (the unit-level qwen2 run: about 8,100 page faults before, 300-460 now, a quarter less
+// CPU time; docs/limits.md). Arrays above 32 MiB (runs of millions of ops) still get their own
 // mappings, returned when freed, so that arrays grown by doubling leave no freed copies in the
 // heap. Where the kernel has transparent huge pages off, madvise changes nothing. Addresses never
 // reach an output, so none of this changes a result.
