@@ -276,6 +276,8 @@ void check_same_report(const Report& a, const Report& b) {
     CHECK(a.ranks[r].tp_exposed_s == b.ranks[r].tp_exposed_s);
     CHECK(a.ranks[r].pp_idle_s == b.ranks[r].pp_idle_s);
     CHECK(a.ranks[r].offload_stall_s == b.ranks[r].offload_stall_s);
+    CHECK(a.ranks[r].dp_exposed_s == b.ranks[r].dp_exposed_s);
+    CHECK(a.ranks[r].optimizer_s == b.ranks[r].optimizer_s);
     CHECK(a.ranks[r].activation_peak_bytes == b.ranks[r].activation_peak_bytes);
     CHECK(a.ranks[r].peak_memory_bytes == b.ranks[r].peak_memory_bytes);
   }
@@ -286,6 +288,11 @@ void check_same_report(const Report& a, const Report& b) {
             a.critical_path.copy_s ==
         Approx(b.critical_path.compute_s + b.critical_path.collective_s + b.critical_path.p2p_s +
                b.critical_path.copy_s));
+  // And every other field of the JSON report, byte for byte.
+  Report same = b;
+  same.ops = a.ops;
+  same.critical_path = a.critical_path;
+  CHECK(report_json(same) == report_json(a));
 }
 
 // Folded and unfolded DAGs of every schedule (offload off and on) give the same report, through
@@ -310,13 +317,78 @@ int fold_every_schedule(int pp, int m, CostOf cost_of) {
 
 TEST_CASE("zero-time collectives and sends folded away change no reported figure", "[sim][fold]") {
   // Uniform mode: sends take no time (folded); with tar = 0 the collectives too.
-  for (const UniformCosts& u : {UniformCosts{4, 8, 8, 2, 1}, UniformCosts{1, 2, 0, 0, 1}})
+  // tw = 0: the W units are not created either (tar = 2 keeps the collectives).
+  for (const UniformCosts& u :
+       {UniformCosts{4, 8, 8, 2, 1}, UniformCosts{1, 2, 0, 0, 1}, UniformCosts{1, 2, 0, 2, 1}})
     for (const int pp : {2, 4})
       CHECK(fold_every_schedule(pp, 3 * pp, [&](const Schedule& s) {
               return uniform_cost_model(u, s.virtual_stages());
             }) > 0);
+  // tb = 0: B units free memory in no time, so nothing is left out.
+  CHECK(fold_every_schedule(4, 8, [&](const Schedule& s) {
+          return uniform_cost_model(UniformCosts{1, 0, 0, 0, 1}, s.virtual_stages());
+        }) == 0);
   // Study costs: every op takes time; nothing is folded and nothing changes.
   on_default_study([](int pp, int m, auto cost_of) { fold_every_schedule(pp, m, cost_of); });
+}
+
+TEST_CASE("zero-time W units and collectives of uniform mode are not created when folding",
+          "[sim][fold]") {
+  // F = 1, B = 2, W = 0, tar = 0: the folded DAG holds exactly the ops that take time (its F and
+  // B units) on every schedule without offload; with offload (copies take no time and free
+  // memory) nothing is left out.
+  const auto cost_of = [](const Schedule& s) {
+    return uniform_cost_model(UniformCosts{1, 2, 0, 0, 1}, s.virtual_stages());
+  };
+  for_every_schedule(4, 8, cost_of, [](const Schedule& s, const CostModel& cost) {
+    LowerOptions fold;
+    fold.fold_zero_time = true;
+    const Dag full = lower(s, cost), lean = lower(s, cost, fold);
+    bool offload = false;
+    int timed = 0, w = 0;
+    for (const DagOp& op : full.ops) {
+      offload = offload || op.kind == OpKind::Offload;
+      timed += op.duration_s > 0;
+      w += op.kind == OpKind::Compute && op.phase == Phase::W;
+    }
+    CHECK(w > 0);
+    if (offload) {
+      CHECK(lean.size() == full.size());
+      return;
+    }
+    CHECK(lean.size() == timed);
+    for (const DagOp& op : lean.ops) {
+      CHECK(op.duration_s > 0);
+      CHECK(op.kind == OpKind::Compute);
+      CHECK(op.phase != Phase::W);
+    }
+  });
+}
+
+TEST_CASE("the exact memory sums the lowering infers from the costs hold on the lowered DAG",
+          "[sim][fold]") {
+  // Dag::memory_exact lets the fold and the fast path skip memory_sums_exact: it must never claim
+  // what the DAG does not satisfy, and it is found on uniform costs with M_a = 1.
+  int known = 0;
+  for (const double ma : {1.0, 0.1})
+    for_every_schedule(
+        4, 8,
+        [&](const Schedule& s) {
+          return uniform_cost_model(UniformCosts{4, 8, 8, 2, ma}, s.virtual_stages());
+        },
+        [&](const Schedule& s, const CostModel& cost) {
+          const Dag dag = lower(s, cost);
+          if (dag.memory_exact) CHECK(memory_sums_exact(dag));
+          CHECK(dag.memory_exact == (ma == 1.0));
+          known += dag.memory_exact;
+        });
+  CHECK(known > 0);
+  on_default_study([](int pp, int m, auto cost_of) {
+    for_every_schedule(pp, m, cost_of, [](const Schedule& s, const CostModel& cost) {
+      const Dag dag = lower(s, cost);
+      if (dag.memory_exact) CHECK(memory_sums_exact(dag));
+    });
+  });
 }
 
 TEST_CASE("folding leaves ops that move memory and compute ops in place", "[sim][fold]") {

@@ -107,6 +107,10 @@ struct Dag {
   Contention contention;           // from the cost model (1, 1 when uniform)
   CopyContention copy_contention;  // D2H against H2D, from the cost model (1, 1 when uniform)
   bool p2p_blocking = true;
+  // True when lowering found every memory sum exact from the cost model alone (see
+  // memory_sums_exact, which the fold and the simulator's fast path then need not run); false
+  // means "not known", not "inexact".
+  bool memory_exact = false;
 
   int size() const { return static_cast<int>(ops.size()); }
   int stream_id(int rank, StreamKind s) const {

@@ -2,7 +2,6 @@
 #include "builder.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <cstddef>
 
 namespace braid::dag_build {
@@ -19,21 +18,29 @@ std::int32_t* sort_unique(std::int32_t* b, std::int32_t* e) {
 }  // namespace
 
 DagBuilder::DagBuilder(Dag& dag, int ranks, std::size_t ops_hint)
-    : dag_(dag), ranks_(ranks), last_(static_cast<std::size_t>(ranks) * kStreamsPerRank, -1) {
+    : dag_(dag),
+      ranks_(ranks),
+      last_(static_cast<std::size_t>(ranks) * kStreamsPerRank, -1),
+      count_(last_.size(), 0) {
   dag_.ops.reserve(ops_hint);
   dag_.stream_prev.reserve(ops_hint);
+  stream_.reserve(ops_hint);
   dag_.pred_begin.reserve(ops_hint + 1);
   dag_.preds.reserve(ops_hint + ops_hint / 4);
 }
 
-int DagBuilder::add_op(const DagOp& op) {
+int DagBuilder::add_op(const DagOp& op, int rank, int instruction) {
   const int id = static_cast<int>(dag_.ops.size());
-  std::int32_t& last =
-      last_[static_cast<std::size_t>(op.rank) * kStreamsPerRank + static_cast<int>(op.stream)];
-  dag_.stream_prev.push_back(last);
-  last = id;
+  const std::size_t stream =
+      static_cast<std::size_t>(rank) * kStreamsPerRank + static_cast<int>(op.stream);
+  dag_.stream_prev.push_back(last_[stream]);
+  stream_.push_back(static_cast<std::int32_t>(stream));
+  last_[stream] = id;
+  ++count_[stream];
   dag_.pred_begin.push_back(static_cast<std::int32_t>(dag_.preds.size()));
-  dag_.ops.push_back(op);
+  DagOp& added = dag_.ops.emplace_back(op);
+  added.rank = rank;
+  added.instruction = instruction;
   return id;
 }
 
@@ -91,7 +98,6 @@ void DagBuilder::merge_late() {
 void DagBuilder::fold_zero_time() {
   Dag& d = dag_;
   const int n = d.size();
-  if (!memory_sums_exact(d)) return;
   std::vector<char> fold(n, 0);
   int folded = 0;
   for (int i = 0; i < n; ++i) {
@@ -101,15 +107,16 @@ void DagBuilder::fold_zero_time() {
     if (op.alloc_bytes != 0 || op.stream == StreamKind::Compute) continue;
     bool local = true;
     for (int j = d.pred_begin[i]; j < d.pred_begin[i + 1]; ++j)
-      local = local && d.ops[d.preds[j]].rank == op.rank;
+      local = local && stream_[d.preds[j]] / kStreamsPerRank == op.rank;
     if (!local) continue;
     fold[i] = 1;
     ++folded;
   }
-  if (folded == 0) return;
+  if (folded == 0 || !(d.memory_exact || memory_sums_exact(d))) return;
 
   // Ops are added in stream order, so on one stream a higher index is a later op.
-  auto stream_of = [&](int i) { return d.stream_id(d.ops[i].rank, d.ops[i].stream); };
+  // (Read from the per-op stream index rather than the op records, which are four times wider.)
+  auto stream_of = [&](int i) { return stream_[i]; };
   // Keeps the latest member per stream of hv[from..).
   std::vector<std::int32_t> hv;
   auto prune = [&](std::size_t from) {
@@ -178,7 +185,10 @@ void DagBuilder::fold_zero_time() {
   std::vector<std::int32_t>& id = hb;
   int kept = 0;
   for (int i = 0; i < n; ++i)
-    if (!fold[i]) id[i] = kept++;
+    if (!fold[i])
+      id[i] = kept++;
+    else
+      --count_[stream_of(i)];
   std::vector<std::int32_t> preds, list;
   preds.reserve(d.preds.size());
   for (int i = 0; i < n; ++i) {
@@ -186,6 +196,24 @@ void DagBuilder::fold_zero_time() {
     // The new stream predecessor: the old one if kept, else the member of its handle on this
     // stream (the handle keeps the latest kept op of each stream, down the folded chain).
     int sp = d.stream_prev[i];
+    const int to = id[i];
+    bool direct = sp < 0 || !fold[sp];
+    for (int j = d.pred_begin[i]; direct && j < d.pred_begin[i + 1]; ++j)
+      direct = !fold[d.preds[j]];
+    if (direct) {
+      // No folded input (most ops): the list is sorted and unique already and renumbering keeps
+      // its order.
+      const int b = d.pred_begin[i], e = d.pred_begin[i + 1];
+      d.pred_begin[to] = static_cast<std::int32_t>(preds.size());
+      for (int j = b; j < e; ++j)
+        if (d.preds[j] != sp) preds.push_back(id[d.preds[j]]);
+      d.stream_prev[to] = sp >= 0 ? id[sp] : -1;
+      if (to != i) {
+        d.ops[to] = d.ops[i];
+        stream_[to] = stream_[i];
+      }
+      continue;
+    }
     list.clear();
     if (sp >= 0 && fold[sp]) {
       const int folded_prev = sp;
@@ -195,8 +223,7 @@ void DagBuilder::fold_zero_time() {
         const int m = hv[k];
         list.push_back(m);
         // Ops below i have moved to their new index already (each slot is written once).
-        const DagOp& mo = m < i ? d.ops[id[m]] : d.ops[m];
-        if (d.stream_id(mo.rank, mo.stream) == here) sp = m;
+        if (stream_[m < i ? id[m] : m] == here) sp = m;
       }
     }
     for (int j = d.pred_begin[i]; j < d.pred_begin[i + 1]; ++j) {
@@ -209,19 +236,22 @@ void DagBuilder::fold_zero_time() {
     }
     std::sort(list.begin(), list.end());
     list.erase(std::unique(list.begin(), list.end()), list.end());
-    const int k = id[i];
-    // pred_begin[k] is read for op i >= k before it is overwritten here (i's own entry is read
-    // above, and later ops have indices above k).
-    d.pred_begin[k] = static_cast<std::int32_t>(preds.size());
+    // pred_begin[to] is read for op i >= to before it is overwritten here (i's own entry is read
+    // above, and later ops have indices above to).
+    d.pred_begin[to] = static_cast<std::int32_t>(preds.size());
     for (const int p : list)
       if (p != sp) preds.push_back(id[p]);  // the stream predecessor waits by stream order
-    d.stream_prev[k] = sp >= 0 ? id[sp] : -1;
-    if (k != i) d.ops[k] = d.ops[i];
+    d.stream_prev[to] = sp >= 0 ? id[sp] : -1;
+    if (to != i) {
+      d.ops[to] = d.ops[i];
+      stream_[to] = stream_[i];
+    }
   }
   d.pred_begin[kept] = static_cast<std::int32_t>(preds.size());
   d.pred_begin.resize(kept + 1);
   d.ops.resize(kept);
   d.stream_prev.resize(kept);
+  stream_.resize(kept);
   d.preds = std::move(preds);
 }
 
@@ -241,17 +271,21 @@ void DagBuilder::finish(bool fold) {
         d.succs[fill[d.preds[j]]++] = i;  // ascending i: successors come out sorted
   }
 
+  // Stream order from the per-stream counts and each op's stream, kept aside as ops arrive, so
+  // that the op records are not read again.
   const int streams = ranks_ * kStreamsPerRank;
-  d.stream_begin.assign(streams + 1, 0);
-  for (const DagOp& op : d.ops) ++d.stream_begin[d.stream_id(op.rank, op.stream) + 1];
-  for (int s = 0; s < streams; ++s) d.stream_begin[s + 1] += d.stream_begin[s];
+  d.stream_begin.resize(streams + 1);
+  d.stream_begin[0] = 0;
+  for (int s = 0; s < streams; ++s) d.stream_begin[s + 1] = d.stream_begin[s] + count_[s];
   d.stream_ops.resize(n);
   d.stream_next.assign(n, -1);
   std::vector<std::int32_t> fill(d.stream_begin.begin(), d.stream_begin.end() - 1);
   for (int i = 0; i < n; ++i) {
-    d.stream_ops[fill[d.stream_id(d.ops[i].rank, d.ops[i].stream)]++] = i;
+    d.stream_ops[fill[stream_[i]]++] = i;
     if (d.stream_prev[i] >= 0) d.stream_next[d.stream_prev[i]] = i;
   }
+  stream_.clear();
+  stream_.shrink_to_fit();
 }
 
 }  // namespace braid::dag_build
@@ -264,8 +298,11 @@ bool memory_sums_exact(const Dag& dag) {
   for (const DagOp& op : dag.ops)
     for (const double v : {op.alloc_bytes, op.free_bytes}) {
       if (v == 0) continue;
-      const double scaled = std::ldexp(v, 10);
-      if (!(v > 0) || scaled != std::floor(scaled)) return false;
+      // v <= 2^42 first: then v * 2^10 (exact, a power of two) fits an int64 and converts back
+      // unchanged exactly when it is whole.
+      if (!(v > 0 && v <= kMaxSum)) return false;
+      const double scaled = v * 1024;
+      if (scaled != static_cast<double>(static_cast<std::int64_t>(scaled))) return false;
       total[op.rank] += v;
       if (!(total[op.rank] <= kMaxSum)) return false;
     }

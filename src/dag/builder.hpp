@@ -19,9 +19,9 @@ class DagBuilder {
   // `ranks`: the pipeline ranks (dag.pp); `ops_hint`: the expected op count, reserved up front.
   DagBuilder(Dag& dag, int ranks, std::size_t ops_hint);
 
-  // Appends `op` (its rank and stream already set) at the end of its (rank, stream) order and
-  // returns its index.
-  int add_op(const DagOp& op);
+  // Appends `op` with `rank` and `instruction` (its stream already set) at the end of its
+  // (rank, stream) order and returns its index.
+  int add_op(const DagOp& op, int rank, int instruction);
   // `to` waits for `from`; from < 0 (no op) is ignored. Duplicates are removed by finish().
   void add_dependency(int from, int to) {
     if (from < 0) return;
@@ -43,7 +43,9 @@ class DagBuilder {
   void fold_zero_time();
   Dag& dag_;
   int ranks_;
-  std::vector<std::int32_t> last_;  // per (rank, stream)
+  std::vector<std::int32_t> last_;    // per (rank, stream)
+  std::vector<std::int32_t> count_;   // ops per (rank, stream)
+  std::vector<std::int32_t> stream_;  // per op: its (rank, stream)
   std::vector<std::pair<std::int32_t, std::int32_t>> late_;
 };
 

@@ -18,6 +18,7 @@
 //     steps and early receives come from p2p_batches.hpp);
 //   - full recomputation: a layer's forward rerun precedes its B units inside the backward pass.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <unordered_map>
@@ -72,6 +73,8 @@ class Lowerer final : public detail::StepEmitter {
     dag_.p2p_blocking = batched_ || options.p2p == P2pMode::Blocking ||
                         (options.p2p == P2pMode::Auto && !cost.uniform);
     fold_ = options.fold_zero_time;
+    dag_.memory_exact = memory_exact_by_costs(schedule, cost);
+    skip_zero_ = fold_ && zero_time_ops_movable(schedule, cost, dag_.memory_exact);
     stages_ = schedule.virtual_stages();
     m_ = schedule.microbatches;
     const std::size_t passes = static_cast<std::size_t>(stages_) * m_;
@@ -109,6 +112,55 @@ class Lowerer final : public detail::StepEmitter {
       step_.last_w.emplace_back(flow_[k].size(), kNone);
       step_.first_f.emplace_back(flow_[k].size(), kNone);
     }
+  }
+
+  // True when every partial sum of a rank's memory is exact (memory_sums_exact) by the cost model
+  // alone: every unit's alloc and free and every chunk's activations (offload and reload move
+  // them) is a multiple of 2^-10, and all of them times the microbatches stay under 2^42.
+  static bool memory_exact_by_costs(const Schedule& schedule, const CostModel& cost) {
+    constexpr double kMaxSum = 4398046511104.0;  // 2^42
+    double total = 0;
+    auto add = [&](double v) {
+      if (v == 0) return true;
+      if (!(v > 0 && v <= kMaxSum) || v * 1024 != std::floor(v * 1024)) return false;
+      total += v;
+      return true;
+    };
+    for (const ChunkCost& c : cost.chunks)  // an offload frees them, a reload allocates them
+      if (!add(c.activation_bytes) || !add(c.activation_bytes)) return false;
+    const bool inexact = any_phase(
+        cost, [&](const PhaseCost& c) { return !add(c.alloc_bytes) || !add(c.free_bytes); });
+    return !inexact && total * std::max(schedule.microbatches, 1) <= kMaxSum;
+  }
+
+  // Leaving a zero-time op out lets the ops that waited for it start one zero-time round earlier
+  // at the same instant. That moves no memory peak when no op that frees memory can take zero
+  // time (no offload, no unit that frees memory in no time) and every memory sum is exact, so the
+  // order of the allocs of one instant does not matter. The builder's fold checks the same on the
+  // lowered DAG.
+  static bool zero_time_ops_movable(const Schedule& schedule, const CostModel& cost, bool exact) {
+    if (!exact) return false;
+    for (const RankProgram& program : schedule.ranks)
+      for (const Instruction& in : program.instructions)
+        if (in.op == InstructionKind::Offload || in.op == InstructionKind::Reload) return false;
+    return !any_phase(cost,
+                      [](const PhaseCost& c) { return c.free_bytes != 0 && !(c.time_s > 0); });
+  }
+
+  // True when `holds` is true of some phase cost (F, B, W or the recomputed forward) of some unit.
+  template <class Holds>
+  static bool any_phase(const CostModel& cost, Holds holds) {
+    auto unit = [&](const UnitCost& u) {
+      return holds(u[Phase::F]) || holds(u[Phase::B]) || holds(u[Phase::W]) || holds(u.recompute);
+    };
+    for (const ChunkCost& c : cost.chunks) {
+      if (std::any_of(c.prologue.begin(), c.prologue.end(), unit) ||
+          std::any_of(c.epilogue.begin(), c.epilogue.end(), unit))
+        return true;
+      for (const LayerCost& l : c.layers)
+        if (std::any_of(l.begin(), l.end(), unit)) return true;
+    }
+    return false;
   }
 
   // Reserved up front so that the op and edge arrays are written once, never moved: per layer and
@@ -172,10 +224,9 @@ class Lowerer final : public detail::StepEmitter {
   }
 
   // ---- op emission ----------------------------------------------------------------------------
-  int new_op(DagOp op) {
-    op.rank = rank_;
-    op.instruction = instruction_;
-    const int id = build_.add_op(op);
+  // `op` is copied once, into the DAG, with the rank and instruction set there.
+  int new_op(const DagOp& op) {
+    const int id = build_.add_op(op, rank_, instruction_);
     if (op.stream == StreamKind::Compute) {
       // The blocking rules: a compute op waits for the synchronous collectives and blocking sends
       // issued before it on its rank.
@@ -238,6 +289,7 @@ class Lowerer final : public detail::StepEmitter {
   // pass's unit position and prefetched collective to the B units around them.
   void emit_cost(PassState& pass, const UnitCost& unit, Phase phase, const PhaseCost& cost,
                  CollectiveMode mode, bool recompute) {
+    if (phase == Phase::W && skips_w(cost)) return;
     const bool flows = phase != Phase::W;
     int input = flows ? pass.cursor : kNone;
     bool prefetched = false;
@@ -271,7 +323,8 @@ class Lowerer final : public detail::StepEmitter {
     if (flows && pass.first == kNone) pass.first = compute;
     int output = compute;
     if (cost.collective.kind != CollectiveKind::None &&
-        cost.collective.position == CollectivePosition::After) {
+        cost.collective.position == CollectivePosition::After &&
+        !skips_collective(cost.collective)) {
       const int c = emit_collective(pass, unit, phase, cost.collective, recompute);
       edge(compute, c);
       if (mode == CollectiveMode::Sync) pending_sync_[rank_].push_back(c);
@@ -292,6 +345,24 @@ class Lowerer final : public detail::StepEmitter {
         edge(output, pass.prefetched);
       }
     }
+  }
+
+  // Zero-time ops left out while lowering (LowerOptions::fold_zero_time; docs/simulator.md,
+  // "Zero-time ops"). A W unit of uniform mode (no step tail waits for it) that takes no time,
+  // moves no memory and has no collective: nothing waits for it but the next op on the compute
+  // stream, and it waits for nothing but the previous one (when no synchronous collective or send
+  // is pending), so it starts and ends as that one ends and splits no idle gap.
+  [[nodiscard]] bool skips_w(const PhaseCost& cost) const {
+    return skip_zero_ && cost_.uniform && cost.time_s == 0 && cost.alloc_bytes == 0 &&
+           cost.free_bytes == 0 && cost.collective.kind == CollectiveKind::None &&
+           pending_sync_[rank_].empty();
+  }
+  // A collective after its unit that takes no time on a rank whose TP stream has run nothing yet
+  // (so none that takes time precedes it there): it would end as its unit ends, so what waits for
+  // it waits for the unit instead.
+  [[nodiscard]] bool skips_collective(const Collective& c) const {
+    return skip_zero_ && c.time_s == 0 && c.position == CollectivePosition::After &&
+           build_.last_on_stream(rank_, StreamKind::Tp) == kNone;
   }
 
   // Collective::from_compute outside braided blocks (a plain B instruction).
@@ -746,6 +817,7 @@ class Lowerer final : public detail::StepEmitter {
   Dag& dag_;
   dag_build::DagBuilder build_;
   bool fold_ = false;
+  bool skip_zero_ = false;  // zero-time W units and collectives are not created
   int stages_ = 0, m_ = 0;
   int rank_ = 0, instruction_ = 0;
   // Per pass (stage * m + mb).

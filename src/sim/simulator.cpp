@@ -399,7 +399,7 @@ class MemorySweep {
 // duration too small to move its end, memory sums that could round by order).
 bool time_topologically(const Dag& dag, Timeline& out) {
   const int n = dag.size();
-  if (!memory_sums_exact(dag)) return false;
+  if (!(dag.memory_exact || memory_sums_exact(dag))) return false;
   out.start_s.assign(n, 0.0);  // doubles as "latest predecessor end so far"
   out.end_s.assign(n, 0.0);
   out.critical_pred.assign(n, -1);
