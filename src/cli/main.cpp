@@ -159,13 +159,14 @@ void prepare_heap() {
   // Two blocks below the mapping threshold: from the heap, one after the other.
   void* block[kBlocks] = {};
   for (void*& b : block) b = std::malloc(kBlock);
-  const auto first = reinterpret_cast<std::uintptr_t>(block[0]);
-  const auto last = reinterpret_cast<std::uintptr_t>(block[kBlocks - 1]);
+  // madvise wants a page-aligned start: the first 2 MiB boundary inside the first block.
+  auto* const first = static_cast<char*>(block[0]);
+  auto* const last = static_cast<char*>(block[kBlocks - 1]);
   constexpr std::uintptr_t kHuge = std::uintptr_t{2} << 20;
-  const std::uintptr_t begin = (first + kHuge - 1) & ~(kHuge - 1);
-  const std::uintptr_t end = last + kBlock;
-  if (first != 0 && last > first && end > begin)
-    madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
+  const std::uintptr_t misalign = reinterpret_cast<std::uintptr_t>(first) % kHuge;
+  char* const begin = first + (misalign == 0 ? 0 : kHuge - misalign);
+  if (first != nullptr && last > first && last + kBlock > begin)
+    madvise(begin, static_cast<std::size_t>(last + kBlock - begin), MADV_HUGEPAGE);
   for (void* b : block) std::free(b);  // kept by the heap (below the trim threshold)
 }
 

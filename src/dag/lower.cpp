@@ -126,8 +126,10 @@ class Lowerer final : public detail::StepEmitter {
       total += v;
       return true;
     };
-    for (const ChunkCost& c : cost.chunks)  // an offload frees them, a reload allocates them
-      if (!add(c.activation_bytes) || !add(c.activation_bytes)) return false;
+    for (const ChunkCost& c : cost.chunks) {
+      if (!add(c.activation_bytes)) return false;
+      total += c.activation_bytes;  // twice: an offload frees them, a reload allocates them again
+    }
     const bool inexact = any_phase(
         cost, [&](const PhaseCost& c) { return !add(c.alloc_bytes) || !add(c.free_bytes); });
     return !inexact && total * std::max(schedule.microbatches, 1) <= kMaxSum;
