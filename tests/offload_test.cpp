@@ -16,6 +16,7 @@
 #include "braid/report.hpp"
 #include "braid/schedule.hpp"
 #include "braid/simulator.hpp"
+#include "fixtures.hpp"
 
 using namespace braid;
 
@@ -129,10 +130,7 @@ TEST_CASE("offload_stall is zero on a fast host link and grows as it slows", "[o
   // The profile's own Gen5 link: some stall or none, but the time lost is what the report says.
   p = load_profile(s.cluster.profile);
   const Report r = run(s, p, sched);
-  for (const RankReport& rr : r.ranks)
-    CHECK(rr.busy_s + rr.tp_exposed_s + rr.pp_idle_s + rr.offload_stall_s + rr.dp_exposed_s +
-              rr.optimizer_s ==
-          Approx(r.iteration_time_s).epsilon(1e-9));
+  test::check_sum_identity(r);
 }
 
 TEST_CASE("D2H and H2D copies contend per the profile's bidirectional factors",

@@ -12,6 +12,7 @@
 #include "braid/report.hpp"
 #include "braid/schedule.hpp"
 #include "braid/simulator.hpp"
+#include "fixtures.hpp"
 
 using namespace braid;
 
@@ -52,14 +53,7 @@ TEST_CASE(
     for (const std::string& name : schedule_names()) {
       INFO(study << " " << name);
       const Report r = simulate_study(s, name);
-      REQUIRE(r.iteration_time_s > 0);
-      for (const RankReport& rr : r.ranks) {
-        INFO("rank " << rr.rank);
-        CHECK(rr.busy_s + rr.tp_exposed_s + rr.pp_idle_s + rr.offload_stall_s + rr.dp_exposed_s +
-                  rr.optimizer_s ==
-              Approx(r.iteration_time_s).epsilon(1e-12));
-        CHECK(rr.pp_idle_s >= -1e-12 * r.iteration_time_s);
-      }
+      test::check_sum_identity(r);
       CHECK(r.critical_path.wait_s == Approx(0).margin(1e-9 * r.iteration_time_s));
       CHECK(r.mfu > 0);
       CHECK(r.mfu < 1);
