@@ -18,6 +18,11 @@ enum class InstructionKind : std::uint8_t { F, B, W, FB, FW, FF, Offload, Reload
 // "F", "B", "W", "FB", "FW", "FF", "OFFLOAD", "RELOAD" (the schedule JSON's "op").
 const char* name(InstructionKind op);
 std::optional<InstructionKind> parse_instruction_kind(std::string_view text);
+// OFFLOAD and RELOAD only copy saved activations between device and host; every other kind runs
+// compute.
+constexpr bool is_copy(InstructionKind op) {
+  return op == InstructionKind::Offload || op == InstructionKind::Reload;
+}
 
 // One pass of one (chunk, microbatch): its forward, its input-gradient backward (with or without
 // the weight gradient) or its deferred weight gradient.

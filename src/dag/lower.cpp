@@ -144,7 +144,7 @@ class Lowerer final : public detail::StepEmitter {
     if (!exact) return false;
     for (const RankProgram& program : schedule.ranks)
       for (const Instruction& in : program.instructions)
-        if (in.op == InstructionKind::Offload || in.op == InstructionKind::Reload) return false;
+        if (is_copy(in.op)) return false;
     return !any_phase(cost,
                       [](const PhaseCost& c) { return c.free_bytes != 0 && !(c.time_s > 0); });
   }
@@ -428,7 +428,7 @@ class Lowerer final : public detail::StepEmitter {
     if (batched_) {
       for (const PassState& pass : sends)
         (pass.phase == Phase::F ? closed_f_ : closed_b_)[idx_of(pass)] = pass;
-      if (has_compute_ops(instruction_)) prev_sends_[rank_].clear();
+      if (!is_copy(s_.ranks[rank_].instructions[instruction_].op)) prev_sends_[rank_].clear();
       for (const detail::SendRef& ref : plan_.flush[rank_][instruction_]) {
         const std::size_t idx = static_cast<std::size_t>(ref.stage) * m_ + ref.mb;
         emit_pass_send((ref.phase == Phase::F ? closed_f_ : closed_b_)[idx]);
@@ -465,11 +465,6 @@ class Lowerer final : public detail::StepEmitter {
     if (dag_.p2p_blocking) pending_sync_[rank_].push_back(id);
     if (batched_) prev_sends_[rank_].push_back(id);
     return id;
-  }
-
-  [[nodiscard]] bool has_compute_ops(int instruction) const {
-    const InstructionKind op = s_.ranks[rank_].instructions[instruction].op;
-    return op != InstructionKind::Offload && op != InstructionKind::Reload;
   }
 
   // The runtime that runs the order (also after the offload post-pass: "1f1b-i+offload").
@@ -517,7 +512,7 @@ class Lowerer final : public detail::StepEmitter {
     int wait = kNone;
     for (std::size_t i = batch_begin_; i < dag_.ops.size() && wait == kNone; ++i)
       if (dag_.ops[i].stream == StreamKind::Compute) wait = static_cast<int>(i);
-    if (in.op == InstructionKind::Offload || in.op == InstructionKind::Reload) return;
+    if (is_copy(in.op)) return;
     const bool after_sends = sequential_ && in.op == prev_op_[rank_];
     const auto receive = [&](const Pass& p, Phase phase) {
       int stage = 0;

@@ -29,10 +29,6 @@ struct Send {
   bool done = false;
 };
 
-bool has_compute(InstructionKind k) {
-  return k != InstructionKind::Offload && k != InstructionKind::Reload;
-}
-
 // Calls fn(phase, pass) for the passes of an instruction that take an input (F) or a gradient (B)
 // and pass one on, in the order the lowering closes them.
 template <class Fn>
@@ -95,7 +91,7 @@ class Planner {
       int last_compute = -1;
       for (std::size_t i = 0; i < p.instructions.size(); ++i) {
         const InstructionKind op = p.instructions[i].op;
-        if (!has_compute(op)) continue;
+        if (is_copy(op)) continue;
         if (op == InstructionKind::B && last_compute >= 0 &&
             p.instructions[last_compute].op == InstructionKind::F && start_[p.rank][last_compute])
           for (std::size_t j = last_compute + 1; j <= i; ++j) start_[p.rank][j] = false;
@@ -187,7 +183,7 @@ class Planner {
   [[nodiscard]] int post_at(int r, int at) const {
     const std::vector<Instruction>& in = s_.ranks[r].instructions;
     for (int j = step_first(r, at) - 1; j >= 0; --j)
-      if (has_compute(in[j].op)) return j;
+      if (!is_copy(in[j].op)) return j;
     return -1;
   }
 
