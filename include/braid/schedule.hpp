@@ -23,6 +23,11 @@ std::optional<InstructionKind> parse_instruction_kind(std::string_view text);
 constexpr bool is_copy(InstructionKind op) {
   return op == InstructionKind::Offload || op == InstructionKind::Reload;
 }
+// FB, FW and FF are braided blocks of two passes (Instruction::a, then b), each starting with a
+// forward; every other kind holds one pass (a).
+constexpr bool is_braided(InstructionKind op) {
+  return op == InstructionKind::FB || op == InstructionKind::FW || op == InstructionKind::FF;
+}
 
 // One pass of one (chunk, microbatch): its forward, its input-gradient backward (with or without
 // the weight gradient) or its deferred weight gradient.

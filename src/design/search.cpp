@@ -78,16 +78,12 @@ double peak_until_w(const Schedule& s) {
   for (const RankProgram& rank : s.ranks) {
     int live = 0;
     for (const Instruction& in : rank.instructions) {
-      const bool second = in.op == InstructionKind::FB || in.op == InstructionKind::FW ||
-                          in.op == InstructionKind::FF;
-      const Pass* parts[2] = {&in.a, second ? &in.b : nullptr};
+      const Pass* parts[2] = {&in.a, is_braided(in.op) ? &in.b : nullptr};
       for (int release = 1; release >= 0; --release)
         for (int i = 0; i < 2; ++i) {
           if (parts[i] == nullptr) continue;
-          const bool forward =
-              (i == 0 && in.op != InstructionKind::B && in.op != InstructionKind::W &&
-               in.op != InstructionKind::Offload && in.op != InstructionKind::Reload) ||
-              (i == 1 && in.op == InstructionKind::FF);
+          const bool forward = (i == 0 && (in.op == InstructionKind::F || is_braided(in.op))) ||
+                               (i == 1 && in.op == InstructionKind::FF);
           const bool frees = (i == 0 && in.op == InstructionKind::W) ||
                              (i == 1 && in.op == InstructionKind::FW) ||
                              (((i == 0 && in.op == InstructionKind::B) ||

@@ -23,9 +23,7 @@ bool has_pass(const Instruction& in, InstructionKind op, int chunk, int mb) {
   auto match = [&](const Pass& p) { return p.chunk == chunk && p.mb == mb; };
   switch (op) {
     case InstructionKind::F:
-      return ((in.op == InstructionKind::F || in.op == InstructionKind::FB ||
-               in.op == InstructionKind::FW || in.op == InstructionKind::FF) &&
-              match(in.a)) ||
+      return ((in.op == InstructionKind::F || is_braided(in.op)) && match(in.a)) ||
              (in.op == InstructionKind::FF && match(in.b));
     case InstructionKind::B:
       return (in.op == InstructionKind::B && match(in.a)) ||

@@ -126,17 +126,13 @@ void prune_microbatches(Schedule& schedule, int m) {
     std::vector<Instruction> kept;
     kept.reserve(rank.instructions.size());
     for (const Instruction& in : rank.instructions) {
-      bool pair = in.op == InstructionKind::FB || in.op == InstructionKind::FW ||
-                  in.op == InstructionKind::FF;
+      const bool pair = is_braided(in.op);
       bool keep_a = in.a.mb < m;
       bool keep_b = pair && in.b.mb < m;
       if (pair && keep_a && keep_b) {
         kept.push_back(in);
       } else if (keep_a) {
-        InstructionKind single = in.op == InstructionKind::FB || in.op == InstructionKind::FW ||
-                                         in.op == InstructionKind::FF
-                                     ? InstructionKind::F
-                                     : in.op;
+        const InstructionKind single = pair ? InstructionKind::F : in.op;
         kept.push_back({single, in.a, {}});
       } else if (keep_b) {
         InstructionKind single = in.op == InstructionKind::FB   ? InstructionKind::B
