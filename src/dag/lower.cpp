@@ -54,6 +54,13 @@ struct PassState {
 
 enum class CollectiveMode { Sync, Async };
 
+// What a skipped zero-time send waited for, per stream of its rank the latest op (it ends after
+// the earlier ones of its stream).
+struct SendInputs {
+  int compute = kNone;
+  int tp = kNone;
+};
+
 class Lowerer final : public detail::StepEmitter {
  public:
   Lowerer(const Schedule& schedule, const CostModel& cost, const LowerOptions& options, Dag& dag)
@@ -75,6 +82,8 @@ class Lowerer final : public detail::StepEmitter {
     fold_ = options.fold_zero_time;
     dag_.memory_exact = memory_exact_by_costs(schedule, cost);
     skip_zero_ = fold_ && zero_time_ops_movable(schedule, cost, dag_.memory_exact);
+    skip_sends_ =
+        skip_zero_ && cost.uniform && !dag_.p2p_blocking && !batched_ && no_collective_folded(cost);
     stages_ = schedule.virtual_stages();
     m_ = schedule.microbatches;
     const std::size_t passes = static_cast<std::size_t>(stages_) * m_;
@@ -84,6 +93,11 @@ class Lowerer final : public detail::StepEmitter {
     b_last_.assign(passes, kNone);
     send_f_.assign(passes, kNone);
     send_b_.assign(passes, kNone);
+    if (skip_sends_) {
+      skipped_f_.resize(passes);
+      skipped_b_.resize(passes);
+      skipped_on_.resize(static_cast<std::size_t>(schedule.pp) * 2);
+    }
     offload_.assign(passes, kNone);
     reload_.assign(passes, kNone);
     if (batched_) {
@@ -147,6 +161,21 @@ class Lowerer final : public detail::StepEmitter {
         if (is_copy(in.op)) return false;
     return !any_phase(cost,
                       [](const PhaseCost& c) { return c.free_bytes != 0 && !(c.time_s > 0); });
+  }
+
+  // True when the lowering creates no collective that the fold would leave out: none takes no
+  // time, or every one does and follows its unit (skips_collective leaves them all out, since no
+  // TP stream ever runs anything).
+  static bool no_collective_folded(const CostModel& cost) {
+    const auto has = [&](auto which) {
+      return any_phase(cost, [&](const PhaseCost& c) {
+        return c.collective.kind != CollectiveKind::None && which(c.collective);
+      });
+    };
+    const auto untimed = [](const Collective& c) { return !(c.time_s > 0); };
+    if (!has(untimed)) return true;
+    return !has([](const Collective& c) { return c.time_s > 0; }) &&
+           !has([](const Collective& c) { return c.position == CollectivePosition::Before; });
   }
 
   // True when `holds` is true of some phase cost (F, B, W or the recomputed forward) of some unit.
@@ -445,11 +474,17 @@ class Lowerer final : public detail::StepEmitter {
       emit_send(pass, s_.rank_of(pass.stage - 1), cost_.chunks[pass.stage - 1].output_bytes);
   }
 
-  int emit_send(const PassState& pass, int peer, double bytes) {
+  void emit_send(const PassState& pass, int peer, double bytes) {
+    const StreamKind stream =
+        peer == (rank_ + 1) % s_.pp ? StreamKind::P2pNext : StreamKind::P2pPrev;
+    if (skip_sends_) {
+      skip_send(pass, stream);
+      return;
+    }
     DagOp op;
     op.kind = OpKind::P2P;
     op.peer = peer;
-    op.stream = peer == (rank_ + 1) % s_.pp ? StreamKind::P2pNext : StreamKind::P2pPrev;
+    op.stream = stream;
     op.phase = pass.phase;
     op.mb = pass.mb;
     op.chunk = static_cast<std::int16_t>(pass.chunk);
@@ -464,7 +499,25 @@ class Lowerer final : public detail::StepEmitter {
     (pass.phase == Phase::F ? send_f_ : send_b_)[idx_of(pass)] = id;
     if (dag_.p2p_blocking) pending_sync_[rank_].push_back(id);
     if (batched_) prev_sends_[rank_].push_back(id);
-    return id;
+  }
+
+  // A send of uniform mode under asynchronous P2P (skip_sends_) takes no time and nothing on its
+  // rank waits for it, so fold_zero_time would leave it out: what waited for it (the receiving
+  // pass) waits for what it waited for instead — its data and the instruction's last compute op,
+  // and, through the send before it on its stream, what that one waited for — keeping per stream
+  // only the latest op, as the fold's handles do.
+  void skip_send(const PassState& pass, StreamKind stream) {
+    SendInputs& inputs =
+        skipped_on_[static_cast<std::size_t>(rank_) * 2 + (stream == StreamKind::P2pNext ? 0 : 1)];
+    for (const int id : {pass.cursor, send_after_}) {
+      if (id == kNone) continue;
+      const StreamKind on = dag_.ops[id].stream;
+      expect(on == StreamKind::Compute || on == StreamKind::Tp,
+             "a skipped send waits for an op off the compute and TP streams");
+      int& latest = on == StreamKind::Compute ? inputs.compute : inputs.tp;
+      latest = std::max(latest, id);
+    }
+    (pass.phase == Phase::F ? skipped_f_ : skipped_b_)[idx_of(pass)] = inputs;
   }
 
   // The runtime that runs the order (also after the offload post-pass: "1f1b-i+offload").
@@ -790,12 +843,18 @@ class Lowerer final : public detail::StepEmitter {
         if (k > 0) {
           const std::size_t prev = idx - m_;
           const bool same = s_.rank_of(k - 1) == s_.rank_of(k);
-          edge(same ? f_last_[prev] : send_f_[prev], f_first_[idx]);
+          if (same)
+            edge(f_last_[prev], f_first_[idx]);
+          else
+            connect_send(send_f_[prev], skipped_f_, prev, f_first_[idx]);
         }
         if (k + 1 < stages_) {
           const std::size_t next = idx + m_;
           const bool same = s_.rank_of(k + 1) == s_.rank_of(k);
-          edge(same ? b_last_[next] : send_b_[next], b_first_[idx]);
+          if (same)
+            edge(b_last_[next], b_first_[idx]);
+          else
+            connect_send(send_b_[next], skipped_b_, next, b_first_[idx]);
         } else {
           edge(f_last_[idx], b_first_[idx]);  // the loss: B of the last stage needs its F
         }
@@ -809,16 +868,28 @@ class Lowerer final : public detail::StepEmitter {
     }
   }
 
+  // The input of pass `to` from another rank: the send of pass `from`, or what it waited for when
+  // it was skipped.
+  void connect_send(int send, const std::vector<SendInputs>& skipped, std::size_t from, int to) {
+    edge(send, to);
+    if (!skip_sends_) return;
+    edge(skipped[from].compute, to);
+    edge(skipped[from].tp, to);
+  }
+
   const Schedule& s_;
   const CostModel& cost_;
   Dag& dag_;
   dag_build::DagBuilder build_;
   bool fold_ = false;
-  bool skip_zero_ = false;  // zero-time W units and collectives are not created
+  bool skip_zero_ = false;   // zero-time W units and collectives are not created
+  bool skip_sends_ = false;  // nor sends (skip_send)
   int stages_ = 0, m_ = 0;
   int rank_ = 0, instruction_ = 0;
   // Per pass (stage * m + mb).
   std::vector<int> f_first_, f_last_, b_first_, b_last_, send_f_, send_b_, offload_, reload_;
+  // A skipped send's inputs: per pass, and per rank and P2P stream for the send that follows.
+  std::vector<SendInputs> skipped_f_, skipped_b_, skipped_on_;
   std::vector<std::vector<int>> pending_sync_;      // per rank
   std::vector<int> last_compute_;                   // per rank: the last compute op emitted
   std::vector<std::vector<const UnitCost*>> flow_;  // per stage: units in forward order
