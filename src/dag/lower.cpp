@@ -232,7 +232,8 @@ class Lowerer final : public detail::StepEmitter {
  private:
   // ---- checks ---------------------------------------------------------------------------------
   // The schedule's rules were checked by pass_order_error; a failed assertion here is our bug.
-  void expect(bool holds, const std::string& what) const {
+  // `what` is a literal: no string is built unless the check fails (it runs once per pass).
+  void expect(bool holds, const char* what) const {
     if (!holds)
       throw InternalError("lowering schedule " + s_.name + ", rank " + std::to_string(rank_) +
                           ", instruction " + std::to_string(instruction_) + ": " + what);
@@ -403,6 +404,7 @@ class Lowerer final : public detail::StepEmitter {
 
   // The step tail's inputs: a unit's first F and last W op on its virtual stage.
   void note_unit(int stage, const UnitCost& unit, Phase phase, int op) {
+    if (cost_.uniform) return;  // no step tail (lower_step_tail)
     const auto it = unit_index_.find(&unit);
     if (it == unit_index_.end()) return;
     if (phase == Phase::W) step_.last_w[stage][it->second] = op;
