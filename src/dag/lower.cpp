@@ -67,7 +67,7 @@ class Lowerer final : public detail::StepEmitter {
       : s_(schedule),
         cost_(cost),
         dag_(dag),
-        build_(dag, schedule.pp, estimated_ops(cost, schedule)) {
+        build_(dag, schedule.pp, estimated_ops(schedule, cost, options)) {
     dag_.schedule = schedule.name;
     dag_.pp = schedule.pp;
     dag_.vpp = schedule.vpp;
@@ -82,8 +82,7 @@ class Lowerer final : public detail::StepEmitter {
     fold_ = options.fold_zero_time;
     dag_.memory_exact = memory_exact_by_costs(schedule, cost);
     skip_zero_ = fold_ && zero_time_ops_movable(schedule, cost, dag_.memory_exact);
-    skip_sends_ =
-        skip_zero_ && cost.uniform && !dag_.p2p_blocking && !batched_ && no_collective_folded(cost);
+    skip_sends_ = skip_zero_ && skips_sends(cost, options);
     stages_ = schedule.virtual_stages();
     m_ = schedule.microbatches;
     const std::size_t passes = static_cast<std::size_t>(stages_) * m_;
@@ -163,6 +162,14 @@ class Lowerer final : public detail::StepEmitter {
                       [](const PhaseCost& c) { return c.free_bytes != 0 && !(c.time_s > 0); });
   }
 
+  // Sends of uniform mode under asynchronous P2P (the default there) take no time and nothing on
+  // their rank waits for them; with no collective left for the fold, skip_send leaves them out.
+  static bool skips_sends(const CostModel& cost, const LowerOptions& options) {
+    const bool async =
+        options.p2p == P2pMode::Async || (options.p2p == P2pMode::Auto && cost.uniform);
+    return cost.uniform && async && no_collective_folded(cost);
+  }
+
   // True when the lowering creates no collective that the fold would leave out: none takes no
   // time, or every one does and follows its unit (skips_collective leaves them all out, since no
   // TP stream ever runs anything).
@@ -194,16 +201,44 @@ class Lowerer final : public detail::StepEmitter {
     return false;
   }
 
-  // Reserved up front so that the op and edge arrays are written once, never moved: per layer and
-  // microbatch 4 units x (F, B, W) plus their collectives, per non-layer unit its three phases and
-  // a collective, per stage and microbatch two sends and two copies. Full recomputation adds its
-  // rerun; that is left to growth.
-  static std::size_t estimated_ops(const CostModel& cost, const Schedule& schedule) {
-    std::size_t estimate = 0;
-    for (const ChunkCost& c : cost.chunks)
-      estimate += (c.layers.size() * 16 + (c.prologue.size() + c.epilogue.size()) * 4 + 4) *
-                  static_cast<std::size_t>(std::max(schedule.microbatches, 0));
-    return estimate;
+  // Reserved up front so that the op and edge arrays are written once, never moved: per stage and
+  // microbatch each unit's compute op and collective in F, B and W, but those the costs alone
+  // show the lowering leaves out (a zero-time collective after its unit, a zero-time W unit when no
+  // collective takes time, the sends of skips_sends), and two sends and two copies; then the step
+  // tail (per chunk a reduce and a gather per gradient bucket, per rank the optimizer step and the
+  // tied embeddings' All-Reduce). Full recomputation adds its rerun; that is left to growth.
+  static std::size_t estimated_ops(const Schedule& schedule, const CostModel& cost,
+                                   const LowerOptions& options) {
+    const bool skip = options.fold_zero_time &&
+                      zero_time_ops_movable(schedule, cost, memory_exact_by_costs(schedule, cost));
+    const bool no_sync = !any_phase(cost, [](const PhaseCost& c) {
+      return c.collective.kind != CollectiveKind::None && c.collective.time_s > 0;
+    });
+    const bool w_skips = skip && cost.uniform && no_sync && skips_sends(cost, options);
+    const auto phase_ops = [&](const PhaseCost& c, bool w) -> std::size_t {
+      const bool compute = !(w && w_skips && c.time_s == 0 && c.alloc_bytes == 0 &&
+                             c.free_bytes == 0 && c.collective.kind == CollectiveKind::None);
+      const bool collective =
+          c.collective.kind != CollectiveKind::None &&
+          !(skip && c.collective.time_s == 0 && c.collective.position == CollectivePosition::After);
+      return std::size_t{compute} + std::size_t{collective};
+    };
+    const auto unit_ops = [&](const UnitCost& u) {
+      return phase_ops(u[Phase::F], false) + phase_ops(u[Phase::B], false) +
+             phase_ops(u[Phase::W], true);
+    };
+    // With skip no schedule has copies (zero_time_ops_movable).
+    const std::size_t copies_and_sends = !skip ? 4 : skips_sends(cost, options) ? 0 : 2;
+    std::size_t per_mb = 0, tail = 2 * static_cast<std::size_t>(std::max(schedule.pp, 0));
+    for (const ChunkCost& c : cost.chunks) {
+      per_mb += copies_and_sends;
+      for (const UnitCost& u : c.prologue) per_mb += unit_ops(u);
+      for (const LayerCost& l : c.layers)
+        for (const UnitCost& u : l) per_mb += unit_ops(u);
+      for (const UnitCost& u : c.epilogue) per_mb += unit_ops(u);
+      tail += 2 * c.grad_buckets.size();
+    }
+    return per_mb * static_cast<std::size_t>(std::max(schedule.microbatches, 0)) + tail;
   }
 
   void run() {
