@@ -874,32 +874,27 @@ class Lowerer final : public detail::StepEmitter {
   void connect_stages() {
     if (batched_) hoist_receives();
     for (int k = 0; k < stages_; ++k) {
+      // Whether the stage before and after sit on another rank (they do not for the V's turn).
+      const bool from_prev = k > 0 && s_.rank_of(k - 1) != s_.rank_of(k);
+      const bool from_next = k + 1 < stages_ && s_.rank_of(k + 1) != s_.rank_of(k);
       for (int i = 0; i < m_; ++i) {
         const std::size_t idx = static_cast<std::size_t>(k) * m_ + i;
         expect(f_first_[idx] != kNone && b_first_[idx] != kNone, "a pass was not lowered");
-        if (k > 0) {
-          const std::size_t prev = idx - m_;
-          const bool same = s_.rank_of(k - 1) == s_.rank_of(k);
-          if (same)
-            edge(f_last_[prev], f_first_[idx]);
-          else
-            connect_send(send_f_[prev], skipped_f_, prev, f_first_[idx]);
-        }
-        if (k + 1 < stages_) {
-          const std::size_t next = idx + m_;
-          const bool same = s_.rank_of(k + 1) == s_.rank_of(k);
-          if (same)
-            edge(b_last_[next], b_first_[idx]);
-          else
-            connect_send(send_b_[next], skipped_b_, next, b_first_[idx]);
-        } else {
+        if (from_prev)
+          connect_send(send_f_[idx - m_], skipped_f_, idx - m_, f_first_[idx]);
+        else if (k > 0)
+          edge(f_last_[idx - m_], f_first_[idx]);
+        if (from_next)
+          connect_send(send_b_[idx + m_], skipped_b_, idx + m_, b_first_[idx]);
+        else if (k + 1 < stages_)
+          edge(b_last_[idx + m_], b_first_[idx]);
+        else
           edge(f_last_[idx], b_first_[idx]);  // the loss: B of the last stage needs its F
-        }
         if (reload_[idx] != kNone) edge(reload_[idx], b_first_[idx]);
         if (!batched_) continue;
-        if (k > 0 && s_.rank_of(k - 1) != s_.rank_of(k))
+        if (from_prev)
           connect_batch(send_f_[idx - m_], idx, recv_post_f_, recv_wait_f_, recv_after_f_);
-        if (k + 1 < stages_ && s_.rank_of(k + 1) != s_.rank_of(k))
+        if (from_next)
           connect_batch(send_b_[idx + m_], idx, recv_post_b_, recv_wait_b_, recv_after_b_);
       }
     }
