@@ -106,11 +106,11 @@ class Lowerer final : public detail::StepEmitter {
       closed_b_.resize(passes);
       recv_after_f_.resize(passes);
       recv_after_b_.resize(passes);
+      recv_post_f_.assign(passes, kNone);
+      recv_post_b_.assign(passes, kNone);
+      recv_wait_f_.assign(passes, kNone);
+      recv_wait_b_.assign(passes, kNone);
     }
-    recv_post_f_.assign(passes, kNone);
-    recv_post_b_.assign(passes, kNone);
-    recv_wait_f_.assign(passes, kNone);
-    recv_wait_b_.assign(passes, kNone);
     pending_sync_.resize(schedule.pp);
     last_compute_.assign(schedule.pp, kNone);
     flow_.resize(stages_);
@@ -450,7 +450,7 @@ class Lowerer final : public detail::StepEmitter {
   // A B unit, then its W unless deferred (full backward: the B collective runs under the W).
   void emit_backward_unit(PassState& b, const UnitCost& unit, bool with_w, CollectiveMode mode) {
     emit_unit(b, unit, Phase::B, mode);
-    if (with_w) {
+    if (with_w && !skips_w(unit[Phase::W])) {
       PassState w = b;
       emit_unit(w, unit, Phase::W, mode);
     }
