@@ -201,12 +201,13 @@ class Lowerer final : public detail::StepEmitter {
     return false;
   }
 
-  // Reserved up front so that the op and edge arrays are written once, never moved: per stage and
-  // microbatch each unit's compute op and collective in F, B and W, but those the costs alone
-  // show the lowering leaves out (a zero-time collective after its unit, a zero-time W unit when no
-  // collective takes time, the sends of skips_sends), and two sends and two copies; then the step
-  // tail (per chunk a reduce and a gather per gradient bucket, per rank the optimizer step and the
-  // tied embeddings' All-Reduce). Full recomputation adds its rerun; that is left to growth.
+  // Reserved up front so that the op and edge arrays are written once, never moved (a doubling
+  // would copy them, and hold both copies at once): per stage and microbatch each unit's compute
+  // op and collective in F, B and W and, under full recomputation, each layer unit's rerun, but
+  // those the costs alone show the lowering leaves out (a zero-time collective after its unit, a
+  // zero-time W unit when no collective takes time, the sends of skips_sends); the stage's two
+  // sends and two copies; then the step tail (per chunk a reduce and a gather per gradient bucket,
+  // per rank the optimizer step and the tied embeddings' All-Reduce).
   static std::size_t estimated_ops(const Schedule& schedule, const CostModel& cost,
                                    const LowerOptions& options) {
     const bool skip = options.fold_zero_time &&
@@ -227,6 +228,10 @@ class Lowerer final : public detail::StepEmitter {
       return phase_ops(u[Phase::F], false) + phase_ops(u[Phase::B], false) +
              phase_ops(u[Phase::W], true);
     };
+    const bool rerun = cost.recompute == Recompute::Full;  // emit_recompute
+    const auto layer_unit_ops = [&](const UnitCost& u) {
+      return unit_ops(u) + (rerun ? phase_ops(u.recompute, false) : 0);
+    };
     // With skip no schedule has copies (zero_time_ops_movable).
     const std::size_t copies_and_sends = !skip ? 4 : skips_sends(cost, options) ? 0 : 2;
     std::size_t per_mb = 0, tail = 2 * static_cast<std::size_t>(std::max(schedule.pp, 0));
@@ -234,7 +239,7 @@ class Lowerer final : public detail::StepEmitter {
       per_mb += copies_and_sends;
       for (const UnitCost& u : c.prologue) per_mb += unit_ops(u);
       for (const LayerCost& l : c.layers)
-        for (const UnitCost& u : l) per_mb += unit_ops(u);
+        for (const UnitCost& u : l) per_mb += layer_unit_ops(u);
       for (const UnitCost& u : c.epilogue) per_mb += unit_ops(u);
       tail += 2 * c.grad_buckets.size();
     }
