@@ -10,6 +10,7 @@ Its simulator (src/execution_model.py, src/strategies.py) imports only the Pytho
 library; the dashboard around it (dash, hydra) is not needed and not imported here.
 
     bench/peer_compare.py --peer /tmp/pp-schedule-visualization [--braid build/braid] [--runs 20]
+                          [--cases uniform,qwen,sweep]
 
 Every case runs the peer and braid alternately (paired runs, so load changes hit both) and reports
 the median CPU time (user + system, from the child's resource usage) and wall time of each whole
@@ -86,7 +87,14 @@ def main():
     ap.add_argument("--braid", default=os.path.join(root, "build", "braid"))
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--sweep-runs", type=int, default=3)
+    ap.add_argument("--cases", default="uniform,qwen,sweep",
+                    help="comma-separated cases to run: uniform, qwen, sweep (default: all)")
     a = ap.parse_args()
+    cases = a.cases.split(",")
+    unknown = sorted(set(cases) - {"uniform", "qwen", "sweep"})
+    if unknown:
+        sys.exit(f"peer_compare: --cases {a.cases}: unknown case {unknown[0]}; "
+                 "allowed: uniform, qwen, sweep")
     braid = os.path.abspath(a.braid)
     peer = None
     if a.peer:
@@ -100,13 +108,17 @@ def main():
                "--microbatches", "256", "--json"]
     out = subprocess.run(uniform, cwd=root, check=True, stdout=subprocess.PIPE, text=True).stdout
     print("braid iteration time (uniform 1,2,0,0):", out.split('"iteration_time_s":')[1].split(",")[0])
-    paired("uniform 1f1b-i p8 m256", uniform, peer, a.runs, root)
+    if "uniform" in cases:
+        paired("uniform 1f1b-i p8 m256", uniform, peer, a.runs, root)
     # Unit level on a real model against the peer's chunk-level run of the same pipeline (its run
     # time does not depend on the F and B values: the same ops in the same order).
     qwen = [braid, "simulate", "--study", "configs/studies/qwen2-26.3b-a800x32.yaml", "--cluster",
             "h100x64", "--tp", "8", "--pp", "8", "--microbatches", "256", "--schedule", "1f1b-i",
             "--json"]
-    paired("qwen2-26.3b tp8 pp8 m256 1f1b-i, unit level", qwen, peer, a.runs, root)
+    if "qwen" in cases:
+        paired("qwen2-26.3b tp8 pp8 m256 1f1b-i, unit level", qwen, peer, a.runs, root)
+    if "sweep" not in cases:
+        return
     with tempfile.TemporaryDirectory() as tmp:
         csv = os.path.join(tmp, "sweep.csv")
         cpus = []

@@ -313,17 +313,69 @@ int fold_every_schedule(int pp, int m, CostOf cost_of) {
   return folded;
 }
 
+// Uniform mode's sends are never created when folding (they take no time): the lean DAG must be
+// the one the builder's fold leaves when they are created. The same costs marked non-uniform
+// (with asynchronous P2P) create them, and the fold leaves them out; both DAGs must hold the same
+// ops with the same dependencies (the fold also drops an op's stream predecessor from its list)
+// and give the same timeline, critical predecessors included, through both engines. (Real costs
+// also end each rank with its optimizer step, which takes no time here: the ops after the lean
+// DAG's.)
+void check_sends_skipped_as_folded(const Schedule& s, const CostModel& cost) {
+  LowerOptions fold;
+  fold.fold_zero_time = true;
+  fold.p2p = P2pMode::Async;
+  CostModel marked = cost;
+  marked.uniform = false;
+  const Dag lean = lower(s, cost, fold), folded = lower(s, marked, fold);
+  int sends = 0;
+  for (const DagOp& op : lower(s, marked, LowerOptions{}).ops) sends += op.kind == OpKind::P2P;
+  CHECK(sends > 0);
+  REQUIRE(lean.size() + s.pp == folded.size());
+  for (int i = lean.size(); i < folded.size(); ++i) CHECK(folded.ops[i].kind == OpKind::Optimizer);
+  int differ = 0;
+  for (int i = 0; i < lean.size(); ++i) {
+    const DagOp &a = lean.ops[i], &b = folded.ops[i];
+    differ += a.kind != b.kind || a.stream != b.stream || a.rank != b.rank || a.mb != b.mb ||
+              a.phase != b.phase || a.duration_s != b.duration_s ||
+              lean.stream_prev[i] != folded.stream_prev[i];
+    std::vector<int> pa, pb;
+    for (int j = lean.pred_begin[i]; j < lean.pred_begin[i + 1]; ++j)
+      if (lean.preds[j] != lean.stream_prev[i]) pa.push_back(lean.preds[j]);
+    for (int j = folded.pred_begin[i]; j < folded.pred_begin[i + 1]; ++j)
+      if (folded.preds[j] != folded.stream_prev[i]) pb.push_back(folded.preds[j]);
+    differ += pa != pb;
+  }
+  CHECK(differ == 0);
+  CHECK(lean.p2p_blocking == folded.p2p_blocking);
+  for (const bool events : {false, true}) {
+    const Timeline a = events ? simulate_events(lean) : simulate(lean);
+    const Timeline b = events ? simulate_events(folded) : simulate(folded);
+    CHECK(a.iteration_time_s == b.iteration_time_s);
+    const auto lean_part = [&](const std::vector<double>& v) {
+      return std::vector<double>(v.begin(), v.begin() + lean.size());
+    };
+    CHECK(a.start_s == lean_part(b.start_s));
+    CHECK(a.end_s == lean_part(b.end_s));
+    CHECK(a.critical_pred ==
+          std::vector<int>(b.critical_pred.begin(), b.critical_pred.begin() + lean.size()));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("zero-time collectives and sends folded away change no reported figure", "[sim][fold]") {
-  // Uniform mode: sends take no time (folded); with tar = 0 the collectives too.
+  // Uniform mode: sends take no time (never created); with tar = 0 the collectives too.
   // tw = 0: the W units are not created either (tar = 2 keeps the collectives).
-  for (const UniformCosts& u :
-       {UniformCosts{4, 8, 8, 2, 1}, UniformCosts{1, 2, 0, 0, 1}, UniformCosts{1, 2, 0, 2, 1}})
-    for (const int pp : {2, 4})
-      CHECK(fold_every_schedule(pp, 3 * pp, [&](const Schedule& s) {
-              return uniform_cost_model(u, s.virtual_stages());
-            }) > 0);
+  for (const UniformCosts& u : {UniformCosts{4, 8, 8, 2, 1}, UniformCosts{1, 2, 0, 0, 1},
+                                UniformCosts{1, 2, 0, 2, 1}, UniformCosts{1, 2, 1, 0, 1}})
+    for (const int pp : {2, 4}) {
+      const auto cost_of = [&](const Schedule& s) {
+        return uniform_cost_model(u, s.virtual_stages());
+      };
+      CHECK(fold_every_schedule(pp, 3 * pp, cost_of) > 0);
+      // With tw > 0 no W unit is left out, so only the sends tell the two DAGs apart.
+      if (u.tw > 0) for_every_schedule(pp, 3 * pp, cost_of, check_sends_skipped_as_folded);
+    }
   // tb = 0: B units free memory in no time, so nothing is left out.
   CHECK(fold_every_schedule(4, 8, [&](const Schedule& s) {
           return uniform_cost_model(UniformCosts{1, 0, 0, 0, 1}, s.virtual_stages());

@@ -83,8 +83,8 @@ void register_simulate(CLI::App& app) {
     SimulationContext ctx = resolve_context(args->sim);
     ctx.sim.record_memory = args->files.any();
     ctx.lower.fold_zero_time = !ctx.sim.record_memory;
-    const Schedule schedule = resolve_schedule(*args, ctx, from_file);
-    const SimulationResult result = simulate_schedule(ctx, schedule, !from_file.has_value());
+    const SimulationResult result =
+        simulate_schedule(ctx, resolve_schedule(*args, ctx, from_file), !from_file.has_value());
     write_timeline_outputs(result, args->files);
     if (args->json)
       std::cout << report_json(result.report);

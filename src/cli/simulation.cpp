@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "../util/units.hpp"
 #include "braid/error.hpp"
@@ -205,20 +206,20 @@ CostModel cost_model_for(const SimulationContext& ctx, int virtual_stages) {
                      : build_cost_model(*ctx.study, *ctx.profile, virtual_stages);
 }
 
-SimulationResult simulate_schedule(const SimulationContext& ctx, const Schedule& schedule,
+SimulationResult simulate_schedule(const SimulationContext& ctx, Schedule schedule,
                                    bool generated) {
   SimulationResult r;
-  r.schedule = schedule;
-  r.cost = cost_model_for(ctx, schedule.virtual_stages());
+  r.schedule = std::move(schedule);
+  r.cost = cost_model_for(ctx, r.schedule.virtual_stages());
   try {
     r.dag = lower(r.schedule, r.cost, ctx.lower);
     r.timeline = simulate(r.dag, ctx.sim);
   } catch (const InputError& e) {
     if (!generated) throw;
-    throw InternalError(std::string(e.what()) + " (braid's own schedule " + schedule.name +
-                        ", pp " + std::to_string(schedule.pp) + ", vpp " +
-                        std::to_string(schedule.vpp) + ", m " +
-                        std::to_string(schedule.microbatches) + ")");
+    throw InternalError(std::string(e.what()) + " (braid's own schedule " + r.schedule.name +
+                        ", pp " + std::to_string(r.schedule.pp) + ", vpp " +
+                        std::to_string(r.schedule.vpp) + ", m " +
+                        std::to_string(r.schedule.microbatches) + ")");
   }
   r.report = make_report(ctx.study_name, r.schedule, r.cost, r.dag, r.timeline);
   if (ctx.study) apply_memory_cap(r.report, ctx.cap.cap_bytes, ctx.cap.fixed_overhead_bytes);

@@ -69,7 +69,9 @@ GivenOptions given_schedule_options(const SimulationArgs& args);
 CostModel cost_model_for(const SimulationContext& ctx, int virtual_stages);
 // `generated`: the schedule is braid's own (make_schedule), so a lowering failure or a deadlock
 // is a bug (InternalError); for an imported one (a CSV) it is the file's fault (InputError).
-SimulationResult simulate_schedule(const SimulationContext& ctx, const Schedule& schedule,
+// The result keeps the schedule: pass it with std::move where the caller is done with it (a
+// schedule of thousands of instructions is not copied then).
+SimulationResult simulate_schedule(const SimulationContext& ctx, Schedule schedule,
                                    bool generated = true);
 
 // A schedule read from a file (--schedule-csv; another file kind can reuse this): in study mode

@@ -37,6 +37,7 @@ int DagBuilder::add_op(const DagOp& op, int rank, int instruction) {
   stream_.push_back(static_cast<std::int32_t>(stream));
   last_[stream] = id;
   ++count_[stream];
+  untimed_off_compute_ += !(op.duration_s > 0) && op.stream != StreamKind::Compute;
   dag_.pred_begin.push_back(static_cast<std::int32_t>(dag_.preds.size()));
   DagOp& added = dag_.ops.emplace_back(op);
   added.rank = rank;
@@ -257,7 +258,9 @@ void DagBuilder::fold_zero_time() {
 
 void DagBuilder::finish(bool fold) {
   merge_late();
-  if (fold) fold_zero_time();
+  // Only a zero-time op off the compute stream is ever folded: with none (uniform mode, whose
+  // zero-time ops the lowering never creates), the pass over every op is skipped.
+  if (fold && untimed_off_compute_ > 0) fold_zero_time();
   Dag& d = dag_;
   const int n = d.size();
   d.succ_begin.assign(n + 1, 0);

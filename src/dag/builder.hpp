@@ -47,6 +47,7 @@ class DagBuilder {
   std::vector<std::int32_t> count_;   // ops per (rank, stream)
   std::vector<std::int32_t> stream_;  // per op: its (rank, stream)
   std::vector<std::pair<std::int32_t, std::int32_t>> late_;
+  int untimed_off_compute_ = 0;  // ops that take no time, off the compute stream
 };
 
 }  // namespace braid::dag_build

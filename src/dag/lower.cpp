@@ -54,13 +54,20 @@ struct PassState {
 
 enum class CollectiveMode { Sync, Async };
 
+// What a skipped zero-time send waited for, per stream of its rank the latest op (it ends after
+// the earlier ones of its stream).
+struct SendInputs {
+  int compute = kNone;
+  int tp = kNone;
+};
+
 class Lowerer final : public detail::StepEmitter {
  public:
   Lowerer(const Schedule& schedule, const CostModel& cost, const LowerOptions& options, Dag& dag)
       : s_(schedule),
         cost_(cost),
         dag_(dag),
-        build_(dag, schedule.pp, estimated_ops(cost, schedule)) {
+        build_(dag, schedule.pp, estimated_ops(schedule, cost, options)) {
     dag_.schedule = schedule.name;
     dag_.pp = schedule.pp;
     dag_.vpp = schedule.vpp;
@@ -75,6 +82,7 @@ class Lowerer final : public detail::StepEmitter {
     fold_ = options.fold_zero_time;
     dag_.memory_exact = memory_exact_by_costs(schedule, cost);
     skip_zero_ = fold_ && zero_time_ops_movable(schedule, cost, dag_.memory_exact);
+    skip_sends_ = skip_zero_ && skips_sends(cost, options);
     stages_ = schedule.virtual_stages();
     m_ = schedule.microbatches;
     const std::size_t passes = static_cast<std::size_t>(stages_) * m_;
@@ -84,6 +92,11 @@ class Lowerer final : public detail::StepEmitter {
     b_last_.assign(passes, kNone);
     send_f_.assign(passes, kNone);
     send_b_.assign(passes, kNone);
+    if (skip_sends_) {
+      skipped_f_.resize(passes);
+      skipped_b_.resize(passes);
+      skipped_on_.resize(static_cast<std::size_t>(schedule.pp) * 2);
+    }
     offload_.assign(passes, kNone);
     reload_.assign(passes, kNone);
     if (batched_) {
@@ -93,11 +106,11 @@ class Lowerer final : public detail::StepEmitter {
       closed_b_.resize(passes);
       recv_after_f_.resize(passes);
       recv_after_b_.resize(passes);
+      recv_post_f_.assign(passes, kNone);
+      recv_post_b_.assign(passes, kNone);
+      recv_wait_f_.assign(passes, kNone);
+      recv_wait_b_.assign(passes, kNone);
     }
-    recv_post_f_.assign(passes, kNone);
-    recv_post_b_.assign(passes, kNone);
-    recv_wait_f_.assign(passes, kNone);
-    recv_wait_b_.assign(passes, kNone);
     pending_sync_.resize(schedule.pp);
     last_compute_.assign(schedule.pp, kNone);
     flow_.resize(stages_);
@@ -149,6 +162,29 @@ class Lowerer final : public detail::StepEmitter {
                       [](const PhaseCost& c) { return c.free_bytes != 0 && !(c.time_s > 0); });
   }
 
+  // Sends of uniform mode under asynchronous P2P (the default there) take no time and nothing on
+  // their rank waits for them; with no collective left for the fold, skip_send leaves them out.
+  static bool skips_sends(const CostModel& cost, const LowerOptions& options) {
+    const bool async =
+        options.p2p == P2pMode::Async || (options.p2p == P2pMode::Auto && cost.uniform);
+    return cost.uniform && async && no_collective_folded(cost);
+  }
+
+  // True when the lowering creates no collective that the fold would leave out: none takes no
+  // time, or every one does and follows its unit (skips_collective leaves them all out, since no
+  // TP stream ever runs anything).
+  static bool no_collective_folded(const CostModel& cost) {
+    const auto has = [&](auto which) {
+      return any_phase(cost, [&](const PhaseCost& c) {
+        return c.collective.kind != CollectiveKind::None && which(c.collective);
+      });
+    };
+    const auto untimed = [](const Collective& c) { return !(c.time_s > 0); };
+    if (!has(untimed)) return true;
+    return !has([](const Collective& c) { return c.time_s > 0; }) &&
+           !has([](const Collective& c) { return c.position == CollectivePosition::Before; });
+  }
+
   // True when `holds` is true of some phase cost (F, B, W or the recomputed forward) of some unit.
   template <class Holds>
   static bool any_phase(const CostModel& cost, Holds holds) {
@@ -165,16 +201,49 @@ class Lowerer final : public detail::StepEmitter {
     return false;
   }
 
-  // Reserved up front so that the op and edge arrays are written once, never moved: per layer and
-  // microbatch 4 units x (F, B, W) plus their collectives, per non-layer unit its three phases and
-  // a collective, per stage and microbatch two sends and two copies. Full recomputation adds its
-  // rerun; that is left to growth.
-  static std::size_t estimated_ops(const CostModel& cost, const Schedule& schedule) {
-    std::size_t estimate = 0;
-    for (const ChunkCost& c : cost.chunks)
-      estimate += (c.layers.size() * 16 + (c.prologue.size() + c.epilogue.size()) * 4 + 4) *
-                  static_cast<std::size_t>(std::max(schedule.microbatches, 0));
-    return estimate;
+  // Reserved up front so that the op and edge arrays are written once, never moved (a doubling
+  // would copy them, and hold both copies at once): per stage and microbatch each unit's compute
+  // op and collective in F, B and W and, under full recomputation, each layer unit's rerun, but
+  // those the costs alone show the lowering leaves out (a zero-time collective after its unit, a
+  // zero-time W unit when no collective takes time, the sends of skips_sends); the stage's two
+  // sends and two copies; then the step tail (per chunk a reduce and a gather per gradient bucket,
+  // per rank the optimizer step and the tied embeddings' All-Reduce).
+  static std::size_t estimated_ops(const Schedule& schedule, const CostModel& cost,
+                                   const LowerOptions& options) {
+    const bool skip = options.fold_zero_time &&
+                      zero_time_ops_movable(schedule, cost, memory_exact_by_costs(schedule, cost));
+    const bool no_sync = !any_phase(cost, [](const PhaseCost& c) {
+      return c.collective.kind != CollectiveKind::None && c.collective.time_s > 0;
+    });
+    const bool w_skips = skip && cost.uniform && no_sync && skips_sends(cost, options);
+    const auto phase_ops = [&](const PhaseCost& c, bool w) -> std::size_t {
+      const bool compute = !(w && w_skips && c.time_s == 0 && c.alloc_bytes == 0 &&
+                             c.free_bytes == 0 && c.collective.kind == CollectiveKind::None);
+      const bool collective =
+          c.collective.kind != CollectiveKind::None &&
+          !(skip && c.collective.time_s == 0 && c.collective.position == CollectivePosition::After);
+      return std::size_t{compute} + std::size_t{collective};
+    };
+    const auto unit_ops = [&](const UnitCost& u) {
+      return phase_ops(u[Phase::F], false) + phase_ops(u[Phase::B], false) +
+             phase_ops(u[Phase::W], true);
+    };
+    const bool rerun = cost.recompute == Recompute::Full;  // emit_recompute
+    const auto layer_unit_ops = [&](const UnitCost& u) {
+      return unit_ops(u) + (rerun ? phase_ops(u.recompute, false) : 0);
+    };
+    // With skip no schedule has copies (zero_time_ops_movable).
+    const std::size_t copies_and_sends = !skip ? 4 : skips_sends(cost, options) ? 0 : 2;
+    std::size_t per_mb = 0, tail = 2 * static_cast<std::size_t>(std::max(schedule.pp, 0));
+    for (const ChunkCost& c : cost.chunks) {
+      per_mb += copies_and_sends;
+      for (const UnitCost& u : c.prologue) per_mb += unit_ops(u);
+      for (const LayerCost& l : c.layers)
+        for (const UnitCost& u : l) per_mb += layer_unit_ops(u);
+      for (const UnitCost& u : c.epilogue) per_mb += unit_ops(u);
+      tail += 2 * c.grad_buckets.size();
+    }
+    return per_mb * static_cast<std::size_t>(std::max(schedule.microbatches, 0)) + tail;
   }
 
   void run() {
@@ -203,7 +272,8 @@ class Lowerer final : public detail::StepEmitter {
  private:
   // ---- checks ---------------------------------------------------------------------------------
   // The schedule's rules were checked by pass_order_error; a failed assertion here is our bug.
-  void expect(bool holds, const std::string& what) const {
+  // `what` is a literal: no string is built unless the check fails (it runs once per pass).
+  void expect(bool holds, const char* what) const {
     if (!holds)
       throw InternalError("lowering schedule " + s_.name + ", rank " + std::to_string(rank_) +
                           ", instruction " + std::to_string(instruction_) + ": " + what);
@@ -374,6 +444,7 @@ class Lowerer final : public detail::StepEmitter {
 
   // The step tail's inputs: a unit's first F and last W op on its virtual stage.
   void note_unit(int stage, const UnitCost& unit, Phase phase, int op) {
+    if (cost_.uniform) return;  // no step tail (lower_step_tail)
     const auto it = unit_index_.find(&unit);
     if (it == unit_index_.end()) return;
     if (phase == Phase::W) step_.last_w[stage][it->second] = op;
@@ -384,7 +455,7 @@ class Lowerer final : public detail::StepEmitter {
   // A B unit, then its W unless deferred (full backward: the B collective runs under the W).
   void emit_backward_unit(PassState& b, const UnitCost& unit, bool with_w, CollectiveMode mode) {
     emit_unit(b, unit, Phase::B, mode);
-    if (with_w) {
+    if (with_w && !skips_w(unit[Phase::W])) {
       PassState w = b;
       emit_unit(w, unit, Phase::W, mode);
     }
@@ -445,11 +516,17 @@ class Lowerer final : public detail::StepEmitter {
       emit_send(pass, s_.rank_of(pass.stage - 1), cost_.chunks[pass.stage - 1].output_bytes);
   }
 
-  int emit_send(const PassState& pass, int peer, double bytes) {
+  void emit_send(const PassState& pass, int peer, double bytes) {
+    const StreamKind stream =
+        peer == (rank_ + 1) % s_.pp ? StreamKind::P2pNext : StreamKind::P2pPrev;
+    if (skip_sends_) {
+      skip_send(pass, stream);
+      return;
+    }
     DagOp op;
     op.kind = OpKind::P2P;
     op.peer = peer;
-    op.stream = peer == (rank_ + 1) % s_.pp ? StreamKind::P2pNext : StreamKind::P2pPrev;
+    op.stream = stream;
     op.phase = pass.phase;
     op.mb = pass.mb;
     op.chunk = static_cast<std::int16_t>(pass.chunk);
@@ -464,7 +541,25 @@ class Lowerer final : public detail::StepEmitter {
     (pass.phase == Phase::F ? send_f_ : send_b_)[idx_of(pass)] = id;
     if (dag_.p2p_blocking) pending_sync_[rank_].push_back(id);
     if (batched_) prev_sends_[rank_].push_back(id);
-    return id;
+  }
+
+  // A send of uniform mode under asynchronous P2P (skip_sends_) takes no time and nothing on its
+  // rank waits for it, so fold_zero_time would leave it out: what waited for it (the receiving
+  // pass) waits for what it waited for instead — its data and the instruction's last compute op,
+  // and, through the send before it on its stream, what that one waited for — keeping per stream
+  // only the latest op, as the fold's handles do.
+  void skip_send(const PassState& pass, StreamKind stream) {
+    SendInputs& inputs =
+        skipped_on_[static_cast<std::size_t>(rank_) * 2 + (stream == StreamKind::P2pNext ? 0 : 1)];
+    for (const int id : {pass.cursor, send_after_}) {
+      if (id == kNone) continue;
+      const StreamKind on = dag_.ops[id].stream;
+      expect(on == StreamKind::Compute || on == StreamKind::Tp,
+             "a skipped send waits for an op off the compute and TP streams");
+      int& latest = on == StreamKind::Compute ? inputs.compute : inputs.tp;
+      latest = std::max(latest, id);
+    }
+    (pass.phase == Phase::F ? skipped_f_ : skipped_b_)[idx_of(pass)] = inputs;
   }
 
   // The runtime that runs the order (also after the offload post-pass: "1f1b-i+offload").
@@ -784,29 +879,39 @@ class Lowerer final : public detail::StepEmitter {
   void connect_stages() {
     if (batched_) hoist_receives();
     for (int k = 0; k < stages_; ++k) {
+      // Whether the stage before and after sit on another rank (they do not for the V's turn).
+      const bool from_prev = k > 0 && s_.rank_of(k - 1) != s_.rank_of(k);
+      const bool from_next = k + 1 < stages_ && s_.rank_of(k + 1) != s_.rank_of(k);
       for (int i = 0; i < m_; ++i) {
         const std::size_t idx = static_cast<std::size_t>(k) * m_ + i;
         expect(f_first_[idx] != kNone && b_first_[idx] != kNone, "a pass was not lowered");
-        if (k > 0) {
-          const std::size_t prev = idx - m_;
-          const bool same = s_.rank_of(k - 1) == s_.rank_of(k);
-          edge(same ? f_last_[prev] : send_f_[prev], f_first_[idx]);
-        }
-        if (k + 1 < stages_) {
-          const std::size_t next = idx + m_;
-          const bool same = s_.rank_of(k + 1) == s_.rank_of(k);
-          edge(same ? b_last_[next] : send_b_[next], b_first_[idx]);
-        } else {
+        if (from_prev)
+          connect_send(send_f_[idx - m_], skipped_f_, idx - m_, f_first_[idx]);
+        else if (k > 0)
+          edge(f_last_[idx - m_], f_first_[idx]);
+        if (from_next)
+          connect_send(send_b_[idx + m_], skipped_b_, idx + m_, b_first_[idx]);
+        else if (k + 1 < stages_)
+          edge(b_last_[idx + m_], b_first_[idx]);
+        else
           edge(f_last_[idx], b_first_[idx]);  // the loss: B of the last stage needs its F
-        }
         if (reload_[idx] != kNone) edge(reload_[idx], b_first_[idx]);
         if (!batched_) continue;
-        if (k > 0 && s_.rank_of(k - 1) != s_.rank_of(k))
+        if (from_prev)
           connect_batch(send_f_[idx - m_], idx, recv_post_f_, recv_wait_f_, recv_after_f_);
-        if (k + 1 < stages_ && s_.rank_of(k + 1) != s_.rank_of(k))
+        if (from_next)
           connect_batch(send_b_[idx + m_], idx, recv_post_b_, recv_wait_b_, recv_after_b_);
       }
     }
+  }
+
+  // The input of pass `to` from another rank: the send of pass `from`, or what it waited for when
+  // it was skipped.
+  void connect_send(int send, const std::vector<SendInputs>& skipped, std::size_t from, int to) {
+    edge(send, to);
+    if (!skip_sends_) return;
+    edge(skipped[from].compute, to);
+    edge(skipped[from].tp, to);
   }
 
   const Schedule& s_;
@@ -814,11 +919,14 @@ class Lowerer final : public detail::StepEmitter {
   Dag& dag_;
   dag_build::DagBuilder build_;
   bool fold_ = false;
-  bool skip_zero_ = false;  // zero-time W units and collectives are not created
+  bool skip_zero_ = false;   // zero-time W units and collectives are not created
+  bool skip_sends_ = false;  // nor sends (skip_send)
   int stages_ = 0, m_ = 0;
   int rank_ = 0, instruction_ = 0;
   // Per pass (stage * m + mb).
   std::vector<int> f_first_, f_last_, b_first_, b_last_, send_f_, send_b_, offload_, reload_;
+  // A skipped send's inputs: per pass, and per rank and P2P stream for the send that follows.
+  std::vector<SendInputs> skipped_f_, skipped_b_, skipped_on_;
   std::vector<std::vector<int>> pending_sync_;      // per rank
   std::vector<int> last_compute_;                   // per rank: the last compute op emitted
   std::vector<std::vector<const UnitCost*>> flow_;  // per stage: units in forward order

@@ -86,11 +86,14 @@ std::string check_sizes(const Schedule& s) {
 }
 
 // One pass against what already ran of its (rank, chunk, microbatch); empty when it may run here.
+// The text is built only for an error: a valid schedule runs this once per pass.
 std::string check_pass(const Part& part, int k, Slots& sl) {
   const Pass& q = part.pass;
-  const std::string id = "chunk " + std::to_string(q.chunk) + " microbatch " + std::to_string(q.mb);
+  const auto id = [&] {
+    return "chunk " + std::to_string(q.chunk) + " microbatch " + std::to_string(q.mb);
+  };
   auto second = [&](const char* what, int at) {
-    return std::string("second ") + what + " of " + id + " (first at position " +
+    return std::string("second ") + what + " of " + id() + " (first at position " +
            std::to_string(at) + ")";
   };
   switch (part.kind) {
@@ -100,27 +103,27 @@ std::string check_pass(const Part& part, int k, Slots& sl) {
       break;
     case PassKind::B:
       if (sl.b >= 0) return second("B", sl.b);
-      if (sl.f < 0 || sl.f >= k) return "B of " + id + " before its F";
+      if (sl.f < 0 || sl.f >= k) return "B of " + id() + " before its F";
       if (sl.offload >= 0 && sl.reload < 0)
-        return "B of " + id + " while its activations are offloaded (no RELOAD yet)";
+        return "B of " + id() + " while its activations are offloaded (no RELOAD yet)";
       sl.b = k;
       sl.defer_w = q.defer_w;
       break;
     case PassKind::W:
       if (sl.w >= 0) return second("W", sl.w);
-      if (sl.b < 0 || sl.b >= k) return "W of " + id + " before its B";
-      if (!sl.defer_w) return "W of " + id + " whose B already ran the weight gradient";
+      if (sl.b < 0 || sl.b >= k) return "W of " + id() + " before its B";
+      if (!sl.defer_w) return "W of " + id() + " whose B already ran the weight gradient";
       sl.w = k;
       break;
     case PassKind::Offload:
-      if (sl.offload >= 0) return "second OFFLOAD of " + id;
-      if (sl.f < 0 || sl.f >= k) return "OFFLOAD of " + id + " before its F";
-      if (sl.b >= 0) return "OFFLOAD of " + id + " after its B";
+      if (sl.offload >= 0) return "second OFFLOAD of " + id();
+      if (sl.f < 0 || sl.f >= k) return "OFFLOAD of " + id() + " before its F";
+      if (sl.b >= 0) return "OFFLOAD of " + id() + " after its B";
       sl.offload = k;
       break;
     case PassKind::Reload:
-      if (sl.reload >= 0) return "second RELOAD of " + id;
-      if (sl.offload < 0) return "RELOAD of " + id + " that was not offloaded";
+      if (sl.reload >= 0) return "second RELOAD of " + id();
+      if (sl.offload < 0) return "RELOAD of " + id() + " that was not offloaded";
       sl.reload = k;
       break;
   }
@@ -157,12 +160,14 @@ std::string check_complete(const Schedule& s, SlotTable& slots) {
     for (int c = 0; c < s.vpp; ++c)
       for (int i = 0; i < s.microbatches; ++i) {
         const Slots& sl = slots.at(r, Pass{c, i, false});
-        const std::string id = "rank " + std::to_string(r) + ": chunk " + std::to_string(c) +
-                               " microbatch " + std::to_string(i);
-        if (sl.f < 0) return id + " has no F";
-        if (sl.b < 0) return id + " has no B";
-        if (sl.defer_w && sl.w < 0) return id + " defers its W but has no W";
-        if (sl.offload >= 0 && sl.reload < 0) return id + " is offloaded, never reloaded";
+        const auto id = [&] {
+          return "rank " + std::to_string(r) + ": chunk " + std::to_string(c) + " microbatch " +
+                 std::to_string(i);
+        };
+        if (sl.f < 0) return id() + " has no F";
+        if (sl.b < 0) return id() + " has no B";
+        if (sl.defer_w && sl.w < 0) return id() + " defers its W but has no W";
+        if (sl.offload >= 0 && sl.reload < 0) return id() + " is offloaded, never reloaded";
       }
   return {};
 }
