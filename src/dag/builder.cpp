@@ -39,7 +39,7 @@ int DagBuilder::add_op(const DagOp& op, int rank, int instruction) {
   ++count_[stream];
   dag_.pred_begin.push_back(static_cast<std::int32_t>(dag_.preds.size()));
   DagOp& added = dag_.ops.emplace_back(op);
-  added.rank = rank;
+  added.rank = static_cast<std::int16_t>(rank);  // pp <= kMaxPp
   added.instruction = instruction;
   return id;
 }

@@ -167,12 +167,14 @@ class Lowerer final : public detail::StepEmitter {
 
   // Reserved up front so that the op and edge arrays are written once, never moved: per layer and
   // microbatch 4 units x (F, B, W) plus their collectives, per non-layer unit its three phases and
-  // a collective, per stage and microbatch two sends and two copies. Full recomputation adds its
-  // rerun; that is left to growth.
+  // a collective, per stage and microbatch two sends and two copies; full recomputation reruns
+  // each layer unit's forward and its collective (growing the op array past its reserve would
+  // hold the old and the new copy at once: twice its memory at the peak).
   static std::size_t estimated_ops(const CostModel& cost, const Schedule& schedule) {
+    const std::size_t per_layer = cost.recompute == Recompute::Full ? 24 : 16;
     std::size_t estimate = 0;
     for (const ChunkCost& c : cost.chunks)
-      estimate += (c.layers.size() * 16 + (c.prologue.size() + c.epilogue.size()) * 4 + 4) *
+      estimate += (c.layers.size() * per_layer + (c.prologue.size() + c.epilogue.size()) * 4 + 4) *
                   static_cast<std::size_t>(std::max(schedule.microbatches, 0));
     return estimate;
   }
@@ -244,7 +246,11 @@ class Lowerer final : public detail::StepEmitter {
     op.mb = pass.mb;
     op.chunk = static_cast<std::int16_t>(pass.chunk);
     op.virtual_stage = static_cast<std::int16_t>(pass.stage);
-    op.layer = unit.layer;
+    if (unit.layer > kMaxDagLayer)
+      throw InputError("model", "layers",
+                       "layer " + std::to_string(unit.layer) + " is above the limit of " +
+                           std::to_string(kMaxDagLayer) + " layers; use a shallower model");
+    op.layer = static_cast<std::int16_t>(unit.layer);
     op.vision = unit.vision;
     op.unit = unit.kind;
     op.phase = phase;
@@ -448,7 +454,6 @@ class Lowerer final : public detail::StepEmitter {
   int emit_send(const PassState& pass, int peer, double bytes) {
     DagOp op;
     op.kind = OpKind::P2P;
-    op.peer = peer;
     op.stream = peer == (rank_ + 1) % s_.pp ? StreamKind::P2pNext : StreamKind::P2pPrev;
     op.phase = pass.phase;
     op.mb = pass.mb;
