@@ -405,12 +405,15 @@ bool time_topologically(const Dag& dag, Timeline& out) {
   const int n = dag.size();
   if (!(dag.memory_exact || memory_sums_exact(dag))) return false;
   out.start_s.assign(n, 0.0);  // doubles as "latest predecessor end so far"
-  out.end_s.assign(n, 0.0);
+  out.end_s.resize(n);
   out.critical_pred.assign(n, -1);
   out.ranks = dag.pp;
+  // An op's end is written once it is timed; until then its slot holds the count of its inputs
+  // not yet timed (a small whole number, exact as a double), so no array of counts is needed.
+  double* pending = out.end_s.data();
   // round: the zero-time round of the instant in which the op starts (1 when readied by a timed
   // op's end or at time 0, k + 1 when by a zero-time op of round k) — the engine's order.
-  std::vector<std::int32_t> round(n, 1), pending(n), stack;
+  std::vector<std::int32_t> round(n, 1), stack;
   stack.reserve(static_cast<std::size_t>(dag.pp) * kStreamsPerRank + 16);
   for (int i = 0; i < n; ++i) {
     pending[i] = dag.pred_begin[i + 1] - dag.pred_begin[i] + (dag.stream_prev[i] >= 0 ? 1 : 0);
