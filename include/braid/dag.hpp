@@ -99,9 +99,11 @@ struct Dag {
   std::vector<std::int32_t> pred_begin, preds;
   std::vector<std::int32_t> succ_begin, succs;
   // Stream order: ops of stream s = rank * kStreamsPerRank + StreamKind in execution order are
-  // stream_ops[stream_begin[s] .. stream_begin[s+1]). stream_prev/next per op, -1 at the ends.
+  // stream_ops[stream_begin[s] .. stream_begin[s+1]). stream_prev per op, -1 for the first. (The
+  // op after each is not stored: a stream's ops end in order, so a pass that follows them keeps one
+  // position per stream.)
   std::vector<std::int32_t> stream_begin, stream_ops;
-  std::vector<std::int32_t> stream_prev, stream_next;
+  std::vector<std::int32_t> stream_prev;
 
   // Context, for names and reports.
   std::string schedule;

@@ -75,10 +75,30 @@ bool contends(const Dag& dag, const SimOptions& options) {
          has_copies(dag);
 }
 
+// The op after each on its stream (the Dag keeps only the one before): a stream's ops end in
+// stream order, in the engine and in the topological pass alike, so one position per stream
+// follows them.
+class NextOnStream {
+ public:
+  explicit NextOnStream(const Dag& dag)
+      : dag_(dag), at_(dag.stream_begin.begin(), dag.stream_begin.end() - 1) {}
+  // The op after `i`, which must be the next op of its stream to end; -1 after the last.
+  int after(int i) {
+    const DagOp& op = dag_.ops[i];
+    const int s = dag_.stream_id(op.rank, op.stream);
+    const int k = ++at_[s];
+    return k < dag_.stream_begin[s + 1] ? dag_.stream_ops[k] : -1;
+  }
+
+ private:
+  const Dag& dag_;
+  std::vector<std::int32_t> at_;  // per stream: where the op to end next sits in stream_ops
+};
+
 class Engine {
  public:
   Engine(const Dag& dag, const SimOptions& options, Timeline& out)
-      : dag_(dag), out_(out), record_(options.record_memory) {
+      : dag_(dag), out_(out), record_(options.record_memory), next_(dag) {
     const int n = dag.size();
     ranks_ = dag.pp;
     compute_slowdown_ = dag.contention.compute_slowdown;
@@ -87,14 +107,16 @@ class Engine {
     // host link's bidirectional factors); copies do not slow compute or TP/P2P traffic.
     copy_slowdown_[0] = dag.copy_contention.d2h_slowdown;
     copy_slowdown_[1] = dag.copy_contention.h2d_slowdown;
-    out_.start_s.assign(n, 0.0);
-    out_.end_s.assign(n, 0.0);
+    out_.start_s.assign(n, -1.0);  // -1: not started (report_deadlock)
+    out_.end_s.resize(n);
     out_.ranks = ranks_;
     out_.peak_activation_bytes.assign(ranks_, 0.0);
     out_.peak_activation_time_s.assign(ranks_, 0.0);
     out_.memory.clear();
     out_.critical_pred.assign(n, -1);
-    pending_.resize(n);
+    // An op's end is written when it ends; until then its slot holds the count of its inputs not
+    // yet ended (a small whole number, exact as a double), so no array of counts is needed.
+    pending_ = out_.end_s.data();
     for (int i = 0; i < n; ++i)
       pending_[i] = dag.pred_begin[i + 1] - dag.pred_begin[i] + (dag.stream_prev[i] >= 0 ? 1 : 0);
     contention_ = contends(dag, options);
@@ -248,7 +270,7 @@ class Engine {
       note_pred(s, i);
       if (--pending_[s] == 0) ready_.push_back(s);
     }
-    const int next = dag_.stream_next[i];
+    const int next = next_.after(i);
     if (next >= 0) {
       note_pred(next, i);
       if (--pending_[next] == 0) ready_.push_back(next);
@@ -286,7 +308,7 @@ class Engine {
     std::string stuck;
     int shown = 0;
     for (int i = 0; i < dag_.size() && shown < 8; ++i)
-      if (pending_[i] > 0) {
+      if (out_.start_s[i] < 0) {  // its inputs never all ended
         stuck += (shown ? ", " : "") + op_name(dag_, i);
         ++shown;
       }
@@ -308,7 +330,8 @@ class Engine {
     std::uint32_t version = 0;  // bumped by every start and re-timing: older events are stale
     double remaining_s = 0, since_s = 0, slowdown = 1.0;
   };
-  std::vector<std::int32_t> pending_;
+  NextOnStream next_;
+  double* pending_ = nullptr;             // in out_.end_s
   std::vector<Running> running_;          // per (rank, stream)
   std::vector<std::int32_t> comm_count_;  // per rank: communication ops running
   std::vector<double> memory_;
@@ -414,6 +437,7 @@ bool time_topologically(const Dag& dag, Timeline& out) {
   // round: the zero-time round of the instant in which the op starts (1 when readied by a timed
   // op's end or at time 0, k + 1 when by a zero-time op of round k) — the engine's order.
   std::vector<std::int32_t> round(n, 1), stack;
+  NextOnStream next_on_stream(dag);
   stack.reserve(static_cast<std::size_t>(dag.pp) * kStreamsPerRank + 16);
   for (int i = 0; i < n; ++i) {
     pending[i] = dag.pred_begin[i + 1] - dag.pred_begin[i] + (dag.stream_prev[i] >= 0 ? 1 : 0);
@@ -453,7 +477,7 @@ bool time_topologically(const Dag& dag, Timeline& out) {
     last = std::max(last, end);
     for (int j = dag.succ_begin[i], e = dag.succ_begin[i + 1]; j < e; ++j)
       reach(succ[j], i, end, r);
-    const int next = dag.stream_next[i];
+    const int next = next_on_stream.after(i);
     if (next >= 0) reach(next, i, end, r);
   }
   if (done != n) return false;  // the event engine names the cycle
