@@ -2,8 +2,9 @@
 // ready when its stream predecessor and its dependencies are done, and then starts at once (its
 // stream is free because its predecessor on it has ended). Events are op completions in a binary
 // min-heap over a preallocated vector; contention re-times the running ops of a rank when its
-// running set changes, and stale heap entries are skipped by a per-op version counter. State is
-// kept in flat per-op and per-rank arrays; nothing is allocated per event.
+// running set changes, and stale heap entries are skipped by a per-stream version counter (a
+// stream runs one op at a time). State is kept in flat per-op, per-stream and per-rank arrays;
+// nothing is allocated per event.
 //
 // Without contention a heap is not needed: an op starts at the latest end among its predecessors
 // and ends `duration` later, so one topological pass gives every time, and a per-rank merge of
@@ -36,7 +37,7 @@ struct Later {
   }
 };
 
-// The engine reads each op's DagOp in place (one 64-byte line) rather than a copy: copying every
+// The engine reads each op's 56-byte DagOp in place rather than a copy: copying every
 // op into a packed record cost more, in a single run, than the smaller record saved.
 // Every stream that is not compute or a copy engine is communication (TP, P2P, and whatever
 // communication streams are added later): it contends with compute.
