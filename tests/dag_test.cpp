@@ -214,3 +214,45 @@ TEST_CASE("lowering a misordered schedule reports the validator's own message", 
   CHECK_THROWS_WITH(lower(s, uniform_cost_model(unit_costs(), 1)),
                     "schedule: bad: " + validate(s).error);
 }
+
+TEST_CASE("every send goes to the rank that peer_of derives from its rank and stream", "[dag]") {
+  for (const char* name : {"1f1b", "1f1b-i", "zb-v", "dualpipe-v"})
+    for (const int pp : {2, 3, 4}) {
+      ScheduleOptions o;
+      o.pp = pp;
+      o.microbatches = 2 * pp;
+      const Schedule s = make_schedule(name, o);
+      const Dag dag = lower(s, uniform_cost_model(unit_costs(), s.virtual_stages()));
+      int sends = 0;
+      for (int i = 0; i < dag.size(); ++i) {
+        const DagOp& op = dag.ops[i];
+        if (op.kind != OpKind::P2P) {
+          CHECK(peer_of(dag, i) == -1);
+          continue;
+        }
+        ++sends;
+        // The consumers on other ranks (the data flow) all sit on the derived peer.
+        for (int j = dag.succ_begin[i]; j < dag.succ_begin[i + 1]; ++j)
+          if (dag.ops[dag.succs[j]].rank != op.rank)
+            CHECK(dag.ops[dag.succs[j]].rank == peer_of(dag, i));
+      }
+      CHECK(sends > 0);
+    }
+  // p = 4, loop placement: the backward of stage 4 (rank 0, chunk 1) sends to rank 3.
+  ScheduleOptions o;
+  o.pp = 4;
+  o.microbatches = 4;
+  const Dag dag = lower(make_schedule("1f1b-i", o), uniform_cost_model(unit_costs(), 8));
+  CHECK(peer_of(dag, find_op(dag, "send B1.0 r0->r3")) == 3);
+}
+
+TEST_CASE("a layer index above the 16-bit limit of a DAG op is refused with one line", "[dag]") {
+  CostModel cost = uniform_cost_model(unit_costs(), 1);
+  for (UnitCost& u : cost.chunks[0].layers[0]) u.layer = kMaxDagLayer + 1;
+  const Schedule s = make("one", 1, 1, 1, Placement::Loop, {{F(0, 0), B(0, 0)}});
+  CHECK_THROWS_WITH(lower(s, cost),
+                    "model: layers: layer 32768 is above the limit of 32767 layers; use a "
+                    "shallower model");
+  for (UnitCost& u : cost.chunks[0].layers[0]) u.layer = kMaxDagLayer;
+  CHECK(lower(s, cost).ops[0].layer == kMaxDagLayer);
+}

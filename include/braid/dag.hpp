@@ -40,17 +40,18 @@ const char* name(OpKind k);
 enum class BlockSide : std::uint8_t { Plain, First, Second };
 
 // One op. `duration_s` is the time alone (no contention); memory moves at the op's start (alloc)
-// and end (free).
+// and end (free). 56 bytes: the 16-bit fields hold what the size guard and the configuration's
+// bounds keep small (ranks up to kMaxPp, virtual stages up to kMaxVirtualStages, layers up to
+// kMaxDagLayer), and a send's receiving rank follows from its rank and stream (peer_of).
 struct DagOp {
   double duration_s = 0;
   double alloc_bytes = 0;
   double free_bytes = 0;
   double bytes = 0;                // payload of a collective, P2P or copy; 0 for compute
-  std::int32_t rank = 0;           // the rank whose stream runs it (a P2P: the sender)
-  std::int32_t peer = -1;          // P2P: the receiving rank
   std::int32_t mb = 0;             // microbatch of the pass the op belongs to
-  std::int32_t layer = -1;         // global layer index; -1 for non-layer units, P2P, copies
   std::int32_t instruction = -1;   // index in the rank's instruction list
+  std::int16_t rank = 0;           // the rank whose stream runs it (a P2P: the sender)
+  std::int16_t layer = -1;         // global layer index; -1 for non-layer units, P2P, copies
   std::int16_t chunk = 0;          // chunk on the rank (0 .. vpp-1)
   std::int16_t virtual_stage = 0;  // k
   OpKind kind = OpKind::Compute;
@@ -60,12 +61,16 @@ struct DagOp {
   CollectiveKind collective = CollectiveKind::None;     // Collective ops only
   InstructionKind instruction_op = InstructionKind::F;  // the instruction it was lowered from
   BlockSide side = BlockSide::Plain;
-  // One byte for both flags keeps a DagOp at 64 bytes (one cache line).
+  // One byte for both flags.
   bool vision : 1 = false;  // a ViT layer unit
   // Full recomputation: a unit's forward run again (phase F) inside the backward pass, right
   // before its layer's B units ("R0.3 Attn L12").
   bool recompute : 1 = false;
 };
+static_assert(sizeof(DagOp) == 56);
+
+// The largest global layer index a DagOp holds (16-bit); lowering a deeper model is refused.
+inline constexpr int kMaxDagLayer = 32767;
 
 // Options of the lowering.
 enum class P2pMode : std::uint8_t {
@@ -94,9 +99,11 @@ struct Dag {
   std::vector<std::int32_t> pred_begin, preds;
   std::vector<std::int32_t> succ_begin, succs;
   // Stream order: ops of stream s = rank * kStreamsPerRank + StreamKind in execution order are
-  // stream_ops[stream_begin[s] .. stream_begin[s+1]). stream_prev/next per op, -1 at the ends.
+  // stream_ops[stream_begin[s] .. stream_begin[s+1]). stream_prev per op, -1 for the first. (The
+  // op after each is not stored: a stream's ops end in order, so a pass that follows them keeps one
+  // position per stream.)
   std::vector<std::int32_t> stream_begin, stream_ops;
-  std::vector<std::int32_t> stream_prev, stream_next;
+  std::vector<std::int32_t> stream_prev;
 
   // Context, for names and reports.
   std::string schedule;
@@ -129,6 +136,10 @@ Dag lower(const Schedule& schedule, const CostModel& cost, const LowerOptions& o
 // add up to at most 2^42: then every partial sum of a rank's memory is exact, and comes out the
 // same in any order of the same allocs and frees.
 bool memory_sums_exact(const Dag& dag);
+
+// The rank a P2P op sends to: P2pNext sends to (rank + 1) mod p, P2pPrev to (rank - 1 + p) mod p;
+// -1 for every other op.
+int peer_of(const Dag& dag, int op);
 
 // "F1.3 Attn L12", "AR B0.2 PreMLP L5", "send F0.3 r0->r1", "OFFLOAD 0.3", "F0.0 Embedding".
 std::string op_name(const Dag& dag, int op);

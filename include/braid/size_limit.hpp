@@ -20,7 +20,8 @@ struct SizeEstimate {
 };
 
 // Peak resident bytes per DAG op of lower + simulate + report, measured on x86-64 with
-// `braid simulate` (docs/limits.md), rounded up.
+// `braid simulate` (docs/limits.md: 109-121), with a margin of more than three for schedules
+// with more edges per op.
 inline constexpr double kBytesPerOp = 400;
 // Ops and dependency edges are indexed by int32: beyond this no --force helps.
 inline constexpr double kMaxOps = 400e6;

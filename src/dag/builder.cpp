@@ -40,7 +40,7 @@ int DagBuilder::add_op(const DagOp& op, int rank, int instruction) {
   untimed_off_compute_ += !(op.duration_s > 0) && op.stream != StreamKind::Compute;
   dag_.pred_begin.push_back(static_cast<std::int32_t>(dag_.preds.size()));
   DagOp& added = dag_.ops.emplace_back(op);
-  added.rank = rank;
+  added.rank = static_cast<std::int16_t>(rank);  // pp <= kMaxPp
   added.instruction = instruction;
   return id;
 }
@@ -281,12 +281,8 @@ void DagBuilder::finish(bool fold) {
   d.stream_begin[0] = 0;
   for (int s = 0; s < streams; ++s) d.stream_begin[s + 1] = d.stream_begin[s] + count_[s];
   d.stream_ops.resize(n);
-  d.stream_next.assign(n, -1);
   std::vector<std::int32_t> fill(d.stream_begin.begin(), d.stream_begin.end() - 1);
-  for (int i = 0; i < n; ++i) {
-    d.stream_ops[fill[stream_[i]]++] = i;
-    if (d.stream_prev[i] >= 0) d.stream_next[d.stream_prev[i]] = i;
-  }
+  for (int i = 0; i < n; ++i) d.stream_ops[fill[stream_[i]]++] = i;
   stream_.clear();
   stream_.shrink_to_fit();
 }

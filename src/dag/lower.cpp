@@ -314,7 +314,11 @@ class Lowerer final : public detail::StepEmitter {
     op.mb = pass.mb;
     op.chunk = static_cast<std::int16_t>(pass.chunk);
     op.virtual_stage = static_cast<std::int16_t>(pass.stage);
-    op.layer = unit.layer;
+    if (unit.layer > kMaxDagLayer)
+      throw InputError("model", "layers",
+                       "layer " + std::to_string(unit.layer) + " is above the limit of " +
+                           std::to_string(kMaxDagLayer) + " layers; use a shallower model");
+    op.layer = static_cast<std::int16_t>(unit.layer);
     op.vision = unit.vision;
     op.unit = unit.kind;
     op.phase = phase;
@@ -525,7 +529,6 @@ class Lowerer final : public detail::StepEmitter {
     }
     DagOp op;
     op.kind = OpKind::P2P;
-    op.peer = peer;
     op.stream = stream;
     op.phase = pass.phase;
     op.mb = pass.mb;

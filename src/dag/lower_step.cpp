@@ -31,7 +31,7 @@ DagOp dp_op(int rank, int chunk, int stage, int bucket, CollectiveKind kind, dou
   DagOp op;
   op.kind = OpKind::DpSync;
   op.stream = StreamKind::Dp;
-  op.rank = rank;
+  op.rank = static_cast<std::int16_t>(rank);
   op.chunk = static_cast<std::int16_t>(chunk);
   op.virtual_stage = static_cast<std::int16_t>(stage);
   op.mb = bucket;

@@ -80,6 +80,12 @@ std::string unit_name(const DagOp& op) {
 
 }  // namespace
 
+int peer_of(const Dag& dag, int op) {
+  const DagOp& o = dag.ops[op];
+  if (o.kind != OpKind::P2P) return -1;
+  return o.stream == StreamKind::P2pNext ? (o.rank + 1) % dag.pp : (o.rank - 1 + dag.pp) % dag.pp;
+}
+
 std::string op_name(const Dag& dag, int index) {
   const DagOp& op = dag.ops[index];
   switch (op.kind) {
@@ -90,7 +96,7 @@ std::string op_name(const Dag& dag, int index) {
     case OpKind::P2P:
       return std::string("send ") + name(op.phase) + std::to_string(op.chunk) + "." +
              std::to_string(op.mb) + " r" + std::to_string(op.rank) + "->r" +
-             std::to_string(op.peer);
+             std::to_string(peer_of(dag, index));
     case OpKind::Offload:
       return "OFFLOAD " + std::to_string(op.chunk) + "." + std::to_string(op.mb);
     case OpKind::Reload:

@@ -76,7 +76,7 @@ void add_line(std::string& out, const json& event, bool& first) {
   out += event.dump();
 }
 
-json op_args(const DagOp& op) {
+json op_args(const DagOp& op, int peer) {
   json a;
   a["microbatch"] = op.mb;
   a["chunk"] = op.chunk;
@@ -95,7 +95,7 @@ json op_args(const DagOp& op) {
     a["instruction_op"] = name(op.instruction_op);
     a["side"] = side_name(op.side);
   }
-  if (op.kind == OpKind::P2P) a["peer"] = op.peer;
+  if (op.kind == OpKind::P2P) a["peer"] = peer;
   if (op.bytes > 0) a["bytes"] = std::llround(op.bytes);
   return a;
 }
@@ -158,7 +158,7 @@ std::string chrome_trace_json(const Dag& dag, const Timeline& timeline, const Re
           event["ph"] = "i";
           event["s"] = "t";
         }
-        event["args"] = op_args(op);
+        event["args"] = op_args(op, peer_of(dag, i));
         add_line(out, event, first);
       }
     }
@@ -175,7 +175,7 @@ std::string chrome_trace_json(const Dag& dag, const Timeline& timeline, const Re
     int consumer = -1;
     for (int j = dag.succ_begin[i]; j < dag.succ_begin[i + 1]; ++j) {
       const int c = dag.succs[j];
-      if (dag.ops[c].rank != send.peer) continue;
+      if (dag.ops[c].rank != peer_of(dag, i)) continue;
       if (consumer < 0 || timeline.start_s[c] < timeline.start_s[consumer]) consumer = c;
     }
     if (consumer < 0) continue;

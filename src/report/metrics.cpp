@@ -94,7 +94,12 @@ class IdleAttribution {
   }
 
   void gap(int r, double g0, double g1, double& tp, double& dp, double& off) {
-    ++generation_;
+    // 16-bit marks (half the memory of 32-bit ones, next to the Dag and the Timeline at the
+    // report's peak): when the generation wraps, every mark is cleared once.
+    if (++generation_ == 0) {
+      std::fill(mark_.begin(), mark_.end(), std::uint16_t{0});
+      generation_ = 1;
+    }
     tp_iv_.clear();
     dp_iv_.clear();
     all_iv_.clear();
@@ -118,9 +123,11 @@ class IdleAttribution {
       } else if (op.kind == OpKind::Offload || op.kind == OpKind::Reload) {
         all_iv_.push_back(iv);
       }
+      // Ops visited already would be popped and skipped: they are not pushed.
       for (int j = dag_.pred_begin[y]; j < dag_.pred_begin[y + 1]; ++j)
-        stack_.push_back(dag_.preds[j]);
-      if (dag_.stream_prev[y] >= 0) stack_.push_back(dag_.stream_prev[y]);
+        if (mark_[dag_.preds[j]] != generation_) stack_.push_back(dag_.preds[j]);
+      const int prev = dag_.stream_prev[y];
+      if (prev >= 0 && mark_[prev] != generation_) stack_.push_back(prev);
     }
     // Precedence TP, then DP, then copies: each category is its union minus the ones before.
     // The TP union is recorded piece by piece (its collectives) before the sort below.
@@ -164,8 +171,8 @@ class IdleAttribution {
   std::vector<int> tp_ops_;
   const Dag& dag_;
   const Timeline& t_;
-  std::vector<std::uint32_t> mark_;
-  std::uint32_t generation_ = 0;
+  std::vector<std::uint16_t> mark_;
+  std::uint16_t generation_ = 0;
   std::vector<int> roots_, stack_;
   std::vector<std::pair<double, double>> tp_iv_, dp_iv_, all_iv_;
   std::vector<ExposedPiece>* pieces_ = nullptr;  // the rank's tp_exposed pieces

@@ -2,8 +2,9 @@
 // ready when its stream predecessor and its dependencies are done, and then starts at once (its
 // stream is free because its predecessor on it has ended). Events are op completions in a binary
 // min-heap over a preallocated vector; contention re-times the running ops of a rank when its
-// running set changes, and stale heap entries are skipped by a per-op version counter. State is
-// kept in flat per-op and per-rank arrays; nothing is allocated per event.
+// running set changes, and stale heap entries are skipped by a per-stream version counter (a
+// stream runs one op at a time). State is kept in flat per-op, per-stream and per-rank arrays;
+// nothing is allocated per event.
 //
 // Without contention a heap is not needed: an op starts at the latest end among its predecessors
 // and ends `duration` later, so one topological pass gives every time, and a per-rank merge of
@@ -36,7 +37,7 @@ struct Later {
   }
 };
 
-// The engine reads each op's DagOp in place (one 64-byte line) rather than a copy: copying every
+// The engine reads each op's 56-byte DagOp in place rather than a copy: copying every
 // op into a packed record cost more, in a single run, than the smaller record saved.
 // Every stream that is not compute or a copy engine is communication (TP, P2P, and whatever
 // communication streams are added later): it contends with compute.
@@ -75,10 +76,30 @@ bool contends(const Dag& dag, const SimOptions& options) {
          has_copies(dag);
 }
 
+// The op after each on its stream (the Dag keeps only the one before): a stream's ops end in
+// stream order, in the engine and in the topological pass alike, so one position per stream
+// follows them.
+class NextOnStream {
+ public:
+  explicit NextOnStream(const Dag& dag)
+      : dag_(dag), at_(dag.stream_begin.begin(), dag.stream_begin.end() - 1) {}
+  // The op after `i`, which must be the next op of its stream to end; -1 after the last.
+  int after(int i) {
+    const DagOp& op = dag_.ops[i];
+    const int s = dag_.stream_id(op.rank, op.stream);
+    const int k = ++at_[s];
+    return k < dag_.stream_begin[s + 1] ? dag_.stream_ops[k] : -1;
+  }
+
+ private:
+  const Dag& dag_;
+  std::vector<std::int32_t> at_;  // per stream: where the op to end next sits in stream_ops
+};
+
 class Engine {
  public:
   Engine(const Dag& dag, const SimOptions& options, Timeline& out)
-      : dag_(dag), out_(out), record_(options.record_memory) {
+      : dag_(dag), out_(out), record_(options.record_memory), next_(dag) {
     const int n = dag.size();
     ranks_ = dag.pp;
     compute_slowdown_ = dag.contention.compute_slowdown;
@@ -87,27 +108,23 @@ class Engine {
     // host link's bidirectional factors); copies do not slow compute or TP/P2P traffic.
     copy_slowdown_[0] = dag.copy_contention.d2h_slowdown;
     copy_slowdown_[1] = dag.copy_contention.h2d_slowdown;
-    out_.start_s.assign(n, 0.0);
-    out_.end_s.assign(n, 0.0);
+    out_.start_s.assign(n, -1.0);  // -1: not started (report_deadlock)
+    out_.end_s.resize(n);
     out_.ranks = ranks_;
     out_.peak_activation_bytes.assign(ranks_, 0.0);
     out_.peak_activation_time_s.assign(ranks_, 0.0);
     out_.memory.clear();
     out_.critical_pred.assign(n, -1);
-    ready_s_.assign(n, 0.0);
-    pending_.resize(n);
+    // An op's end is written when it ends; until then its slot holds the count of its inputs not
+    // yet ended (a small whole number, exact as a double), so no array of counts is needed.
+    pending_ = out_.end_s.data();
     for (int i = 0; i < n; ++i)
       pending_[i] = dag.pred_begin[i + 1] - dag.pred_begin[i] + (dag.stream_prev[i] >= 0 ? 1 : 0);
     contention_ = contends(dag, options);
     if (contention_) {
-      remaining_.assign(n, 0.0);
-      slowdown_.assign(n, 1.0);
-      since_.assign(n, 0.0);
-      version_.assign(n, 0);
-      running_compute_.assign(ranks_, -1);
-      running_comm_.assign(static_cast<std::size_t>(ranks_) * kStreamsPerRank, -1);
+      const std::size_t streams = static_cast<std::size_t>(ranks_) * kStreamsPerRank;
+      running_.assign(streams, Running{});
       comm_count_.assign(ranks_, 0);
-      running_copy_.assign(static_cast<std::size_t>(ranks_) * 2, -1);
     }
     memory_.assign(ranks_, 0.0);
     last_sample_.assign(ranks_, -1);
@@ -140,7 +157,7 @@ class Engine {
         std::pop_heap(heap_.begin(), heap_.end(), Later{});
         heap_.pop_back();
         ++out_.events;
-        if (contention_ && e.version != version_[e.op]) continue;  // re-timed since
+        if (contention_ && !current(e)) continue;  // re-timed since
         finish(e.op);
       }
     }
@@ -149,6 +166,17 @@ class Engine {
   }
 
  private:
+  // A stream runs one op at a time, so the fluid model's state lives per stream: an event is
+  // current when its op is the one running on its stream and no re-timing has followed it.
+  std::size_t slot(int rank, StreamKind s) const {
+    return static_cast<std::size_t>(rank) * kStreamsPerRank + static_cast<int>(s);
+  }
+  std::size_t slot_of(int i) const { return slot(dag_.ops[i].rank, dag_.ops[i].stream); }
+  bool current(const Event& e) const {
+    const Running& run = running_[slot_of(e.op)];
+    return run.op == e.op && run.version == e.version;
+  }
+
   void push(double time_s, int op, std::uint32_t version) {
     heap_.push_back(Event{time_s, op, version});
     std::push_heap(heap_.begin(), heap_.end(), Later{});
@@ -187,32 +215,32 @@ class Engine {
     }
     double slowdown = 1.0;
     const std::uint8_t role = role_of(op.stream);
+    const std::size_t compute = slot(r, StreamKind::Compute);
     if (role == kCompute) {
-      running_compute_[r] = i;
       if (comm_count_[r] > 0) {
         slowdown = compute_slowdown_;
         retime_comm(r, comm_slowdown_);
       }
     } else if (role >= kComm) {
-      running_comm_[static_cast<std::size_t>(r) * kStreamsPerRank + role - kComm] = i;
-      if (running_compute_[r] >= 0) {
+      if (running_[compute].op >= 0) {
         slowdown = comm_slowdown_;
-        if (comm_count_[r] == 0) retime(running_compute_[r], compute_slowdown_);
+        if (comm_count_[r] == 0) retime(compute, compute_slowdown_);
       }
       ++comm_count_[r];
     } else {
-      const int dir = role - kD2H, other = 1 - dir;
-      running_copy_[static_cast<std::size_t>(r) * 2 + dir] = i;
-      const int peer = running_copy_[static_cast<std::size_t>(r) * 2 + other];
-      if (peer >= 0) {
+      const int dir = role - kD2H;
+      const std::size_t other = slot(r, dir == 0 ? StreamKind::H2D : StreamKind::D2H);
+      if (running_[other].op >= 0) {
         slowdown = copy_slowdown_[dir];
-        retime(peer, copy_slowdown_[other]);
+        retime(other, copy_slowdown_[1 - dir]);
       }
     }
-    remaining_[i] = op.duration_s;
-    since_[i] = now_;
-    slowdown_[i] = slowdown;
-    push(now_ + op.duration_s * slowdown, i, version_[i]);
+    Running& run = running_[slot(r, op.stream)];
+    run.op = i;
+    run.remaining_s = op.duration_s;
+    run.since_s = now_;
+    run.slowdown = slowdown;
+    push(now_ + op.duration_s * slowdown, i, ++run.version);
   }
 
   void finish(int i) {
@@ -225,18 +253,16 @@ class Engine {
       sample(r);
     }
     if (contention_ && op.duration_s > 0) {
+      running_[slot(r, op.stream)].op = -1;
       const std::uint8_t role = role_of(op.stream);
+      const std::size_t compute = slot(r, StreamKind::Compute);
       if (role == kCompute) {
-        running_compute_[r] = -1;
         if (comm_count_[r] > 0) retime_comm(r, 1.0);
       } else if (role >= kComm) {
-        running_comm_[static_cast<std::size_t>(r) * kStreamsPerRank + role - kComm] = -1;
-        if (--comm_count_[r] == 0 && running_compute_[r] >= 0) retime(running_compute_[r], 1.0);
+        if (--comm_count_[r] == 0 && running_[compute].op >= 0) retime(compute, 1.0);
       } else {
-        const int dir = role - kD2H;
-        running_copy_[static_cast<std::size_t>(r) * 2 + dir] = -1;
-        const int peer = running_copy_[static_cast<std::size_t>(r) * 2 + (1 - dir)];
-        if (peer >= 0) retime(peer, 1.0);
+        const std::size_t other = slot(r, role == kD2H ? StreamKind::H2D : StreamKind::D2H);
+        if (running_[other].op >= 0) retime(other, 1.0);
       }
     }
     const std::int32_t* succ = dag_.succs.data();
@@ -245,7 +271,7 @@ class Engine {
       note_pred(s, i);
       if (--pending_[s] == 0) ready_.push_back(s);
     }
-    const int next = dag_.stream_next[i];
+    const int next = next_.after(i);
     if (next >= 0) {
       note_pred(next, i);
       if (--pending_[next] == 0) ready_.push_back(next);
@@ -254,30 +280,28 @@ class Engine {
 
   // The critical predecessor of `s` (Timeline::critical_pred): the latest end, then the lowest
   // index. Ends arrive in time order here, but ops ending at one instant do not arrive in index
-  // order, hence the explicit tie rule.
+  // order, hence the explicit tie rule. The best so far has ended: its end is in the timeline.
   void note_pred(int s, int i) {
     std::int32_t& best = out_.critical_pred[s];
-    if (now_ > ready_s_[s] || best < 0 || (now_ == ready_s_[s] && i < best)) {
-      ready_s_[s] = now_;
-      best = i;
-    }
+    if (best < 0 || now_ > out_.end_s[best] || (now_ == out_.end_s[best] && i < best)) best = i;
   }
 
   void retime_comm(int rank, double slowdown) {
     for (int k = 0; k < kStreamsPerRank; ++k) {
-      const int op = running_comm_[static_cast<std::size_t>(rank) * kStreamsPerRank + k];
-      if (op >= 0) retime(op, slowdown);
+      const std::size_t s = slot(rank, static_cast<StreamKind>(k));
+      if (role_of(static_cast<StreamKind>(k)) >= kComm && running_[s].op >= 0) retime(s, slowdown);
     }
   }
 
   // The fluid model: work done so far at the old rate is subtracted, the rest runs at the new one.
-  void retime(int i, double slowdown) {
-    if (slowdown_[i] == slowdown) return;
-    remaining_[i] -= (now_ - since_[i]) / slowdown_[i];
-    if (remaining_[i] < 0) remaining_[i] = 0;
-    since_[i] = now_;
-    slowdown_[i] = slowdown;
-    push(now_ + remaining_[i] * slowdown, i, ++version_[i]);
+  void retime(std::size_t s, double slowdown) {
+    Running& run = running_[s];
+    if (run.slowdown == slowdown) return;
+    run.remaining_s -= (now_ - run.since_s) / run.slowdown;
+    if (run.remaining_s < 0) run.remaining_s = 0;
+    run.since_s = now_;
+    run.slowdown = slowdown;
+    push(now_ + run.remaining_s * slowdown, run.op, ++run.version);
   }
 
   void report_deadlock() const {
@@ -285,7 +309,7 @@ class Engine {
     std::string stuck;
     int shown = 0;
     for (int i = 0; i < dag_.size() && shown < 8; ++i)
-      if (pending_[i] > 0) {
+      if (out_.start_s[i] < 0) {  // its inputs never all ended
         stuck += (shown ? ", " : "") + op_name(dag_, i);
         ++shown;
       }
@@ -301,12 +325,16 @@ class Engine {
   int ranks_ = 0;
   int finished_ = 0;
   double now_ = 0;
-  std::vector<std::int32_t> pending_;
-  std::vector<double> ready_s_;  // per op: end of its critical predecessor so far
-  std::vector<double> remaining_, slowdown_, since_;
-  std::vector<std::uint32_t> version_;
-  std::vector<std::int32_t> running_compute_, running_comm_, comm_count_;
-  std::vector<std::int32_t> running_copy_;  // per rank: D2H, H2D op running (-1 none)
+  // The op running on a stream (with contention), its work left at `since_s` and its rate then.
+  struct Running {
+    std::int32_t op = -1;
+    std::uint32_t version = 0;  // bumped by every start and re-timing: older events are stale
+    double remaining_s = 0, since_s = 0, slowdown = 1.0;
+  };
+  NextOnStream next_;
+  double* pending_ = nullptr;             // in out_.end_s
+  std::vector<Running> running_;          // per (rank, stream)
+  std::vector<std::int32_t> comm_count_;  // per rank: communication ops running
   std::vector<double> memory_;
   std::vector<int> last_sample_;
   std::vector<Event> heap_;
@@ -401,12 +429,16 @@ bool time_topologically(const Dag& dag, Timeline& out) {
   const int n = dag.size();
   if (!(dag.memory_exact || memory_sums_exact(dag))) return false;
   out.start_s.assign(n, 0.0);  // doubles as "latest predecessor end so far"
-  out.end_s.assign(n, 0.0);
+  out.end_s.resize(n);
   out.critical_pred.assign(n, -1);
   out.ranks = dag.pp;
+  // An op's end is written once it is timed; until then its slot holds the count of its inputs
+  // not yet timed (a small whole number, exact as a double), so no array of counts is needed.
+  double* pending = out.end_s.data();
   // round: the zero-time round of the instant in which the op starts (1 when readied by a timed
   // op's end or at time 0, k + 1 when by a zero-time op of round k) — the engine's order.
-  std::vector<std::int32_t> round(n, 1), pending(n), stack;
+  std::vector<std::int32_t> round(n, 1), stack;
+  NextOnStream next_on_stream(dag);
   stack.reserve(static_cast<std::size_t>(dag.pp) * kStreamsPerRank + 16);
   for (int i = 0; i < n; ++i) {
     pending[i] = dag.pred_begin[i + 1] - dag.pred_begin[i] + (dag.stream_prev[i] >= 0 ? 1 : 0);
@@ -446,7 +478,7 @@ bool time_topologically(const Dag& dag, Timeline& out) {
     last = std::max(last, end);
     for (int j = dag.succ_begin[i], e = dag.succ_begin[i + 1]; j < e; ++j)
       reach(succ[j], i, end, r);
-    const int next = dag.stream_next[i];
+    const int next = next_on_stream.after(i);
     if (next >= 0) reach(next, i, end, r);
   }
   if (done != n) return false;  // the event engine names the cycle
