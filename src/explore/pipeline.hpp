@@ -61,8 +61,10 @@ CostKey cost_key(const Study& study, int virtual_stages);
 
 // lower -> simulate -> make_report, then the status against the cap. Fills e.report, e.status,
 // e.reason, e.static_gib, e.model_peak_gib, e.dp, e.gpus.
+// `reuse`, when given, is a DAG of an earlier configuration: re-timed when its structure fits
+// (ExploreOptions::retime), else replaced by a fresh lowering; it holds this one's DAG after.
 void finish(Evaluation& e, const Study& study, const Schedule& schedule, const CostModel& cost,
-            double cap, const ExploreOptions& options);
+            double cap, const ExploreOptions& options, Dag* reuse = nullptr);
 
 // The reason text of an InputError raised while evaluating a configuration.
 std::string reason_of(const InputError& e);
@@ -89,7 +91,14 @@ Workbench build_workbench(const Study& base, const Profile& profile,
 // finish() for configuration i of the workbench; an InputError makes the row Invalid; anything
 // else is a bug (InternalError naming the configuration), which ends the whole job.
 void finish_row(Evaluation& e, const Workbench& wb, int i, double cap,
-                const ExploreOptions& options);
+                const ExploreOptions& options, Dag* reuse = nullptr);
+
+struct Ticker;
+// finish_row for the configurations `todo` (workbench indices) into rows[k], on options.jobs
+// threads, largest first. With options.retime the configurations of one schedule form runs, each
+// taken by one thread and evaluated in turn, re-timing the DAG of the one before it.
+void finish_rows(std::vector<Evaluation>& rows, const Workbench& wb, const std::vector<int>& todo,
+                 double cap, const ExploreOptions& options, Ticker& ticker);
 
 // Sharing among processes (distribute.cpp). The ops estimate behind estimated_cost (no checks).
 double estimated_ops(const Study& base, const Configuration& c);

@@ -179,21 +179,9 @@ SweepResult sweep_cached(const Study& base, const Profile& profile,
   }
   check_static_cap({least}, cap);
 
-  // Lower, simulate, report: the expensive part, one task per configuration. The largest
-  // configurations go first so that the last task to finish is a short one.
-  std::vector<std::pair<double, int>> order;
-  for (int k : todo) {
-    const Schedule& s = wb.schedule(k);
-    order.emplace_back(-static_cast<double>(s.microbatches) * s.pp * s.vpp, k);
-  }
-  std::stable_sort(order.begin(), order.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  explore::Ticker progress{options, static_cast<int>(order.size())};
-  explore::parallel_for(static_cast<int>(order.size()), options.jobs, [&](int j) {
-    const int k = order[j].second;
-    explore::finish_row(own_rows[k], wb, k, cap, options);
-    progress.tick();
-  });
+  // Lower, simulate, report: the expensive part.
+  explore::Ticker progress{options, static_cast<int>(todo.size())};
+  explore::finish_rows(own_rows, wb, todo, cap, options, progress);
   gather();
   check_some_valid(result.rows);
   return result;
