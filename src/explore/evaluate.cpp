@@ -125,7 +125,10 @@ void finish(Evaluation& e, const Study& study, const Schedule& schedule, const C
   try {
     const bool retimed =
         reuse && options.retime && !dag.ops.empty() && retime(dag, schedule, cost, options.lower);
-    if (!retimed) dag = lower(schedule, cost, options.lower);
+    if (!retimed) {
+      dag = Dag{};  // freed first, so that the new one reuses its memory
+      dag = lower(schedule, cost, options.lower);
+    }
     timeline = simulate(dag, options.sim);
   } catch (const InputError& err) {
     internal_error(e.config, err);
