@@ -93,6 +93,7 @@ void BM_Stage(benchmark::State& state) {
   const braid::Dag dag = braid::lower(schedule, cost);
   const braid::Timeline timeline = braid::simulate(dag);
   braid::Dag retimed = dag;
+  braid::RetimeMemo memo;
   for (auto _ : state) {
     switch (state.range(0)) {
       case 0:
@@ -113,10 +114,13 @@ void BM_Stage(benchmark::State& state) {
       case 5:
         benchmark::DoNotOptimize(braid::retime(retimed, schedule, cost));
         break;
+      case 6:  // as a sweep does it: the schedule's checks and P2P batch plan kept
+        benchmark::DoNotOptimize(braid::retime(retimed, schedule, cost, {}, &memo));
+        break;
     }
   }
-  static const char* const names[] = {"schedule", "cost_model", "lower",
-                                      "simulate", "report",     "retime"};
+  static const char* const names[] = {"schedule", "cost_model", "lower",      "simulate",
+                                      "report",   "retime",     "retime_memo"};
   state.SetLabel(names[state.range(0)]);
 }
 
@@ -132,4 +136,4 @@ BENCHMARK(BM_Sweep)
     ->Args({2, 0, 0})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
-BENCHMARK(BM_Stage)->DenseRange(0, 5)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Stage)->DenseRange(0, 6)->Unit(benchmark::kMicrosecond);

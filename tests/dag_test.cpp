@@ -299,11 +299,19 @@ TEST_CASE("a re-timed DAG equals a fresh lowering of the new costs on every sche
         options.p2p = p2p;
         const Lowered first = lowered(name, sized(2, 2048, 1, pp));
         Dag dag = lower(first.schedule, first.cost, options);
+        // Once with the schedule of each configuration, once with the first one's and a memo
+        // kept across the calls (its pass-order check and P2P batch plan made once).
+        Dag kept = dag;
+        RetimeMemo memo;
         for (const Configuration& c : others) {
           INFO("tp " << c.tp << ", seq " << c.seq << ", mbs " << c.mbs);
           const Lowered next = lowered(name, c);
+          const Dag fresh = lower(next.schedule, next.cost, options);
           REQUIRE(retime(dag, next.schedule, next.cost, options));
-          check_same_dag(dag, lower(next.schedule, next.cost, options));
+          check_same_dag(dag, fresh);
+          REQUIRE(retime(kept, first.schedule, next.cost, options, &memo));
+          check_same_dag(kept, fresh);
+          CHECK(memo.schedule == &first.schedule);
         }
       }
 }

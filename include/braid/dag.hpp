@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -134,8 +135,15 @@ Dag lower(const Schedule& schedule, const CostModel& cost, const LowerOptions& o
 // kind, stream, rank, unit, phase..., the op count, a dependency, P2P blocking) or when
 // options.fold_zero_time is set (the fold leaves out ops by their costs, so DAGs meant to be
 // re-timed are lowered without it); the caller then lowers afresh. Throws what lower() throws.
+// `memo`, when given, keeps what depends on the schedule alone (its pass-order check, the P2P
+// batch plan) for the next call with the same Schedule object, which must not change meanwhile.
+struct LoweringPlan;
+struct RetimeMemo {
+  const Schedule* schedule = nullptr;  // the schedule `plan` belongs to
+  std::shared_ptr<LoweringPlan> plan;
+};
 bool retime(Dag& dag, const Schedule& schedule, const CostModel& cost,
-            const LowerOptions& options = {});
+            const LowerOptions& options = {}, RetimeMemo* memo = nullptr);
 
 // True when every op's alloc and free is a non-negative multiple of 2^-10 and each rank's amounts
 // add up to at most 2^42: then every partial sum of a rank's memory is exact, and comes out the

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -32,6 +33,13 @@
 #include "p2p_batches.hpp"
 
 namespace braid {
+
+// What re-timing keeps of a schedule between calls (RetimeMemo): its P2P batch plan, which does
+// not depend on costs.
+struct LoweringPlan {
+  bool batches_known = false;
+  detail::BatchPlan batches;
+};
 
 namespace {
 
@@ -57,13 +65,16 @@ enum class CollectiveMode { Sync, Async };
 class Lowerer final : public detail::StepEmitter {
  public:
   // `retiming`: re-time `dag`, lowered before from the same schedule (see retime()), instead of
-  // appending to it.
+  // appending to it; `memo`: the schedule's plan kept from an earlier re-timing, or filled now.
   Lowerer(const Schedule& schedule, const CostModel& cost, const LowerOptions& options, Dag& dag,
-          bool retiming = false)
+          bool retiming = false, LoweringPlan* memo = nullptr)
       : s_(schedule),
         cost_(cost),
         dag_(dag),
         build_(dag, schedule.pp, retiming ? 0 : estimated_ops(cost, schedule)),
+        plan_(memo ? memo->batches : own_plan_),
+        plan_known_(memo && memo->batches_known),
+        memo_(memo),
         retiming_(retiming) {
     if (retiming_) found_.assign(dag.preds.size(), 0);
     dag_.schedule = schedule.name;
@@ -545,7 +556,10 @@ class Lowerer final : public detail::StepEmitter {
     // With one chunk per rank Megatron runs the schedule without interleaving (get_forward_
     // backward_func picks forward_backward_pipelining_with_interleaving only with a virtual size).
     const bool pairs = runs(ScheduleKind::Interleaved) && s_.vpp > 1;
-    plan_ = rendezvous_ ? detail::plan_batches(s_, pairs) : detail::single_steps(s_);
+    if (!plan_known_) {
+      plan_ = rendezvous_ ? detail::plan_batches(s_, pairs) : detail::single_steps(s_);
+      if (memo_) memo_->batches_known = true;
+    }
     // forward_backward_pipelining_without_interleaving batches a send with the next receive only
     // across phases (send_forward_recv_backward, send_backward_recv_forward); its warm-up and
     // cool-down call send_forward then recv_forward (send_backward then recv_backward) one after
@@ -892,7 +906,10 @@ class Lowerer final : public detail::StepEmitter {
   bool batched_ = false;
   bool rendezvous_ = true;  // false: receives posted ahead (the zero-bubble runtime)
   std::vector<int> recv_post_f_, recv_post_b_, recv_wait_f_, recv_wait_b_;
-  detail::BatchPlan plan_;
+  detail::BatchPlan own_plan_;
+  detail::BatchPlan& plan_;  // own_plan_, or the one re-timing keeps (LoweringPlan)
+  bool plan_known_ = false;  // plan_ made by an earlier re-timing of the schedule
+  LoweringPlan* memo_ = nullptr;
   std::vector<PassState> closed_f_, closed_b_;  // per pass: finished, its send maybe held back
   std::vector<std::vector<int>> last_compute_after_;  // per rank and instruction: last compute op
   // Megatron without interleaving: per pass, the sends its receive was posted after (warm-up and
@@ -918,19 +935,27 @@ Dag lower(const Schedule& schedule, const CostModel& cost, const LowerOptions& o
   return dag;
 }
 
-bool retime(Dag& dag, const Schedule& schedule, const CostModel& cost,
-            const LowerOptions& options) {
+bool retime(Dag& dag, const Schedule& schedule, const CostModel& cost, const LowerOptions& options,
+            RetimeMemo* memo) {
   // The fold leaves out ops by their costs; a DAG built with it cannot be matched op by op.
   if (options.fold_zero_time) return false;
   if (dag.schedule != schedule.name || dag.pp != schedule.pp || dag.vpp != schedule.vpp ||
       dag.microbatches != schedule.microbatches || dag.placement != schedule.placement ||
       dag.pred_begin.size() != dag.ops.size() + 1 || dag.stream_begin.empty())
     return false;
-  if (const std::string error = pass_order_error(schedule); !error.empty())
-    throw InputError("schedule", schedule.name.empty() ? "schedule" : schedule.name, error);
+  // A memo of this schedule: its pass order was checked when the memo was made.
+  const bool known = memo && memo->schedule == &schedule && memo->plan;
+  if (!known) {
+    if (const std::string error = pass_order_error(schedule); !error.empty())
+      throw InputError("schedule", schedule.name.empty() ? "schedule" : schedule.name, error);
+    if (memo) {
+      memo->schedule = &schedule;
+      memo->plan = std::make_shared<LoweringPlan>();
+    }
+  }
   const bool blocking = dag.p2p_blocking;
   try {
-    Lowerer lowerer(schedule, cost, options, dag, true);
+    Lowerer lowerer(schedule, cost, options, dag, true, memo ? memo->plan.get() : nullptr);
     if (dag.p2p_blocking != blocking) return false;
     lowerer.run();
   } catch (const Lowerer::Mismatch&) {

@@ -96,7 +96,7 @@ Workbench build_workbench(const Study& base, const Profile& profile,
 }
 
 void finish_row(Evaluation& e, const Workbench& wb, int i, double cap,
-                const ExploreOptions& options, Dag* reuse) {
+                const ExploreOptions& options, Reused* reuse) {
   try {
     finish(e, wb.prepared[i]->study, wb.schedule(i), wb.cost(i), cap, options, reuse);
   } catch (const InputError& err) {
@@ -153,9 +153,9 @@ void finish_rows(std::vector<Evaluation>& rows, const Workbench& wb, const std::
     const std::vector<std::vector<int>> runs =
         retime_runs(wb, todo, std::min(resolve_jobs(options.jobs), static_cast<int>(todo.size())));
     parallel_for(static_cast<int>(runs.size()), options.jobs, [&](int r) {
-      Dag dag;  // the DAG each configuration of the run re-times
+      Reused reused;  // the DAG each configuration of the run re-times
       for (const int k : runs[r]) {
-        finish_row(rows[k], wb, k, cap, options, &dag);
+        finish_row(rows[k], wb, k, cap, options, &reused);
         ticker.tick();
       }
     });
