@@ -1,6 +1,7 @@
 // build_workbench: the cheap checks of every configuration, then each distinct schedule and cost
 // model built once, in parallel. A sweep over tp, seq, mbs, sp and recompute shares one schedule
 // per (name, pp, vpp, m); 1f1b-i with vpp 2 and the V schedules share one cost model.
+// finish_rows: the configurations that are ready, as runs of one schedule that re-time one DAG.
 #include <algorithm>
 #include <exception>
 #include <map>
