@@ -378,4 +378,13 @@ TEST_CASE("re-timing refuses a DAG of another structure and the caller lowers af
   Dag same = lowered_base;
   REQUIRE(retime(same, base.schedule, base.cost));
   check_same_dag(same, lowered_base);
+  // A memo made for one schedule is made anew for another one.
+  RetimeMemo memo;
+  REQUIRE(retime(same, base.schedule, base.cost, {}, &memo));
+  CHECK(memo.schedule == &base.schedule);
+  Dag other = lower(zb.schedule, zb.cost);
+  const Dag fresh = other;
+  REQUIRE(retime(other, zb.schedule, zb.cost, {}, &memo));
+  CHECK(memo.schedule == &zb.schedule);
+  check_same_dag(other, fresh);
 }

@@ -136,8 +136,8 @@ Dag lower(const Schedule& schedule, const CostModel& cost, const LowerOptions& o
 // options.fold_zero_time is set (the fold leaves out ops by their costs, so DAGs meant to be
 // re-timed are lowered without it); the caller then lowers afresh. Throws what lower() throws.
 // `memo`, when given, keeps what depends on the schedule alone (its pass-order check, the P2P
-// batch plan) for the next call with the same Schedule object, which must not change meanwhile;
-// one memo per thread.
+// batch plan) for the next call with the same Schedule object (by address: it must stay alive and
+// unchanged while the memo is used); one memo per thread.
 struct LoweringPlan;
 struct RetimeMemo {
   const Schedule* schedule = nullptr;  // the schedule `plan` belongs to
