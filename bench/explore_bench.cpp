@@ -1,8 +1,9 @@
 // Explorer speed: a sweep of the default study (qwen2-12.1b on 2 x 8 A800) over tp, pp, seq,
 // microbatches, micro-batch size and every schedule — 1,152 combinations, 960 valid — with the
-// cache of shared schedules and cost models (the default) and without it, on 1 and 2 threads;
-// and the stages of one evaluation (schedule, cost model, lowering, simulation, report), to show
-// where the time of a sweep goes. Run: build/explore_bench
+// cache of shared schedules and cost models and re-timed DAGs (the default), with the cache but
+// lowering every DAG afresh, and without either, on 1 and 2 threads; and the stages of one
+// evaluation (schedule, cost model, lowering, simulation, report, and re-timing the lowered DAG
+// instead of lowering it), to show where the time of a sweep goes. Run: build/explore_bench
 #include <benchmark/benchmark.h>
 
 #include "braid/config.hpp"
@@ -48,6 +49,7 @@ void BM_Sweep(benchmark::State& state) {
   braid::ExploreOptions options;
   options.jobs = static_cast<int>(state.range(0));
   options.cache = state.range(1) != 0;
+  options.retime = state.range(2) != 0;
   int valid = 0;
   for (auto _ : state) {
     const braid::SweepResult r = braid::sweep(in.study, in.profile, in.configs, options);
@@ -90,6 +92,8 @@ void BM_Stage(benchmark::State& state) {
   const braid::CostModel cost = braid::build_cost_model(o.study, profile, 8);
   const braid::Dag dag = braid::lower(schedule, cost);
   const braid::Timeline timeline = braid::simulate(dag);
+  braid::Dag retimed = dag;
+  braid::RetimeMemo memo;
   for (auto _ : state) {
     switch (state.range(0)) {
       case 0:
@@ -107,20 +111,29 @@ void BM_Stage(benchmark::State& state) {
       case 4:
         benchmark::DoNotOptimize(braid::make_report("s", schedule, cost, dag, timeline));
         break;
+      case 5:
+        benchmark::DoNotOptimize(braid::retime(retimed, schedule, cost));
+        break;
+      case 6:  // as a sweep does it: the schedule's checks and P2P batch plan kept
+        benchmark::DoNotOptimize(braid::retime(retimed, schedule, cost, {}, &memo));
+        break;
     }
   }
-  static const char* const names[] = {"schedule", "cost_model", "lower", "simulate", "report"};
+  static const char* const names[] = {"schedule", "cost_model", "lower",      "simulate",
+                                      "report",   "retime",     "retime_memo"};
   state.SetLabel(names[state.range(0)]);
 }
 
 }  // namespace
 
 BENCHMARK(BM_Sweep)
-    ->ArgNames({"jobs", "cache"})
-    ->Args({1, 1})
-    ->Args({2, 1})
-    ->Args({1, 0})
-    ->Args({2, 0})
+    ->ArgNames({"jobs", "cache", "retime"})
+    ->Args({1, 1, 1})
+    ->Args({2, 1, 1})
+    ->Args({1, 1, 0})
+    ->Args({2, 1, 0})
+    ->Args({1, 0, 0})
+    ->Args({2, 0, 0})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
-BENCHMARK(BM_Stage)->DenseRange(0, 4)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Stage)->DenseRange(0, 6)->Unit(benchmark::kMicrosecond);

@@ -4,9 +4,14 @@
 
 #include <catch2/catch.hpp>
 
+#include "braid/config.hpp"
+#include "braid/cost_model.hpp"
 #include "braid/dag.hpp"
 #include "braid/error.hpp"
+#include "braid/explore.hpp"
+#include "braid/profile.hpp"
 #include "braid/simulator.hpp"
+#include "fixtures.hpp"
 #include "hand_schedules.hpp"
 
 using namespace braid;
@@ -255,4 +260,172 @@ TEST_CASE("a layer index above the 16-bit limit of a DAG op is refused with one 
                     "shallower model");
   for (UnitCost& u : cost.chunks[0].layers[0]) u.layer = kMaxDagLayer;
   CHECK(lower(s, cost).ops[0].layer == kMaxDagLayer);
+}
+
+// ---- re-timing (retime) ---------------------------------------------------------------------
+
+namespace {
+
+// Every array and field of two DAGs, op by op.
+void check_same_dag(const Dag& a, const Dag& b) {
+  REQUIRE(a.size() == b.size());
+  for (int i = 0; i < a.size(); ++i) {
+    INFO("op " << i << " " << op_name(b, i));
+    CHECK(a.ops[i] == b.ops[i]);
+  }
+  CHECK(a.pred_begin == b.pred_begin);
+  CHECK(a.preds == b.preds);
+  CHECK(a.succ_begin == b.succ_begin);
+  CHECK(a.succs == b.succs);
+  CHECK(a.stream_begin == b.stream_begin);
+  CHECK(a.stream_ops == b.stream_ops);
+  CHECK(a.stream_prev == b.stream_prev);
+  CHECK(a.schedule == b.schedule);
+  CHECK(a.pp == b.pp);
+  CHECK(a.vpp == b.vpp);
+  CHECK(a.microbatches == b.microbatches);
+  CHECK(a.placement == b.placement);
+  CHECK(a.contention.compute_slowdown == b.contention.compute_slowdown);
+  CHECK(a.contention.comm_slowdown == b.contention.comm_slowdown);
+  CHECK(a.copy_contention.d2h_slowdown == b.copy_contention.d2h_slowdown);
+  CHECK(a.copy_contention.h2d_slowdown == b.copy_contention.h2d_slowdown);
+  CHECK(a.p2p_blocking == b.p2p_blocking);
+  CHECK(a.memory_exact == b.memory_exact);
+}
+
+// A schedule and the cost model of one configuration of the default study (seq 2048).
+struct Lowered {
+  Schedule schedule;
+  CostModel cost;
+};
+Lowered lowered(const std::string& name, const Configuration& c, double offload = 0) {
+  const test::StudyFixture& f = test::short_default_study();
+  Study base = f.study;
+  base.training.offload = offload;
+  const Study study = configure(base, c);
+  ScheduleOptions o;
+  o.pp = c.pp;
+  o.vpp = c.vpp;
+  o.microbatches = c.microbatches;
+  o.offload = study.training.offload;
+  Lowered l{make_schedule(name, o), {}};
+  l.cost = build_cost_model(study, f.profile, l.schedule.virtual_stages());
+  return l;
+}
+
+Configuration sized(int tp, int seq, int mbs, int pp = 4) {
+  Configuration c;
+  c.tp = tp;
+  c.pp = pp;
+  c.vpp = 2;
+  c.seq = seq;
+  c.mbs = mbs;
+  c.microbatches = 8;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("a re-timed DAG equals a fresh lowering of the new costs on every schedule", "[dag]") {
+  const std::vector<std::string> schedules = {"gpipe", "1f1b", "1f1b-i",     "zb-h1",
+                                              "zb-v",  "stp",  "dualpipe-v", "stp-offload"};
+  for (const std::string& name : schedules)
+    for (const int pp : {2, 4})
+      for (const P2pMode p2p : {P2pMode::Auto, P2pMode::Blocking, P2pMode::Async}) {
+        INFO(name << ", pp " << pp << ", P2P mode " << static_cast<int>(p2p));
+        // Costs only: seq and mbs; at pp 2 (dp 4, then 2) tp 2 to 4 keeps the structure as well.
+        std::vector<Configuration> others = {sized(2, 4096, 1, pp), sized(2, 2048, 2, pp)};
+        if (pp == 2) others.push_back(sized(4, 3072, 2, pp));
+        LowerOptions options;
+        options.p2p = p2p;
+        const Lowered first = lowered(name, sized(2, 2048, 1, pp));
+        Dag dag = lower(first.schedule, first.cost, options);
+        // Once with the schedule of each configuration, once with the first one's and a memo
+        // kept across the calls (its pass-order check and P2P batch plan made once).
+        Dag kept = dag;
+        RetimeMemo memo;
+        for (const Configuration& c : others) {
+          INFO("tp " << c.tp << ", seq " << c.seq << ", mbs " << c.mbs);
+          const Lowered next = lowered(name, c);
+          const Dag fresh = lower(next.schedule, next.cost, options);
+          REQUIRE(retime(dag, next.schedule, next.cost, options));
+          check_same_dag(dag, fresh);
+          REQUIRE(retime(kept, first.schedule, next.cost, options, &memo));
+          check_same_dag(kept, fresh);
+          CHECK(memo.schedule == &first.schedule);
+        }
+      }
+}
+
+TEST_CASE("re-timing covers offloading and full recomputation", "[dag]") {
+  for (const char* name : {"1f1b-i", "zb-v", "stp"}) {
+    INFO(name);
+    Configuration a = sized(2, 2048, 1, 2), b = sized(4, 4096, 2, 2);
+    a.recompute = b.recompute = Recompute::Full;
+    const Lowered first = lowered(name, a, 0.5), next = lowered(name, b, 0.5);
+    Dag dag = lower(first.schedule, first.cost);
+    const bool copies = std::any_of(dag.ops.begin(), dag.ops.end(),
+                                    [](const DagOp& op) { return op.kind == OpKind::Offload; });
+    const bool reruns =
+        std::any_of(dag.ops.begin(), dag.ops.end(), [](const DagOp& op) { return op.recompute; });
+    CHECK(copies);
+    CHECK(reruns);
+    REQUIRE(retime(dag, next.schedule, next.cost));
+    check_same_dag(dag, lower(next.schedule, next.cost));
+  }
+}
+
+TEST_CASE("re-timing refuses a DAG of another structure and the caller lowers afresh", "[dag]") {
+  const Lowered base = lowered("1f1b-i", sized(2, 2048, 1));
+  const Dag lowered_base = lower(base.schedule, base.cost);
+  auto refuses = [&](const Schedule& s, const CostModel& c, const LowerOptions& o = {}) {
+    Dag dag = lowered_base;
+    return !retime(dag, s, c, o);
+  };
+  // Sequence parallelism: All-Gather and Reduce-Scatter instead of All-Reduce (op kinds).
+  Configuration sp = sized(2, 2048, 1);
+  sp.sp = true;
+  CHECK(refuses(base.schedule, lowered("1f1b-i", sp).cost));
+  // tp 1: no TP collectives. dp 1 (tp 4 x pp 4 of 16 GPUs): no data-parallel gradient sync.
+  CHECK(refuses(base.schedule, lowered("1f1b-i", sized(1, 2048, 1)).cost));
+  CHECK(refuses(base.schedule, lowered("1f1b-i", sized(4, 2048, 1)).cost));
+  // Full recomputation: more ops.
+  Configuration full = sized(2, 2048, 1);
+  full.recompute = Recompute::Full;
+  CHECK(refuses(base.schedule, lowered("1f1b-i", full).cost));
+  // Another schedule of the same sizes, another microbatch count.
+  const Lowered zb = lowered("zb-v", sized(2, 2048, 1));
+  CHECK(refuses(zb.schedule, zb.cost));
+  Configuration more = sized(2, 2048, 1);
+  more.microbatches = 16;
+  const Lowered m16 = lowered("1f1b-i", more);
+  CHECK(refuses(m16.schedule, m16.cost));
+  // Batched against blocking P2P: the same ops, other dependencies (the batch's rendezvous).
+  LowerOptions blocking;
+  blocking.p2p = P2pMode::Blocking;
+  CHECK(refuses(base.schedule, base.cost, blocking));
+  // Async P2P: the blocking flag differs.
+  LowerOptions async;
+  async.p2p = P2pMode::Async;
+  CHECK(refuses(base.schedule, base.cost, async));
+  // The fold leaves out ops by their costs.
+  LowerOptions fold;
+  fold.fold_zero_time = true;
+  CHECK(refuses(base.schedule, base.cost, fold));
+  // An empty DAG.
+  Dag empty;
+  CHECK_FALSE(retime(empty, base.schedule, base.cost));
+  // And the same costs again fit.
+  Dag same = lowered_base;
+  REQUIRE(retime(same, base.schedule, base.cost));
+  check_same_dag(same, lowered_base);
+  // A memo made for one schedule is made anew for another one.
+  RetimeMemo memo;
+  REQUIRE(retime(same, base.schedule, base.cost, {}, &memo));
+  CHECK(memo.schedule == &base.schedule);
+  Dag other = lower(zb.schedule, zb.cost);
+  const Dag fresh = other;
+  REQUIRE(retime(other, zb.schedule, zb.cost, {}, &memo));
+  CHECK(memo.schedule == &zb.schedule);
+  check_same_dag(other, fresh);
 }

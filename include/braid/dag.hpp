@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,7 @@ struct DagOp {
   // Full recomputation: a unit's forward run again (phase F) inside the backward pass, right
   // before its layer's B units ("R0.3 Attn L12").
   bool recompute : 1 = false;
+  bool operator==(const DagOp&) const = default;
 };
 static_assert(sizeof(DagOp) == 56);
 
@@ -131,6 +133,25 @@ struct Dag {
 // a pass-order rule (a B without its F, a W without a deferred B, a RELOAD without OFFLOAD). A
 // deadlocking order lowers to a DAG with a cycle (check_acyclic names its ops).
 Dag lower(const Schedule& schedule, const CostModel& cost, const LowerOptions& options = {});
+
+// Re-timing: `dag`, lowered before from a schedule of the same name and sizes, made equal to
+// lower(schedule, cost, options) without building it again: the lowering runs once more and
+// writes each op's costs (duration, alloc, free, bytes) into the DAG's op in its place, and
+// re-derives the DAG's cost-dependent fields (contention, copy contention, memory_exact). Returns
+// false, the DAG then left half re-timed, when the two differ in anything but costs (an op's
+// kind, stream, rank, unit, phase..., the op count, a dependency, P2P blocking) or when
+// options.fold_zero_time is set (the fold leaves out ops by their costs, so DAGs meant to be
+// re-timed are lowered without it); the caller then lowers afresh. Throws what lower() throws.
+// `memo`, when given, keeps what depends on the schedule alone (its pass-order check, the P2P
+// batch plan) for the next call with the same Schedule object (by address: it must stay alive and
+// unchanged while the memo is used); one memo per thread.
+struct LoweringPlan;
+struct RetimeMemo {
+  const Schedule* schedule = nullptr;  // the schedule `plan` belongs to
+  std::shared_ptr<LoweringPlan> plan;
+};
+bool retime(Dag& dag, const Schedule& schedule, const CostModel& cost,
+            const LowerOptions& options = {}, RetimeMemo* memo = nullptr);
 
 // True when every op's alloc and free is a non-negative multiple of 2^-10 and each rank's amounts
 // add up to at most 2^42: then every partial sum of a rank's memory is exact, and comes out the

@@ -69,6 +69,10 @@ struct ExploreOptions {
       false;          // allow tp > GPUs per node (TP collectives over the inter-node link)
   int jobs = 0;       // worker threads; 0 = all cores
   bool cache = true;  // build each distinct schedule and cost model once (results are identical)
+  // With the cache: configurations that share a schedule run one after another on a thread and
+  // re-time the DAG lowered before them (retime() in dag.hpp) where its structure fits, instead of
+  // lowering again (results are identical). Needs lower.fold_zero_time off.
+  bool retime = true;
   LowerOptions lower;
   SimOptions sim;
   // Called after each evaluated configuration (done of total), one call at a time, from any

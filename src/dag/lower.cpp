@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -32,6 +33,13 @@
 #include "p2p_batches.hpp"
 
 namespace braid {
+
+// What re-timing keeps of a schedule between calls (RetimeMemo): its P2P batch plan, which does
+// not depend on costs.
+struct LoweringPlan {
+  bool batches_known = false;
+  detail::BatchPlan batches;
+};
 
 namespace {
 
@@ -63,11 +71,19 @@ struct SendInputs {
 
 class Lowerer final : public detail::StepEmitter {
  public:
-  Lowerer(const Schedule& schedule, const CostModel& cost, const LowerOptions& options, Dag& dag)
+  // `retiming`: re-time `dag`, lowered before from the same schedule (see retime()), instead of
+  // appending to it; `memo`: the schedule's plan kept from an earlier re-timing, or filled now.
+  Lowerer(const Schedule& schedule, const CostModel& cost, const LowerOptions& options, Dag& dag,
+          bool retiming = false, LoweringPlan* memo = nullptr)
       : s_(schedule),
         cost_(cost),
         dag_(dag),
-        build_(dag, schedule.pp, estimated_ops(schedule, cost, options)) {
+        build_(dag, schedule.pp, retiming ? 0 : estimated_ops(schedule, cost, options)),
+        plan_(memo ? memo->batches : own_plan_),
+        plan_known_(memo && memo->batches_known),
+        memo_(memo),
+        retiming_(retiming) {
+    if (retiming_) found_.assign(dag.preds.size(), 0);
     dag_.schedule = schedule.name;
     dag_.pp = schedule.pp;
     dag_.vpp = schedule.vpp;
@@ -258,7 +274,10 @@ class Lowerer final : public detail::StepEmitter {
     connect_stages();
     step_.last_compute = last_compute_;
     detail::lower_step_tail(s_, cost_, step_, *this);
-    build_.finish(fold_);
+    if (retiming_)
+      finish_retime();
+    else
+      build_.finish(fold_);
   }
 
   // detail::StepEmitter: the step tail's ops and edges.
@@ -267,7 +286,15 @@ class Lowerer final : public detail::StepEmitter {
     instruction_ = kNone;
     return new_op(op);
   }
-  void edge(int from, int to) override { build_.add_dependency(from, to); }
+  void edge(int from, int to) override {
+    if (retiming_)
+      check_dependency(from, to);
+    else
+      build_.add_dependency(from, to);
+  }
+
+  // Re-timing found the DAG built differently from what this schedule and cost model lower to.
+  struct Mismatch {};
 
  private:
   // ---- checks ---------------------------------------------------------------------------------
@@ -298,15 +325,59 @@ class Lowerer final : public detail::StepEmitter {
   // ---- op emission ----------------------------------------------------------------------------
   // `op` is copied once, into the DAG, with the rank and instruction set there.
   int new_op(const DagOp& op) {
-    const int id = build_.add_op(op, rank_, instruction_);
+    const int id = retiming_ ? overwrite_op(op) : build_.add_op(op, rank_, instruction_);
     if (op.stream == StreamKind::Compute) {
       // The blocking rules: a compute op waits for the synchronous collectives and blocking sends
       // issued before it on its rank.
-      for (int dep : pending_sync_[rank_]) build_.add_dependency(dep, id);
+      for (int dep : pending_sync_[rank_]) edge(dep, id);
       pending_sync_[rank_].clear();
       last_compute_[rank_] = id;
     }
     return id;
+  }
+
+  // ---- re-timing (retime()) -------------------------------------------------------------------
+  // The ops come in the order the DAG was built in: the next one must be the DAG's next op in
+  // everything but its costs, which it overwrites.
+  int overwrite_op(const DagOp& op) {
+    if (retimed_ >= dag_.size()) throw Mismatch{};
+    DagOp& old = dag_.ops[retimed_];
+    if (!same_structure(old, op)) throw Mismatch{};
+    old.duration_s = op.duration_s;
+    old.alloc_bytes = op.alloc_bytes;
+    old.free_bytes = op.free_bytes;
+    old.bytes = op.bytes;
+    return retimed_++;
+  }
+  // Field by field, not by copies: the emitted op was just written field by field, and wide
+  // copies of it would stall on reading those writes back.
+  [[nodiscard]] bool same_structure(const DagOp& a, const DagOp& b) const {
+    static_assert(sizeof(DagOp) == 56, "a DagOp field was added: compare it here");
+    return a.rank == rank_ && a.instruction == instruction_ && a.mb == b.mb && a.layer == b.layer &&
+           a.chunk == b.chunk && a.virtual_stage == b.virtual_stage && a.kind == b.kind &&
+           a.stream == b.stream && a.phase == b.phase && a.unit == b.unit &&
+           a.collective == b.collective && a.instruction_op == b.instruction_op &&
+           a.side == b.side && a.vision == b.vision && a.recompute == b.recompute;
+  }
+  // Every dependency must be in the DAG's (sorted) list already; each one found is marked.
+  void check_dependency(int from, int to) {
+    if (from < 0) return;
+    if (from >= retimed_ || to < 0 || to >= retimed_) throw Mismatch{};
+    const auto b = dag_.preds.begin() + dag_.pred_begin[to];
+    const auto e = dag_.preds.begin() + dag_.pred_begin[to + 1];
+    const auto it = std::lower_bound(b, e, from);
+    if (it == e || *it != from) throw Mismatch{};
+    found_[static_cast<std::size_t>(it - dag_.preds.begin())] = 1;
+  }
+  // ... and every op and dependency of the DAG must have come again. Stream order follows from
+  // the ops' ranks and streams, which matched one by one.
+  void finish_retime() const {
+    if (retimed_ != dag_.size() || std::find(found_.begin(), found_.end(), 0) != found_.end())
+      throw Mismatch{};
+  }
+  // How many ops the lowering has emitted so far.
+  [[nodiscard]] std::size_t emitted() const {
+    return retiming_ ? static_cast<std::size_t>(retimed_) : dag_.ops.size();
   }
 
   [[nodiscard]] DagOp base_op(const PassState& pass, const UnitCost& unit, Phase phase) const {
@@ -583,7 +654,10 @@ class Lowerer final : public detail::StepEmitter {
     // With one chunk per rank Megatron runs the schedule without interleaving (get_forward_
     // backward_func picks forward_backward_pipelining_with_interleaving only with a virtual size).
     const bool pairs = runs(ScheduleKind::Interleaved) && s_.vpp > 1;
-    plan_ = rendezvous_ ? detail::plan_batches(s_, pairs) : detail::single_steps(s_);
+    if (!plan_known_) {
+      plan_ = rendezvous_ ? detail::plan_batches(s_, pairs) : detail::single_steps(s_);
+      if (memo_) memo_->batches_known = true;
+    }
     // forward_backward_pipelining_without_interleaving batches a send with the next receive only
     // across phases (send_forward_recv_backward, send_backward_recv_forward); its warm-up and
     // cool-down call send_forward then recv_forward (send_backward then recv_backward) one after
@@ -597,7 +671,7 @@ class Lowerer final : public detail::StepEmitter {
   // previous step, once that step's compute is done (no compute before it: at the start).
   // An instruction joined to the step before it (see p2p_batches.hpp) shares that step's batch.
   void open_batch() {
-    batch_begin_ = dag_.ops.size();
+    batch_begin_ = emitted();
     if (batched_ && !plan_.step_start[rank_][instruction_]) return;
     batch_post_ = last_compute_[rank_];
   }
@@ -608,7 +682,7 @@ class Lowerer final : public detail::StepEmitter {
     if (!batched_) return;
     last_compute_after_[rank_].push_back(last_compute_[rank_]);
     int wait = kNone;
-    for (std::size_t i = batch_begin_; i < dag_.ops.size() && wait == kNone; ++i)
+    for (std::size_t i = batch_begin_; i < emitted() && wait == kNone; ++i)
       if (dag_.ops[i].stream == StreamKind::Compute) wait = static_cast<int>(i);
     if (is_copy(in.op)) return;
     const bool after_sends = sequential_ && in.op == prev_op_[rank_];
@@ -754,7 +828,7 @@ class Lowerer final : public detail::StepEmitter {
     note_receives(in);
     // Sends leave at the end of the instruction (Megatron sends after forward_step /
     // backward_step returns): after the instruction's last compute op as well as their data.
-    send_after_ = build_.last_on_stream(rank_, StreamKind::Compute);
+    send_after_ = last_compute_[rank_];  // the builder's last_on_stream (not kept re-timing)
     flush_sends(sends);
   }
 
@@ -943,7 +1017,10 @@ class Lowerer final : public detail::StepEmitter {
   bool batched_ = false;
   bool rendezvous_ = true;  // false: receives posted ahead (the zero-bubble runtime)
   std::vector<int> recv_post_f_, recv_post_b_, recv_wait_f_, recv_wait_b_;
-  detail::BatchPlan plan_;
+  detail::BatchPlan own_plan_;
+  detail::BatchPlan& plan_;  // own_plan_, or the one re-timing keeps (LoweringPlan)
+  bool plan_known_ = false;  // plan_ made by an earlier re-timing of the schedule
+  LoweringPlan* memo_ = nullptr;
   std::vector<PassState> closed_f_, closed_b_;  // per pass: finished, its send maybe held back
   std::vector<std::vector<int>> last_compute_after_;  // per rank and instruction: last compute op
   // Megatron without interleaving: per pass, the sends its receive was posted after (warm-up and
@@ -953,6 +1030,10 @@ class Lowerer final : public detail::StepEmitter {
   std::vector<InstructionKind> prev_op_;
   int batch_post_ = kNone;
   std::size_t batch_begin_ = 0;
+  // Re-timing: the ops overwritten so far, and per entry of dag_.preds whether it came again.
+  bool retiming_ = false;
+  int retimed_ = 0;
+  std::vector<char> found_;
 };
 
 }  // namespace
@@ -963,6 +1044,35 @@ Dag lower(const Schedule& schedule, const CostModel& cost, const LowerOptions& o
   Dag dag;
   Lowerer(schedule, cost, options, dag).run();
   return dag;
+}
+
+bool retime(Dag& dag, const Schedule& schedule, const CostModel& cost, const LowerOptions& options,
+            RetimeMemo* memo) {
+  // The fold leaves out ops by their costs; a DAG built with it cannot be matched op by op.
+  if (options.fold_zero_time) return false;
+  if (dag.schedule != schedule.name || dag.pp != schedule.pp || dag.vpp != schedule.vpp ||
+      dag.microbatches != schedule.microbatches || dag.placement != schedule.placement ||
+      dag.pred_begin.size() != dag.ops.size() + 1 || dag.stream_begin.empty())
+    return false;
+  // A memo of this schedule: its pass order was checked when the memo was made.
+  const bool known = memo && memo->schedule == &schedule && memo->plan;
+  if (!known) {
+    if (const std::string error = pass_order_error(schedule); !error.empty())
+      throw InputError("schedule", schedule.name.empty() ? "schedule" : schedule.name, error);
+    if (memo) {
+      memo->schedule = &schedule;
+      memo->plan = std::make_shared<LoweringPlan>();
+    }
+  }
+  const bool blocking = dag.p2p_blocking;
+  try {
+    Lowerer lowerer(schedule, cost, options, dag, true, memo ? memo->plan.get() : nullptr);
+    if (dag.p2p_blocking != blocking) return false;
+    lowerer.run();
+  } catch (const Lowerer::Mismatch&) {
+    return false;
+  }
+  return true;
 }
 
 }  // namespace braid

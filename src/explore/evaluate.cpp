@@ -114,15 +114,21 @@ CostKey cost_key(const Study& study, int virtual_stages) {
 }
 
 void finish(Evaluation& e, const Study& study, const Schedule& schedule, const CostModel& cost,
-            double cap, const ExploreOptions& options) {
+            double cap, const ExploreOptions& options, Reused* reuse) {
   e.dp = study.parallel.dp;
   e.gpus = study.cluster.gpus();
   // The schedule is braid's own (make_schedule accepted the sizes): a lowering failure or a
   // deadlock is a bug in its generator, not bad input.
-  Dag dag;
+  Dag own;
+  Dag& dag = reuse ? reuse->dag : own;
   Timeline timeline;
   try {
-    dag = lower(schedule, cost, options.lower);
+    const bool retimed = reuse && options.retime && !dag.ops.empty() &&
+                         retime(dag, schedule, cost, options.lower, &reuse->memo);
+    if (!retimed) {
+      dag = Dag{};  // freed first, so that the new one reuses its memory
+      dag = lower(schedule, cost, options.lower);
+    }
     timeline = simulate(dag, options.sim);
   } catch (const InputError& err) {
     internal_error(e.config, err);

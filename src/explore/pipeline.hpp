@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "braid/cost_model.hpp"
+#include "braid/dag.hpp"
 #include "braid/explore.hpp"
 #include "braid/schedule.hpp"
 #include "braid/size_limit.hpp"
@@ -61,8 +62,16 @@ CostKey cost_key(const Study& study, int virtual_stages);
 
 // lower -> simulate -> make_report, then the status against the cap. Fills e.report, e.status,
 // e.reason, e.static_gib, e.model_peak_gib, e.dp, e.gpus.
+// What a configuration passes on to the next of its run (same Schedule object): its DAG and
+// what re-timing keeps of the schedule.
+struct Reused {
+  Dag dag;
+  RetimeMemo memo;
+};
+// `reuse`, when given, holds the DAG of an earlier configuration: re-timed when its structure
+// fits (ExploreOptions::retime), else replaced by a fresh lowering; it holds this one's DAG after.
 void finish(Evaluation& e, const Study& study, const Schedule& schedule, const CostModel& cost,
-            double cap, const ExploreOptions& options);
+            double cap, const ExploreOptions& options, Reused* reuse = nullptr);
 
 // The reason text of an InputError raised while evaluating a configuration.
 std::string reason_of(const InputError& e);
@@ -89,7 +98,14 @@ Workbench build_workbench(const Study& base, const Profile& profile,
 // finish() for configuration i of the workbench; an InputError makes the row Invalid; anything
 // else is a bug (InternalError naming the configuration), which ends the whole job.
 void finish_row(Evaluation& e, const Workbench& wb, int i, double cap,
-                const ExploreOptions& options);
+                const ExploreOptions& options, Reused* reuse = nullptr);
+
+struct Ticker;
+// finish_row for the configurations `todo` (workbench indices) into rows[k], on options.jobs
+// threads, largest first. With options.retime the configurations of one schedule form runs, each
+// taken by one thread and evaluated in turn, re-timing the DAG of the one before it.
+void finish_rows(std::vector<Evaluation>& rows, const Workbench& wb, const std::vector<int>& todo,
+                 double cap, const ExploreOptions& options, Ticker& ticker);
 
 // Sharing among processes (distribute.cpp). The ops estimate behind estimated_cost (no checks).
 double estimated_ops(const Study& base, const Configuration& c);

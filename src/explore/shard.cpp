@@ -118,10 +118,7 @@ SweepShard sweep_shard(const Study& base, const Profile& profile,
   for (int k = 0; k < n; ++k)
     if (wb.ready(k)) todo.push_back(k);
   explore::Ticker ticker{options, static_cast<int>(todo.size())};
-  explore::parallel_for(static_cast<int>(todo.size()), local.jobs, [&](int j) {
-    explore::finish_row(out.rows[todo[j]], wb, todo[j], out.cap.cap_bytes, local);
-    ticker.tick();
-  });
+  explore::finish_rows(out.rows, wb, todo, out.cap.cap_bytes, local, ticker);
   return out;
 }
 

@@ -1,8 +1,10 @@
 // sweep: every configuration evaluated on a thread pool. With the cache on, the distinct
 // schedules and cost models are built once each (a sweep over tp, seq, mbs, sp and recompute
 // reuses one schedule per (name, pp, vpp, m); 1f1b-i with vpp 2 and the V schedules share one
-// cost model), and the static memory is checked against the cap before anything is simulated.
-// Every row equals what evaluate() returns for it alone (tests/explore_test.cpp checks this).
+// cost model), and the static memory is checked against the cap before anything is simulated;
+// the configurations of one schedule then run in turn on one thread, each re-timing the DAG the
+// one before it lowered (ExploreOptions::retime). Every row equals what evaluate() returns for it
+// alone (tests/explore_test.cpp checks this).
 #include <algorithm>
 #include <cstdio>
 #include <limits>
@@ -179,21 +181,9 @@ SweepResult sweep_cached(const Study& base, const Profile& profile,
   }
   check_static_cap({least}, cap);
 
-  // Lower, simulate, report: the expensive part, one task per configuration. The largest
-  // configurations go first so that the last task to finish is a short one.
-  std::vector<std::pair<double, int>> order;
-  for (int k : todo) {
-    const Schedule& s = wb.schedule(k);
-    order.emplace_back(-static_cast<double>(s.microbatches) * s.pp * s.vpp, k);
-  }
-  std::stable_sort(order.begin(), order.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  explore::Ticker progress{options, static_cast<int>(order.size())};
-  explore::parallel_for(static_cast<int>(order.size()), options.jobs, [&](int j) {
-    const int k = order[j].second;
-    explore::finish_row(own_rows[k], wb, k, cap, options);
-    progress.tick();
-  });
+  // Lower, simulate, report: the expensive part.
+  explore::Ticker progress{options, static_cast<int>(todo.size())};
+  explore::finish_rows(own_rows, wb, todo, cap, options, progress);
   gather();
   check_some_valid(result.rows);
   return result;

@@ -1,12 +1,17 @@
 // build_workbench: the cheap checks of every configuration, then each distinct schedule and cost
 // model built once, in parallel. A sweep over tp, seq, mbs, sp and recompute shares one schedule
 // per (name, pp, vpp, m); 1f1b-i with vpp 2 and the V schedules share one cost model.
+// finish_rows: the configurations that are ready, as runs of one schedule that re-time one DAG.
+#include <algorithm>
 #include <exception>
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
+#include "braid/dag.hpp"
 #include "braid/error.hpp"
 #include "designed.hpp"
 #include "pipeline.hpp"
@@ -92,9 +97,9 @@ Workbench build_workbench(const Study& base, const Profile& profile,
 }
 
 void finish_row(Evaluation& e, const Workbench& wb, int i, double cap,
-                const ExploreOptions& options) {
+                const ExploreOptions& options, Reused* reuse) {
   try {
-    finish(e, wb.prepared[i]->study, wb.schedule(i), wb.cost(i), cap, options);
+    finish(e, wb.prepared[i]->study, wb.schedule(i), wb.cost(i), cap, options, reuse);
   } catch (const InputError& err) {
     e.status = RowStatus::Invalid;
     e.reason = reason_of(err);
@@ -104,6 +109,69 @@ void finish_row(Evaluation& e, const Workbench& wb, int i, double cap,
   } catch (const std::exception& err) {
     internal_error(e.config, err);
   }
+}
+
+namespace {
+
+// The work of lowering and simulating a configuration, for the order of the tasks.
+double size_of(const Schedule& s) { return static_cast<double>(s.microbatches) * s.pp * s.vpp; }
+
+// Runs of configurations that share a schedule, in an order where the structure of the DAG
+// (its collectives, recomputation, gradient buckets) changes least from one to the next:
+// recomputation, sequence parallelism and tp outermost; seq and mbs change costs alone.
+std::vector<std::vector<int>> retime_runs(const Workbench& wb, const std::vector<int>& todo,
+                                          int threads) {
+  std::vector<int> order = todo;
+  auto key = [&](int k) {
+    const Study& s = wb.prepared[k]->study;
+    return std::tuple{wb.schedule_of[k], s.training.recompute, s.parallel.sequence_parallel,
+                      s.parallel.tp, k};
+  };
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return key(a) < key(b); });
+  // Runs short enough to keep every thread busy: a run is one thread's.
+  const std::size_t longest =
+      threads <= 1 ? order.size()
+                   : std::max<std::size_t>(1, (order.size() + 4 * threads - 1) / (4 * threads));
+  std::vector<std::vector<int>> runs;
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    if (i == 0 || wb.schedule_of[order[i]] != wb.schedule_of[order[i - 1]] ||
+        runs.back().size() >= longest)
+      runs.emplace_back();
+    runs.back().push_back(order[i]);
+  }
+  std::stable_sort(runs.begin(), runs.end(), [&](const auto& a, const auto& b) {
+    return size_of(wb.schedule(a[0])) * static_cast<double>(a.size()) >
+           size_of(wb.schedule(b[0])) * static_cast<double>(b.size());
+  });
+  return runs;
+}
+
+}  // namespace
+
+void finish_rows(std::vector<Evaluation>& rows, const Workbench& wb, const std::vector<int>& todo,
+                 double cap, const ExploreOptions& options, Ticker& ticker) {
+  if (options.retime && !options.lower.fold_zero_time) {
+    const std::vector<std::vector<int>> runs =
+        retime_runs(wb, todo, std::min(resolve_jobs(options.jobs), static_cast<int>(todo.size())));
+    parallel_for(static_cast<int>(runs.size()), options.jobs, [&](int r) {
+      Reused reused;  // the DAG each configuration of the run re-times
+      for (const int k : runs[r]) {
+        finish_row(rows[k], wb, k, cap, options, &reused);
+        ticker.tick();
+      }
+    });
+    return;
+  }
+  // One task per configuration; the largest go first so that the last task to finish is short.
+  std::vector<std::pair<double, int>> order;
+  for (int k : todo) order.emplace_back(-size_of(wb.schedule(k)), k);
+  std::stable_sort(order.begin(), order.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  parallel_for(static_cast<int>(order.size()), options.jobs, [&](int j) {
+    const int k = order[j].second;
+    finish_row(rows[k], wb, k, cap, options);
+    ticker.tick();
+  });
 }
 
 }  // namespace braid::explore
