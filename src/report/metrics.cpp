@@ -101,8 +101,8 @@ class IdleAttribution {
       generation_ = 1;
     }
     tp_iv_.clear();
-    dp_iv_.clear();
-    all_iv_.clear();
+    dp_only_.clear();
+    copy_iv_.clear();
     stack_.assign(roots_.begin(), roots_.end());
     while (!stack_.empty()) {
       const int y = stack_.back();
@@ -115,13 +115,10 @@ class IdleAttribution {
       if (op.kind == OpKind::Collective) {
         tp_iv_.push_back(iv);
         tp_ops_.push_back(y);
-        dp_iv_.push_back(iv);
-        all_iv_.push_back(iv);
       } else if (op.kind == OpKind::DpSync) {
-        dp_iv_.push_back(iv);
-        all_iv_.push_back(iv);
+        dp_only_.push_back(iv);
       } else if (op.kind == OpKind::Offload || op.kind == OpKind::Reload) {
-        all_iv_.push_back(iv);
+        copy_iv_.push_back(iv);
       }
       // Ops visited already would be popped and skipped: they are not pushed.
       for (int j = dag_.pred_begin[y]; j < dag_.pred_begin[y + 1]; ++j)
@@ -133,17 +130,34 @@ class IdleAttribution {
     // The TP union is recorded piece by piece (its collectives) before the sort below.
     split_among_collectives(*pieces_);
     tp_ops_.clear();
+    // The DP union is over the collectives and the DP sync ops, the last over those and the
+    // copies. The union sorts its intervals first, so the order they are gathered in changes
+    // nothing; one over the same intervals as the one before it (no DP sync op, no copy in the
+    // gap) would sum to the same value and is not measured again.
     const double t = union_length(tp_iv_);
-    const double td = union_length(dp_iv_);
+    double td = t;
+    if (!dp_only_.empty()) {
+      dp_iv_.assign(tp_iv_.begin(), tp_iv_.end());
+      dp_iv_.insert(dp_iv_.end(), dp_only_.begin(), dp_only_.end());
+      td = union_length(dp_iv_);
+    }
+    double all = td;
+    if (!copy_iv_.empty()) {
+      const auto& below = dp_only_.empty() ? tp_iv_ : dp_iv_;
+      all_iv_.assign(below.begin(), below.end());
+      all_iv_.insert(all_iv_.end(), copy_iv_.begin(), copy_iv_.end());
+      all = union_length(all_iv_);
+    }
     tp += t;
     dp += td - t;
-    off += union_length(all_iv_) - td;
+    off += all - td;
   }
 
   // The union of this gap's collective intervals, each elementary segment given to the collective
   // that covers it and started first (tp_iv_ and tp_ops_ are parallel, before sorting).
-  void split_among_collectives(std::vector<ExposedPiece>& out) const {
-    std::vector<double> xs;
+  void split_among_collectives(std::vector<ExposedPiece>& out) {
+    std::vector<double>& xs = xs_;  // kept between gaps: no allocation per gap
+    xs.clear();
     for (const auto& [b, e] : tp_iv_) {
       if (e <= b) continue;
       xs.push_back(b);
@@ -174,7 +188,8 @@ class IdleAttribution {
   std::vector<std::uint16_t> mark_;
   std::uint16_t generation_ = 0;
   std::vector<int> roots_, stack_;
-  std::vector<std::pair<double, double>> tp_iv_, dp_iv_, all_iv_;
+  std::vector<double> xs_;  // split_among_collectives' segment ends
+  std::vector<std::pair<double, double>> tp_iv_, dp_iv_, all_iv_, dp_only_, copy_iv_;
   std::vector<ExposedPiece>* pieces_ = nullptr;  // the rank's tp_exposed pieces
 };
 
