@@ -443,6 +443,24 @@ TEST_CASE("the exact memory sums the lowering infers from the costs hold on the 
   });
 }
 
+TEST_CASE("the lowering finds the memory sums exact rank by rank, not only for the whole job",
+          "[sim][fold]") {
+  // 1F1B, p 8, m 8, M_a = 2^36 bytes: a rank's allocs and frees, times the microbatches, stay
+  // within the 2^42 that memory_sums_exact allows per rank; the eight ranks together do not.
+  ScheduleOptions o;
+  o.pp = 8;
+  o.microbatches = 8;
+  const Schedule s = make_schedule("1f1b", o);
+  const CostModel cost = uniform_cost_model(UniformCosts{4, 8, 8, 2, 68719476736.0}, 8);
+  const Dag dag = lower(s, cost);
+  CHECK(memory_sums_exact(dag));
+  CHECK(dag.memory_exact);
+  // Eight times more: now one rank's sums could pass 2^42, and neither claims them exact.
+  const Dag big = lower(s, uniform_cost_model(UniformCosts{4, 8, 8, 2, 549755813888.0}, 8));
+  CHECK_FALSE(big.memory_exact);
+  CHECK_FALSE(memory_sums_exact(big));
+}
+
 TEST_CASE("folding leaves ops that move memory and compute ops in place", "[sim][fold]") {
   // 1F1B, p 2, m 2 in uniform mode: the four sends (one F and one B per microbatch, no time)
   // go; the compute ops and the collectives (which take time) stay.

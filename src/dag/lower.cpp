@@ -145,7 +145,8 @@ class Lowerer final : public detail::StepEmitter {
 
   // True when every partial sum of a rank's memory is exact (memory_sums_exact) by the cost model
   // alone: every unit's alloc and free and every chunk's activations (offload and reload move
-  // them) is a multiple of 2^-10, and all of them times the microbatches stay under 2^42.
+  // them) is a multiple of 2^-10, and on each rank all of them for its chunks, times the
+  // microbatches, stay under 2^42 (the bound memory_sums_exact checks, rank by rank).
   static bool memory_exact_by_costs(const Schedule& schedule, const CostModel& cost) {
     constexpr double kMaxSum = 4398046511104.0;  // 2^42
     double total = 0;
@@ -155,13 +156,30 @@ class Lowerer final : public detail::StepEmitter {
       total += v;
       return true;
     };
-    for (const ChunkCost& c : cost.chunks) {
-      if (!add(c.activation_bytes)) return false;
-      total += c.activation_bytes;  // twice: an offload frees them, a reload allocates them again
+    auto add_unit = [&](const UnitCost& u) {
+      for (const PhaseCost* c : {&u[Phase::F], &u[Phase::B], &u[Phase::W], &u.recompute})
+        if (!add(c->alloc_bytes) || !add(c->free_bytes)) return false;
+      return true;
+    };
+    // Each chunk sits on one rank (its ops are that rank's): then every chunk is counted below.
+    if (cost.chunks.size() != static_cast<std::size_t>(schedule.pp) * schedule.vpp) return false;
+    for (int r = 0; r < schedule.pp; ++r) {
+      total = 0;
+      for (int chunk = 0; chunk < schedule.vpp; ++chunk) {
+        const int k = schedule.virtual_stage(r, chunk);
+        if (k < 0 || k >= static_cast<int>(cost.chunks.size())) return false;
+        const ChunkCost& c = cost.chunks[k];
+        if (!add(c.activation_bytes)) return false;
+        total += c.activation_bytes;  // twice: an offload frees them, a reload allocates them again
+        if (!std::all_of(c.prologue.begin(), c.prologue.end(), add_unit) ||
+            !std::all_of(c.epilogue.begin(), c.epilogue.end(), add_unit))
+          return false;
+        for (const LayerCost& l : c.layers)
+          if (!std::all_of(l.begin(), l.end(), add_unit)) return false;
+      }
+      if (!(total * std::max(schedule.microbatches, 1) <= kMaxSum)) return false;
     }
-    const bool inexact = any_phase(
-        cost, [&](const PhaseCost& c) { return !add(c.alloc_bytes) || !add(c.free_bytes); });
-    return !inexact && total * std::max(schedule.microbatches, 1) <= kMaxSum;
+    return true;
   }
 
   // Leaving a zero-time op out lets the ops that waited for it start one zero-time round earlier
