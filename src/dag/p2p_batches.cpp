@@ -203,10 +203,14 @@ class Planner {
     return ids;
   }
 
-  // The sends the step starting at `first` waits for: those of the step before it.
-  [[nodiscard]] std::vector<int> waited_sends(int r, int first) const {
-    if (first == 0) return {};
-    return step_sends(r, first - 1);
+  // Whether the sends the step starting at `first` waits for, those of the step before it, have
+  // all completed (in any order: no list is made, none sorted, while a rank waits).
+  [[nodiscard]] bool waited_sends_done(int r, int first) const {
+    if (first == 0) return true;
+    for (int i = step_first(r, first - 1); i < first; ++i)
+      for (int id : produced_[r][i])
+        if (!sends_[id].done) return false;
+    return true;
   }
 
   [[nodiscard]] bool finished() const {
@@ -220,9 +224,7 @@ class Planner {
   [[nodiscard]] bool can_run(int r) const {
     const int i = pc_[r];
     if (i >= size(r)) return false;
-    if (start_[r][i])
-      for (int id : waited_sends(r, i))
-        if (!sends_[id].done) return false;
+    if (start_[r][i] && !waited_sends_done(r, i)) return false;
     for (int id : receives_[r][i])
       if (!sends_[id].done) return false;
     return true;
