@@ -11,6 +11,12 @@ library; the dashboard around it (dash, hydra) is not needed and not imported he
 
     bench/peer_compare.py --peer /tmp/pp-schedule-visualization [--braid build/braid] [--runs 20]
                           [--cases uniform,qwen,sweep]
+    bench/peer_compare.py --base /tmp/braid-before [--braid build/braid] --runs 60 --cases qwen
+
+With --base, two braid builds are compared instead (A/B of a change): both are copied into one
+temporary folder first (a binary just linked in build/ ran 0.1 ms slower than an identical copy
+in /tmp), and which of the two runs first alternates from pair to pair. It prints both medians
+and the median of the paired differences (base - braid: positive when braid is faster).
 
 Every case runs the peer and braid alternately (paired runs, so load changes hit both) and reports
 the median CPU time (user + system, from the child's resource usage) and wall time of each whole
@@ -20,6 +26,7 @@ braid's CPU time per configuration. A Release build (tools/setup) is assumed.
 import argparse
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -44,6 +51,15 @@ print(schedule.get_total_execution_time())
 SWEEP = ("sweep --study configs/studies/default.yaml --tp 2,4,8 --pp 2,4 "
          "--seq 2048,3072,4096,6144,8192 --microbatches 32,64,128 --mbs 1,2 "
          "--schedules 1f1b,1f1b-i,zb-h1,zb-v,stp,dualpipe-v --jobs 1").split()
+
+
+# The two single-run cases, braid's arguments.
+CASES = {
+    "uniform": ("simulate --unit-costs 1,2,0,0 --schedule 1f1b-i --pp 8 --microbatches 256 "
+                "--json").split(),
+    "qwen": ("simulate --study configs/studies/qwen2-26.3b-a800x32.yaml --cluster h100x64 --tp 8 "
+             "--pp 8 --microbatches 256 --schedule 1f1b-i --json").split(),
+}
 
 
 def timed(cmd, cwd):
@@ -79,12 +95,24 @@ def paired(name, braid_cmd, peer_cmd, runs, root):
     print(line, flush=True)
 
 
+def against_base(name, base_cmd, braid_cmd, runs, root):
+    base, new = [], []
+    for k in range(runs):
+        order = [(base_cmd, base), (braid_cmd, new)]
+        for cmd, xs in order if k % 2 == 0 else reversed(order):
+            xs.append(timed(cmd, root)[0])
+    diff = statistics.median(b - n for b, n in zip(base, new))
+    print(f"{name}: base {median_ms(base):.2f} ms CPU, braid {median_ms(new):.2f} ms CPU, "
+          f"base - braid {diff * 1e3:+.2f} ms (median of {runs} paired differences)", flush=True)
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     root = os.path.dirname(here)
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--peer", help="checkout of PP-Schedule-Visualization")
     ap.add_argument("--braid", default=os.path.join(root, "build", "braid"))
+    ap.add_argument("--base", help="another braid build to compare --braid against (A/B)")
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--sweep-runs", type=int, default=3)
     ap.add_argument("--cases", default="uniform,qwen,sweep",
@@ -96,6 +124,17 @@ def main():
         sys.exit(f"peer_compare: --cases {a.cases}: unknown case {unknown[0]}; "
                  "allowed: uniform, qwen, sweep")
     braid = os.path.abspath(a.braid)
+    if a.base:
+        with tempfile.TemporaryDirectory() as tmp:
+            for label, src in (("base", a.base), ("braid", braid)):
+                shutil.copy2(src, os.path.join(tmp, label))
+            for case in cases:
+                if case not in CASES:
+                    sys.exit(f"peer_compare: --cases {a.cases}: --base compares "
+                             f"{', '.join(CASES)} only")
+                against_base(case, [os.path.join(tmp, "base")] + CASES[case],
+                             [os.path.join(tmp, "braid")] + CASES[case], a.runs, root)
+        return
     peer = None
     if a.peer:
         if not os.path.isfile(os.path.join(a.peer, "src", "execution_model.py")):
@@ -104,17 +143,14 @@ def main():
         peer = [sys.executable, "-c", PEER_DRIVER, os.path.abspath(a.peer), "8", "256", "1", "2"]
         check = subprocess.run(peer, check=True, stdout=subprocess.PIPE, text=True).stdout
         print(f"peer iteration time (F 1, B 2): {float(check):g}")
-    uniform = [braid, "simulate", "--unit-costs", "1,2,0,0", "--schedule", "1f1b-i", "--pp", "8",
-               "--microbatches", "256", "--json"]
+    uniform = [braid] + CASES["uniform"]
     out = subprocess.run(uniform, cwd=root, check=True, stdout=subprocess.PIPE, text=True).stdout
     print("braid iteration time (uniform 1,2,0,0):", out.split('"iteration_time_s":')[1].split(",")[0])
     if "uniform" in cases:
         paired("uniform 1f1b-i p8 m256", uniform, peer, a.runs, root)
     # Unit level on a real model against the peer's chunk-level run of the same pipeline (its run
     # time does not depend on the F and B values: the same ops in the same order).
-    qwen = [braid, "simulate", "--study", "configs/studies/qwen2-26.3b-a800x32.yaml", "--cluster",
-            "h100x64", "--tp", "8", "--pp", "8", "--microbatches", "256", "--schedule", "1f1b-i",
-            "--json"]
+    qwen = [braid] + CASES["qwen"]
     if "qwen" in cases:
         paired("qwen2-26.3b tp8 pp8 m256 1f1b-i, unit level", qwen, peer, a.runs, root)
     if "sweep" not in cases:
