@@ -264,21 +264,16 @@ TEST_CASE("a layer index above the 16-bit limit of a DAG op is refused with one 
 
 TEST_CASE("a schedule beyond what the packed fields of a DAG op hold is refused with one line",
           "[dag]") {
-  // A hand-made schedule is the only way past the configuration's bounds (kMaxPp, kMaxVpp,
-  // kMaxMicrobatches), which stay within these limits.
+  // A hand-made (or imported) schedule is the only way past the configuration's bounds (kMaxPp,
+  // kMaxVpp, kMaxMicrobatches), which stay within these limits.
   const CostModel cost = uniform_cost_model(unit_costs(), 1);
   Schedule s = make("one", 1, 1, 1, Placement::Loop, {{F(0, 0), B(0, 0)}});
-  s.pp = kMaxDagRanks + 1;
-  CHECK_THROWS_WITH(lower(s, cost),
-                    "schedule: one: 4097 ranks, above the limit of 4096 that a DAG op holds; use a "
-                    "smaller --pp");
-  s.pp = 1;
   s.vpp = kMaxDagChunks + 1;
   CHECK_THROWS_WITH(lower(s, cost),
-                    "schedule: one: 4097 chunks per rank, above the limit of 4096 that a DAG op "
+                    "schedule: one: 513 chunks per rank, above the limit of 512 that a DAG op "
                     "holds; use a smaller --vpp");
-  s.pp = 16;
-  s.vpp = 2048;
+  s.pp = 64;
+  s.vpp = kMaxDagChunks;
   CHECK_THROWS_WITH(lower(s, cost),
                     "schedule: one: 32768 virtual stages (pp x vpp), above the limit of 32767 that "
                     "a DAG op holds; use a smaller --pp or --vpp");
@@ -290,14 +285,10 @@ TEST_CASE("a schedule beyond what the packed fields of a DAG op hold is refused 
                     "holds; use fewer --microbatches");
 }
 
-TEST_CASE("the packed fields of a DAG op hold a rank and a chunk at their limits", "[dag]") {
-  // p = kMaxDagRanks, one microbatch: the last rank's ops carry rank 4095. (The microbatch and
-  // instruction limits are pinned at compile time, dag.hpp: a case at them takes millions of ops.)
-  const std::vector<std::vector<Instruction>> programs(kMaxDagRanks, {F(0, 0), B(0, 0)});
-  const Schedule wide = make("gpipe", kMaxDagRanks, 1, 1, Placement::Loop, programs);
-  const Dag dag = lower(wide, uniform_cost_model(unit_costs(), kMaxDagRanks));
-  CHECK(dag.ops.back().rank == kMaxDagRanks - 1);
-  // One rank with kMaxDagChunks chunks: the forwards in chunk order, the backwards in reverse.
+TEST_CASE("the packed chunk field of a DAG op holds the last chunk its limit allows", "[dag]") {
+  // One rank with kMaxDagChunks chunks, one microbatch: the forwards in chunk order, the backwards
+  // in reverse; the last chunk is 511. (The microbatch and instruction limits are pinned at
+  // compile time in dag.hpp: a case at them takes millions of ops.)
   std::vector<Instruction> program;
   for (int c = 0; c < kMaxDagChunks; ++c) program.push_back(F(c, 0));
   for (int c = kMaxDagChunks - 1; c >= 0; --c) program.push_back(B(c, 0));

@@ -54,52 +54,52 @@ struct DagOp {
   // Microbatch of the pass the op belongs to (a DP bucket's index for DpSync ops).
   std::int32_t mb : 21 = 0;
   OpKind kind : 3 = OpKind::Compute;
-  StreamKind stream : 3 = StreamKind::Compute;
   UnitKind unit : 3 = UnitKind::PreAttn;
-  Phase phase : 2 = Phase::F;          // P2P: F = activation, B = input gradient
-  std::int32_t instruction : 28 = -1;  // index in the rank's instruction list
+  Phase phase : 2 = Phase::F;  // P2P: F = activation, B = input gradient
   BlockSide side : 2 = BlockSide::Plain;
-  bool vision : 1 = false;  // a ViT layer unit
+  bool vision : 1 = false;                                  // a ViT layer unit
+  std::int32_t instruction : 28 = -1;                       // index in the rank's instruction list
+  InstructionKind instruction_op : 3 = InstructionKind::F;  // the instruction it was lowered from
   // Full recomputation: a unit's forward run again (phase F) inside the backward pass, right
   // before its layer's B units ("R0.3 Attn L12").
   bool recompute : 1 = false;
   std::int16_t layer = -1;         // global layer index; -1 for non-layer units, P2P, copies
   std::int16_t virtual_stage = 0;  // k
-  std::int16_t rank : 13 = 0;      // the rank whose stream runs it (a P2P: the sender)
-  CollectiveKind collective : 3 = CollectiveKind::None;     // Collective ops only
-  std::int16_t chunk : 13 = 0;                              // chunk on the rank (0 .. vpp-1)
-  InstructionKind instruction_op : 3 = InstructionKind::F;  // the instruction it was lowered from
+  // The engine reads rank and stream for every event: a whole int16 and the low bits of a byte.
+  std::int16_t rank = 0;  // the rank whose stream runs it (a P2P: the sender)
+  StreamKind stream : 3 = StreamKind::Compute;
+  CollectiveKind collective : 3 = CollectiveKind::None;  // Collective ops only
+  std::int16_t chunk : 10 = 0;                           // chunk on the rank (0 .. vpp-1)
   bool operator==(const DagOp&) const = default;
 };
 // Each bit-field sits inside one unit of its own type (no field straddles), so the 16 bytes hold
 // them all.
 static_assert(sizeof(DagOp) == 48);
 
-// Signed widths: rank and chunk 13 bits (up to 4,095), mb 21 (up to 1,048,575), instruction 28
-// (up to 134,217,727), layer and virtual stage 16. Lowering refuses a schedule beyond them.
-inline constexpr int kMaxDagRanks = 4096;            // pp
-inline constexpr int kMaxDagChunks = 4096;           // chunks per rank (vpp)
+// Signed widths: chunk 10 bits (up to 511), mb 21 (up to 1,048,575), instruction 28 (up to
+// 134,217,727), rank, layer and virtual stage 16. Lowering refuses a schedule beyond them.
+inline constexpr int kMaxDagChunks = 512;            // chunks per rank (vpp)
 inline constexpr int kMaxDagMicrobatches = 1 << 20;  // 1,048,576
 inline constexpr int kMaxDagInstructions = 1 << 27;  // per rank: 134,217,728
-inline constexpr int kMaxDagVirtualStages = 32767;   // pp x vpp (the 16-bit virtual_stage)
+inline constexpr int kMaxDagVirtualStages = 32767;   // pp x vpp, so pp too (16-bit)
 // The largest global layer index a DagOp holds (16-bit); lowering a deeper model is refused.
 inline constexpr int kMaxDagLayer = 32767;
 // The configuration's bounds stay within them, so only hand-made or imported schedules meet the
 // refusals.
-static_assert(kMaxPp <= kMaxDagRanks && kMaxVpp <= kMaxDagChunks);
+static_assert(kMaxPp <= kMaxDagVirtualStages && kMaxVpp <= kMaxDagChunks);
 static_assert(kMaxMicrobatches <= kMaxDagMicrobatches);
 // Each field holds the largest value its limit allows (and -1 where it is used), and each enum
 // field its last enumerator: a field made too narrow, or an enumerator added past what its field
 // holds, fails here (the compiler also warns that the field is too small for the enum).
 static_assert([] {
   DagOp op;
-  op.rank = kMaxDagRanks - 1;
+  op.rank = kMaxDagVirtualStages - 1;
   op.chunk = kMaxDagChunks - 1;
   op.virtual_stage = kMaxDagVirtualStages - 1;
   op.layer = kMaxDagLayer;
   op.mb = kMaxDagMicrobatches - 1;
   op.instruction = kMaxDagInstructions - 1;
-  bool holds = op.rank == kMaxDagRanks - 1 && op.chunk == kMaxDagChunks - 1 &&
+  bool holds = op.rank == kMaxDagVirtualStages - 1 && op.chunk == kMaxDagChunks - 1 &&
                op.virtual_stage == kMaxDagVirtualStages - 1 && op.layer == kMaxDagLayer &&
                op.mb == kMaxDagMicrobatches - 1 && op.instruction == kMaxDagInstructions - 1;
   op.mb = -1;

@@ -1044,7 +1044,6 @@ void check_op_fields(const Schedule& s) {
                      what + ", above the limit of " + std::to_string(limit) +
                          " that a DAG op holds; use " + fix);
   };
-  if (s.pp > kMaxDagRanks) refuse(std::to_string(s.pp) + " ranks", kMaxDagRanks, "a smaller --pp");
   if (s.vpp > kMaxDagChunks)
     refuse(std::to_string(s.vpp) + " chunks per rank", kMaxDagChunks, "a smaller --vpp");
   if (s.virtual_stages() > kMaxDagVirtualStages)
