@@ -262,6 +262,43 @@ TEST_CASE("a layer index above the 16-bit limit of a DAG op is refused with one 
   CHECK(lower(s, cost).ops[0].layer == kMaxDagLayer);
 }
 
+TEST_CASE("a schedule beyond what the packed fields of a DAG op hold is refused with one line",
+          "[dag]") {
+  // A hand-made (or imported) schedule is the only way past the configuration's bounds (kMaxPp,
+  // kMaxVpp, kMaxMicrobatches), which stay within these limits.
+  const CostModel cost = uniform_cost_model(unit_costs(), 1);
+  Schedule s = make("one", 1, 1, 1, Placement::Loop, {{F(0, 0), B(0, 0)}});
+  s.vpp = kMaxDagChunks + 1;
+  CHECK_THROWS_WITH(lower(s, cost),
+                    "schedule: one: 513 chunks per rank, above the limit of 512 that a DAG op "
+                    "holds; use a smaller --vpp");
+  s.pp = 64;
+  s.vpp = kMaxDagChunks;
+  CHECK_THROWS_WITH(lower(s, cost),
+                    "schedule: one: 32768 virtual stages (pp x vpp), above the limit of 32767 that "
+                    "a DAG op holds; use a smaller --pp or --vpp");
+  s.pp = 1;
+  s.vpp = 1;
+  s.microbatches = kMaxDagMicrobatches + 1;
+  CHECK_THROWS_WITH(lower(s, cost),
+                    "schedule: one: 1048577 microbatches, above the limit of 1048576 that a DAG op "
+                    "holds; use fewer --microbatches");
+}
+
+TEST_CASE("the packed chunk field of a DAG op holds the last chunk its limit allows", "[dag]") {
+  // One rank with kMaxDagChunks chunks, one microbatch: the forwards in chunk order, the backwards
+  // in reverse; the last chunk is 511. (The microbatch and instruction limits are pinned at
+  // compile time in dag.hpp: a case at them takes millions of ops.)
+  std::vector<Instruction> program;
+  for (int c = 0; c < kMaxDagChunks; ++c) program.push_back(F(c, 0));
+  for (int c = kMaxDagChunks - 1; c >= 0; --c) program.push_back(B(c, 0));
+  const Schedule deep = make("chunks", 1, kMaxDagChunks, 1, Placement::Loop, {program});
+  const Dag chunks = lower(deep, uniform_cost_model(unit_costs(), kMaxDagChunks));
+  int last_chunk = 0;
+  for (const DagOp& op : chunks.ops) last_chunk = std::max<int>(last_chunk, op.chunk);
+  CHECK(last_chunk == kMaxDagChunks - 1);
+}
+
 // ---- re-timing (retime) ---------------------------------------------------------------------
 
 namespace {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "braid/config.hpp"
 #include "braid/cost_model.hpp"
 #include "braid/schedule.hpp"
 
@@ -41,38 +42,82 @@ const char* name(OpKind k);
 enum class BlockSide : std::uint8_t { Plain, First, Second };
 
 // One op. `duration_s` is the time alone (no contention); memory moves at the op's start (alloc)
-// and end (free). 56 bytes: the 16-bit fields hold what the size guard and the configuration's
-// bounds keep small (ranks up to kMaxPp, virtual stages up to kMaxVirtualStages, layers up to
-// kMaxDagLayer), and a send's receiving rank follows from its rank and stream (peer_of).
+// and end (free). 48 bytes: four doubles, then the labels packed into 16 bytes, each as wide as
+// its values need (the kMaxDag* limits below; lowering refuses a schedule or model beyond them
+// with one line), and a send's receiving rank follows from its rank and stream (peer_of). The
+// fields read like the integers and enums they hold; no reference or address of one can be taken.
 struct DagOp {
   double duration_s = 0;
   double alloc_bytes = 0;
   double free_bytes = 0;
-  double bytes = 0;                // payload of a collective, P2P or copy; 0 for compute
-  std::int32_t mb = 0;             // microbatch of the pass the op belongs to
-  std::int32_t instruction = -1;   // index in the rank's instruction list
-  std::int16_t rank = 0;           // the rank whose stream runs it (a P2P: the sender)
-  std::int16_t layer = -1;         // global layer index; -1 for non-layer units, P2P, copies
-  std::int16_t chunk = 0;          // chunk on the rank (0 .. vpp-1)
-  std::int16_t virtual_stage = 0;  // k
-  OpKind kind = OpKind::Compute;
-  StreamKind stream = StreamKind::Compute;
-  Phase phase = Phase::F;  // P2P: F = activation, B = input gradient
-  UnitKind unit = UnitKind::PreAttn;
-  CollectiveKind collective = CollectiveKind::None;     // Collective ops only
-  InstructionKind instruction_op = InstructionKind::F;  // the instruction it was lowered from
-  BlockSide side = BlockSide::Plain;
-  // One byte for both flags.
-  bool vision : 1 = false;  // a ViT layer unit
+  double bytes = 0;  // payload of a collective, P2P or copy; 0 for compute
+  // Microbatch of the pass the op belongs to (a DP bucket's index for DpSync ops).
+  std::int32_t mb : 21 = 0;
+  OpKind kind : 3 = OpKind::Compute;
+  UnitKind unit : 3 = UnitKind::PreAttn;
+  Phase phase : 2 = Phase::F;  // P2P: F = activation, B = input gradient
+  BlockSide side : 2 = BlockSide::Plain;
+  bool vision : 1 = false;                                  // a ViT layer unit
+  std::int32_t instruction : 28 = -1;                       // index in the rank's instruction list
+  InstructionKind instruction_op : 3 = InstructionKind::F;  // the instruction it was lowered from
   // Full recomputation: a unit's forward run again (phase F) inside the backward pass, right
   // before its layer's B units ("R0.3 Attn L12").
   bool recompute : 1 = false;
+  std::int16_t layer = -1;         // global layer index; -1 for non-layer units, P2P, copies
+  std::int16_t virtual_stage = 0;  // k
+  // The engine reads rank and stream for every event: a whole int16 and the low bits of a byte.
+  std::int16_t rank = 0;  // the rank whose stream runs it (a P2P: the sender)
+  StreamKind stream : 3 = StreamKind::Compute;
+  CollectiveKind collective : 3 = CollectiveKind::None;  // Collective ops only
+  std::int16_t chunk : 10 = 0;                           // chunk on the rank (0 .. vpp-1)
   bool operator==(const DagOp&) const = default;
 };
-static_assert(sizeof(DagOp) == 56);
+// Each bit-field sits inside one unit of its own type (no field straddles), so the 16 bytes hold
+// them all.
+static_assert(sizeof(DagOp) == 48);
 
+// Signed widths: chunk 10 bits (up to 511), mb 21 (up to 1,048,575), instruction 28 (up to
+// 134,217,727), rank, layer and virtual stage 16. Lowering refuses a schedule beyond them.
+inline constexpr int kMaxDagChunks = 512;            // chunks per rank (vpp)
+inline constexpr int kMaxDagMicrobatches = 1 << 20;  // 1,048,576
+inline constexpr int kMaxDagInstructions = 1 << 27;  // per rank: 134,217,728
+inline constexpr int kMaxDagVirtualStages = 32767;   // pp x vpp, so pp too (16-bit)
 // The largest global layer index a DagOp holds (16-bit); lowering a deeper model is refused.
 inline constexpr int kMaxDagLayer = 32767;
+// The configuration's bounds stay within them, so only hand-made or imported schedules meet the
+// refusals.
+static_assert(kMaxPp <= kMaxDagVirtualStages && kMaxVpp <= kMaxDagChunks);
+static_assert(kMaxMicrobatches <= kMaxDagMicrobatches);
+// Each field holds the largest value its limit allows (and -1 where it is used), and each enum
+// field its last enumerator: a field made too narrow, or an enumerator added past what its field
+// holds, fails here (the compiler also warns that the field is too small for the enum).
+static_assert([] {
+  DagOp op;
+  op.rank = kMaxDagVirtualStages - 1;
+  op.chunk = kMaxDagChunks - 1;
+  op.virtual_stage = kMaxDagVirtualStages - 1;
+  op.layer = kMaxDagLayer;
+  op.mb = kMaxDagMicrobatches - 1;
+  op.instruction = kMaxDagInstructions - 1;
+  bool holds = op.rank == kMaxDagVirtualStages - 1 && op.chunk == kMaxDagChunks - 1 &&
+               op.virtual_stage == kMaxDagVirtualStages - 1 && op.layer == kMaxDagLayer &&
+               op.mb == kMaxDagMicrobatches - 1 && op.instruction == kMaxDagInstructions - 1;
+  op.mb = -1;
+  op.instruction = -1;
+  op.layer = -2;  // the tied-embedding all-reduce
+  op.kind = OpKind::Optimizer;
+  op.stream = StreamKind::Dp;
+  op.unit = UnitKind::VisionMerger;
+  op.phase = Phase::W;
+  op.collective = CollectiveKind::P2P;
+  op.instruction_op = InstructionKind::Reload;
+  op.side = BlockSide::Second;
+  return holds && op.mb == -1 && op.instruction == -1 && op.layer == -2 &&
+         op.kind == OpKind::Optimizer && op.stream == StreamKind::Dp &&
+         op.unit == UnitKind::VisionMerger && op.phase == Phase::W &&
+         op.collective == CollectiveKind::P2P && op.instruction_op == InstructionKind::Reload &&
+         op.side == BlockSide::Second && static_cast<int>(StreamKind::Dp) + 1 == kStreamsPerRank;
+}());
 
 // Options of the lowering.
 enum class P2pMode : std::uint8_t {

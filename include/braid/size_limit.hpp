@@ -20,7 +20,7 @@ struct SizeEstimate {
 };
 
 // Peak resident bytes per DAG op of lower + simulate + report, measured on x86-64 with
-// `braid simulate` (docs/limits.md: 109-121), with a margin of more than three for schedules
+// `braid simulate` (docs/limits.md: 100-103), with a margin of nearly four for schedules
 // with more edges per op.
 inline constexpr double kBytesPerOp = 400;
 // Ops and dependency edges are indexed by int32: beyond this no --force helps.

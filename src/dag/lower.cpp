@@ -370,7 +370,7 @@ class Lowerer final : public detail::StepEmitter {
   // Field by field, not by copies: the emitted op was just written field by field, and wide
   // copies of it would stall on reading those writes back.
   [[nodiscard]] bool same_structure(const DagOp& a, const DagOp& b) const {
-    static_assert(sizeof(DagOp) == 56, "a DagOp field was added: compare it here");
+    static_assert(sizeof(DagOp) == 48, "a DagOp field was added: compare it here");
     return a.rank == rank_ && a.instruction == instruction_ && a.mb == b.mb && a.layer == b.layer &&
            a.chunk == b.chunk && a.virtual_stage == b.virtual_stage && a.kind == b.kind &&
            a.stream == b.stream && a.phase == b.phase && a.unit == b.unit &&
@@ -1054,9 +1054,33 @@ class Lowerer final : public detail::StepEmitter {
   std::vector<char> found_;
 };
 
+// The schedule's sizes must fit a DagOp's packed fields (dag.hpp). The configuration's bounds keep
+// every generated schedule within them; hand-made and imported schedules are refused here.
+void check_op_fields(const Schedule& s) {
+  auto refuse = [&](const std::string& what, int limit, const std::string& fix) {
+    throw InputError("schedule", s.name.empty() ? "schedule" : s.name,
+                     what + ", above the limit of " + std::to_string(limit) +
+                         " that a DAG op holds; use " + fix);
+  };
+  if (s.vpp > kMaxDagChunks)
+    refuse(std::to_string(s.vpp) + " chunks per rank", kMaxDagChunks, "a smaller --vpp");
+  if (s.virtual_stages() > kMaxDagVirtualStages)
+    refuse(std::to_string(s.virtual_stages()) + " virtual stages (pp x vpp)", kMaxDagVirtualStages,
+           "a smaller --pp or --vpp");
+  if (s.microbatches > kMaxDagMicrobatches)
+    refuse(std::to_string(s.microbatches) + " microbatches", kMaxDagMicrobatches,
+           "fewer --microbatches");
+  for (const RankProgram& rank : s.ranks)
+    if (rank.instructions.size() > static_cast<std::size_t>(kMaxDagInstructions))
+      refuse("rank " + std::to_string(rank.rank) + " has " +
+                 std::to_string(rank.instructions.size()) + " instructions",
+             kMaxDagInstructions, "fewer microbatches or chunks");
+}
+
 }  // namespace
 
 Dag lower(const Schedule& schedule, const CostModel& cost, const LowerOptions& options) {
+  check_op_fields(schedule);
   if (const std::string error = pass_order_error(schedule); !error.empty())
     throw InputError("schedule", schedule.name.empty() ? "schedule" : schedule.name, error);
   Dag dag;
