@@ -37,7 +37,7 @@ struct Later {
   }
 };
 
-// The engine reads each op's 56-byte DagOp in place rather than a copy: copying every
+// The engine reads each op's 48-byte DagOp in place rather than a copy: copying every
 // op into a packed record cost more, in a single run, than the smaller record saved.
 // Every stream that is not compute or a copy engine is communication (TP, P2P, and whatever
 // communication streams are added later): it contends with compute.
