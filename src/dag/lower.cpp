@@ -43,6 +43,9 @@ struct LoweringPlan {
 
 namespace {
 
+// The schedule as InputError names it: its name, or "schedule" for an unnamed one.
+std::string schedule_label(const Schedule& s) { return s.name.empty() ? "schedule" : s.name; }
+
 constexpr int kNone = -1;
 
 // The data-flow state of one pass (one (virtual stage, microbatch) forward, backward or W) while
@@ -326,7 +329,7 @@ class Lowerer final : public detail::StepEmitter {
 
   void check_shape() const {
     if (static_cast<int>(cost_.chunks.size()) != stages_)
-      throw InputError("schedule", s_.name.empty() ? "schedule" : s_.name,
+      throw InputError("schedule", schedule_label(s_),
                        "has " + std::to_string(stages_) +
                            " virtual stages but the cost model has " +
                            std::to_string(cost_.chunks.size()) + " chunks");
@@ -1058,7 +1061,7 @@ class Lowerer final : public detail::StepEmitter {
 // every generated schedule within them; hand-made and imported schedules are refused here.
 void check_op_fields(const Schedule& s) {
   auto refuse = [&](const std::string& what, int limit, const std::string& fix) {
-    throw InputError("schedule", s.name.empty() ? "schedule" : s.name,
+    throw InputError("schedule", schedule_label(s),
                      what + ", above the limit of " + std::to_string(limit) +
                          " that a DAG op holds; use " + fix);
   };
@@ -1082,7 +1085,7 @@ void check_op_fields(const Schedule& s) {
 Dag lower(const Schedule& schedule, const CostModel& cost, const LowerOptions& options) {
   check_op_fields(schedule);
   if (const std::string error = pass_order_error(schedule); !error.empty())
-    throw InputError("schedule", schedule.name.empty() ? "schedule" : schedule.name, error);
+    throw InputError("schedule", schedule_label(schedule), error);
   Dag dag;
   Lowerer(schedule, cost, options, dag).run();
   return dag;
@@ -1100,7 +1103,7 @@ bool retime(Dag& dag, const Schedule& schedule, const CostModel& cost, const Low
   const bool known = memo && memo->schedule == &schedule && memo->plan;
   if (!known) {
     if (const std::string error = pass_order_error(schedule); !error.empty())
-      throw InputError("schedule", schedule.name.empty() ? "schedule" : schedule.name, error);
+      throw InputError("schedule", schedule_label(schedule), error);
     if (memo) {
       memo->schedule = &schedule;
       memo->plan = std::make_shared<LoweringPlan>();
