@@ -10,11 +10,18 @@ braid=$1
 braid_mpi=${2:-}
 mpiexec=${3:-}
 fail() { echo "FAIL: $*" >&2; exit 1; }
-if ldd "$braid" | grep -q libmpi; then fail "$braid links an MPI library"; fi
+# The dynamic section's NEEDED entries (none when braid is linked fully static, the default);
+# readelf rather than ldd, which fails on a static executable and would hide a link to MPI.
+needed() { readelf -d "$1" | { grep NEEDED || true; }; }
+[ -x "$braid" ] || fail "$braid: no such executable"
+if needed "$braid" | grep -q libmpi; then fail "$braid links an MPI library"; fi
 if [ -z "$mpiexec" ] || [ -z "$braid_mpi" ]; then
   echo "braid built without MPI (BRAID_MPI=OFF): skipped"
   exit 77
 fi
+# The check above can see an MPI library where there is one.
+needed "$braid_mpi" | grep -q libmpi ||
+  fail "$braid_mpi lists no MPI library: the check above cannot see one"
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 

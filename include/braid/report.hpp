@@ -211,7 +211,8 @@ concept ListOfFields = requires {
   requires HasFields<typename T::value_type>;
 };
 
-// Computes the report. `study` names the study in the outputs.
+// Computes the report. `study` names the study in the outputs. Of the schedule it reads the name,
+// sizes and placement only (the Dag holds the program): a caller may have freed its instructions.
 Report make_report(const std::string& study, const Schedule& schedule, const CostModel& cost,
                    const Dag& dag, const Timeline& timeline);
 

@@ -54,9 +54,9 @@ struct SimulationContext {
 };
 SimulationContext resolve_context(const SimulationArgs& args);
 
-// One schedule simulated on the context: everything a command may print or write.
+// One schedule simulated on the context: everything a command may print or write. The schedule
+// itself is not kept: once lowered, its program lives on in the Dag.
 struct SimulationResult {
-  Schedule schedule;
   CostModel cost;
   Dag dag;
   Timeline timeline;
@@ -69,8 +69,8 @@ GivenOptions given_schedule_options(const SimulationArgs& args);
 CostModel cost_model_for(const SimulationContext& ctx, int virtual_stages);
 // `generated`: the schedule is braid's own (make_schedule), so a lowering failure or a deadlock
 // is a bug (InternalError); for an imported one (a CSV) it is the file's fault (InputError).
-// The result keeps the schedule: pass it with std::move where the caller is done with it (a
-// schedule of thousands of instructions is not copied then).
+// Pass the schedule with std::move where the caller is done with it (a schedule of thousands of
+// instructions is not copied then).
 SimulationResult simulate_schedule(const SimulationContext& ctx, Schedule schedule,
                                    bool generated = true);
 
