@@ -347,6 +347,14 @@ class Engine {
 
 // ---- the fast path --------------------------------------------------------------------------
 
+// One stream's activation memory replayed alone, in the topological pass: a stream's ops are
+// timed in stream order, so its allocs and frees come in its own event order. A rank whose memory
+// all moves on one stream takes its peak from here; the sweep merges the others.
+struct StreamMemory {
+  double bytes = 0, peak = 0, peak_time_s = 0;
+  bool used = false;  // some op of the stream allocates or frees
+};
+
 // One rank's memory events in the engine's order: by time, then by slot — 0 for ends of timed ops
 // (heap completions), 2k-1 for starts in the k-th zero-time round of the instant, 2k for ends of
 // zero-time ops started in round k. Each stream's events are in that order already (an op starts
@@ -356,13 +364,12 @@ class MemorySweep {
   MemorySweep(const Dag& dag, const Timeline& t, const std::vector<std::int32_t>& round)
       : dag_(dag), t_(t), round_(round) {}
 
-  // `has_memory` per stream of the Dag: whether any of its ops allocates or frees (the others
-  // are not read at all).
-  void rank(int r, const std::vector<std::uint8_t>& has_memory, double& peak, double& peak_time) {
+  // Streams whose ops neither allocate nor free (`memory_of`, per stream of the Dag) are not read.
+  void rank(int r, const std::vector<StreamMemory>& memory_of, double& peak, double& peak_time) {
     int active = 0;
     for (int s = 0; s < kStreamsPerRank; ++s) {
       const int sid = dag_.stream_id(r, static_cast<StreamKind>(s));
-      if (!has_memory[sid]) continue;
+      if (!memory_of[sid].used) continue;
       Cursor& c = cursor_[active++];
       c = Cursor{dag_.stream_begin[sid], dag_.stream_begin[sid + 1], false, false, 0, 0, 0};
       advance(c);
@@ -370,17 +377,6 @@ class MemorySweep {
     double memory = 0;
     peak = 0;
     peak_time = 0;
-    if (active == 1) {  // nothing to merge: the stream's own order
-      Cursor& c = cursor_[0];
-      for (; c.pending; advance(c)) {
-        memory += c.delta;
-        if (c.delta > 0 && memory > peak) {
-          peak = memory;
-          peak_time = c.time_s;
-        }
-      }
-      return;
-    }
     for (;;) {
       Cursor* next = nullptr;
       for (int a = 0; a < active; ++a) {
@@ -462,7 +458,7 @@ bool time_topologically(const Dag& dag, Timeline& out) {
   // op's end or at time 0, k + 1 when by a zero-time op of round k) — the engine's order.
   std::vector<std::int32_t> round(n, 1), stack;
   const int streams = static_cast<int>(dag.stream_begin.size()) - 1;
-  std::vector<std::uint8_t> has_memory(streams, 0);
+  std::vector<StreamMemory> memory(streams);
   NextOnStream next_on_stream(dag);
   stack.reserve(static_cast<std::size_t>(dag.pp) * kStreamsPerRank + 16);
   for (int sid = 0; sid < streams; ++sid)
@@ -498,7 +494,18 @@ bool time_topologically(const Dag& dag, Timeline& out) {
     ++done;
     const DagOp& op = dag.ops[i];
     const int stream = static_cast<int>(std::bit_cast<std::uint64_t>(pending[i]) >> 32);
-    if (op.alloc_bytes != 0 || op.free_bytes != 0) has_memory[stream] = 1;
+    if (op.alloc_bytes != 0 || op.free_bytes != 0) {
+      StreamMemory& m = memory[stream];
+      m.used = true;
+      if (op.alloc_bytes != 0) {
+        m.bytes += op.alloc_bytes;
+        if (op.alloc_bytes > 0 && m.bytes > m.peak) {
+          m.peak = m.bytes;
+          m.peak_time_s = start[i];
+        }
+      }
+      m.bytes -= op.free_bytes;
+    }
     const double d = op.duration_s;
     double end = start[i];
     std::int32_t r = round[i] + 1;
@@ -521,8 +528,23 @@ bool time_topologically(const Dag& dag, Timeline& out) {
   out.peak_activation_bytes.assign(dag.pp, 0.0);
   out.peak_activation_time_s.assign(dag.pp, 0.0);
   MemorySweep sweep(dag, out, round);
-  for (int rk = 0; rk < dag.pp; ++rk)
-    sweep.rank(rk, has_memory, out.peak_activation_bytes[rk], out.peak_activation_time_s[rk]);
+  for (int rk = 0; rk < dag.pp; ++rk) {
+    const StreamMemory* only = nullptr;
+    int used = 0;
+    for (int k = 0; k < kStreamsPerRank; ++k) {
+      const StreamMemory& m = memory[dag.stream_id(rk, static_cast<StreamKind>(k))];
+      if (m.used) {
+        only = &m;
+        ++used;
+      }
+    }
+    if (used > 1) {
+      sweep.rank(rk, memory, out.peak_activation_bytes[rk], out.peak_activation_time_s[rk]);
+    } else if (only) {  // nothing to merge
+      out.peak_activation_bytes[rk] = only->peak;
+      out.peak_activation_time_s[rk] = only->peak_time_s;
+    }
+  }
   out.fast_path = true;
   return true;
 }
