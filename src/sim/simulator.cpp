@@ -486,7 +486,10 @@ bool time_topologically(const Dag& dag, Timeline& out) {
     }
     const std::uint64_t left = std::bit_cast<std::uint64_t>(pending[s]) - 1;
     pending[s] = std::bit_cast<double>(left);
-    if (static_cast<std::uint32_t>(left) == 0) stack.push_back(s);
+    if (static_cast<std::uint32_t>(left) == 0) {
+      __builtin_prefetch(&dag.ops[s]);  // timed soon (the stack is last in, first out)
+      stack.push_back(s);
+    }
   };
   while (!stack.empty()) {
     const int i = stack.back();
@@ -494,6 +497,11 @@ bool time_topologically(const Dag& dag, Timeline& out) {
     ++done;
     const DagOp& op = dag.ops[i];
     const int stream = static_cast<int>(std::bit_cast<std::uint64_t>(pending[i]) >> 32);
+    const int next = next_on_stream.after_on(stream);
+    if (next >= 0) {  // its slots are read below, after the dependencies'
+      __builtin_prefetch(&start[next]);
+      __builtin_prefetch(&pending[next]);
+    }
     if (op.alloc_bytes != 0 || op.free_bytes != 0) {
       StreamMemory& m = memory[stream];
       m.used = true;
@@ -519,7 +527,6 @@ bool time_topologically(const Dag& dag, Timeline& out) {
     last = std::max(last, end);
     for (int j = dag.succ_begin[i], e = dag.succ_begin[i + 1]; j < e; ++j)
       reach(succ[j], i, end, r);
-    const int next = next_on_stream.after_on(stream);
     if (next >= 0) reach(next, i, end, r);
   }
   if (done != n) return false;  // the event engine names the cycle
