@@ -7,9 +7,11 @@
 // nothing is allocated per event.
 //
 // Without contention a heap is not needed: an op starts at the latest end among its predecessors
-// and ends `duration` later, so one topological pass gives every time, and a per-rank merge of
-// the streams' (already time-ordered) memory events replays the engine's order at each instant
-// (completions free, then each zero-time round allocates and frees) for the peaks.
+// and ends `duration` later, so one topological pass gives every time. The pass times each
+// stream's ops in stream order, so a rank whose memory moves on one stream alone (lowering puts
+// it on the compute stream, copies aside) has its peak from the pass; otherwise a per-rank merge
+// of the streams' (already time-ordered) memory events replays the engine's order at each
+// instant (completions free, then each zero-time round allocates and frees).
 #include <algorithm>
 #include <bit>
 #include <cmath>
