@@ -220,6 +220,31 @@ TEST_CASE("the fast path equals the event engine on every schedule with study co
   on_default_study([](int pp, int m, auto cost_of) { every_schedule(pp, m, cost_of); });
 }
 
+TEST_CASE("the fast path merges a rank's streams when memory moves on more than one",
+          "[sim][fast]") {
+  // Lowering puts memory on the compute stream alone (copies aside), where the pass replays it
+  // in stream order; memory on a TP stream too needs the merge and its zero-time rounds. Every
+  // collective of ranks 0 and 1 holds 3 KiB for its run (zero-time ones: within their round).
+  for (const double tar : {0.0, 1.0}) {
+    ScheduleOptions o;
+    o.pp = 4;
+    o.vpp = 2;
+    o.microbatches = 8;
+    const Schedule s = make_schedule("1f1b-i", o);
+    Dag dag = lower(s, uniform_cost_model(UniformCosts{1, 2, 0, tar, 1}, s.virtual_stages()));
+    int moved = 0;
+    for (DagOp& op : dag.ops)
+      if (op.stream == StreamKind::Tp && op.rank <= 1) {
+        op.alloc_bytes = op.free_bytes = 3072;
+        ++moved;
+      }
+    REQUIRE(moved > 0);
+    dag.memory_exact = false;  // memory_sums_exact checks the edited amounts
+    INFO("tar " << tar);
+    check_identical(dag, simulate(dag), simulate_events(dag));
+  }
+}
+
 TEST_CASE("the fast path steps aside for contention, memory samples and inexact sums", "[sim]") {
   const Schedule s = one_f_one_b_p2_m2();
   CostModel cost = uniform_cost_model(unit_costs(), 2);

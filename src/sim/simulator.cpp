@@ -7,10 +7,13 @@
 // nothing is allocated per event.
 //
 // Without contention a heap is not needed: an op starts at the latest end among its predecessors
-// and ends `duration` later, so one topological pass gives every time, and a per-rank merge of
-// the streams' (already time-ordered) memory events replays the engine's order at each instant
-// (completions free, then each zero-time round allocates and frees) for the peaks.
+// and ends `duration` later, so one topological pass gives every time. The pass times each
+// stream's ops in stream order, so a rank whose memory moves on one stream alone (lowering puts
+// it on the compute stream, copies aside) has its peak from the pass; otherwise a per-rank merge
+// of the streams' (already time-ordered) memory events replays the engine's order at each
+// instant (completions free, then each zero-time round allocates and frees).
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -86,7 +89,10 @@ class NextOnStream {
   // The op after `i`, which must be the next op of its stream to end; -1 after the last.
   int after(int i) {
     const DagOp& op = dag_.ops[i];
-    const int s = dag_.stream_id(op.rank, op.stream);
+    return after_on(dag_.stream_id(op.rank, op.stream));
+  }
+  // The same, given the stream of the op that ends.
+  int after_on(int s) {
     const int k = ++at_[s];
     return k < dag_.stream_begin[s + 1] ? dag_.stream_ops[k] : -1;
   }
@@ -343,6 +349,14 @@ class Engine {
 
 // ---- the fast path --------------------------------------------------------------------------
 
+// One stream's activation memory replayed alone, in the topological pass: a stream's ops are
+// timed in stream order, so its allocs and frees come in its own event order. A rank whose memory
+// all moves on one stream takes its peak from here; the sweep merges the others.
+struct StreamMemory {
+  double bytes = 0, peak = 0, peak_time_s = 0;
+  bool used = false;  // some op of the stream allocates or frees
+};
+
 // One rank's memory events in the engine's order: by time, then by slot — 0 for ends of timed ops
 // (heap completions), 2k-1 for starts in the k-th zero-time round of the instant, 2k for ends of
 // zero-time ops started in round k. Each stream's events are in that order already (an op starts
@@ -352,22 +366,27 @@ class MemorySweep {
   MemorySweep(const Dag& dag, const Timeline& t, const std::vector<std::int32_t>& round)
       : dag_(dag), t_(t), round_(round) {}
 
-  void rank(int r, double& peak, double& peak_time) {
+  // Streams whose ops neither allocate nor free (`memory_of`, per stream of the Dag) are not read.
+  void rank(int r, const std::vector<StreamMemory>& memory_of, double& peak, double& peak_time) {
+    int active = 0;
     for (int s = 0; s < kStreamsPerRank; ++s) {
       const int sid = dag_.stream_id(r, static_cast<StreamKind>(s));
-      cursor_[s] =
-          Cursor{dag_.stream_begin[sid], dag_.stream_begin[sid + 1], false, false, 0, 0, 0};
-      advance(cursor_[s]);
+      if (!memory_of[sid].used) continue;
+      Cursor& c = cursor_[active++];
+      c = Cursor{dag_.stream_begin[sid], dag_.stream_begin[sid + 1], false, false, 0, 0, 0};
+      advance(c);
     }
     double memory = 0;
     peak = 0;
     peak_time = 0;
     for (;;) {
       Cursor* next = nullptr;
-      for (Cursor& c : cursor_)
+      for (int a = 0; a < active; ++a) {
+        Cursor& c = cursor_[a];
         if (c.pending &&
             (!next || c.time_s < next->time_s || (c.time_s == next->time_s && c.slot < next->slot)))
           next = &c;
+      }
       if (!next) break;
       memory += next->delta;
       if (next->delta > 0 && memory > peak) {
@@ -432,18 +451,26 @@ bool time_topologically(const Dag& dag, Timeline& out) {
   out.end_s.resize(n);
   out.critical_pred.assign(n, -1);
   out.ranks = dag.pp;
-  // An op's end is written once it is timed; until then its slot holds the count of its inputs
-  // not yet timed (a small whole number, exact as a double), so no array of counts is needed.
+  // An op's end is written once it is timed; until then its slot holds, as a 64-bit pattern, its
+  // stream (high half) and the count of its inputs not yet timed (low half), so neither an array
+  // of counts nor a read of the op's rank and stream (often on a second cache line) is needed.
   double* pending = out.end_s.data();
+  if (dag.stream_begin.back() != n) return false;  // every op is on a stream
   // round: the zero-time round of the instant in which the op starts (1 when readied by a timed
   // op's end or at time 0, k + 1 when by a zero-time op of round k) — the engine's order.
   std::vector<std::int32_t> round(n, 1), stack;
+  const int streams = static_cast<int>(dag.stream_begin.size()) - 1;
+  std::vector<StreamMemory> memory(streams);
   NextOnStream next_on_stream(dag);
   stack.reserve(static_cast<std::size_t>(dag.pp) * kStreamsPerRank + 16);
-  for (int i = 0; i < n; ++i) {
-    pending[i] = dag.pred_begin[i + 1] - dag.pred_begin[i] + (dag.stream_prev[i] >= 0 ? 1 : 0);
-    if (pending[i] == 0) stack.push_back(i);
-  }
+  for (int sid = 0; sid < streams; ++sid)
+    for (int k = dag.stream_begin[sid], e = dag.stream_begin[sid + 1]; k < e; ++k) {
+      const int i = dag.stream_ops[k];
+      const auto inputs = static_cast<std::uint32_t>(dag.pred_begin[i + 1] - dag.pred_begin[i] +
+                                                     (k > dag.stream_begin[sid] ? 1 : 0));
+      pending[i] = std::bit_cast<double>(static_cast<std::uint64_t>(sid) << 32 | inputs);
+      if (inputs == 0) stack.push_back(i);
+    }
   double* start = out.start_s.data();
   std::int32_t* crit = out.critical_pred.data();
   const std::int32_t* succ = dag.succs.data();
@@ -459,13 +486,37 @@ bool time_topologically(const Dag& dag, Timeline& out) {
       if (i < crit[s]) crit[s] = i;
       round[s] = std::max(round[s], r);
     }
-    if (--pending[s] == 0) stack.push_back(s);
+    const std::uint64_t left = std::bit_cast<std::uint64_t>(pending[s]) - 1;
+    pending[s] = std::bit_cast<double>(left);
+    if (static_cast<std::uint32_t>(left) == 0) {
+      __builtin_prefetch(&dag.ops[s]);  // timed soon (the stack is last in, first out)
+      stack.push_back(s);
+    }
   };
   while (!stack.empty()) {
     const int i = stack.back();
     stack.pop_back();
     ++done;
-    const double d = dag.ops[i].duration_s;
+    const DagOp& op = dag.ops[i];
+    const int stream = static_cast<int>(std::bit_cast<std::uint64_t>(pending[i]) >> 32);
+    const int next = next_on_stream.after_on(stream);
+    if (next >= 0) {  // its slots are read below, after the dependencies'
+      __builtin_prefetch(&start[next]);
+      __builtin_prefetch(&pending[next]);
+    }
+    if (op.alloc_bytes != 0 || op.free_bytes != 0) {
+      StreamMemory& m = memory[stream];
+      m.used = true;
+      if (op.alloc_bytes != 0) {
+        m.bytes += op.alloc_bytes;
+        if (op.alloc_bytes > 0 && m.bytes > m.peak) {
+          m.peak = m.bytes;
+          m.peak_time_s = start[i];
+        }
+      }
+      m.bytes -= op.free_bytes;
+    }
+    const double d = op.duration_s;
     double end = start[i];
     std::int32_t r = round[i] + 1;
     if (d > 0) {
@@ -478,7 +529,6 @@ bool time_topologically(const Dag& dag, Timeline& out) {
     last = std::max(last, end);
     for (int j = dag.succ_begin[i], e = dag.succ_begin[i + 1]; j < e; ++j)
       reach(succ[j], i, end, r);
-    const int next = next_on_stream.after(i);
     if (next >= 0) reach(next, i, end, r);
   }
   if (done != n) return false;  // the event engine names the cycle
@@ -487,8 +537,23 @@ bool time_topologically(const Dag& dag, Timeline& out) {
   out.peak_activation_bytes.assign(dag.pp, 0.0);
   out.peak_activation_time_s.assign(dag.pp, 0.0);
   MemorySweep sweep(dag, out, round);
-  for (int rk = 0; rk < dag.pp; ++rk)
-    sweep.rank(rk, out.peak_activation_bytes[rk], out.peak_activation_time_s[rk]);
+  for (int rk = 0; rk < dag.pp; ++rk) {
+    const StreamMemory* only = nullptr;
+    int used = 0;
+    for (int k = 0; k < kStreamsPerRank; ++k) {
+      const StreamMemory& m = memory[dag.stream_id(rk, static_cast<StreamKind>(k))];
+      if (m.used) {
+        only = &m;
+        ++used;
+      }
+    }
+    if (used > 1) {
+      sweep.rank(rk, memory, out.peak_activation_bytes[rk], out.peak_activation_time_s[rk]);
+    } else if (only) {  // nothing to merge
+      out.peak_activation_bytes[rk] = only->peak;
+      out.peak_activation_time_s[rk] = only->peak_time_s;
+    }
+  }
   out.fast_path = true;
   return true;
 }
