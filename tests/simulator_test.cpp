@@ -264,6 +264,24 @@ TEST_CASE("the fast path steps aside for contention, memory samples and inexact 
   CHECK(t.iteration_time_s == 66.0);
 }
 
+TEST_CASE("the fast path steps aside when an instant holds more zero-time rounds than it counts",
+          "[sim][fast]") {
+  // All costs zero: every op ends at time 0, each in the zero-time round after its inputs'. Rank
+  // 0's chain of 2 x 33,000 passes is longer than the 65,535 rounds the fast path keeps; one of
+  // 2 x 1,000 is not.
+  const auto timeline = [](int microbatches) {
+    ScheduleOptions options;
+    options.pp = 2;
+    options.microbatches = microbatches;
+    return simulate(lower(make_schedule("1f1b", options), uniform_cost_model({0, 0, 0, 0, 1}, 2)));
+  };
+  CHECK(timeline(1000).fast_path);
+  const Timeline t = timeline(33000);
+  CHECK_FALSE(t.fast_path);
+  CHECK(t.iteration_time_s == 0.0);
+  CHECK(t.peak_activation_bytes == std::vector<double>{2.0, 1.0});
+}
+
 TEST_CASE("each op records its last-ending predecessor, ties to the lowest index", "[sim]") {
   // Every op's recorded predecessor ends exactly when the op starts; no other predecessor ends
   // later, and none that ends at the same time has a lower index (docs/simulator.md).
