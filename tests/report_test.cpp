@@ -297,3 +297,52 @@ TEST_CASE("every generated schedule keeps the sum identity on every rank", "[rep
       check_sum_identity(run_generated(name, 4, 16, c));
     }
 }
+
+// The report sums the collectives' time along the tp streams (no pass over every op record):
+// that equals the definition, every Collective op's time added in op order, only while the
+// Collective ops are exactly the tp streams' ops, listed in op order rank after rank.
+TEST_CASE("tp_comm_rate adds every collective's time in op order, for built and uniform models",
+          "[report]") {
+  const StudyFixture& f = short_default_study();
+  for (const std::string& name : schedule_names())
+    for (const bool uniform : {true, false}) {
+      INFO(name << (uniform ? " uniform" : " default study"));
+      ScheduleOptions o;
+      o.pp = 4;
+      o.vpp = 2;
+      o.microbatches = 16;
+      const Schedule s = make_schedule(name, o);
+      const CostModel cost = uniform ? uniform_cost_model({4, 8, 8, 2, 1}, s.virtual_stages())
+                                     : build_cost_model(f.study, f.profile, s.virtual_stages());
+      const Dag dag = lower(s, cost);
+      const Timeline t = simulate(dag);
+      int collectives = 0, on_tp = 0, prev = -1;
+      bool ascending = true;
+      double total = 0;
+      for (int i = 0; i < dag.size(); ++i)
+        if (dag.ops[i].kind == OpKind::Collective) {
+          ++collectives;
+          CHECK(dag.ops[i].stream == StreamKind::Tp);
+          total += t.end_s[i] - t.start_s[i];
+        }
+      for (int r = 0; r < dag.pp; ++r) {
+        const int sid = dag.stream_id(r, StreamKind::Tp);
+        for (int k = dag.stream_begin[sid]; k < dag.stream_begin[sid + 1]; ++k) {
+          ++on_tp;
+          ascending = ascending && dag.stream_ops[k] > prev;
+          prev = dag.stream_ops[k];
+        }
+      }
+      CHECK(collectives > 0);
+      CHECK(on_tp == collectives);
+      CHECK(ascending);
+      const Report rep = make_report("s", s, cost, dag, t);
+      CHECK(rep.tp_comm_rate == total / (s.pp * t.iteration_time_s));
+      // Listed out of op order, the same sum from a pass over every op.
+      Dag swapped = dag;
+      const int first = swapped.stream_begin[swapped.stream_id(0, StreamKind::Tp)];
+      REQUIRE(swapped.stream_begin[swapped.stream_id(0, StreamKind::Tp) + 1] - first >= 2);
+      std::swap(swapped.stream_ops[first], swapped.stream_ops[first + 1]);
+      CHECK(make_report("s", s, cost, swapped, t).tp_comm_rate == rep.tp_comm_rate);
+    }
+}
