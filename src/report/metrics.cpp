@@ -55,8 +55,16 @@ class IdleAttribution {
     double busy = 0, opt = 0, tp = 0, dp = 0, off = 0, prev_end = 0;
     out.tp_exposed_pieces.clear();
     pieces_ = &out.tp_exposed_pieces;
-    for (int k = dag_.stream_begin[cs]; k < dag_.stream_begin[cs + 1]; ++k) {
+    const int stream_end = dag_.stream_begin[cs + 1];
+    for (int k = dag_.stream_begin[cs]; k < stream_end; ++k) {
       const int x = dag_.stream_ops[k];
+      // The records of the ops a few ahead, and of the ops just before them (their collectives,
+      // met in the gap's walk-back): a read of a record not in cache is most of this pass.
+      if (k + kAhead < stream_end) {
+        const int ahead = dag_.stream_ops[k + kAhead];
+        __builtin_prefetch(&dag_.ops[ahead]);
+        if (ahead > 0) __builtin_prefetch(&dag_.ops[ahead - 1]);
+      }
       const double s = t_.start_s[x];
       if (s > prev_end) {
         roots_.clear();
@@ -203,6 +211,7 @@ class IdleAttribution {
     }
   }
 
+  static constexpr int kAhead = 8;  // how many compute ops ahead the pass prefetches
   std::vector<int> tp_ops_;
   const Dag& dag_;
   const Timeline& t_;
