@@ -111,15 +111,18 @@ class IdleAttribution {
     tp_iv_.clear();
     dp_only_.clear();
     copy_iv_.clear();
-    stack_.assign(roots_.begin(), roots_.end());
+    // An op that ended by g0 is neither counted nor followed: it is left off the stack (most
+    // ops met, the compute ops feeding X and finished sends, are such), unmarked, which changes
+    // nothing but how often it is looked at.
+    const double* end = t_.end_s.data();
+    stack_.clear();
+    for (const int y : roots_)
+      if (end[y] > g0) stack_.push_back(y);
     while (!stack_.empty()) {
       const int y = stack_.back();
       stack_.pop_back();
       if (mark_[y] == generation_) continue;
       mark_[y] = generation_;
-      // The end first: most ops met (the compute ops feeding X, finished sends) ended by g0, and
-      // the end times are a denser array than the op records.
-      if (t_.end_s[y] <= g0) continue;
       const DagOp& op = dag_.ops[y];
       if (op.rank != r || op.stream == StreamKind::Compute) continue;
       const std::pair<double, double> iv{std::max(t_.start_s[y], g0), std::min(t_.end_s[y], g1)};
@@ -132,10 +135,12 @@ class IdleAttribution {
         copy_iv_.push_back(iv);
       }
       // Ops visited already would be popped and skipped: they are not pushed.
-      for (int j = dag_.pred_begin[y]; j < dag_.pred_begin[y + 1]; ++j)
-        if (mark_[dag_.preds[j]] != generation_) stack_.push_back(dag_.preds[j]);
+      for (int j = dag_.pred_begin[y]; j < dag_.pred_begin[y + 1]; ++j) {
+        const int p = dag_.preds[j];
+        if (end[p] > g0 && mark_[p] != generation_) stack_.push_back(p);
+      }
       const int prev = dag_.stream_prev[y];
-      if (prev >= 0 && mark_[prev] != generation_) stack_.push_back(prev);
+      if (prev >= 0 && end[prev] > g0 && mark_[prev] != generation_) stack_.push_back(prev);
     }
     if (tp_iv_.size() <= 1 && dp_only_.empty() && copy_iv_.empty()) {
       // The common gap: one collective or none. The same piece and sum as the general case.
