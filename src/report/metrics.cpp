@@ -142,9 +142,11 @@ class IdleAttribution {
       const int prev = dag_.stream_prev[y];
       if (prev >= 0 && end[prev] > g0 && mark_[prev] != generation_) stack_.push_back(prev);
     }
-    if (tp_iv_.size() <= 1 && dp_only_.empty() && copy_iv_.empty()) {
-      // The common gap: one collective or none. The same piece and sum as the general case.
-      if (!tp_iv_.empty()) one_collective(tp_iv_[0], tp_ops_[0], tp);
+    if (tp_iv_.size() <= 2 && dp_only_.empty() && copy_iv_.empty()) {
+      // The common gaps: one collective or none, or two (one queued behind the other). The same
+      // pieces and sums as the general case below.
+      if (tp_iv_.size() == 1) one_collective(tp_iv_[0], tp_ops_[0], tp);
+      if (tp_iv_.size() == 2) two_collectives(tp);
       tp_ops_.clear();
       return;
     }
@@ -175,16 +177,40 @@ class IdleAttribution {
     off += all - td;
   }
 
-  // split_among_collectives and union_length for a single interval [b, e) of collective y.
-  void one_collective(std::pair<double, double> iv, int y, double& tp) {
-    const auto [b, e] = iv;
-    if (e <= b) return;
+  // A piece [b, e) of collective y, joined to the one before when it continues it.
+  void piece(int y, double b, double e) {
     std::vector<ExposedPiece>& out = *pieces_;
     if (!out.empty() && out.back().op == y && out.back().end_s == b)
       out.back().end_s = e;
     else
       out.push_back({y, b, e});
+  }
+
+  // split_among_collectives and union_length for a single interval [b, e) of collective y.
+  void one_collective(std::pair<double, double> iv, int y, double& tp) {
+    const auto [b, e] = iv;
+    if (e <= b) return;
+    piece(y, b, e);
     tp += e - b;
+  }
+
+  // The same for the two intervals of tp_iv_: the one that started first (the lower op on a
+  // tie) holds all of its own; the other what lies after it. The union adds one length when
+  // they overlap or touch, else the two lengths in start order.
+  void two_collectives(double& tp) {
+    auto [pb, pe] = tp_iv_[0];
+    auto [qb, qe] = tp_iv_[1];
+    int p = tp_ops_[0], q = tp_ops_[1];
+    if (qe <= qb) return one_collective(tp_iv_[0], p, tp);
+    if (pe <= pb) return one_collective(tp_iv_[1], q, tp);
+    if (qb < pb || (qb == pb && q < p)) {
+      std::swap(pb, qb);
+      std::swap(pe, qe);
+      std::swap(p, q);
+    }
+    piece(p, pb, pe);
+    if (qe > pe) piece(q, std::max(qb, pe), qe);
+    tp += qb <= pe ? std::max(pe, qe) - pb : (pe - pb) + (qe - qb);
   }
 
   // The union of this gap's collective intervals, each elementary segment given to the collective
