@@ -297,3 +297,135 @@ TEST_CASE("every generated schedule keeps the sum identity on every rank", "[rep
       check_sum_identity(run_generated(name, 4, 16, c));
     }
 }
+
+// The report sums the collectives' time along the tp streams (no pass over every op record):
+// that equals the definition, every Collective op's time added in op order, only while the
+// Collective ops are exactly the tp streams' ops, listed in op order rank after rank.
+TEST_CASE("tp_comm_rate adds every collective's time in op order, for built and uniform models",
+          "[report]") {
+  const StudyFixture& f = short_default_study();
+  for (const std::string& name : schedule_names())
+    for (const bool uniform : {true, false}) {
+      INFO(name << (uniform ? " uniform" : " default study"));
+      ScheduleOptions o;
+      o.pp = 4;
+      o.vpp = 2;
+      o.microbatches = 16;
+      const Schedule s = make_schedule(name, o);
+      const CostModel cost = uniform ? uniform_cost_model({4, 8, 8, 2, 1}, s.virtual_stages())
+                                     : build_cost_model(f.study, f.profile, s.virtual_stages());
+      const Dag dag = lower(s, cost);
+      const Timeline t = simulate(dag);
+      int collectives = 0, on_tp = 0, prev = -1;
+      bool ascending = true;
+      double total = 0;
+      for (int i = 0; i < dag.size(); ++i)
+        if (dag.ops[i].kind == OpKind::Collective) {
+          ++collectives;
+          CHECK(dag.ops[i].stream == StreamKind::Tp);
+          total += t.end_s[i] - t.start_s[i];
+        }
+      for (int r = 0; r < dag.pp; ++r) {
+        const int sid = dag.stream_id(r, StreamKind::Tp);
+        for (int k = dag.stream_begin[sid]; k < dag.stream_begin[sid + 1]; ++k) {
+          ++on_tp;
+          ascending = ascending && dag.stream_ops[k] > prev;
+          prev = dag.stream_ops[k];
+        }
+      }
+      CHECK(collectives > 0);
+      CHECK(on_tp == collectives);
+      CHECK(ascending);
+      const Report rep = make_report("s", s, cost, dag, t);
+      CHECK(rep.tp_comm_rate == total / (s.pp * t.iteration_time_s));
+      // Listed out of op order, the same sum from a pass over every op.
+      Dag swapped = dag;
+      const int first = swapped.stream_begin[swapped.stream_id(0, StreamKind::Tp)];
+      REQUIRE(swapped.stream_begin[swapped.stream_id(0, StreamKind::Tp) + 1] - first >= 2);
+      std::swap(swapped.stream_ops[first], swapped.stream_ops[first + 1]);
+      CHECK(make_report("s", s, cost, swapped, t).tp_comm_rate == rep.tp_comm_rate);
+    }
+}
+
+namespace {
+
+// One rank: compute op 0 in [0, 1), collectives 1 and 2 (and 3, which starts after the gap, when
+// `third`), compute op X = the last, in [4.1, 5), waiting for all of them. The timeline is set by
+// hand (the two collectives may overlap, which one tp stream never does).
+RankReport gap_with_collectives(double b1, double e1, double b2, double e2, bool third) {
+  Dag dag;
+  const int n = third ? 5 : 4, x = n - 1;
+  dag.ops.resize(n);
+  for (int i = 1; i < x; ++i) {
+    dag.ops[i].kind = OpKind::Collective;
+    dag.ops[i].stream = StreamKind::Tp;
+  }
+  dag.pred_begin.assign(n + 1, 0);
+  for (int i = 1; i < x; ++i) dag.preds.push_back(i);
+  dag.pred_begin[n] = x - 1;
+  dag.stream_begin.assign(kStreamsPerRank + 1, n);
+  dag.stream_begin[0] = 0;
+  dag.stream_begin[1] = 2;  // compute: 0, x; tp: the collectives
+  dag.stream_ops = {0, x};
+  dag.stream_prev.assign(n, -1);
+  dag.stream_prev[x] = 0;
+  for (int i = 1; i < x; ++i) {
+    dag.stream_ops.push_back(i);
+    if (i > 1) dag.stream_prev[i] = i - 1;
+  }
+  Timeline t;
+  t.start_s = {0, b1, b2};
+  t.end_s = {1, e1, e2};
+  if (third) {
+    t.start_s.push_back(4.3);
+    t.end_s.push_back(4.4);
+  }
+  t.start_s.push_back(4.1);
+  t.end_s.push_back(5);
+  t.iteration_time_s = 5;
+  std::vector<RankReport> ranks;
+  attribute_idle(dag, t, ranks);
+  return ranks[0];
+}
+
+}  // namespace
+
+TEST_CASE("two collectives in one gap: the first started holds its own, the other what follows",
+          "[report]") {
+  struct Case {
+    double b1, e1, b2, e2;
+    std::vector<ExposedPiece> pieces;
+    double tp_s;
+  };
+  const std::vector<Case> cases = {
+      // Both from the gap's start: the lower op holds the overlap; one length, 4.1 - 1.
+      {0.5, 3.3, 0.7, 4.1, {{1, 1, 3.3}, {2, 3.3, 4.1}}, 4.1 - 1},
+      // The second starts inside the first.
+      {0.5, 3.3, 1.7, 4.1, {{1, 1, 3.3}, {2, 3.3, 4.1}}, 4.1 - 1},
+      // The later inside the earlier: the earlier holds it all.
+      {1.3, 4.1, 1.7, 2.9, {{1, 1.3, 4.1}}, 4.1 - 1.3},
+      // The higher op started first.
+      {1.7, 4.1, 0.2, 3.3, {{2, 1, 3.3}, {1, 3.3, 4.1}}, 4.1 - 1},
+      // Apart: two lengths, in start order.
+      {2.9, 4.1, 0.3, 2.2, {{2, 1, 2.2}, {1, 2.9, 4.1}}, (2.2 - 1) + (4.1 - 2.9)},
+      // Touching: one length.
+      {0.3, 2.2, 2.2, 4.1, {{1, 1, 2.2}, {2, 2.2, 4.1}}, 4.1 - 1},
+      // One ended by the gap's start: the other alone.
+      {0.3, 0.9, 1.7, 4.1, {{2, 1.7, 4.1}}, 4.1 - 1.7},
+      // One starting after the gap (an empty part of it): the other alone.
+      {4.2, 4.5, 1.7, 4.1, {{2, 1.7, 4.1}}, 4.1 - 1.7},
+      {1.7, 4.1, 4.2, 4.5, {{1, 1.7, 4.1}}, 4.1 - 1.7},
+  };
+  for (const Case& c : cases) {
+    INFO(c.b1 << " " << c.e1 << " " << c.b2 << " " << c.e2);
+    const RankReport two = gap_with_collectives(c.b1, c.e1, c.b2, c.e2, false);
+    CHECK(two.tp_exposed_pieces == c.pieces);
+    CHECK(two.tp_exposed_s == c.tp_s);
+    CHECK(two.busy_s == 1.0 + (5 - 4.1));
+    // A third collective, starting after the gap, adds nothing but takes the general path.
+    const RankReport three = gap_with_collectives(c.b1, c.e1, c.b2, c.e2, true);
+    CHECK(three.tp_exposed_pieces == two.tp_exposed_pieces);
+    CHECK(three.tp_exposed_s == two.tp_exposed_s);
+    CHECK(three.pp_idle_s == two.pp_idle_s);
+  }
+}

@@ -55,8 +55,16 @@ class IdleAttribution {
     double busy = 0, opt = 0, tp = 0, dp = 0, off = 0, prev_end = 0;
     out.tp_exposed_pieces.clear();
     pieces_ = &out.tp_exposed_pieces;
-    for (int k = dag_.stream_begin[cs]; k < dag_.stream_begin[cs + 1]; ++k) {
+    const int stream_end = dag_.stream_begin[cs + 1];
+    for (int k = dag_.stream_begin[cs]; k < stream_end; ++k) {
       const int x = dag_.stream_ops[k];
+      // The records of the ops a few ahead, and of the ops just before them (their collectives,
+      // met in the gap's walk-back): a read of a record not in cache is most of this pass.
+      if (k + kAhead < stream_end) {
+        const int ahead = dag_.stream_ops[k + kAhead];
+        __builtin_prefetch(&dag_.ops[ahead]);
+        if (ahead > 0) __builtin_prefetch(&dag_.ops[ahead - 1]);
+      }
       const double s = t_.start_s[x];
       if (s > prev_end) {
         roots_.clear();
@@ -103,14 +111,20 @@ class IdleAttribution {
     tp_iv_.clear();
     dp_only_.clear();
     copy_iv_.clear();
-    stack_.assign(roots_.begin(), roots_.end());
+    // An op that ended by g0 is neither counted nor followed: it is left off the stack (most
+    // ops met, the compute ops feeding X and finished sends, are such), unmarked, which changes
+    // nothing but how often it is looked at.
+    const double* end = t_.end_s.data();
+    stack_.clear();
+    for (const int y : roots_)
+      if (end[y] > g0) stack_.push_back(y);
     while (!stack_.empty()) {
       const int y = stack_.back();
       stack_.pop_back();
       if (mark_[y] == generation_) continue;
       mark_[y] = generation_;
       const DagOp& op = dag_.ops[y];
-      if (op.rank != r || op.stream == StreamKind::Compute || t_.end_s[y] <= g0) continue;
+      if (op.rank != r || op.stream == StreamKind::Compute) continue;
       const std::pair<double, double> iv{std::max(t_.start_s[y], g0), std::min(t_.end_s[y], g1)};
       if (op.kind == OpKind::Collective) {
         tp_iv_.push_back(iv);
@@ -121,10 +135,20 @@ class IdleAttribution {
         copy_iv_.push_back(iv);
       }
       // Ops visited already would be popped and skipped: they are not pushed.
-      for (int j = dag_.pred_begin[y]; j < dag_.pred_begin[y + 1]; ++j)
-        if (mark_[dag_.preds[j]] != generation_) stack_.push_back(dag_.preds[j]);
+      for (int j = dag_.pred_begin[y]; j < dag_.pred_begin[y + 1]; ++j) {
+        const int p = dag_.preds[j];
+        if (end[p] > g0 && mark_[p] != generation_) stack_.push_back(p);
+      }
       const int prev = dag_.stream_prev[y];
-      if (prev >= 0 && mark_[prev] != generation_) stack_.push_back(prev);
+      if (prev >= 0 && end[prev] > g0 && mark_[prev] != generation_) stack_.push_back(prev);
+    }
+    if (tp_iv_.size() <= 2 && dp_only_.empty() && copy_iv_.empty()) {
+      // The common gaps: one collective or none, or two (one queued behind the other). The same
+      // pieces and sums as the general case below.
+      if (tp_iv_.size() == 1) one_collective(tp_iv_[0], tp_ops_[0], tp);
+      if (tp_iv_.size() == 2) two_collectives(tp);
+      tp_ops_.clear();
+      return;
     }
     // Precedence TP, then DP, then copies: each category is its union minus the ones before.
     // The TP union is recorded piece by piece (its collectives) before the sort below.
@@ -151,6 +175,42 @@ class IdleAttribution {
     tp += t;
     dp += td - t;
     off += all - td;
+  }
+
+  // A piece [b, e) of collective y, joined to the one before when it continues it.
+  void piece(int y, double b, double e) {
+    std::vector<ExposedPiece>& out = *pieces_;
+    if (!out.empty() && out.back().op == y && out.back().end_s == b)
+      out.back().end_s = e;
+    else
+      out.push_back({y, b, e});
+  }
+
+  // split_among_collectives and union_length for a single interval [b, e) of collective y.
+  void one_collective(std::pair<double, double> iv, int y, double& tp) {
+    const auto [b, e] = iv;
+    if (e <= b) return;
+    piece(y, b, e);
+    tp += e - b;
+  }
+
+  // The same for the two intervals of tp_iv_: the one that started first (the lower op on a
+  // tie) holds all of its own; the other what lies after it. The union adds one length when
+  // they overlap or touch, else the two lengths in start order.
+  void two_collectives(double& tp) {
+    auto [pb, pe] = tp_iv_[0];
+    auto [qb, qe] = tp_iv_[1];
+    int p = tp_ops_[0], q = tp_ops_[1];
+    if (qe <= qb) return one_collective(tp_iv_[0], p, tp);
+    if (pe <= pb) return one_collective(tp_iv_[1], q, tp);
+    if (qb < pb || (qb == pb && q < p)) {
+      std::swap(pb, qb);
+      std::swap(pe, qe);
+      std::swap(p, q);
+    }
+    piece(p, pb, pe);
+    if (qe > pe) piece(q, std::max(qb, pe), qe);
+    tp += qb <= pe ? std::max(pe, qe) - pb : (pe - pb) + (qe - qb);
   }
 
   // The union of this gap's collective intervals, each elementary segment given to the collective
@@ -182,6 +242,7 @@ class IdleAttribution {
     }
   }
 
+  static constexpr int kAhead = 8;  // how many compute ops ahead the pass prefetches
   std::vector<int> tp_ops_;
   const Dag& dag_;
   const Timeline& t_;
@@ -205,9 +266,17 @@ std::vector<int> critical_ops(const Dag& dag, const Timeline& t) {
   }
   std::vector<int> path;
   if (n == 0) return path;
+  // The lowest index among the latest ends: the latest end first, in four independent maxima
+  // (one running maximum waits on each comparison before the next), then its first op.
+  const double* end = t.end_s.data();
+  double m[4] = {end[0], end[0], end[0], end[0]};
+  int i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int k = 0; k < 4; ++k) m[k] = end[i + k] > m[k] ? end[i + k] : m[k];
+  for (; i < n; ++i) m[0] = end[i] > m[0] ? end[i] : m[0];
+  const double latest = std::max(std::max(m[0], m[1]), std::max(m[2], m[3]));
   int last = 0;
-  for (int i = 1; i < n; ++i)
-    if (t.end_s[i] > t.end_s[last]) last = i;
+  while (last + 1 < n && end[last] != latest) ++last;
   for (int i = last; i >= 0; i = t.critical_pred[i]) path.push_back(i);
   std::reverse(path.begin(), path.end());
   return path;
@@ -283,11 +352,27 @@ void static_parts(const CostModel& cost, const Schedule& schedule, int r, RankRe
                     rr.static_fixed_bytes;
 }
 
-// Total time of the TP collectives, all ranks.
+// Total time of the TP collectives, all ranks, added in op order.
 double tp_collective_s(const Dag& dag, const Timeline& t) {
+  // The collectives are the ops of the tp streams (OpKind::Collective). Lowering lists them in
+  // op order there, rank after rank; then the sum along those streams adds the same terms in the
+  // same order as a pass over every op, without reading every op record (a tenth of the report).
   double total = 0;
-  for (int i = 0; i < dag.size(); ++i)
-    if (dag.ops[i].kind == OpKind::Collective) total += t.end_s[i] - t.start_s[i];
+  int prev = -1;
+  for (int r = 0; r < dag.pp; ++r) {
+    const int s = dag.stream_id(r, StreamKind::Tp);
+    for (int k = dag.stream_begin[s]; k < dag.stream_begin[s + 1]; ++k) {
+      const int i = dag.stream_ops[k];
+      if (i < prev) {
+        total = 0;
+        for (int j = 0; j < dag.size(); ++j)
+          if (dag.ops[j].kind == OpKind::Collective) total += t.end_s[j] - t.start_s[j];
+        return total;
+      }
+      prev = i;
+      total += t.end_s[i] - t.start_s[i];
+    }
+  }
   return total;
 }
 
