@@ -25,9 +25,14 @@ class DagBuilder {
   // `to` waits for `from`; from < 0 (no op) is ignored. Duplicates are removed by finish().
   void add_dependency(int from, int to) {
     if (from < 0) return;
-    if (to == static_cast<int>(dag_.ops.size()) - 1)
+    if (to == static_cast<int>(dag_.ops.size()) - 1) {
+      // The same input twice in a row (a synchronous collective is both the unit's input and
+      // pending on the rank) is kept once.
+      if (dag_.preds.size() > static_cast<std::size_t>(dag_.pred_begin.back()) &&
+          dag_.preds.back() == from)
+        return;
       dag_.preds.push_back(from);
-    else
+    } else
       late_.emplace_back(from, to);
   }
   // The last op added on (rank, stream), -1 if none.
