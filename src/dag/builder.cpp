@@ -3,19 +3,22 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <functional>
 
 namespace braid::dag_build {
 
 namespace {
 
-// Predecessor lists hold one to a few entries, nearly always in order already (checked first):
-// insertion sort, then unique.
-std::int32_t* sort_unique(std::int32_t* b, std::int32_t* e) {
-  if (e - b < 2 || std::adjacent_find(b, e, std::greater_equal<>()) == e) return e;
+// Predecessor lists hold one to a few entries, nearly always in order already (checked first,
+// inline): insertion sort, then unique.
+std::int32_t* sort_unique_slow(std::int32_t* b, std::int32_t* e) {
   for (std::int32_t* i = b + 1; i < e; ++i)
     for (std::int32_t* j = i; j > b && j[-1] > j[0]; --j) std::swap(j[-1], j[0]);
   return std::unique(b, e);
+}
+inline std::int32_t* sort_unique(std::int32_t* b, std::int32_t* e) {
+  for (const std::int32_t* i = b + 1; i < e; ++i)
+    if (i[-1] >= i[0]) return sort_unique_slow(b, e);
+  return e;
 }
 
 }  // namespace
@@ -93,9 +96,11 @@ void DagBuilder::merge_late() {
     old_end = old_begin;
     if (l == 0 || late_[l - 1].second != i) {
       // No late edge: the list moves up as a whole (not at all while nothing was left out).
-      const std::size_t len = static_cast<std::size_t>(e - b);
-      w -= len;
-      if (p + w != b) std::copy_backward(b, e, p + w + len);
+      // By hand: a call to memmove would cost more than the one or two entries it moves.
+      if (p + w == e)
+        w = static_cast<std::size_t>(b - p);
+      else
+        while (e > b) p[--w] = *--e;
       d.pred_begin[i] = static_cast<std::int32_t>(w);
       continue;
     }
@@ -302,16 +307,17 @@ void DagBuilder::finish(bool fold) {
   if (fold && untimed_off_compute_ > 0) fold_zero_time();
   Dag& d = dag_;
   const int n = d.size();
-  d.succ_begin.assign(n + 1, 0);
-  for (const std::int32_t p : d.preds) ++d.succ_begin[p + 1];
-  for (int i = 0; i < n; ++i) d.succ_begin[i + 1] += d.succ_begin[i];
+  // Counted one place up, summed, then each op's start (at p + 1) is its fill position: once
+  // filled it is the next op's start, and the array, its last place dropped, is succ_begin.
+  d.succ_begin.assign(n + 2, 0);
+  std::int32_t* at = d.succ_begin.data();
+  for (const std::int32_t p : d.preds) ++at[p + 2];
+  for (int i = 0; i < n; ++i) at[i + 2] += at[i + 1];
   d.succs.resize(d.preds.size());
-  {
-    std::vector<std::int32_t> fill(d.succ_begin.begin(), d.succ_begin.end() - 1);
-    for (int i = 0; i < n; ++i)
-      for (int j = d.pred_begin[i]; j < d.pred_begin[i + 1]; ++j)
-        d.succs[fill[d.preds[j]]++] = i;  // ascending i: successors come out sorted
-  }
+  for (int i = 0; i < n; ++i)
+    for (int j = d.pred_begin[i]; j < d.pred_begin[i + 1]; ++j)
+      d.succs[at[d.preds[j] + 1]++] = i;  // ascending i: successors come out sorted
+  d.succ_begin.pop_back();
 
   // Stream order from the per-stream counts and each op's stream, kept aside as ops arrive, so
   // that the op records are not read again.
