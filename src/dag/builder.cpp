@@ -32,8 +32,11 @@ DagBuilder::DagBuilder(Dag& dag, int ranks, std::size_t ops_hint)
   dag_.stream_prev.reserve(ops_hint);
   stream_.reserve(ops_hint);
   dag_.pred_begin.reserve(ops_hint + 1);
-  dag_.preds.reserve(ops_hint + ops_hint / 4);
+  // A DAG being re-timed (lowered before, nothing added to it) keeps its lists.
+  if (dag_.ops.empty()) dag_.preds.resize(ops_hint + ops_hint / 4);
 }
+
+void DagBuilder::grow_preds() { dag_.preds.resize(dag_.preds.size() * 2 + 16); }
 
 int DagBuilder::add_op(const DagOp& op, int rank, int instruction) {
   const int id = static_cast<int>(dag_.ops.size());
@@ -44,7 +47,7 @@ int DagBuilder::add_op(const DagOp& op, int rank, int instruction) {
   last_[stream] = id;
   ++count_[stream];
   untimed_off_compute_ += !(op.duration_s > 0) && op.stream != StreamKind::Compute;
-  dag_.pred_begin.push_back(static_cast<std::int32_t>(dag_.preds.size()));
+  dag_.pred_begin.push_back(static_cast<std::int32_t>(own_preds_));
   DagOp& added = dag_.ops.emplace_back(op);
   added.rank = static_cast<std::int16_t>(rank);  // pp <= kMaxPp
   added.instruction = instruction;
@@ -80,7 +83,7 @@ void sort_by_target(std::vector<std::pair<std::int32_t, std::int32_t>>& late, in
 void DagBuilder::merge_late() {
   Dag& d = dag_;
   const int n = d.size();
-  const std::size_t own = d.preds.size();
+  const std::size_t own = own_preds_;
   d.pred_begin.push_back(static_cast<std::int32_t>(own));
   sort_by_target(late_, n);
   d.preds.resize(own + late_.size());
