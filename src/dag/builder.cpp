@@ -32,11 +32,16 @@ DagBuilder::DagBuilder(Dag& dag, int ranks, std::size_t ops_hint)
   dag_.stream_prev.reserve(ops_hint);
   stream_.reserve(ops_hint);
   dag_.pred_begin.reserve(ops_hint + 1);
-  // A DAG being re-timed (lowered before, nothing added to it) keeps its lists.
-  if (dag_.ops.empty()) dag_.preds.resize(ops_hint + ops_hint / 4);
+  dag_.preds.reserve(ops_hint + ops_hint / 4);
 }
 
-void DagBuilder::grow_preds() { dag_.preds.resize(dag_.preds.size() * 2 + 16); }
+// Within the reservation a few pages at a time, so that no more of it is touched than is used
+// (a large run's peak memory), then by doubling.
+void DagBuilder::grow_preds() {
+  constexpr std::size_t kStep = 4096;
+  const std::size_t size = dag_.preds.size(), capacity = dag_.preds.capacity();
+  dag_.preds.resize(size < capacity ? std::min(capacity, size + kStep) : size * 2 + kStep);
+}
 
 int DagBuilder::add_op(const DagOp& op, int rank, int instruction) {
   const int id = static_cast<int>(dag_.ops.size());

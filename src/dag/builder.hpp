@@ -54,8 +54,8 @@ class DagBuilder {
   std::vector<std::int32_t> count_;   // ops per (rank, stream)
   std::vector<std::int32_t> stream_;  // per op: its (rank, stream)
   std::vector<std::pair<std::int32_t, std::int32_t>> late_;
-  // Entries of dag.preds in use while ops are added: the array is sized ahead and filled by
-  // index, so that adding an edge is a store and a compare, not a call to push_back.
+  // Entries of dag.preds in use while ops are added: the array is sized ahead (grow_preds) and
+  // filled by index, so that adding an edge is a store and a compare, not a call to push_back.
   std::size_t own_preds_ = 0;
   int untimed_off_compute_ = 0;  // ops that take no time, off the compute stream
 };
