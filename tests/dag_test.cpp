@@ -466,3 +466,38 @@ TEST_CASE("re-timing refuses a DAG of another structure and the caller lowers af
   CHECK(memo.schedule == &zb.schedule);
   check_same_dag(other, fresh);
 }
+
+// ---- the builder's index arrays -------------------------------------------------------------
+
+TEST_CASE("every dependency list is sorted without duplicates and the successors mirror it",
+          "[dag]") {
+  // Real costs (synchronous collectives give an op the same input twice, cross-stage edges arrive
+  // after their target) and uniform ones, with and without the fold.
+  for (const char* name : {"1f1b", "1f1b-i", "zb-v", "stp", "dualpipe-v", "stp-offload"})
+    for (const bool fold : {false, true}) {
+      INFO(name << (fold ? ", folded" : ""));
+      const Lowered l = lowered(name, sized(2, 2048, 1, 4));
+      LowerOptions options;
+      options.fold_zero_time = fold;
+      const Dag dag = lower(l.schedule, l.cost, options);
+      REQUIRE(dag.pred_begin.size() == dag.ops.size() + 1);
+      REQUIRE(dag.pred_begin.front() == 0);
+      REQUIRE(dag.pred_begin.back() == dag.edges());
+      std::vector<std::vector<int>> succs(dag.ops.size());
+      int cross_rank = 0;
+      for (int i = 0; i < dag.size(); ++i)
+        for (int j = dag.pred_begin[i]; j < dag.pred_begin[i + 1]; ++j) {
+          const int p = dag.preds[j];
+          REQUIRE(p >= 0);
+          REQUIRE(p < dag.size());
+          REQUIRE(p != i);
+          if (j > dag.pred_begin[i]) REQUIRE(dag.preds[j - 1] < p);
+          succs[p].push_back(i);
+          cross_rank += dag.ops[p].rank != dag.ops[i].rank;
+        }
+      CHECK(cross_rank > 0);  // the edges added after their target are there
+      for (int i = 0; i < dag.size(); ++i)
+        CHECK(std::vector<int>(dag.succs.begin() + dag.succ_begin[i],
+                               dag.succs.begin() + dag.succ_begin[i + 1]) == succs[i]);
+    }
+}

@@ -8,11 +8,17 @@ namespace braid::dag_build {
 
 namespace {
 
-// Predecessor lists hold one to a few entries: insertion sort, then unique.
-std::int32_t* sort_unique(std::int32_t* b, std::int32_t* e) {
+// Predecessor lists hold one to a few entries, nearly always in order already (checked first,
+// inline): insertion sort, then unique.
+std::int32_t* sort_unique_slow(std::int32_t* b, std::int32_t* e) {
   for (std::int32_t* i = b + 1; i < e; ++i)
     for (std::int32_t* j = i; j > b && j[-1] > j[0]; --j) std::swap(j[-1], j[0]);
   return std::unique(b, e);
+}
+inline std::int32_t* sort_unique(std::int32_t* b, std::int32_t* e) {
+  for (const std::int32_t* i = b + 1; i < e; ++i)
+    if (i[-1] >= i[0]) return sort_unique_slow(b, e);
+  return e;
 }
 
 }  // namespace
@@ -29,6 +35,14 @@ DagBuilder::DagBuilder(Dag& dag, int ranks, std::size_t ops_hint)
   dag_.preds.reserve(ops_hint + ops_hint / 4);
 }
 
+// Within the reservation a few pages at a time, so that no more of it is touched than is used
+// (a large run's peak memory), then by doubling.
+void DagBuilder::grow_preds() {
+  constexpr std::size_t kStep = 4096;
+  const std::size_t size = dag_.preds.size(), capacity = dag_.preds.capacity();
+  dag_.preds.resize(size < capacity ? std::min(capacity, size + kStep) : size * 2 + kStep);
+}
+
 int DagBuilder::add_op(const DagOp& op, int rank, int instruction) {
   const int id = static_cast<int>(dag_.ops.size());
   const std::size_t stream =
@@ -38,53 +52,91 @@ int DagBuilder::add_op(const DagOp& op, int rank, int instruction) {
   last_[stream] = id;
   ++count_[stream];
   untimed_off_compute_ += !(op.duration_s > 0) && op.stream != StreamKind::Compute;
-  dag_.pred_begin.push_back(static_cast<std::int32_t>(dag_.preds.size()));
+  dag_.pred_begin.push_back(static_cast<std::int32_t>(own_preds_));
   DagOp& added = dag_.ops.emplace_back(op);
   added.rank = static_cast<std::int16_t>(rank);  // pp <= kMaxPp
   added.instruction = instruction;
   return id;
 }
 
+namespace {
+
+// Orders `late` by target, stably (least significant digit first, 11 bits a pass; a list
+// already in order is left as it is). `n`: the op count, above every target.
+void sort_by_target(std::vector<std::pair<std::int32_t, std::int32_t>>& late, int n) {
+  if (std::is_sorted(late.begin(), late.end(),
+                     [](const auto& a, const auto& b) { return a.second < b.second; }))
+    return;
+  constexpr int kBits = 11;
+  constexpr std::size_t kBuckets = std::size_t{1} << kBits;
+  std::vector<std::pair<std::int32_t, std::int32_t>> out(late.size());
+  for (int shift = 0; shift == 0 || ((n - 1) >> shift) > 0; shift += kBits) {
+    std::vector<std::size_t> at(kBuckets + 1, 0);
+    for (const auto& e : late) ++at[((e.second >> shift) & (kBuckets - 1)) + 1];
+    for (std::size_t b = 0; b < kBuckets; ++b) at[b + 1] += at[b];
+    for (const auto& e : late) out[at[(e.second >> shift) & (kBuckets - 1)]++] = e;
+    late.swap(out);
+  }
+}
+
+}  // namespace
+
+// Each op's list sorted and deduplicated, with its late edges merged in, in place: from the last
+// op down, every list is written at the end of what is still free (a list moves up by at most the
+// late edges of the ops up to it, so it never overwrites one not yet read), then all move down
+// over the room the duplicates left.
 void DagBuilder::merge_late() {
   Dag& d = dag_;
   const int n = d.size();
-  d.pred_begin.push_back(static_cast<std::int32_t>(d.preds.size()));
-  if (late_.empty()) {
-    // In place: each list shrinks or stays, and is moved down over the gaps of earlier ones.
-    std::int32_t out = 0;
-    for (int i = 0; i < n; ++i) {
-      std::int32_t* b = d.preds.data() + d.pred_begin[i];
-      std::int32_t* e = sort_unique(b, d.preds.data() + d.pred_begin[i + 1]);
-      d.pred_begin[i] = out;
-      for (const std::int32_t* x = b; x < e; ++x) d.preds[out++] = *x;
+  const std::size_t own = own_preds_;
+  d.pred_begin.push_back(static_cast<std::int32_t>(own));
+  sort_by_target(late_, n);
+  d.preds.resize(own + late_.size());
+  std::int32_t* p = d.preds.data();
+  std::size_t w = d.preds.size();  // where the list written next ends
+  std::size_t l = late_.size();    // the late edges of ops up to i: late_[0, l)
+  std::int32_t old_end = d.pred_begin[n];
+  std::vector<std::int32_t> extra;
+  for (int i = n - 1; i >= 0; --i) {
+    const std::int32_t old_begin = d.pred_begin[i];
+    std::int32_t* b = p + old_begin;
+    std::int32_t* e = sort_unique(b, p + old_end);
+    old_end = old_begin;
+    if (l == 0 || late_[l - 1].second != i) {
+      // No late edge: the list moves up as a whole (not at all while nothing was left out).
+      // By hand: a call to memmove would cost more than the one or two entries it moves.
+      if (p + w == e)
+        w = static_cast<std::size_t>(b - p);
+      else
+        while (e > b) p[--w] = *--e;
+      d.pred_begin[i] = static_cast<std::int32_t>(w);
+      continue;
     }
-    d.pred_begin[n] = out;
-    d.preds.resize(out);
-  } else {
-    // The late edges by target (counting sort), merged with each op's own list.
-    std::vector<std::int32_t> late_begin(n + 1, 0), late(late_.size());
-    for (const auto& e : late_) ++late_begin[e.second + 1];
-    for (int i = 0; i < n; ++i) late_begin[i + 1] += late_begin[i];
-    {
-      std::vector<std::int32_t> fill(late_begin.begin(), late_begin.end() - 1);
-      for (const auto& e : late_) late[fill[e.second]++] = e.first;
+    extra.clear();
+    for (; l > 0 && late_[l - 1].second == i; --l) extra.push_back(late_[l - 1].first);
+    const auto x_end = sort_unique(extra.data(), extra.data() + extra.size());
+    // Backward merge of [b, e) and extra into the room ending at w, one copy of each.
+    const std::int32_t* x = x_end;
+    while (e > b || x > extra.data()) {
+      std::int32_t v;
+      if (x == extra.data() || (e > b && e[-1] >= x[-1])) {
+        v = *--e;
+        if (x > extra.data() && x[-1] == v) --x;
+      } else {
+        v = *--x;
+      }
+      p[--w] = v;
     }
-    std::vector<std::int32_t> preds;
-    preds.reserve(d.preds.size() + late.size());
-    for (int i = 0; i < n; ++i) {
-      const std::size_t at = preds.size();
-      preds.insert(preds.end(), d.preds.begin() + d.pred_begin[i],
-                   d.preds.begin() + d.pred_begin[i + 1]);
-      preds.insert(preds.end(), late.begin() + late_begin[i], late.begin() + late_begin[i + 1]);
-      std::int32_t* e = sort_unique(preds.data() + at, preds.data() + preds.size());
-      preds.resize(static_cast<std::size_t>(e - preds.data()));
-      d.pred_begin[i] = static_cast<std::int32_t>(at);
-    }
-    d.pred_begin[n] = static_cast<std::int32_t>(preds.size());
-    d.preds = std::move(preds);
-    late_.clear();
-    late_.shrink_to_fit();
+    d.pred_begin[i] = static_cast<std::int32_t>(w);
   }
+  if (w > 0) {
+    std::copy(p + w, p + d.preds.size(), p);
+    for (int i = 0; i < n; ++i) d.pred_begin[i] -= static_cast<std::int32_t>(w);
+    d.preds.resize(d.preds.size() - w);
+  }
+  d.pred_begin[n] = static_cast<std::int32_t>(d.preds.size());
+  late_.clear();
+  late_.shrink_to_fit();
 }
 
 // Zero-time ops (LowerOptions::fold_zero_time). An op z that takes no time ends when the last of
@@ -263,16 +315,17 @@ void DagBuilder::finish(bool fold) {
   if (fold && untimed_off_compute_ > 0) fold_zero_time();
   Dag& d = dag_;
   const int n = d.size();
-  d.succ_begin.assign(n + 1, 0);
-  for (const std::int32_t p : d.preds) ++d.succ_begin[p + 1];
-  for (int i = 0; i < n; ++i) d.succ_begin[i + 1] += d.succ_begin[i];
+  // Counted one place up, summed, then each op's start (at p + 1) is its fill position: once
+  // filled it is the next op's start, and the array, its last place dropped, is succ_begin.
+  d.succ_begin.assign(n + 2, 0);
+  std::int32_t* at = d.succ_begin.data();
+  for (const std::int32_t p : d.preds) ++at[p + 2];
+  for (int i = 0; i < n; ++i) at[i + 2] += at[i + 1];
   d.succs.resize(d.preds.size());
-  {
-    std::vector<std::int32_t> fill(d.succ_begin.begin(), d.succ_begin.end() - 1);
-    for (int i = 0; i < n; ++i)
-      for (int j = d.pred_begin[i]; j < d.pred_begin[i + 1]; ++j)
-        d.succs[fill[d.preds[j]]++] = i;  // ascending i: successors come out sorted
-  }
+  for (int i = 0; i < n; ++i)
+    for (int j = d.pred_begin[i]; j < d.pred_begin[i + 1]; ++j)
+      d.succs[at[d.preds[j] + 1]++] = i;  // ascending i: successors come out sorted
+  d.succ_begin.pop_back();
 
   // Stream order from the per-stream counts and each op's stream, kept aside as ops arrive, so
   // that the op records are not read again.

@@ -25,9 +25,15 @@ class DagBuilder {
   // `to` waits for `from`; from < 0 (no op) is ignored. Duplicates are removed by finish().
   void add_dependency(int from, int to) {
     if (from < 0) return;
-    if (to == static_cast<int>(dag_.ops.size()) - 1)
-      dag_.preds.push_back(from);
-    else
+    if (to == static_cast<int>(dag_.ops.size()) - 1) {
+      // The same input twice in a row (a synchronous collective is both the unit's input and
+      // pending on the rank) is kept once.
+      if (own_preds_ > static_cast<std::size_t>(dag_.pred_begin.back()) &&
+          dag_.preds[own_preds_ - 1] == from)
+        return;
+      if (own_preds_ == dag_.preds.size()) grow_preds();
+      dag_.preds[own_preds_++] = from;
+    } else
       late_.emplace_back(from, to);
   }
   // The last op added on (rank, stream), -1 if none.
@@ -39,6 +45,7 @@ class DagBuilder {
   void finish(bool fold = false);
 
  private:
+  void grow_preds();
   void merge_late();
   void fold_zero_time();
   Dag& dag_;
@@ -47,6 +54,9 @@ class DagBuilder {
   std::vector<std::int32_t> count_;   // ops per (rank, stream)
   std::vector<std::int32_t> stream_;  // per op: its (rank, stream)
   std::vector<std::pair<std::int32_t, std::int32_t>> late_;
+  // Entries of dag.preds in use while ops are added: the array is sized ahead (grow_preds) and
+  // filled by index, so that adding an edge is a store and a compare, not a call to push_back.
+  std::size_t own_preds_ = 0;
   int untimed_off_compute_ = 0;  // ops that take no time, off the compute stream
 };
 

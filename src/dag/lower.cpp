@@ -381,7 +381,8 @@ class Lowerer final : public detail::StepEmitter {
            a.side == b.side && a.vision == b.vision && a.recompute == b.recompute;
   }
   // Every dependency must be in the DAG's (sorted) list already; each one found is marked.
-  void check_dependency(int from, int to) {
+  // Out of line, so that edge() stays small enough to be inlined where the ops are emitted.
+  [[gnu::noinline]] void check_dependency(int from, int to) {
     if (from < 0) return;
     if (from >= retimed_ || to < 0 || to >= retimed_) throw Mismatch{};
     const auto b = dag_.preds.begin() + dag_.pred_begin[to];
