@@ -152,7 +152,7 @@ class IdleAttribution {
     }
     // Precedence TP, then DP, then copies: each category is its union minus the ones before.
     // The TP union is recorded piece by piece (its collectives) before the sort below.
-    split_among_collectives(*pieces_);
+    split_among_collectives();
     tp_ops_.clear();
     // The DP union is over the collectives and the DP sync ops, the last over those and the
     // copies. The union sorts its intervals first, so the order they are gathered in changes
@@ -215,7 +215,7 @@ class IdleAttribution {
 
   // The union of this gap's collective intervals, each elementary segment given to the collective
   // that covers it and started first (tp_iv_ and tp_ops_ are parallel, before sorting).
-  void split_among_collectives(std::vector<ExposedPiece>& out) {
+  void split_among_collectives() {
     std::vector<double>& xs = xs_;  // kept between gaps: no allocation per gap
     xs.clear();
     for (const auto& [b, e] : tp_iv_) {
@@ -234,11 +234,7 @@ class IdleAttribution {
             (b == tp_iv_[holder].first && tp_ops_[i] < tp_ops_[holder]))
           holder = static_cast<int>(i);
       }
-      if (holder < 0) continue;
-      if (!out.empty() && out.back().op == tp_ops_[holder] && out.back().end_s == xs[k])
-        out.back().end_s = xs[k + 1];
-      else
-        out.push_back({tp_ops_[holder], xs[k], xs[k + 1]});
+      if (holder >= 0) piece(tp_ops_[holder], xs[k], xs[k + 1]);
     }
   }
 
