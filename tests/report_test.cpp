@@ -429,3 +429,71 @@ TEST_CASE("two collectives in one gap: the first started holds its own, the othe
     CHECK(three.pp_idle_s == two.pp_idle_s);
   }
 }
+
+namespace {
+
+// Rank 0 of two: compute ops 0 [0, 1), 1 [5, 6) and 2 [10, 11); before ops 1 and 2 a chain of
+// `chain` collectives each (tp stream order, 1/16 long from the gap's start: 2.5 for 40), and a
+// DP sync op on [1, 10) that both wait for.
+RankReport long_gaps(int chain) {
+  Dag dag;
+  dag.pp = 2;
+  const int dp = 3, first = 4, n = first + 2 * chain;
+  dag.ops.resize(n);
+  Timeline t;
+  t.start_s = {0, 5, 10, 1};
+  t.end_s = {1, 6, 11, 10};
+  dag.ops[dp].kind = OpKind::DpSync;
+  dag.ops[dp].stream = StreamKind::Dp;
+  std::vector<int> tp_ops;
+  for (int g = 0; g < 2; ++g)
+    for (int k = 0; k < chain; ++k) {
+      const int i = first + g * chain + k;
+      dag.ops[i].kind = OpKind::Collective;
+      dag.ops[i].stream = StreamKind::Tp;
+      const double b = (g == 0 ? 1 : 6) + k / 16.0;
+      t.start_s.push_back(b);
+      t.end_s.push_back(b + 1 / 16.0);
+      tp_ops.push_back(i);
+    }
+  // Op 1 waits for the last collective of the first chain and the DP op, op 2 for the second's.
+  dag.pred_begin = {0, 0, 2};
+  dag.preds = {dp, first + chain - 1, dp, n - 1};
+  dag.pred_begin.push_back(4);
+  dag.pred_begin.resize(n + 1, 4);
+  dag.stream_begin.assign(2 * kStreamsPerRank + 1, n);
+  dag.stream_begin[0] = 0;
+  dag.stream_begin[1] = 3;
+  dag.stream_begin[2] = 3 + 2 * chain;  // tp
+  dag.stream_begin[3] = 3 + 2 * chain;
+  for (int s = 3; s <= 6; ++s) dag.stream_begin[s] = 3 + 2 * chain;
+  dag.stream_begin[7] = n;  // dp holds op 3, then rank 1 has none
+  dag.stream_ops = {0, 1, 2};
+  dag.stream_ops.insert(dag.stream_ops.end(), tp_ops.begin(), tp_ops.end());
+  dag.stream_ops.push_back(dp);
+  dag.stream_prev.assign(n, -1);
+  dag.stream_prev[1] = 0;
+  dag.stream_prev[2] = 1;
+  for (std::size_t k = 1; k < tp_ops.size(); ++k) dag.stream_prev[tp_ops[k]] = tp_ops[k - 1];
+  t.iteration_time_s = 11;
+  std::vector<RankReport> ranks;
+  attribute_idle(dag, t, ranks);
+  return ranks[0];
+}
+
+}  // namespace
+
+// A gap's walk keeps the ops it met in a short list, then, past a few dozen, in per-op marks:
+// every op met once per gap in both, and an op met by an earlier gap (the DP op) met again.
+TEST_CASE("gaps that meet many ops attribute as gaps that meet few", "[report]") {
+  for (const int chain : {2, 40}) {
+    INFO("collectives per gap: " << chain);
+    const RankReport r = long_gaps(chain);
+    const double tp = chain / 16.0;
+    CHECK(r.busy_s == 3);
+    CHECK(r.tp_exposed_s == 2 * tp);
+    CHECK(r.dp_exposed_s == 2 * (4 - tp));
+    CHECK(r.pp_idle_s == 0);
+    CHECK(r.tp_exposed_pieces.size() == static_cast<std::size_t>(2 * chain));
+  }
+}

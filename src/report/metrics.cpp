@@ -48,7 +48,7 @@ double union_length(std::vector<std::pair<double, double>>& iv) {
 
 class IdleAttribution {
  public:
-  IdleAttribution(const Dag& dag, const Timeline& t) : dag_(dag), t_(t), mark_(dag.ops.size(), 0) {}
+  IdleAttribution(const Dag& dag, const Timeline& t) : dag_(dag), t_(t) {}
 
   void rank(int r, RankReport& out) {
     const int cs = dag_.stream_id(r, StreamKind::Compute);
@@ -67,8 +67,8 @@ class IdleAttribution {
       }
       const double s = t_.start_s[x];
       if (s > prev_end) {
-        roots_.clear();
-        push_preds(x);
+        stack_.clear();
+        push_preds(x, prev_end);
         gap(r, prev_end, s, tp, dp, off);
       }
       (dag_.ops[x].kind == OpKind::Optimizer ? opt : busy) += t_.end_s[x] - s;
@@ -76,11 +76,11 @@ class IdleAttribution {
     }
     const double end = t_.iteration_time_s;
     if (end > prev_end) {  // drain: the iteration end waits for every op of the rank
-      roots_.clear();
+      stack_.clear();
       for (int st = 1; st < kStreamsPerRank; ++st) {
         const int sid = dag_.stream_id(r, static_cast<StreamKind>(st));
         for (int k = dag_.stream_begin[sid]; k < dag_.stream_begin[sid + 1]; ++k)
-          roots_.push_back(dag_.stream_ops[k]);
+          push_if_after(dag_.stream_ops[k], prev_end);
       }
       gap(r, prev_end, end, tp, dp, off);
     }
@@ -95,34 +95,61 @@ class IdleAttribution {
   }
 
  private:
-  void push_preds(int x) {
-    for (int j = dag_.pred_begin[x]; j < dag_.pred_begin[x + 1]; ++j)
-      roots_.push_back(dag_.preds[j]);
-    if (dag_.stream_prev[x] >= 0) roots_.push_back(dag_.stream_prev[x]);
+  // An op that ended by the gap's start g0 is neither counted nor followed: it is left off the
+  // stack (most ops met, the compute ops feeding X and finished sends, are such), unmarked, which
+  // changes nothing but how often it is looked at.
+  void push_if_after(int y, double g0) {
+    if (t_.end_s[y] > g0) stack_.push_back(y);
   }
 
-  void gap(int r, double g0, double g1, double& tp, double& dp, double& off) {
+  // The roots of the gap before compute op x: its dependencies, then its stream predecessor.
+  void push_preds(int x, double g0) {
+    for (int j = dag_.pred_begin[x]; j < dag_.pred_begin[x + 1]; ++j)
+      push_if_after(dag_.preds[j], g0);
+    if (dag_.stream_prev[x] >= 0) push_if_after(dag_.stream_prev[x], g0);
+  }
+
+  // The walk from the roots on stack_: each op once, the ops of this gap already met in seen_.
+  // Most gaps meet one to three ops, which a short list finds faster than a mark per op of the
+  // Dag (whose zeroed pages, a third of a MB in the qwen2 run, cost more than the whole search);
+  // a gap that meets more switches to the marks.
+  bool seen(int y) {
+    if (marked_) return mark_[y] == generation_;
+    for (const int v : seen_)
+      if (v == y) return true;
+    return false;
+  }
+
+  void see(int y) {
+    if (marked_) {
+      mark_[y] = generation_;
+      return;
+    }
+    seen_.push_back(y);
+    if (seen_.size() < kListed) return;
     // 16-bit marks (half the memory of 32-bit ones, next to the Dag and the Timeline at the
     // report's peak): when the generation wraps, every mark is cleared once.
+    if (mark_.empty()) mark_.assign(dag_.ops.size(), 0);
     if (++generation_ == 0) {
       std::fill(mark_.begin(), mark_.end(), std::uint16_t{0});
       generation_ = 1;
     }
+    for (const int v : seen_) mark_[v] = generation_;
+    marked_ = true;
+  }
+
+  void gap(int r, double g0, double g1, double& tp, double& dp, double& off) {
     tp_iv_.clear();
     dp_only_.clear();
     copy_iv_.clear();
-    // An op that ended by g0 is neither counted nor followed: it is left off the stack (most
-    // ops met, the compute ops feeding X and finished sends, are such), unmarked, which changes
-    // nothing but how often it is looked at.
+    seen_.clear();
+    marked_ = false;
     const double* end = t_.end_s.data();
-    stack_.clear();
-    for (const int y : roots_)
-      if (end[y] > g0) stack_.push_back(y);
     while (!stack_.empty()) {
       const int y = stack_.back();
       stack_.pop_back();
-      if (mark_[y] == generation_) continue;
-      mark_[y] = generation_;
+      if (seen(y)) continue;
+      see(y);
       const DagOp& op = dag_.ops[y];
       if (op.rank != r || op.stream == StreamKind::Compute) continue;
       const std::pair<double, double> iv{std::max(t_.start_s[y], g0), std::min(t_.end_s[y], g1)};
@@ -137,10 +164,10 @@ class IdleAttribution {
       // Ops visited already would be popped and skipped: they are not pushed.
       for (int j = dag_.pred_begin[y]; j < dag_.pred_begin[y + 1]; ++j) {
         const int p = dag_.preds[j];
-        if (end[p] > g0 && mark_[p] != generation_) stack_.push_back(p);
+        if (end[p] > g0 && !seen(p)) stack_.push_back(p);
       }
       const int prev = dag_.stream_prev[y];
-      if (prev >= 0 && end[prev] > g0 && mark_[prev] != generation_) stack_.push_back(prev);
+      if (prev >= 0 && end[prev] > g0 && !seen(prev)) stack_.push_back(prev);
     }
     if (tp_iv_.size() <= 2 && dp_only_.empty() && copy_iv_.empty()) {
       // The common gaps: one collective or none, or two (one queued behind the other). The same
@@ -238,13 +265,16 @@ class IdleAttribution {
     }
   }
 
-  static constexpr int kAhead = 8;  // how many compute ops ahead the pass prefetches
+  static constexpr int kAhead = 8;            // how many compute ops ahead the pass prefetches
+  static constexpr std::size_t kListed = 32;  // ops a gap meets before it uses the marks
   std::vector<int> tp_ops_;
   const Dag& dag_;
   const Timeline& t_;
-  std::vector<std::uint16_t> mark_;
+  std::vector<int> seen_;            // the ops this gap met, while there are fewer than kListed
+  bool marked_ = false;              // this gap met kListed ops: mark_ holds them
+  std::vector<std::uint16_t> mark_;  // per op, made by the first gap that needs it
   std::uint16_t generation_ = 0;
-  std::vector<int> roots_, stack_;
+  std::vector<int> stack_;
   std::vector<double> xs_;  // split_among_collectives' segment ends
   std::vector<std::pair<double, double>> tp_iv_, dp_iv_, all_iv_, dp_only_, copy_iv_;
   std::vector<ExposedPiece>* pieces_ = nullptr;  // the rank's tp_exposed pieces
