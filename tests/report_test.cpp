@@ -497,3 +497,46 @@ TEST_CASE("gaps that meet many ops attribute as gaps that meet few", "[report]")
     CHECK(r.tp_exposed_pieces.size() == static_cast<std::size_t>(2 * chain));
   }
 }
+
+namespace {
+
+// The critical path of a timeline whose record has no predecessors: the op that ends last alone,
+// the lowest index among equal ends. Op i takes (i + 1) / 16, so the path's wait names it.
+int critical_op(const std::vector<double>& ends) {
+  const int n = static_cast<int>(ends.size());
+  Dag dag;
+  dag.pp = 2;
+  dag.ops.resize(n);
+  dag.pred_begin.assign(n + 1, 0);
+  dag.stream_begin.assign(2 * kStreamsPerRank + 1, n);
+  dag.stream_begin[0] = 0;
+  Timeline t;
+  for (int i = 0; i < n; ++i) {
+    dag.stream_ops.push_back(i);
+    dag.stream_prev.push_back(i - 1);
+    t.end_s.push_back(ends[i]);
+    t.start_s.push_back(ends[i] - (i + 1) / 16.0);
+  }
+  t.critical_pred.assign(n, -1);
+  t.iteration_time_s = *std::max_element(ends.begin(), ends.end());
+  t.peak_activation_bytes = {0, 0};
+  const Report rep =
+      make_report("hand", one_f_one_b_p2_m2(), uniform_cost_model(unit_costs(), 2), dag, t);
+  REQUIRE(rep.critical_path.ops == 1);
+  const double d = t.iteration_time_s - rep.critical_path.wait_s;
+  for (int i = 0; i < n; ++i)
+    if (d == (i + 1) / 16.0) return i;
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("the critical path starts from the lowest op among the latest ends", "[report]") {
+  CHECK(critical_op({9, 1, 9}) == 0);
+  CHECK(critical_op({1, 2, 9, 3, 4, 9, 5}) == 2);
+  CHECK(critical_op({1, 9, 2, 3, 4, 9, 9, 9, 9}) == 1);
+  CHECK(critical_op({1, 2, 3, 4, 5, 6, 7, 8, 9.5}) == 8);
+  CHECK(critical_op({1, 2, 3, 4, 5, 6, 9, 7, 9}) == 6);
+  CHECK(critical_op({1, 2, 3, 9, 5, 9, 9, 9}) == 3);
+  CHECK(critical_op({4}) == 0);
+}

@@ -280,48 +280,76 @@ class IdleAttribution {
   std::vector<ExposedPiece>* pieces_ = nullptr;  // the rank's tp_exposed pieces
 };
 
+// The lowest index among the latest ends of the n ops, in one pass: four independent running
+// maxima (one waits on each comparison before the next), each with the first op that reached it
+// (a later op replaces it only with a strictly later end); then the lowest of those among the
+// latest.
+int last_ending_op(const Timeline& t, int n) {
+  const double* end = t.end_s.data();
+  double m[4] = {end[0], end[0], end[0], end[0]};
+  int at[4] = {0, 0, 0, 0};
+  int i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int k = 0; k < 4; ++k) {
+      const bool later = end[i + k] > m[k];
+      m[k] = later ? end[i + k] : m[k];
+      at[k] = later ? i + k : at[k];
+    }
+  for (; i < n; ++i) {
+    const bool later = end[i] > m[0];
+    m[0] = later ? end[i] : m[0];
+    at[0] = later ? i : at[0];
+  }
+  const double latest = std::max(std::max(m[0], m[1]), std::max(m[2], m[3]));
+  int last = n - 1;  // where no end equals the latest (a NaN first end), as the scan it replaced
+  for (int k = 0; k < 4; ++k)
+    if (m[k] == latest) last = std::min(last, at[k]);
+  return last;
+}
+
+// What the summary reads of one op of the critical path.
+struct PathStep {
+  double duration_s;
+  int rank;
+  OpKind kind;
+};
+
 // The critical path from the engine's record (Timeline::critical_pred): from the op that ends
 // last (the lowest index among equal ends) back through each op's last-ending predecessor. A
 // timeline made without that record (by hand) falls back to the longest path through the graph.
-std::vector<int> critical_ops(const Dag& dag, const Timeline& t) {
+// Each op's time, rank and kind are read as the walk meets it: those reads do not wait on each
+// other, so they overlap the walk's chain of predecessor reads instead of missing again later.
+std::vector<PathStep> critical_steps(const Dag& dag, const Timeline& t) {
   const int n = dag.size();
+  std::vector<PathStep> steps;
+  auto step = [&](int i) {
+    const DagOp& op = dag.ops[i];
+    steps.push_back({t.end_s[i] - t.start_s[i], op.rank, op.kind});
+  };
   if (static_cast<int>(t.critical_pred.size()) != n) {
     std::vector<double> duration(n);
     for (int i = 0; i < n; ++i) duration[i] = t.end_s[i] - t.start_s[i];
-    return longest_path(dag, duration);
+    for (const int i : longest_path(dag, duration)) step(i);
+    return steps;
   }
-  std::vector<int> path;
-  if (n == 0) return path;
-  // The lowest index among the latest ends: the latest end first, in four independent maxima
-  // (one running maximum waits on each comparison before the next), then its first op.
-  const double* end = t.end_s.data();
-  double m[4] = {end[0], end[0], end[0], end[0]};
-  int i = 0;
-  for (; i + 4 <= n; i += 4)
-    for (int k = 0; k < 4; ++k) m[k] = end[i + k] > m[k] ? end[i + k] : m[k];
-  for (; i < n; ++i) m[0] = end[i] > m[0] ? end[i] : m[0];
-  const double latest = std::max(std::max(m[0], m[1]), std::max(m[2], m[3]));
-  int last = 0;
-  while (last + 1 < n && end[last] != latest) ++last;
-  for (int i = last; i >= 0; i = t.critical_pred[i]) path.push_back(i);
-  std::reverse(path.begin(), path.end());
-  return path;
+  if (n == 0) return steps;
+  for (int i = last_ending_op(t, n); i >= 0; i = t.critical_pred[i]) step(i);
+  std::reverse(steps.begin(), steps.end());
+  return steps;
 }
 
 CriticalPathSummary summarize_critical_path(const Dag& dag, const Timeline& t) {
   CriticalPathSummary cp;
   cp.rank_s.assign(dag.pp, 0.0);
-  const std::vector<int> path = critical_ops(dag, t);
+  const std::vector<PathStep> path = critical_steps(dag, t);
   cp.ops = static_cast<int>(path.size());
   double covered = 0;
   // Visits: maximal runs of path ops on one rank, with their time.
   std::vector<std::pair<int, double>> visits;
-  for (int i : path) {
-    const DagOp& op = dag.ops[i];
-    const double d = t.end_s[i] - t.start_s[i];
+  for (const auto& [d, rank, kind] : path) {
     covered += d;
-    cp.rank_s[op.rank] += d;
-    switch (op.kind) {
+    cp.rank_s[rank] += d;
+    switch (kind) {
       case OpKind::Compute:
       case OpKind::Optimizer:
         cp.compute_s += d;
@@ -338,9 +366,9 @@ CriticalPathSummary summarize_critical_path(const Dag& dag, const Timeline& t) {
         cp.copy_s += d;
         break;
     }
-    if (visits.empty() || visits.back().first != op.rank) {
-      visits.emplace_back(op.rank, 0.0);
-      cp.rank_sequence.push_back(op.rank);
+    if (visits.empty() || visits.back().first != rank) {
+      visits.emplace_back(rank, 0.0);
+      cp.rank_sequence.push_back(rank);
     }
     visits.back().second += d;
   }
