@@ -54,6 +54,8 @@ class IdleAttribution {
     const int cs = dag_.stream_id(r, StreamKind::Compute);
     double busy = 0, opt = 0, tp = 0, dp = 0, off = 0, prev_end = 0;
     out.tp_exposed_pieces.clear();
+    // Ranks have about as many pieces as each other: room for the last rank's, grown from there.
+    out.tp_exposed_pieces.reserve(last_pieces_);
     pieces_ = &out.tp_exposed_pieces;
     const int stream_end = dag_.stream_begin[cs + 1];
     for (int k = dag_.stream_begin[cs]; k < stream_end; ++k) {
@@ -84,6 +86,7 @@ class IdleAttribution {
       }
       gap(r, prev_end, end, tp, dp, off);
     }
+    last_pieces_ = out.tp_exposed_pieces.size();
     out.busy_s = busy;
     out.optimizer_s = opt;
     out.tp_exposed_s = tp;
@@ -278,6 +281,7 @@ class IdleAttribution {
   std::vector<double> xs_;  // split_among_collectives' segment ends
   std::vector<std::pair<double, double>> tp_iv_, dp_iv_, all_iv_, dp_only_, copy_iv_;
   std::vector<ExposedPiece>* pieces_ = nullptr;  // the rank's tp_exposed pieces
+  std::size_t last_pieces_ = 0;                  // how many the rank before had
 };
 
 // The lowest index among the latest ends of the n ops, in one pass: four independent running
