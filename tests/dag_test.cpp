@@ -467,6 +467,51 @@ TEST_CASE("re-timing refuses a DAG of another structure and the caller lowers af
   check_same_dag(other, fresh);
 }
 
+// Instructions of one shape are lowered once and copied after (pass stamping); re-timing
+// lowers every instruction afresh and checks each op and dependency against the DAG, so a copy
+// that differs from a fresh lowering in anything fails here.
+TEST_CASE("instructions of one shape copied from the first one equal a fresh lowering of each",
+          "[dag]") {
+  Configuration sp = sized(2, 2048, 1), full = sized(2, 2048, 1);
+  sp.sp = true;  // an All-Gather before a unit, issued early inside braided blocks
+  full.recompute = Recompute::Full;
+  for (const char* name : {"1f1b", "1f1b-i", "zb-h1", "zb-v", "stp", "dualpipe-v", "stp-offload"})
+    for (const Configuration& c : {sized(2, 2048, 1), sp, full})
+      for (const P2pMode p2p : {P2pMode::Auto, P2pMode::Blocking, P2pMode::Async}) {
+        INFO(name << ", sp " << c.sp << ", recompute " << static_cast<int>(c.recompute)
+                  << ", P2P mode " << static_cast<int>(p2p));
+        const Lowered l = lowered(name, c, std::string(name) == "stp-offload" ? 0.5 : 0);
+        LowerOptions options;
+        options.p2p = p2p;
+        const Dag dag = lower(l.schedule, l.cost, options);
+        // The microbatches differ op by op between the copies of a shape.
+        int mbs = 0;
+        for (int i = 1; i < dag.size(); ++i) mbs = std::max<int>(mbs, dag.ops[i].mb);
+        CHECK(mbs == l.schedule.microbatches - 1);
+        Dag again = dag;
+        REQUIRE(retime(again, l.schedule, l.cost, options));
+        check_same_dag(again, dag);
+      }
+  // FF and FW blocks (uniform costs), each shape twice.
+  Schedule s = make("fw", 1, 1, 6, Placement::Loop, {{}});
+  s.ranks[0].instructions = {FF({0, 0, false}, {0, 1, false}),
+                             FF({0, 2, false}, {0, 3, false}),
+                             B(0, 0, true),
+                             FW({0, 4, false}, {0, 0, false}),
+                             B(0, 1, true),
+                             FW({0, 5, false}, {0, 1, false}),
+                             B(0, 2),
+                             B(0, 3),
+                             B(0, 4),
+                             B(0, 5)};
+  const CostModel uniform = uniform_cost_model(unit_costs(), 1);
+  const Dag blocks = lower(s, uniform);
+  CHECK(stream_names(blocks, 0, StreamKind::Compute)[10] == "F0.3 PreAttn L0");
+  Dag again = blocks;
+  REQUIRE(retime(again, s, uniform));
+  check_same_dag(again, blocks);
+}
+
 // ---- the builder's index arrays -------------------------------------------------------------
 
 TEST_CASE("every dependency list is sorted without duplicates and the successors mirror it",

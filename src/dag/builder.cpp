@@ -45,14 +45,8 @@ void DagBuilder::grow_preds() {
 
 int DagBuilder::add_op(const DagOp& op, int rank, int instruction) {
   const int id = static_cast<int>(dag_.ops.size());
-  const std::size_t stream =
-      static_cast<std::size_t>(rank) * kStreamsPerRank + static_cast<int>(op.stream);
-  dag_.stream_prev.push_back(last_[stream]);
-  stream_.push_back(static_cast<std::int32_t>(stream));
-  last_[stream] = id;
-  ++count_[stream];
+  note_stream(id, rank, op.stream);
   untimed_off_compute_ += !(op.duration_s > 0) && op.stream != StreamKind::Compute;
-  dag_.pred_begin.push_back(static_cast<std::int32_t>(own_preds_));
   DagOp& added = dag_.ops.emplace_back(op);
   added.rank = static_cast<std::int16_t>(rank);  // pp <= kMaxPp
   added.instruction = instruction;

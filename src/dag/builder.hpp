@@ -22,6 +22,18 @@ class DagBuilder {
   // Appends `op` with `rank` and `instruction` (its stream already set) at the end of its
   // (rank, stream) order and returns its index.
   int add_op(const DagOp& op, int rank, int instruction);
+  // Appends a copy of `op` (an op added before, on the same rank) with microbatch `mb` and
+  // `instruction`: the copy lands in place and is patched there, never read back wider than
+  // written (which would stall, as an op built field by field and then copied does).
+  int add_copy(const DagOp& op, int mb, int instruction) {
+    const int id = static_cast<int>(dag_.ops.size());
+    note_stream(id, op.rank, op.stream);
+    untimed_off_compute_ += !(op.duration_s > 0) && op.stream != StreamKind::Compute;
+    DagOp& added = dag_.ops.emplace_back(op);
+    added.mb = mb;
+    added.instruction = instruction;
+    return id;
+  }
   // `to` waits for `from`; from < 0 (no op) is ignored. Duplicates are removed by finish().
   void add_dependency(int from, int to) {
     if (from < 0) return;
@@ -45,6 +57,16 @@ class DagBuilder {
   void finish(bool fold = false);
 
  private:
+  // Op `id` at the end of (rank, stream)'s order, its predecessors from here on.
+  void note_stream(int id, int rank, StreamKind stream) {
+    const std::size_t s =
+        static_cast<std::size_t>(rank) * kStreamsPerRank + static_cast<int>(stream);
+    dag_.stream_prev.push_back(last_[s]);
+    stream_.push_back(static_cast<std::int32_t>(s));
+    last_[s] = id;
+    ++count_[s];
+    dag_.pred_begin.push_back(static_cast<std::int32_t>(own_preds_));
+  }
   void grow_preds();
   void merge_late();
   void fold_zero_time();

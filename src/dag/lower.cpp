@@ -102,6 +102,7 @@ class Lowerer final : public detail::StepEmitter {
     dag_.memory_exact = memory_exact_by_costs(schedule, cost);
     skip_zero_ = fold_ && zero_time_ops_movable(schedule, cost, dag_.memory_exact);
     skip_sends_ = skip_zero_ && skips_sends(cost, options);
+    stamping_ = !retiming_;
     stages_ = schedule.virtual_stages();
     m_ = schedule.microbatches;
     const std::size_t passes = static_cast<std::size_t>(stages_) * m_;
@@ -139,8 +140,6 @@ class Lowerer final : public detail::StepEmitter {
       for (const LayerCost& l : c.layers)
         for (const UnitCost& u : l) flow_[k].push_back(&u);
       for (const UnitCost& u : c.epilogue) flow_[k].push_back(&u);
-      for (std::size_t i = 0; i < flow_[k].size(); ++i)
-        unit_index_[flow_[k][i]] = static_cast<int>(i);
       step_.last_w.emplace_back(flow_[k].size(), kNone);
       step_.first_f.emplace_back(flow_[k].size(), kNone);
     }
@@ -308,10 +307,8 @@ class Lowerer final : public detail::StepEmitter {
     return new_op(op);
   }
   void edge(int from, int to) override {
-    if (retiming_)
-      check_dependency(from, to);
-    else
-      build_.add_dependency(from, to);
+    if (recording_) record_edge(from, to);
+    link(from, to);
   }
 
   // Re-timing found the DAG built differently from what this schedule and cost model lower to.
@@ -347,14 +344,42 @@ class Lowerer final : public detail::StepEmitter {
   // `op` is copied once, into the DAG, with the rank and instruction set there.
   int new_op(const DagOp& op) {
     const int id = retiming_ ? overwrite_op(op) : build_.add_op(op, rank_, instruction_);
-    if (op.stream == StreamKind::Compute) {
+    if (recording_) record_op(id);
+    placed(id, op.stream);
+    return id;
+  }
+  // A copy of a stamp's op `from` with microbatch `mb`, in place (never re-timing).
+  int copy_op(const DagOp& from, int mb) {
+    const int id = build_.add_copy(from, mb, instruction_);
+    placed(id, from.stream);
+    return id;
+  }
+  void placed(int id, StreamKind stream) {
+    if (stream == StreamKind::Compute) {
       // The blocking rules: a compute op waits for the synchronous collectives and blocking sends
       // issued before it on its rank.
-      for (int dep : pending_sync_[rank_]) edge(dep, id);
+      // Not recorded in a stamp: replaying the op waits for what is pending then.
+      for (int dep : pending_sync_[rank_]) link(dep, id);
       pending_sync_[rank_].clear();
       last_compute_[rank_] = id;
     }
-    return id;
+  }
+
+  void link(int from, int to) {
+    if (retiming_)
+      check_dependency(from, to);
+    else
+      build_.add_dependency(from, to);
+  }
+  // A synchronous collective or blocking send that the rank's next compute op waits for.
+  void hold(int op) {
+    pending_sync_[rank_].push_back(op);
+    if (recording_) record(StampEvent::Kind::Hold, kNone, op);
+  }
+  // `to` waits for the rank's last compute op, whichever it is when `to` is emitted.
+  void edge_from_last_compute(int to) {
+    if (recording_) record(StampEvent::Kind::LastCompute, kNone, to);
+    link(last_compute_[rank_], to);
   }
 
   // ---- re-timing (retime()) -------------------------------------------------------------------
@@ -402,15 +427,17 @@ class Lowerer final : public detail::StepEmitter {
     return retiming_ ? static_cast<std::size_t>(retimed_) : dag_.ops.size();
   }
 
-  [[nodiscard]] DagOp base_op(const PassState& pass, const UnitCost& unit, Phase phase) const {
+  [[noreturn, gnu::cold, gnu::noinline]] static void refuse_layer(int layer) {
+    throw InputError("model", "layers",
+                     "layer " + std::to_string(layer) + " is above the limit of " +
+                         std::to_string(kMaxDagLayer) + " layers; use a shallower model");
+  }
+  [[nodiscard]] static DagOp base_op(const PassState& pass, const UnitCost& unit, Phase phase) {
     DagOp op;
     op.mb = pass.mb;
     op.chunk = static_cast<std::int16_t>(pass.chunk);
     op.virtual_stage = static_cast<std::int16_t>(pass.stage);
-    if (unit.layer > kMaxDagLayer)
-      throw InputError("model", "layers",
-                       "layer " + std::to_string(unit.layer) + " is above the limit of " +
-                           std::to_string(kMaxDagLayer) + " layers; use a shallower model");
+    if (unit.layer > kMaxDagLayer) refuse_layer(unit.layer);
     op.layer = static_cast<std::int16_t>(unit.layer);
     op.vision = unit.vision;
     op.unit = unit.kind;
@@ -472,8 +499,8 @@ class Lowerer final : public detail::StepEmitter {
       } else {
         c = emit_collective(pass, unit, phase, cost.collective, recompute);
         edge(input, c);
-        if (from_compute(pass, cost.collective)) edge(last_compute_[rank_], c);
-        if (mode == CollectiveMode::Sync) pending_sync_[rank_].push_back(c);
+        if (from_compute(pass, cost.collective)) edge_from_last_compute(c);
+        if (mode == CollectiveMode::Sync) hold(c);
       }
       if (flows && pass.first == kNone) pass.first = c;
       input = c;
@@ -496,7 +523,7 @@ class Lowerer final : public detail::StepEmitter {
         !skips_collective(cost.collective)) {
       const int c = emit_collective(pass, unit, phase, cost.collective, recompute);
       edge(compute, c);
-      if (mode == CollectiveMode::Sync) pending_sync_[rank_].push_back(c);
+      if (mode == CollectiveMode::Sync) hold(c);
       output = c;
     }
     if (!flows) return;
@@ -542,11 +569,36 @@ class Lowerer final : public detail::StepEmitter {
   // The step tail's inputs: a unit's first F and last W op on its virtual stage.
   void note_unit(int stage, const UnitCost& unit, Phase phase, int op) {
     if (cost_.uniform) return;  // no step tail (lower_step_tail)
-    const auto it = unit_index_.find(&unit);
-    if (it == unit_index_.end()) return;
-    if (phase == Phase::W) step_.last_w[stage][it->second] = op;
-    int& f = step_.first_f[stage][it->second];
+    const int index = unit_index(stage, unit);
+    if (index < 0) return;
+    if (recording_) record(StampEvent::Kind::Unit, index, op);
+    note_unit_at(stage, index, phase, op);
+  }
+  void note_unit_at(int stage, int index, Phase phase, int op) {
+    if (phase == Phase::W) step_.last_w[stage][index] = op;
+    int& f = step_.first_f[stage][index];
     if (phase == Phase::F && f == kNone) f = op;
+  }
+
+  // A unit's index in its stage's flow order (prologue, layers x 4, epilogue), -1 when it is none
+  // of the stage's units: found by its address in the chunk's arrays (no hash lookup per op).
+  [[nodiscard]] int unit_index(int stage, const UnitCost& unit) const {
+    static_assert(sizeof(LayerCost) == 4 * sizeof(UnitCost));
+    const ChunkCost& c = cost_.chunks[stage];
+    const auto at = reinterpret_cast<std::uintptr_t>(&unit);
+    // Its offset in units from `first` when among the n units there, else -1.
+    const auto offset = [at](const void* first, std::size_t n) {
+      const auto b = reinterpret_cast<std::uintptr_t>(first);
+      return at >= b && at - b < n * sizeof(UnitCost)
+                 ? static_cast<int>((at - b) / sizeof(UnitCost))
+                 : -1;
+    };
+    const int prologue = static_cast<int>(c.prologue.size());
+    if (const int i = offset(c.layers.data(), c.layers.size() * 4); i >= 0) return prologue + i;
+    if (const int i = offset(c.prologue.data(), c.prologue.size()); i >= 0) return i;
+    if (const int i = offset(c.epilogue.data(), c.epilogue.size()); i >= 0)
+      return prologue + static_cast<int>(c.layers.size()) * 4 + i;
+    return -1;
   }
 
   // A B unit, then its W unless deferred (full backward: the B collective runs under the W).
@@ -586,6 +638,7 @@ class Lowerer final : public detail::StepEmitter {
       b_last_[idx] = pass.cursor;
     }
     sends.push_back(pass);
+    if (recording_) record_close(pass);
   }
 
   // Sends of the instruction's finished passes when the neighbouring stage sits on another rank
@@ -597,7 +650,7 @@ class Lowerer final : public detail::StepEmitter {
       for (const PassState& pass : sends)
         (pass.phase == Phase::F ? closed_f_ : closed_b_)[idx_of(pass)] = pass;
       if (!is_copy(s_.ranks[rank_].instructions[instruction_].op)) prev_sends_[rank_].clear();
-      for (const detail::SendRef& ref : plan_.flush[rank_][instruction_]) {
+      for (const detail::SendRef& ref : plan_.flushed(rank_, instruction_)) {
         const std::size_t idx = static_cast<std::size_t>(ref.stage) * m_ + ref.mb;
         emit_pass_send((ref.phase == Phase::F ? closed_f_ : closed_b_)[idx]);
       }
@@ -804,11 +857,144 @@ class Lowerer final : public detail::StepEmitter {
     return static_cast<int>(cost_.chunks[p.stage].layers.size());
   }
 
+  // ---- pass stamping --------------------------------------------------------------------------
+  // Every instruction of one shape (its kind, rank, chunks and deferred W) lowers to the same ops,
+  // but for their microbatch and instruction index, with the same dependencies among them: the
+  // passes start from nothing (no cursor), and what they wait for outside the instruction is the
+  // synchronous collectives and sends pending on the rank, and its last compute op, both read
+  // afresh as the ops are replayed. So the first such instruction's ops and events are recorded
+  // and the later ones copy them. Where zero-time ops are left out while lowering, what is left
+  // out depends on whether a synchronous op is pending (skips_w) and the TP stream has run
+  // anything (skips_collective) when the instruction starts: both are part of the shape then.
+  // Off when re-timing (which checks a DAG against the lowering op by op).
+  struct StampEvent {
+    enum class Kind : std::uint8_t { Op, Edge, LastCompute, Hold, Unit };
+    Kind kind = Kind::Op;
+    std::int32_t from = kNone;  // Op: its record; Edge: the input's offset; Unit: the unit's index
+    std::int32_t to = kNone;    // the op's offset in the instruction's ops
+  };
+  struct Stamp {
+    bool tried = false;      // recorded once (a later instruction of the shape replays it if valid)
+    bool valid = false;      // every event is one replay can repeat
+    std::vector<DagOp> ops;  // as first emitted, by offset
+    std::vector<StampEvent> events;
+    std::vector<PassState> closed;  // the passes closed, their ops as offsets
+  };
+
+  // The stamp of the instruction's shape, nullptr when it is not stamped.
+  Stamp* stamp_for(const Instruction& in) {
+    if (!stamping_ || is_copy(in.op)) return nullptr;
+    const bool braided = is_braided(in.op);
+    const std::uint64_t key =
+        static_cast<std::uint64_t>(in.op) | std::uint64_t{in.a.defer_w} << 3 |
+        std::uint64_t{braided && in.b.defer_w} << 4 |
+        std::uint64_t{skip_zero_ && pending_sync_[rank_].empty()} << 5 |
+        std::uint64_t{skip_zero_ && build_.last_on_stream(rank_, StreamKind::Tp) == kNone} << 6 |
+        static_cast<std::uint64_t>(rank_) << 7 | static_cast<std::uint64_t>(in.a.chunk) << 24 |
+        static_cast<std::uint64_t>(braided ? in.b.chunk : 0) << 44;
+    return &stamps_[key];
+  }
+
+  void record(StampEvent::Kind kind, int from, int to) {
+    stamp_->events.push_back(StampEvent{kind, from, to - stamp_base_});
+  }
+  void record_op(int id) {
+    stamp_->events.push_back(StampEvent{
+        StampEvent::Kind::Op, static_cast<std::int32_t>(stamp_->ops.size()), id - stamp_base_});
+    stamp_->ops.push_back(dag_.ops[id]);
+  }
+  // An edge between ops of the instruction; any other (none is known) leaves the shape unstamped.
+  void record_edge(int from, int to) {
+    if (from < 0) return;
+    if (from < stamp_base_ || to < stamp_base_) {
+      stamp_usable_ = false;
+      return;
+    }
+    stamp_->events.push_back(
+        StampEvent{StampEvent::Kind::Edge, from - stamp_base_, to - stamp_base_});
+  }
+  [[nodiscard]] int offset_of(int op) {
+    if (op == kNone) return kNone;
+    if (op < stamp_base_) stamp_usable_ = false;
+    return op - stamp_base_;
+  }
+  void record_close(const PassState& pass) {
+    PassState p = pass;
+    p.cursor = offset_of(p.cursor);
+    p.first = offset_of(p.first);
+    p.prefetched = offset_of(p.prefetched);
+    stamp_->closed.push_back(p);
+  }
+
+  // The instruction's ops from its stamp, then its passes closed.
+  void replay(const Stamp& stamp, const Instruction& in, std::vector<PassState>& sends) {
+    int stage = 0;
+    pass_index(in.a, &stage);  // the range checks of open_pass
+    if (is_braided(in.op)) pass_index(in.b, &stage);
+    const int base = static_cast<int>(emitted());
+    const auto mb_of = [&in](BlockSide side) {
+      return side == BlockSide::Second ? in.b.mb : in.a.mb;
+    };
+    for (const StampEvent& e : stamp.events) switch (e.kind) {
+        case StampEvent::Kind::Op: {
+          const DagOp& from = stamp.ops[e.from];
+          copy_op(from, mb_of(from.side));
+          break;
+        }
+        case StampEvent::Kind::Edge:
+          link(base + e.from, base + e.to);
+          break;
+        case StampEvent::Kind::LastCompute:
+          link(last_compute_[rank_], base + e.to);
+          break;
+        case StampEvent::Kind::Hold:
+          pending_sync_[rank_].push_back(base + e.to);
+          break;
+        case StampEvent::Kind::Unit: {
+          const DagOp& op = stamp.ops[e.to];
+          note_unit_at(op.virtual_stage, e.from, op.phase, base + e.to);
+          break;
+        }
+      }
+    const auto shift = [base](int op) { return op == kNone ? kNone : base + op; };
+    for (PassState p : stamp.closed) {
+      p.mb = mb_of(p.side);
+      p.cursor = shift(p.cursor);
+      p.first = shift(p.first);
+      p.prefetched = shift(p.prefetched);
+      close_pass(p, sends);
+    }
+  }
+
   // ---- instructions ---------------------------------------------------------------------------
   void lower_instruction(const Instruction& in) {
     std::vector<PassState>& sends = sends_;
     sends.clear();
     open_batch();
+    Stamp* stamp = stamp_for(in);
+    if (stamp != nullptr && stamp->valid) {
+      replay(*stamp, in, sends);
+    } else if (stamp != nullptr && !stamp->tried) {
+      stamp->tried = true;
+      stamp_ = stamp;
+      stamp_base_ = static_cast<int>(emitted());
+      stamp_usable_ = true;
+      recording_ = true;
+      lower_passes(in, sends);
+      recording_ = false;
+      stamp->valid = stamp_usable_;
+    } else {
+      lower_passes(in, sends);
+    }
+    note_receives(in);
+    // Sends leave at the end of the instruction (Megatron sends after forward_step /
+    // backward_step returns): after the instruction's last compute op as well as their data.
+    send_after_ = last_compute_[rank_];  // the builder's last_on_stream (not kept re-timing)
+    flush_sends(sends);
+  }
+
+  // The instruction's passes: their ops and dependencies, each closed into `sends`.
+  void lower_passes(const Instruction& in, std::vector<PassState>& sends) {
     switch (in.op) {
       case InstructionKind::F: {
         PassState f = open_pass(in.a, Phase::F, in.op, BlockSide::Plain);
@@ -847,11 +1033,6 @@ class Lowerer final : public detail::StepEmitter {
         lower_copy(in.op, in.a);
         break;
     }
-    note_receives(in);
-    // Sends leave at the end of the instruction (Megatron sends after forward_step /
-    // backward_step returns): after the instruction's last compute op as well as their data.
-    send_after_ = last_compute_[rank_];  // the builder's last_on_stream (not kept re-timing)
-    flush_sends(sends);
   }
 
   // FB (DESIGN §2), per layer pair, F layers in order and B layers in reverse:
@@ -1030,7 +1211,6 @@ class Lowerer final : public detail::StepEmitter {
   std::vector<int> last_compute_;                   // per rank: the last compute op emitted
   std::vector<std::vector<const UnitCost*>> flow_;  // per stage: units in forward order
   std::vector<PassState> sends_;
-  std::unordered_map<const UnitCost*, int> unit_index_;  // a unit's index in its stage's flow
   detail::StepInputs step_;
   int send_after_ = kNone;  // last compute op of the instruction whose sends are being emitted
   // Batched P2P (P2pMode::Batched): per pass, where its input's receive was posted (the
@@ -1056,6 +1236,13 @@ class Lowerer final : public detail::StepEmitter {
   bool retiming_ = false;
   int retimed_ = 0;
   std::vector<char> found_;
+  // Pass stamping: the stamps by instruction shape, and the one being recorded.
+  bool stamping_ = false;
+  bool recording_ = false;
+  bool stamp_usable_ = true;
+  int stamp_base_ = 0;  // the recorded instruction's first op
+  Stamp* stamp_ = nullptr;
+  std::unordered_map<std::uint64_t, Stamp> stamps_;
 };
 
 // The schedule's sizes must fit a DagOp's packed fields (dag.hpp). The configuration's bounds keep

@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <deque>
 #include <tuple>
 #include <utility>
 
@@ -25,6 +24,7 @@ struct Send {
   int produced_at = 0;
   int consumer_rank = 0, consumer_at = -1;
   int stream = 0;          // 0: to rank + 1, 1: to rank - 1 (p = 2: always 0)
+  int post = -1;           // the receiver's instruction after which it posts (-1: at the start)
   int post_override = -2;  // hoisted: the receiver's instruction after which it posts (-1: start)
   bool done = false;
 };
@@ -56,23 +56,26 @@ void for_each_pass(const Instruction& in, Fn&& fn) {
   }
 }
 
+// Per-instruction lists are flat (CSR over the instructions of all ranks, rank by rank): a
+// schedule has thousands of instructions and most lists hold one send or none.
 class Planner {
  public:
   Planner(const Schedule& s, bool pair_forward_backward) : s_(s), stages_(s.virtual_stages()) {
     const std::size_t ranks = s.ranks.size();
     pc_.assign(ranks, 0);
-    produced_.resize(ranks);
-    receives_.resize(ranks);
     start_.resize(ranks);
+    base_.assign(ranks + 1, 0);
     for (std::size_t r = 0; r < ranks; ++r) {
       const std::size_t n = s.ranks[r].instructions.size();
-      produced_[r].resize(n);
-      receives_[r].resize(n);
       start_[r].assign(n, true);
+      base_[r + 1] = base_[r] + static_cast<int>(n);
     }
     queues_.resize(ranks * 2);
     collect();
     if (pair_forward_backward) pair();
+    for (Send& send : sends_)
+      if (send.consumer_at >= 0) send.post = post_at(send.consumer_rank, send.consumer_at);
+    order_step_sends();
   }
 
   // Megatron's interleaved 1F1B communicates once per steady-state forward + backward pair
@@ -109,7 +112,7 @@ class Planner {
           run_instruction(static_cast<int>(r));
           progress = true;
         }
-      for (std::deque<int>& q : queues_) progress = complete(q) || progress;
+      for (Queue& q : queues_) progress = complete(q) || progress;
       if (finished() || (!progress && !hoist_one())) break;
     }
   }
@@ -119,63 +122,96 @@ class Planner {
     plan.step_start = start_;
     for (int id : hoisted_)
       plan.hoisted.push_back(HoistedReceive{sends_[id].ref, sends_[id].post_override});
-    plan.flush.resize(s_.ranks.size());
-    for (std::size_t r = 0; r < s_.ranks.size(); ++r) {
-      const int n = static_cast<int>(s_.ranks[r].instructions.size());
-      plan.flush[r].resize(n);
-      for (int i = 0; i < n; ++i)
-        if (i + 1 == n || start_[r][i + 1])
-          for (int id : step_sends(static_cast<int>(r), i))
-            plan.flush[r][i].push_back(sends_[id].ref);
+    const std::size_t ranks = s_.ranks.size();
+    plan.flush_begin.resize(ranks);
+    plan.flush.resize(ranks);
+    for (std::size_t r = 0; r < ranks; ++r) {
+      const int first = base_[r], n = base_[r + 1] - first;
+      const int from = step_begin_[first];
+      std::vector<int>& begin = plan.flush_begin[r];
+      begin.resize(static_cast<std::size_t>(n) + 1);
+      for (int i = 0; i <= n; ++i) begin[i] = step_begin_[first + i] - from;
+      std::vector<SendRef>& flush = plan.flush[r];
+      flush.reserve(static_cast<std::size_t>(begin[n]));
+      for (int k = from; k < step_begin_[first + n]; ++k) flush.push_back(sends_[step_ids_[k]].ref);
     }
     return plan;
   }
 
  private:
+  // Issued sends of one (rank, stream) not yet complete: ids_[head, end), first in, first out.
+  struct Queue {
+    std::vector<int> ids;
+    std::size_t head = 0;
+    [[nodiscard]] bool empty() const { return head == ids.size(); }
+    [[nodiscard]] int front() const { return ids[head]; }
+  };
+
   [[nodiscard]] int pass_key(Phase phase, int stage, int mb) const {
     return ((phase == Phase::F ? 0 : 1) * stages_ + stage) * s_.microbatches + mb;
   }
+  // Rank r's instruction i among the instructions of all ranks.
+  [[nodiscard]] int at(int r, int i) const { return base_[r] + i; }
 
-  // The sends in production order (rank, instruction, pass) and where each is consumed.
+  // The sends in production order (rank, instruction, pass) and where each is consumed: each
+  // instruction's sends are consecutive ids (produced_begin_), its receives a list of their own.
   void collect() {
+    const std::size_t ranks = s_.ranks.size();
+    const int vpp = s_.vpp;
+    std::vector<int> stage_of(ranks * vpp), rank_of(stages_);
+    for (std::size_t r = 0; r < ranks; ++r)
+      for (int c = 0; c < vpp; ++c)
+        stage_of[r * vpp + c] = s_.virtual_stage(static_cast<int>(r), c);
+    for (int k = 0; k < stages_; ++k) rank_of[k] = s_.rank_of(k);
+    const auto stage = [&](int rank, const Pass& pass) {
+      return stage_of[static_cast<std::size_t>(rank) * vpp + pass.chunk];
+    };
     std::vector<int> consumer(static_cast<std::size_t>(2) * stages_ * s_.microbatches, -1);
     std::vector<int> consumer_rank(consumer.size(), -1);
     for (const RankProgram& p : s_.ranks)
       for (std::size_t i = 0; i < p.instructions.size(); ++i)
         for_each_pass(p.instructions[i], [&](Phase phase, const Pass& pass) {
-          const int k = s_.virtual_stage(p.rank, pass.chunk);
+          const int k = stage(p.rank, pass);
           const int from = phase == Phase::F ? k - 1 : k + 1;
-          if (from < 0 || from >= stages_ || s_.rank_of(from) == p.rank) return;
+          if (from < 0 || from >= stages_ || rank_of[from] == p.rank) return;
           consumer[pass_key(phase, from, pass.mb)] = static_cast<int>(i);
           consumer_rank[pass_key(phase, from, pass.mb)] = p.rank;
         });
+    const int total = base_[ranks];
+    produced_begin_.assign(static_cast<std::size_t>(total) + 1, 0);
+    std::vector<int> receive_count(static_cast<std::size_t>(total) + 1, 0);
     for (const RankProgram& p : s_.ranks)
-      for (std::size_t i = 0; i < p.instructions.size(); ++i)
+      for (std::size_t i = 0; i < p.instructions.size(); ++i) {
+        produced_begin_[at(p.rank, static_cast<int>(i))] = static_cast<int>(sends_.size());
         for_each_pass(p.instructions[i], [&](Phase phase, const Pass& pass) {
-          const int k = s_.virtual_stage(p.rank, pass.chunk);
+          const int k = stage(p.rank, pass);
           const int to = phase == Phase::F ? k + 1 : k - 1;
-          if (to < 0 || to >= stages_ || s_.rank_of(to) == p.rank) return;
+          if (to < 0 || to >= stages_ || rank_of[to] == p.rank) return;
           Send send;
           send.ref = SendRef{phase, k, pass.mb};
           send.rank = p.rank;
           send.produced_at = static_cast<int>(i);
           send.consumer_at = consumer[pass_key(phase, k, pass.mb)];
           send.consumer_rank = consumer_rank[pass_key(phase, k, pass.mb)];
-          send.stream = s_.rank_of(to) == (p.rank + 1) % s_.pp ? 0 : 1;
-          const int id = static_cast<int>(sends_.size());
+          send.stream = rank_of[to] == (p.rank + 1) % s_.pp ? 0 : 1;
           sends_.push_back(send);
-          produced_[p.rank][i].push_back(id);
-          if (send.consumer_at >= 0) receives_[send.consumer_rank][send.consumer_at].push_back(id);
+          if (send.consumer_at >= 0) ++receive_count[at(send.consumer_rank, send.consumer_at) + 1];
         });
+      }
+    produced_begin_[total] = static_cast<int>(sends_.size());
+    for (int g = 0; g < total; ++g) receive_count[g + 1] += receive_count[g];
+    receives_.resize(sends_.size());
+    receive_begin_ = receive_count;
+    for (std::size_t id = 0; id < sends_.size(); ++id) {
+      const Send& send = sends_[id];
+      if (send.consumer_at >= 0)
+        receives_[receive_count[at(send.consumer_rank, send.consumer_at)]++] = static_cast<int>(id);
+    }
   }
 
-  [[nodiscard]] int size(int r) const { return static_cast<int>(s_.ranks[r].instructions.size()); }
+  [[nodiscard]] int size(int r) const { return base_[r + 1] - base_[r]; }
   [[nodiscard]] int step_first(int r, int i) const {
     while (i > 0 && !start_[r][i]) --i;
-    return i;
-  }
-  [[nodiscard]] int step_last(int r, int i) const {
-    while (i + 1 < size(r) && !start_[r][i + 1]) ++i;
     return i;
   }
   // The receiver posts the receive for instruction `at` after the last instruction with compute
@@ -187,29 +223,44 @@ class Planner {
     return -1;
   }
 
-  // The sends of the step ending at `last`, in the order they leave: the order their receivers
-  // consume them (NCCL matches a pair's sends and receives in issue order, so a held-back send
-  // goes behind the ones its receiver needs first).
-  [[nodiscard]] std::vector<int> step_sends(int r, int last) const {
-    std::vector<int> ids;
-    for (int i = step_first(r, last); i <= last; ++i)
-      ids.insert(ids.end(), produced_[r][i].begin(), produced_[r][i].end());
-    std::sort(ids.begin(), ids.end(), [this](int a, int b) {
-      const Send& x = sends_[a];
-      const Send& y = sends_[b];
-      return std::tuple(x.consumer_rank, x.consumer_at, a) <
-             std::tuple(y.consumer_rank, y.consumer_at, b);
-    });
-    return ids;
+  // The sends of each step, listed at its last instruction in the order they leave: the order
+  // their receivers consume them (NCCL matches a pair's sends and receives in issue order, so a
+  // held-back send goes behind the ones its receiver needs first). Once, as the steps are fixed.
+  void order_step_sends() {
+    const std::size_t ranks = s_.ranks.size();
+    const int total = base_[ranks];
+    step_begin_.assign(static_cast<std::size_t>(total) + 1, 0);
+    step_ids_.reserve(sends_.size());
+    for (std::size_t r = 0; r < ranks; ++r) {
+      const int n = size(static_cast<int>(r));
+      int first = 0;
+      for (int i = 0; i < n; ++i) {
+        const int g = at(static_cast<int>(r), i);
+        step_begin_[g] = static_cast<int>(step_ids_.size());
+        if (start_[r][i]) first = i;
+        if (i + 1 < n && !start_[r][i + 1]) continue;
+        const auto from = static_cast<std::ptrdiff_t>(step_ids_.size());
+        for (int id = produced_begin_[at(static_cast<int>(r), first)]; id < produced_begin_[g + 1];
+             ++id)
+          step_ids_.push_back(id);
+        std::sort(step_ids_.begin() + from, step_ids_.end(), [this](int a, int b) {
+          const Send& x = sends_[a];
+          const Send& y = sends_[b];
+          return std::tuple(x.consumer_rank, x.consumer_at, a) <
+                 std::tuple(y.consumer_rank, y.consumer_at, b);
+        });
+      }
+    }
+    step_begin_[total] = static_cast<int>(step_ids_.size());
   }
 
   // Whether the sends the step starting at `first` waits for, those of the step before it, have
   // all completed (in any order: no list is made, none sorted, while a rank waits).
   [[nodiscard]] bool waited_sends_done(int r, int first) const {
     if (first == 0) return true;
-    for (int i = step_first(r, first - 1); i < first; ++i)
-      for (int id : produced_[r][i])
-        if (!sends_[id].done) return false;
+    for (int id = produced_begin_[at(r, step_first(r, first - 1))];
+         id < produced_begin_[at(r, first)]; ++id)
+      if (!sends_[id].done) return false;
     return true;
   }
 
@@ -225,29 +276,29 @@ class Planner {
     const int i = pc_[r];
     if (i >= size(r)) return false;
     if (start_[r][i] && !waited_sends_done(r, i)) return false;
-    for (int id : receives_[r][i])
-      if (!sends_[id].done) return false;
+    const int g = at(r, i);
+    for (int k = receive_begin_[g]; k < receive_begin_[g + 1]; ++k)
+      if (!sends_[receives_[k]].done) return false;
     return true;
   }
 
   void run_instruction(int r) {
-    const int i = pc_[r]++;
-    if (i + 1 < size(r) && !start_[r][i + 1]) return;
-    for (int id : step_sends(r, i)) {
-      queues_[static_cast<std::size_t>(r) * 2 + sends_[id].stream].push_back(id);
+    const int g = at(r, pc_[r]++);
+    for (int k = step_begin_[g]; k < step_begin_[g + 1]; ++k) {
+      const int id = step_ids_[k];
+      queues_[static_cast<std::size_t>(r) * 2 + sends_[id].stream].ids.push_back(id);
     }
   }
 
   // Completes the sends at the head of a stream whose receivers have posted; true if any did.
-  bool complete(std::deque<int>& q) {
+  bool complete(Queue& q) {
     bool any = false;
     while (!q.empty()) {
       Send& send = sends_[q.front()];
-      const int post = send.post_override >= -1 ? send.post_override
-                                                : post_at(send.consumer_rank, send.consumer_at);
+      const int post = send.post_override >= -1 ? send.post_override : send.post;
       if (send.consumer_at >= 0 && post >= 0 && pc_[send.consumer_rank] <= post) break;
       send.done = true;
-      q.pop_front();
+      ++q.head;
       any = true;
     }
     return any;
@@ -263,7 +314,7 @@ class Planner {
       const Send& x = sends_[id];
       return std::tuple(x.ref.phase == Phase::F ? 0 : 1, x.produced_at, x.rank, id);
     };
-    for (const std::deque<int>& q : queues_)
+    for (const Queue& q : queues_)
       if (!q.empty() && (best < 0 || priority(q.front()) < priority(best))) best = q.front();
     if (best < 0) return false;
     Send& send = sends_[best];
@@ -275,12 +326,14 @@ class Planner {
   const Schedule& s_;
   int stages_ = 0;
   std::vector<Send> sends_;
-  std::vector<int> pc_;  // per rank: its next instruction
-  // Per rank and instruction: the sends it produces and those it consumes; whether it opens a
-  // step.
-  std::vector<std::vector<std::vector<int>>> produced_, receives_;
-  std::vector<std::vector<bool>> start_;
-  std::vector<std::deque<int>> queues_;  // per (rank, stream): issued sends not yet complete
+  std::vector<int> pc_;    // per rank: its next instruction
+  std::vector<int> base_;  // per rank: its first instruction's index among all ranks' (at())
+  // Per instruction (at()): its sends, produced_begin_[g] .. produced_begin_[g + 1]; those it
+  // consumes, receives_[receive_begin_[g] .. receive_begin_[g + 1]); the sends that leave after
+  // it (step_ids_ from step_begin_[g], ordered; none unless it ends its step).
+  std::vector<int> produced_begin_, receive_begin_, receives_, step_begin_, step_ids_;
+  std::vector<std::vector<bool>> start_;  // per rank and instruction: whether it opens a step
+  std::vector<Queue> queues_;             // per (rank, stream): issued sends not yet complete
   std::vector<int> hoisted_;
 };
 

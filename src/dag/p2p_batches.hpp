@@ -8,6 +8,8 @@
 // (Megatron's interleaved warm-up posts its first backward receive with the last warm-up forward).
 #pragma once
 
+#include <cstddef>
+#include <span>
 #include <vector>
 
 #include "braid/cost_model.hpp"
@@ -32,10 +34,17 @@ struct HoistedReceive {
 struct BatchPlan {
   // step_start[rank][instruction]: the instruction opens a step (the first one always does).
   std::vector<std::vector<bool>> step_start;
-  // flush[rank][instruction]: the sends that leave after it (the last of its step), in stream
-  // order.
-  std::vector<std::vector<std::vector<SendRef>>> flush;
+  // The sends that leave after a rank's instruction (the last of its step), in stream order:
+  // flush[rank][flush_begin[rank][instruction] .. flush_begin[rank][instruction + 1]).
+  std::vector<std::vector<int>> flush_begin;
+  std::vector<std::vector<SendRef>> flush;
   std::vector<HoistedReceive> hoisted;
+
+  [[nodiscard]] std::span<const SendRef> flushed(int rank, int instruction) const {
+    const std::vector<int>& begin = flush_begin[rank];
+    return {flush[rank].data() + begin[instruction],
+            static_cast<std::size_t>(begin[instruction + 1] - begin[instruction])};
+  }
 };
 
 // The plan for `schedule` (validated); `pair_forward_backward`: Megatron's interleaved 1F1B, where
