@@ -84,6 +84,40 @@ void BM_Simulate(benchmark::State& state) {
 }
 BENCHMARK(BM_Simulate)->Arg(1)->Arg(0)->ArgName("contention")->Unit(benchmark::kMillisecond);
 
+// simulate() on the CLI's unit-level qwen2 run (qwen2-26.3b on h100x64, tp 8, pp 8, m 256,
+// 1f1b-i, zero-time ops folded away as the CLI does: slowdowns 1.0, so the fast path, with memory
+// on the compute stream alone).
+void BM_SimulateQwen2H100(benchmark::State& state) {
+  static const braid::Dag dag = [] {
+    braid::StudyOverrides o;
+    o.cluster = "h100x64";
+    o.tp = 8;
+    o.pp = 8;
+    o.microbatches = 256;
+    const braid::Study study =
+        braid::load_study(braid::resolve_config("studies", "qwen2-26.3b-a800x32"), o);
+    const braid::Profile profile =
+        braid::load_profile(braid::resolve_config("profiles", study.cluster.profile));
+    braid::ScheduleOptions options;
+    options.pp = study.parallel.pp;
+    options.vpp = study.parallel.vpp;
+    options.microbatches = study.training.microbatches;
+    const braid::Schedule schedule = braid::make_schedule("1f1b-i", options);
+    braid::LowerOptions lower;
+    lower.fold_zero_time = true;
+    return braid::lower(schedule,
+                        braid::build_cost_model(study, profile, schedule.virtual_stages()), lower);
+  }();
+  braid::Timeline t;
+  for (auto _ : state) {
+    t = braid::simulate(dag);
+    benchmark::DoNotOptimize(t.iteration_time_s);
+  }
+  rate(state, dag);
+  state.counters["fast_path"] = t.fast_path ? 1 : 0;
+}
+BENCHMARK(BM_SimulateQwen2H100)->Unit(benchmark::kMillisecond);
+
 // The discrete-event engine on the same DAG (what runs when something contends): heap events
 // (op completions, re-timings) per second.
 void BM_SimulateEvents(benchmark::State& state) {
