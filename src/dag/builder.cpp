@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
 
 namespace braid::dag_build {
 
@@ -78,7 +79,9 @@ void sort_by_target(std::vector<std::pair<std::int32_t, std::int32_t>>& late, in
 // Each op's list sorted and deduplicated, with its late edges merged in, in place: from the last
 // op down, every list is written at the end of what is still free (a list moves up by at most the
 // late edges of the ops up to it, so it never overwrites one not yet read), then all move down
-// over the room the duplicates left.
+// over the room the duplicates left. Only the ops with a late edge or an out-of-order list are
+// handled one by one; the runs of ops between them move as a block (one memmove, and their
+// starts shifted by one amount).
 void DagBuilder::merge_late() {
   Dag& d = dag_;
   const int n = d.size();
@@ -87,27 +90,37 @@ void DagBuilder::merge_late() {
   sort_by_target(late_, n);
   d.preds.resize(own + late_.size());
   std::int32_t* p = d.preds.data();
+  std::int32_t* begin = d.pred_begin.data();
   std::size_t w = d.preds.size();  // where the list written next ends
   std::size_t l = late_.size();    // the late edges of ops up to i: late_[0, l)
-  std::int32_t old_end = d.pred_begin[n];
+  std::size_t u = unsorted_.size();
+  int hi = n;                                             // ops [hi, n) are written
+  auto old_hi = static_cast<std::int32_t>(own);           // where op hi's list was
   std::vector<std::int32_t> extra;
-  for (int i = n - 1; i >= 0; --i) {
-    const std::int32_t old_begin = d.pred_begin[i];
+  for (;;) {
+    // The next op below hi to handle alone, -1 if none.
+    int at = l > 0 ? late_[l - 1].second : -1;
+    if (u > 0) at = std::max(at, unsorted_[u - 1]);
+    const int lo = at + 1;
+    const std::int32_t old_lo = lo < hi ? begin[lo] : old_hi;
+    const auto len = static_cast<std::size_t>(old_hi - old_lo);
+    const std::size_t to = w - len;
+    if (to != static_cast<std::size_t>(old_lo)) {
+      std::memmove(p + to, p + old_lo, len * sizeof(std::int32_t));
+      const auto shift = static_cast<std::int32_t>(to - static_cast<std::size_t>(old_lo));
+      for (int k = lo; k < hi; ++k) begin[k] += shift;
+    }
+    w = to;
+    if (at < 0) break;
+    const std::int32_t old_begin = begin[at];
     std::int32_t* b = p + old_begin;
-    std::int32_t* e = sort_unique(b, p + old_end);
-    old_end = old_begin;
-    if (l == 0 || late_[l - 1].second != i) {
-      // No late edge: the list moves up as a whole (not at all while nothing was left out).
-      // By hand: a call to memmove would cost more than the one or two entries it moves.
-      if (p + w == e)
-        w = static_cast<std::size_t>(b - p);
-      else
-        while (e > b) p[--w] = *--e;
-      d.pred_begin[i] = static_cast<std::int32_t>(w);
-      continue;
+    std::int32_t* e = p + old_lo;
+    if (u > 0 && unsorted_[u - 1] == at) {
+      e = sort_unique_slow(b, e);
+      --u;
     }
     extra.clear();
-    for (; l > 0 && late_[l - 1].second == i; --l) extra.push_back(late_[l - 1].first);
+    for (; l > 0 && late_[l - 1].second == at; --l) extra.push_back(late_[l - 1].first);
     const auto x_end = sort_unique(extra.data(), extra.data() + extra.size());
     // Backward merge of [b, e) and extra into the room ending at w, one copy of each.
     const std::int32_t* x = x_end;
@@ -121,16 +134,20 @@ void DagBuilder::merge_late() {
       }
       p[--w] = v;
     }
-    d.pred_begin[i] = static_cast<std::int32_t>(w);
+    begin[at] = static_cast<std::int32_t>(w);
+    hi = at;
+    old_hi = old_begin;
   }
   if (w > 0) {
     std::copy(p + w, p + d.preds.size(), p);
-    for (int i = 0; i < n; ++i) d.pred_begin[i] -= static_cast<std::int32_t>(w);
+    for (int i = 0; i < n; ++i) begin[i] -= static_cast<std::int32_t>(w);
     d.preds.resize(d.preds.size() - w);
   }
-  d.pred_begin[n] = static_cast<std::int32_t>(d.preds.size());
+  begin[n] = static_cast<std::int32_t>(d.preds.size());
   late_.clear();
   late_.shrink_to_fit();
+  unsorted_.clear();
+  unsorted_.shrink_to_fit();
 }
 
 // Zero-time ops (LowerOptions::fold_zero_time). An op z that takes no time ends when the last of
