@@ -94,8 +94,8 @@ void DagBuilder::merge_late() {
   std::size_t w = d.preds.size();  // where the list written next ends
   std::size_t l = late_.size();    // the late edges of ops up to i: late_[0, l)
   std::size_t u = unsorted_.size();
-  int hi = n;                                             // ops [hi, n) are written
-  auto old_hi = static_cast<std::int32_t>(own);           // where op hi's list was
+  int hi = n;                                    // ops [hi, n) are written
+  auto old_hi = static_cast<std::int32_t>(own);  // where op hi's list was
   std::vector<std::int32_t> extra;
   for (;;) {
     // The next op below hi to handle alone, -1 if none.
