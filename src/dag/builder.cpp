@@ -119,6 +119,17 @@ void DagBuilder::merge_late() {
       e = sort_unique_slow(b, e);
       --u;
     }
+    if (l > 0 && late_[l - 1].second == at && (l == 1 || late_[l - 2].second != at)) {
+      // One late edge (nearly every op that has one): written in its place among the others.
+      const std::int32_t v = late_[--l].first;
+      while (e > b && e[-1] > v) p[--w] = *--e;
+      if (e == b || e[-1] != v) p[--w] = v;
+      while (e > b) p[--w] = *--e;
+      begin[at] = static_cast<std::int32_t>(w);
+      hi = at;
+      old_hi = old_begin;
+      continue;
+    }
     extra.clear();
     for (; l > 0 && late_[l - 1].second == at; --l) extra.push_back(late_[l - 1].first);
     const auto x_end = sort_unique(extra.data(), extra.data() + extra.size());
@@ -333,9 +344,14 @@ void DagBuilder::finish(bool fold) {
   for (const std::int32_t p : d.preds) ++at[p + 2];
   for (int i = 0; i < n; ++i) at[i + 2] += at[i + 1];
   d.succs.resize(d.preds.size());
+  // Through plain pointers: stores through `at` would otherwise make the compiler read the
+  // vectors' data pointers again for every op.
+  const std::int32_t* preds = d.preds.data();
+  const std::int32_t* pred_begin = d.pred_begin.data();
+  std::int32_t* succs = d.succs.data();
   for (int i = 0; i < n; ++i)
-    for (int j = d.pred_begin[i]; j < d.pred_begin[i + 1]; ++j)
-      d.succs[at[d.preds[j] + 1]++] = i;  // ascending i: successors come out sorted
+    for (int j = pred_begin[i]; j < pred_begin[i + 1]; ++j)
+      succs[at[preds[j] + 1]++] = i;  // ascending i: successors come out sorted
   d.succ_begin.pop_back();
 
   // Stream order from the per-stream counts and each op's stream, kept aside as ops arrive, so
@@ -346,7 +362,9 @@ void DagBuilder::finish(bool fold) {
   for (int s = 0; s < streams; ++s) d.stream_begin[s + 1] = d.stream_begin[s] + count_[s];
   d.stream_ops.resize(n);
   std::vector<std::int32_t> fill(d.stream_begin.begin(), d.stream_begin.end() - 1);
-  for (int i = 0; i < n; ++i) d.stream_ops[fill[stream_[i]]++] = i;
+  std::int32_t* stream_ops = d.stream_ops.data();
+  const std::int32_t* stream = stream_.data();
+  for (int i = 0; i < n; ++i) stream_ops[fill[stream[i]]++] = i;
   stream_.clear();
   stream_.shrink_to_fit();
 }
