@@ -361,10 +361,18 @@ void DagBuilder::finish(bool fold) {
   d.stream_begin[0] = 0;
   for (int s = 0; s < streams; ++s) d.stream_begin[s + 1] = d.stream_begin[s] + count_[s];
   d.stream_ops.resize(n);
-  std::vector<std::int32_t> fill(d.stream_begin.begin(), d.stream_begin.end() - 1);
+  // Two fills at once, the first half of the ops forward from each stream's start and the second
+  // backward from its end (they meet where the halves' counts divide the stream): consecutive ops
+  // on one stream chain each counter's load to the store before, and two such chains overlap.
+  std::vector<std::int32_t> low(d.stream_begin.begin(), d.stream_begin.end() - 1);
+  std::vector<std::int32_t> high(d.stream_begin.begin() + 1, d.stream_begin.end());
   std::int32_t* stream_ops = d.stream_ops.data();
   const std::int32_t* stream = stream_.data();
-  for (int i = 0; i < n; ++i) stream_ops[fill[stream[i]]++] = i;
+  for (int i = 0, j = n - 1; i < j; ++i, --j) {
+    stream_ops[low[stream[i]]++] = i;
+    stream_ops[--high[stream[j]]] = j;
+  }
+  if (n % 2 == 1) stream_ops[low[stream[n / 2]]] = n / 2;
   stream_.clear();
   stream_.shrink_to_fit();
 }
