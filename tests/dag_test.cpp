@@ -514,10 +514,48 @@ TEST_CASE("instructions of one shape copied from the first one equal a fresh low
 
 // ---- the builder's index arrays -------------------------------------------------------------
 
+namespace {
+
+// The builder's index arrays of `dag`: sorted unique dependency lists, successors their mirror,
+// each stream's ops ascending.
+void check_index_arrays(const Dag& dag) {
+  REQUIRE(dag.pred_begin.size() == dag.ops.size() + 1);
+  REQUIRE(dag.pred_begin.front() == 0);
+  REQUIRE(dag.pred_begin.back() == dag.edges());
+  std::vector<std::vector<int>> succs(dag.ops.size());
+  int cross_rank = 0;
+  for (int i = 0; i < dag.size(); ++i)
+    for (int j = dag.pred_begin[i]; j < dag.pred_begin[i + 1]; ++j) {
+      const int p = dag.preds[j];
+      REQUIRE(p >= 0);
+      REQUIRE(p < dag.size());
+      REQUIRE(p != i);
+      if (j > dag.pred_begin[i]) REQUIRE(dag.preds[j - 1] < p);
+      succs[p].push_back(i);
+      cross_rank += dag.ops[p].rank != dag.ops[i].rank;
+    }
+  CHECK(cross_rank > 0);  // the edges added after their target are there
+  for (int i = 0; i < dag.size(); ++i)
+    CHECK(std::vector<int>(dag.succs.begin() + dag.succ_begin[i],
+                           dag.succs.begin() + dag.succ_begin[i + 1]) == succs[i]);
+  // finish() fills the first half of the ops forward from each stream's start and the second
+  // backward from its end; an odd op count leaves the middle op to place alone.
+  std::vector<std::vector<int>> streams(dag.stream_begin.size() - 1);
+  for (int i = 0; i < dag.size(); ++i)
+    streams[dag.stream_id(dag.ops[i].rank, dag.ops[i].stream)].push_back(i);
+  for (std::size_t s = 0; s < streams.size(); ++s)
+    CHECK(std::vector<int>(dag.stream_ops.begin() + dag.stream_begin[s],
+                           dag.stream_ops.begin() + dag.stream_begin[s + 1]) == streams[s]);
+}
+
+}  // namespace
+
 TEST_CASE("every dependency list is sorted without duplicates and the successors mirror it",
           "[dag]") {
   // Real costs (synchronous collectives give an op the same input twice, cross-stage edges arrive
-  // after their target) and uniform ones, with and without the fold.
+  // after their target, some ops' inputs arrive out of order) and uniform ones, with and without
+  // the fold.
+  int parity[2] = {0, 0};  // lowerings with an even and an odd op count
   for (const char* name : {"1f1b", "1f1b-i", "zb-v", "stp", "dualpipe-v", "stp-offload"})
     for (const bool fold : {false, true}) {
       INFO(name << (fold ? ", folded" : ""));
@@ -525,24 +563,24 @@ TEST_CASE("every dependency list is sorted without duplicates and the successors
       LowerOptions options;
       options.fold_zero_time = fold;
       const Dag dag = lower(l.schedule, l.cost, options);
-      REQUIRE(dag.pred_begin.size() == dag.ops.size() + 1);
-      REQUIRE(dag.pred_begin.front() == 0);
-      REQUIRE(dag.pred_begin.back() == dag.edges());
-      std::vector<std::vector<int>> succs(dag.ops.size());
-      int cross_rank = 0;
-      for (int i = 0; i < dag.size(); ++i)
-        for (int j = dag.pred_begin[i]; j < dag.pred_begin[i + 1]; ++j) {
-          const int p = dag.preds[j];
-          REQUIRE(p >= 0);
-          REQUIRE(p < dag.size());
-          REQUIRE(p != i);
-          if (j > dag.pred_begin[i]) REQUIRE(dag.preds[j - 1] < p);
-          succs[p].push_back(i);
-          cross_rank += dag.ops[p].rank != dag.ops[i].rank;
-        }
-      CHECK(cross_rank > 0);  // the edges added after their target are there
-      for (int i = 0; i < dag.size(); ++i)
-        CHECK(std::vector<int>(dag.succs.begin() + dag.succ_begin[i],
-                               dag.succs.begin() + dag.succ_begin[i + 1]) == succs[i]);
+      check_index_arrays(dag);
+      ++parity[dag.size() % 2];
     }
+  // Three stages, batched P2P, no weight-gradient time: an odd op count.
+  for (const char* name : {"dualpipe-v", "stp"})
+    for (const bool fold : {false, true}) {
+      INFO(name << ", uniform" << (fold ? ", folded" : ""));
+      ScheduleOptions o;
+      o.pp = 3;
+      o.microbatches = 9;
+      const Schedule s = make_schedule(name, o);
+      LowerOptions options;
+      options.p2p = P2pMode::Batched;
+      options.fold_zero_time = fold;
+      const Dag dag = lower(s, uniform_cost_model({1, 2, 0, 0.25, 1}, s.virtual_stages()), options);
+      check_index_arrays(dag);
+      ++parity[dag.size() % 2];
+    }
+  CHECK(parity[0] > 0);
+  CHECK(parity[1] > 0);
 }

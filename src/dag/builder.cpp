@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
 
 namespace braid::dag_build {
 
@@ -78,7 +79,9 @@ void sort_by_target(std::vector<std::pair<std::int32_t, std::int32_t>>& late, in
 // Each op's list sorted and deduplicated, with its late edges merged in, in place: from the last
 // op down, every list is written at the end of what is still free (a list moves up by at most the
 // late edges of the ops up to it, so it never overwrites one not yet read), then all move down
-// over the room the duplicates left.
+// over the room the duplicates left. Only the ops with a late edge or an out-of-order list are
+// handled one by one; the runs of ops between them move as a block (one memmove, and their
+// starts shifted by one amount).
 void DagBuilder::merge_late() {
   Dag& d = dag_;
   const int n = d.size();
@@ -87,27 +90,48 @@ void DagBuilder::merge_late() {
   sort_by_target(late_, n);
   d.preds.resize(own + late_.size());
   std::int32_t* p = d.preds.data();
+  std::int32_t* begin = d.pred_begin.data();
   std::size_t w = d.preds.size();  // where the list written next ends
   std::size_t l = late_.size();    // the late edges of ops up to i: late_[0, l)
-  std::int32_t old_end = d.pred_begin[n];
+  std::size_t u = unsorted_.size();
+  int hi = n;                                    // ops [hi, n) are written
+  auto old_hi = static_cast<std::int32_t>(own);  // where op hi's list was
   std::vector<std::int32_t> extra;
-  for (int i = n - 1; i >= 0; --i) {
-    const std::int32_t old_begin = d.pred_begin[i];
+  for (;;) {
+    // The next op below hi to handle alone, -1 if none.
+    int at = l > 0 ? late_[l - 1].second : -1;
+    if (u > 0) at = std::max(at, unsorted_[u - 1]);
+    const int lo = at + 1;
+    const std::int32_t old_lo = lo < hi ? begin[lo] : old_hi;
+    const auto len = static_cast<std::size_t>(old_hi - old_lo);
+    const std::size_t to = w - len;
+    if (to != static_cast<std::size_t>(old_lo)) {
+      std::memmove(p + to, p + old_lo, len * sizeof(std::int32_t));
+      const auto shift = static_cast<std::int32_t>(to - static_cast<std::size_t>(old_lo));
+      for (int k = lo; k < hi; ++k) begin[k] += shift;
+    }
+    w = to;
+    if (at < 0) break;
+    const std::int32_t old_begin = begin[at];
     std::int32_t* b = p + old_begin;
-    std::int32_t* e = sort_unique(b, p + old_end);
-    old_end = old_begin;
-    if (l == 0 || late_[l - 1].second != i) {
-      // No late edge: the list moves up as a whole (not at all while nothing was left out).
-      // By hand: a call to memmove would cost more than the one or two entries it moves.
-      if (p + w == e)
-        w = static_cast<std::size_t>(b - p);
-      else
-        while (e > b) p[--w] = *--e;
-      d.pred_begin[i] = static_cast<std::int32_t>(w);
+    std::int32_t* e = p + old_lo;
+    if (u > 0 && unsorted_[u - 1] == at) {
+      e = sort_unique_slow(b, e);
+      --u;
+    }
+    if (l > 0 && late_[l - 1].second == at && (l == 1 || late_[l - 2].second != at)) {
+      // One late edge (nearly every op that has one): written in its place among the others.
+      const std::int32_t v = late_[--l].first;
+      while (e > b && e[-1] > v) p[--w] = *--e;
+      if (e == b || e[-1] != v) p[--w] = v;
+      while (e > b) p[--w] = *--e;
+      begin[at] = static_cast<std::int32_t>(w);
+      hi = at;
+      old_hi = old_begin;
       continue;
     }
     extra.clear();
-    for (; l > 0 && late_[l - 1].second == i; --l) extra.push_back(late_[l - 1].first);
+    for (; l > 0 && late_[l - 1].second == at; --l) extra.push_back(late_[l - 1].first);
     const auto x_end = sort_unique(extra.data(), extra.data() + extra.size());
     // Backward merge of [b, e) and extra into the room ending at w, one copy of each.
     const std::int32_t* x = x_end;
@@ -121,16 +145,20 @@ void DagBuilder::merge_late() {
       }
       p[--w] = v;
     }
-    d.pred_begin[i] = static_cast<std::int32_t>(w);
+    begin[at] = static_cast<std::int32_t>(w);
+    hi = at;
+    old_hi = old_begin;
   }
   if (w > 0) {
     std::copy(p + w, p + d.preds.size(), p);
-    for (int i = 0; i < n; ++i) d.pred_begin[i] -= static_cast<std::int32_t>(w);
+    for (int i = 0; i < n; ++i) begin[i] -= static_cast<std::int32_t>(w);
     d.preds.resize(d.preds.size() - w);
   }
-  d.pred_begin[n] = static_cast<std::int32_t>(d.preds.size());
+  begin[n] = static_cast<std::int32_t>(d.preds.size());
   late_.clear();
   late_.shrink_to_fit();
+  unsorted_.clear();
+  unsorted_.shrink_to_fit();
 }
 
 // Zero-time ops (LowerOptions::fold_zero_time). An op z that takes no time ends when the last of
@@ -316,9 +344,14 @@ void DagBuilder::finish(bool fold) {
   for (const std::int32_t p : d.preds) ++at[p + 2];
   for (int i = 0; i < n; ++i) at[i + 2] += at[i + 1];
   d.succs.resize(d.preds.size());
+  // Through plain pointers: stores through `at` would otherwise make the compiler read the
+  // vectors' data pointers again for every op.
+  const std::int32_t* preds = d.preds.data();
+  const std::int32_t* pred_begin = d.pred_begin.data();
+  std::int32_t* succs = d.succs.data();
   for (int i = 0; i < n; ++i)
-    for (int j = d.pred_begin[i]; j < d.pred_begin[i + 1]; ++j)
-      d.succs[at[d.preds[j] + 1]++] = i;  // ascending i: successors come out sorted
+    for (int j = pred_begin[i]; j < pred_begin[i + 1]; ++j)
+      succs[at[preds[j] + 1]++] = i;  // ascending i: successors come out sorted
   d.succ_begin.pop_back();
 
   // Stream order from the per-stream counts and each op's stream, kept aside as ops arrive, so
@@ -328,8 +361,18 @@ void DagBuilder::finish(bool fold) {
   d.stream_begin[0] = 0;
   for (int s = 0; s < streams; ++s) d.stream_begin[s + 1] = d.stream_begin[s] + count_[s];
   d.stream_ops.resize(n);
-  std::vector<std::int32_t> fill(d.stream_begin.begin(), d.stream_begin.end() - 1);
-  for (int i = 0; i < n; ++i) d.stream_ops[fill[stream_[i]]++] = i;
+  // Two fills at once, the first half of the ops forward from each stream's start and the second
+  // backward from its end (they meet where the halves' counts divide the stream): consecutive ops
+  // on one stream chain each counter's load to the store before, and two such chains overlap.
+  std::vector<std::int32_t> low(d.stream_begin.begin(), d.stream_begin.end() - 1);
+  std::vector<std::int32_t> high(d.stream_begin.begin() + 1, d.stream_begin.end());
+  std::int32_t* stream_ops = d.stream_ops.data();
+  const std::int32_t* stream = stream_.data();
+  for (int i = 0, j = n - 1; i < j; ++i, --j) {
+    stream_ops[low[stream[i]]++] = i;
+    stream_ops[--high[stream[j]]] = j;
+  }
+  if (n % 2 == 1) stream_ops[low[stream[n / 2]]] = n / 2;
   stream_.clear();
   stream_.shrink_to_fit();
 }

@@ -39,10 +39,14 @@ class DagBuilder {
     if (from < 0) return;
     if (to == static_cast<int>(dag_.ops.size()) - 1) {
       // The same input twice in a row (a synchronous collective is both the unit's input and
-      // pending on the rank) is kept once.
+      // pending on the rank) is kept once; an input below the one before leaves the list out of
+      // order, to be sorted by finish() (the few such lists are noted, so that the others are
+      // not checked there).
       if (own_preds_ > static_cast<std::size_t>(dag_.pred_begin.back()) &&
-          dag_.preds[own_preds_ - 1] == from)
-        return;
+          dag_.preds[own_preds_ - 1] >= from) {
+        if (dag_.preds[own_preds_ - 1] == from) return;
+        if (unsorted_.empty() || unsorted_.back() != to) unsorted_.push_back(to);
+      }
       if (own_preds_ == dag_.preds.size()) grow_preds();
       dag_.preds[own_preds_++] = from;
     } else
@@ -76,6 +80,7 @@ class DagBuilder {
   std::vector<std::int32_t> count_;   // ops per (rank, stream)
   std::vector<std::int32_t> stream_;  // per op: its (rank, stream)
   std::vector<std::pair<std::int32_t, std::int32_t>> late_;
+  std::vector<std::int32_t> unsorted_;  // ascending: the ops whose own list is out of order
   // Entries of dag.preds in use while ops are added: the array is sized ahead (grow_preds) and
   // filled by index, so that adding an edge is a store and a compare, not a call to push_back.
   std::size_t own_preds_ = 0;
