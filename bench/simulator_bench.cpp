@@ -5,6 +5,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "braid/config.hpp"
@@ -17,30 +18,38 @@
 
 namespace {
 
+// A schedule of the qwen2-26.3b study (`o` overrides it) with its cost model and its DAG.
 struct Fixture {
   braid::Schedule schedule;
   braid::CostModel cost;
   braid::Dag dag;
-  Fixture() {
-    braid::StudyOverrides o;
-    o.pp = 8;
-    o.nodes = 8;
-    o.microbatches = 256;
+  Fixture(const braid::StudyOverrides& o, const std::string& name,
+          const braid::LowerOptions& lower = {}) {
     const braid::Study study =
         braid::load_study(braid::resolve_config("studies", "qwen2-26.3b-a800x32"), o);
     const braid::Profile profile =
         braid::load_profile(braid::resolve_config("profiles", study.cluster.profile));
     braid::ScheduleOptions options;
     options.pp = study.parallel.pp;
+    options.vpp = study.parallel.vpp;
     options.microbatches = study.training.microbatches;
-    schedule = braid::make_schedule("stp", options);
+    schedule = braid::make_schedule(name, options);
     cost = braid::build_cost_model(study, profile, schedule.virtual_stages());
-    dag = braid::lower(schedule, cost);
+    dag = braid::lower(schedule, cost, lower);
   }
 };
 
+// stp on 8 nodes, pp 8, m 256: the benchmarks' common case.
+braid::StudyOverrides stp_case() {
+  braid::StudyOverrides o;
+  o.pp = 8;
+  o.nodes = 8;
+  o.microbatches = 256;
+  return o;
+}
+
 const Fixture& fixture() {
-  static const Fixture f;
+  static const Fixture f(stp_case(), "stp");
   return f;
 }
 
@@ -94,19 +103,9 @@ void BM_SimulateQwen2H100(benchmark::State& state) {
     o.tp = 8;
     o.pp = 8;
     o.microbatches = 256;
-    const braid::Study study =
-        braid::load_study(braid::resolve_config("studies", "qwen2-26.3b-a800x32"), o);
-    const braid::Profile profile =
-        braid::load_profile(braid::resolve_config("profiles", study.cluster.profile));
-    braid::ScheduleOptions options;
-    options.pp = study.parallel.pp;
-    options.vpp = study.parallel.vpp;
-    options.microbatches = study.training.microbatches;
-    const braid::Schedule schedule = braid::make_schedule("1f1b-i", options);
     braid::LowerOptions lower;
     lower.fold_zero_time = true;
-    return braid::lower(schedule,
-                        braid::build_cost_model(study, profile, schedule.virtual_stages()), lower);
+    return Fixture(o, "1f1b-i", lower).dag;
   }();
   braid::Timeline t;
   for (auto _ : state) {
