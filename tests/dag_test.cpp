@@ -492,6 +492,29 @@ TEST_CASE("instructions of one shape copied from the first one equal a fresh low
         REQUIRE(retime(again, l.schedule, l.cost, options));
         check_same_dag(again, dag);
       }
+  // The data-parallel step tail waits for each unit's first F and last W, which the copies note
+  // as the first lowering of their shape did.
+  Study overlapped = test::short_default_study().study;
+  overlapped.training.distributed_optimizer = true;
+  overlapped.training.overlap_grad_reduce = true;
+  overlapped.training.overlap_param_gather = true;
+  for (const char* name : {"1f1b-i", "zb-v", "stp"}) {
+    INFO(name << ", overlapped gradient reduce and parameter gather");
+    const Study study = configure(overlapped, sized(2, 2048, 1));
+    ScheduleOptions o;
+    o.pp = study.parallel.pp;
+    o.vpp = study.parallel.vpp;
+    o.microbatches = study.training.microbatches;
+    const Schedule schedule = make_schedule(name, o);
+    const CostModel cost =
+        build_cost_model(study, test::short_default_study().profile, schedule.virtual_stages());
+    const Dag dag = lower(schedule, cost);
+    CHECK(std::count_if(dag.ops.begin(), dag.ops.end(),
+                        [](const DagOp& op) { return op.kind == OpKind::DpSync; }) > 0);
+    Dag again = dag;
+    REQUIRE(retime(again, schedule, cost));
+    check_same_dag(again, dag);
+  }
   // FF and FW blocks (uniform costs), each shape twice.
   Schedule s = make("fw", 1, 1, 6, Placement::Loop, {{}});
   s.ranks[0].instructions = {FF({0, 0, false}, {0, 1, false}),
