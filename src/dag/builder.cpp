@@ -17,6 +17,7 @@ std::int32_t* sort_unique_slow(std::int32_t* b, std::int32_t* e) {
   return std::unique(b, e);
 }
 inline std::int32_t* sort_unique(std::int32_t* b, std::int32_t* e) {
+  if (e - b < 2) return e;  // an empty list may sit at a null address, where b + 1 is undefined
   for (const std::int32_t* i = b + 1; i < e; ++i)
     if (i[-1] >= i[0]) return sort_unique_slow(b, e);
   return e;
