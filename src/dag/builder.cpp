@@ -55,6 +55,55 @@ int DagBuilder::add_op(const DagOp& op, int rank, int instruction) {
   return id;
 }
 
+int DagBuilder::add_block(const OpBlock& block, int mb_first, int mb_second, int instruction,
+                          std::span<const BlockInput> inputs) {
+  const int base = static_cast<int>(dag_.ops.size());
+  const std::size_t n = block.ops.size();
+  // Copied as a whole, then patched in place (still in cache).
+  dag_.ops.insert(dag_.ops.end(), block.ops.begin(), block.ops.end());
+  DagOp* ops = dag_.ops.data() + base;
+  for (std::size_t k = 0; k < n; ++k) {
+    ops[k].mb = ops[k].side == BlockSide::Second ? mb_second : mb_first;
+    ops[k].instruction = instruction;
+  }
+  stream_.insert(stream_.end(), block.stream.begin(), block.stream.end());
+  const std::size_t at = dag_.stream_prev.size();
+  dag_.stream_prev.resize(at + n);
+  std::int32_t* prev = dag_.stream_prev.data() + at;
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::int32_t p = block.stream_prev[k];
+    prev[k] = p >= 0 ? base + p : last_[block.stream[k]];
+  }
+  for (const OpBlock::StreamRun& run : block.streams) {
+    last_[run.stream] = base + run.last;
+    count_[run.stream] += run.count;
+  }
+  untimed_off_compute_ += block.untimed_off_compute;
+
+  while (dag_.preds.size() < own_preds_ + block.preds.size() + inputs.size()) grow_preds();
+  dag_.pred_begin.resize(dag_.pred_begin.size() + n);
+  std::int32_t* begin = dag_.pred_begin.data() + base;
+  std::int32_t* p = dag_.preds.data();
+  const std::int32_t* own = block.preds.data();
+  const std::int32_t* own_begin = block.pred_begin.data();
+  std::size_t w = own_preds_;
+  const BlockInput* in = inputs.data();
+  const BlockInput* in_end = in + inputs.size();
+  for (std::size_t k = 0; k < n; ++k) {
+    begin[k] = static_cast<std::int32_t>(w);
+    if (in != in_end && in->at == static_cast<std::int32_t>(k)) {
+      // Inputs from before the block sort below the block's own.
+      std::int32_t* const from = p + w;
+      std::int32_t* e = from;
+      for (; in != in_end && in->at == static_cast<std::int32_t>(k); ++in) *e++ = in->from;
+      w += static_cast<std::size_t>(sort_unique(from, e) - from);
+    }
+    for (std::int32_t j = own_begin[k]; j < own_begin[k + 1]; ++j) p[w++] = base + own[j];
+  }
+  own_preds_ = w;
+  return base;
+}
+
 namespace {
 
 // Orders `late` by target, stably (least significant digit first, 11 bits a pass; a list

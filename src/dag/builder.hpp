@@ -7,12 +7,33 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <utility>
 #include <vector>
 
 #include "braid/dag.hpp"
 
 namespace braid::dag_build {
+
+// A run of ops appended at once with their whole predecessor lists: one instruction's ops as
+// first lowered, the dependencies among them (and their stream order) as offsets in the block.
+struct OpBlock {
+  std::vector<DagOp> ops;            // rank and stream set; microbatch and instruction per copy
+  std::vector<std::int32_t> stream;  // per op: its (rank, stream)
+  // Per op: its stream predecessor, -1 when that is the stream's last op before the block.
+  std::vector<std::int32_t> stream_prev;
+  std::vector<std::int32_t> pred_begin;  // per op and one past: its inputs in `preds`
+  std::vector<std::int32_t> preds;       // per op ascending, without duplicates
+  struct StreamRun {
+    std::int32_t stream = 0, last = 0, count = 0;  // the block's last op on it and its op count
+  };
+  std::vector<StreamRun> streams;  // per stream the block runs on
+  int untimed_off_compute = 0;     // ops that take no time, off the compute stream
+};
+// Op `at` of a block waits for op `from`, added before the block.
+struct BlockInput {
+  std::int32_t at = 0, from = 0;
+};
 
 class DagBuilder {
  public:
@@ -22,18 +43,12 @@ class DagBuilder {
   // Appends `op` with `rank` and `instruction` (its stream already set) at the end of its
   // (rank, stream) order and returns its index.
   int add_op(const DagOp& op, int rank, int instruction);
-  // Appends a copy of `op` (an op added before, on the same rank) with microbatch `mb` and
-  // `instruction`: the copy lands in place and is patched there, never read back wider than
-  // written (which would stall, as an op built field by field and then copied does).
-  int add_copy(const DagOp& op, int mb, int instruction) {
-    const int id = static_cast<int>(dag_.ops.size());
-    note_stream(id, op.rank, op.stream);
-    untimed_off_compute_ += !(op.duration_s > 0) && op.stream != StreamKind::Compute;
-    DagOp& added = dag_.ops.emplace_back(op);
-    added.mb = mb;
-    added.instruction = instruction;
-    return id;
-  }
+  // Appends a copy of `block` (pass stamping, lower.cpp) and returns the index of its first op:
+  // each op's microbatch is `mb_second` on a block's second side, `mb_first` elsewhere; every op
+  // gets `instruction`. `inputs`, ordered by their op, are the dependencies on ops before the
+  // block.
+  int add_block(const OpBlock& block, int mb_first, int mb_second, int instruction,
+                std::span<const BlockInput> inputs);
   // `to` waits for `from`; from < 0 (no op) is ignored. Duplicates are removed by finish().
   void add_dependency(int from, int to) {
     if (from < 0) return;

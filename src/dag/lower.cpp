@@ -348,12 +348,6 @@ class Lowerer final : public detail::StepEmitter {
     placed(id, op.stream);
     return id;
   }
-  // A copy of a stamp's op `from` with microbatch `mb`, in place (never re-timing).
-  int copy_op(const DagOp& from, int mb) {
-    const int id = build_.add_copy(from, mb, instruction_);
-    placed(id, from.stream);
-    return id;
-  }
   void placed(int id, StreamKind stream) {
     if (stream == StreamKind::Compute) {
       // The blocking rules: a compute op waits for the synchronous collectives and blocking sends
@@ -688,7 +682,7 @@ class Lowerer final : public detail::StepEmitter {
     edge(pass.cursor, id);
     edge(send_after_, id);
     (pass.phase == Phase::F ? send_f_ : send_b_)[idx_of(pass)] = id;
-    if (dag_.p2p_blocking) pending_sync_[rank_].push_back(id);
+    if (dag_.p2p_blocking) hold(id);
     if (batched_) prev_sends_[rank_].push_back(id);
   }
 
@@ -874,11 +868,16 @@ class Lowerer final : public detail::StepEmitter {
     std::int32_t to = kNone;    // the op's offset in the instruction's ops
   };
   struct Stamp {
-    bool tried = false;      // recorded once (a later instruction of the shape replays it if valid)
-    bool valid = false;      // every event is one replay can repeat
-    std::vector<DagOp> ops;  // as first emitted, by offset
-    std::vector<StampEvent> events;
-    std::vector<PassState> closed;  // the passes closed, their ops as offsets
+    bool tried = false;  // recorded once (a later instruction of the shape replays it if valid)
+    bool valid = false;  // every event is one replay can repeat
+    dag_build::OpBlock block;                // the ops as first emitted, by offset
+    std::vector<StampEvent> events;          // while recording; compile() turns them into the rest
+    std::vector<PassState> closed;           // the passes closed, their ops as offsets
+    int first_compute = kNone;               // waits for the syncs pending on the rank at the start
+    int last_compute = kNone;                // the rank's last compute op after the instruction
+    std::vector<int> from_last_compute;      // wait for the rank's last compute op at the start
+    std::vector<int> held;                   // pending on the rank after the instruction
+    std::vector<std::pair<int, int>> units;  // the step tail's inputs: (unit index, op)
   };
 
   // The stamp of the instruction's shape, nullptr when it is not stamped.
@@ -899,9 +898,10 @@ class Lowerer final : public detail::StepEmitter {
     stamp_->events.push_back(StampEvent{kind, from, to - stamp_base_});
   }
   void record_op(int id) {
-    stamp_->events.push_back(StampEvent{
-        StampEvent::Kind::Op, static_cast<std::int32_t>(stamp_->ops.size()), id - stamp_base_});
-    stamp_->ops.push_back(dag_.ops[id]);
+    stamp_->events.push_back(StampEvent{StampEvent::Kind::Op,
+                                        static_cast<std::int32_t>(stamp_->block.ops.size()),
+                                        id - stamp_base_});
+    stamp_->block.ops.push_back(dag_.ops[id]);
   }
   // An edge between ops of the instruction; any other (none is known) leaves the shape unstamped.
   void record_edge(int from, int to) {
@@ -926,39 +926,91 @@ class Lowerer final : public detail::StepEmitter {
     stamp_->closed.push_back(p);
   }
 
+  // The recorded events as what a replay does: the ops' dependencies among themselves (the
+  // synchronous ops held and the last compute op read inside the instruction become edges), and
+  // what they wait for before the instruction or leave pending after it.
+  static void compile(Stamp& stamp) {
+    dag_build::OpBlock& block = stamp.block;
+    const int n = static_cast<int>(block.ops.size());
+    std::vector<std::pair<int, int>> edges;  // (to, from)
+    std::vector<int> pending;
+    int last_compute = kNone;
+    for (const StampEvent& e : stamp.events) switch (e.kind) {
+        case StampEvent::Kind::Op:
+          if (block.ops[e.to].stream != StreamKind::Compute) break;
+          for (const int h : pending) edges.emplace_back(e.to, h);
+          pending.clear();
+          if (last_compute == kNone) stamp.first_compute = e.to;
+          last_compute = e.to;
+          break;
+        case StampEvent::Kind::Edge:
+          edges.emplace_back(e.to, e.from);
+          break;
+        case StampEvent::Kind::LastCompute:
+          if (last_compute != kNone)
+            edges.emplace_back(e.to, last_compute);
+          else
+            stamp.from_last_compute.push_back(e.to);
+          break;
+        case StampEvent::Kind::Hold:
+          pending.push_back(e.to);
+          break;
+        case StampEvent::Kind::Unit:
+          stamp.units.emplace_back(e.from, e.to);
+          break;
+      }
+    stamp.last_compute = last_compute;
+    stamp.held = std::move(pending);
+    std::sort(stamp.from_last_compute.begin(), stamp.from_last_compute.end());
+    std::sort(edges.begin(), edges.end());
+    edges.erase(std::unique(edges.begin(), edges.end()), edges.end());
+    block.pred_begin.assign(static_cast<std::size_t>(n) + 1, 0);
+    for (const auto& [to, from] : edges) {
+      ++block.pred_begin[to + 1];
+      block.preds.push_back(from);
+    }
+    for (int k = 0; k < n; ++k) block.pred_begin[k + 1] += block.pred_begin[k];
+    for (int k = 0; k < n; ++k) {
+      const DagOp& op = block.ops[k];
+      const std::int32_t s = op.rank * kStreamsPerRank + static_cast<int>(op.stream);
+      block.stream.push_back(s);
+      block.untimed_off_compute += !(op.duration_s > 0) && op.stream != StreamKind::Compute;
+      auto run =
+          std::find_if(block.streams.begin(), block.streams.end(),
+                       [s](const dag_build::OpBlock::StreamRun& r) { return r.stream == s; });
+      block.stream_prev.push_back(run == block.streams.end() ? kNone : run->last);
+      if (run == block.streams.end()) run = block.streams.insert(run, {s, k, 0});
+      run->last = k;
+      ++run->count;
+    }
+    stamp.events.clear();
+    stamp.events.shrink_to_fit();
+  }
+
   // The instruction's ops from its stamp, then its passes closed.
   void replay(const Stamp& stamp, const Instruction& in, std::vector<PassState>& sends) {
     int stage = 0;
     pass_index(in.a, &stage);  // the range checks of open_pass
     if (is_braided(in.op)) pass_index(in.b, &stage);
-    const int base = static_cast<int>(emitted());
-    const auto mb_of = [&in](BlockSide side) {
-      return side == BlockSide::Second ? in.b.mb : in.a.mb;
-    };
-    for (const StampEvent& e : stamp.events) switch (e.kind) {
-        case StampEvent::Kind::Op: {
-          const DagOp& from = stamp.ops[e.from];
-          copy_op(from, mb_of(from.side));
-          break;
-        }
-        case StampEvent::Kind::Edge:
-          link(base + e.from, base + e.to);
-          break;
-        case StampEvent::Kind::LastCompute:
-          link(last_compute_[rank_], base + e.to);
-          break;
-        case StampEvent::Kind::Hold:
-          pending_sync_[rank_].push_back(base + e.to);
-          break;
-        case StampEvent::Kind::Unit: {
-          const DagOp& op = stamp.ops[e.to];
-          note_unit_at(op.virtual_stage, e.from, op.phase, base + e.to);
-          break;
-        }
-      }
+    std::vector<dag_build::BlockInput>& inputs = block_inputs_;
+    inputs.clear();
+    if (const int last = last_compute_[rank_]; last != kNone)
+      for (const int at : stamp.from_last_compute) inputs.push_back({at, last});
+    std::vector<int>& pending = pending_sync_[rank_];
+    if (stamp.first_compute != kNone) {
+      for (const int op : pending) inputs.push_back({stamp.first_compute, op});
+      pending.clear();
+    }
+    const int base = build_.add_block(stamp.block, in.a.mb, in.b.mb, instruction_, inputs);
+    if (stamp.last_compute != kNone) last_compute_[rank_] = base + stamp.last_compute;
+    for (const int op : stamp.held) pending.push_back(base + op);
+    for (const auto& [index, at] : stamp.units) {
+      const DagOp& op = stamp.block.ops[at];
+      note_unit_at(op.virtual_stage, index, op.phase, base + at);
+    }
     const auto shift = [base](int op) { return op == kNone ? kNone : base + op; };
     for (PassState p : stamp.closed) {
-      p.mb = mb_of(p.side);
+      p.mb = p.side == BlockSide::Second ? in.b.mb : in.a.mb;
       p.cursor = shift(p.cursor);
       p.first = shift(p.first);
       p.prefetched = shift(p.prefetched);
@@ -983,6 +1035,7 @@ class Lowerer final : public detail::StepEmitter {
       lower_passes(in, sends);
       recording_ = false;
       stamp->valid = stamp_usable_;
+      if (stamp->valid) compile(*stamp);
     } else {
       lower_passes(in, sends);
     }
@@ -1243,6 +1296,7 @@ class Lowerer final : public detail::StepEmitter {
   int stamp_base_ = 0;  // the recorded instruction's first op
   Stamp* stamp_ = nullptr;
   std::unordered_map<std::uint64_t, Stamp> stamps_;
+  std::vector<dag_build::BlockInput> block_inputs_;  // a replay's inputs from before it
 };
 
 // The schedule's sizes must fit a DagOp's packed fields (dag.hpp). The configuration's bounds keep

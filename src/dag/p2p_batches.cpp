@@ -23,9 +23,10 @@ struct Send {
   int rank = 0;
   int produced_at = 0;
   int consumer_rank = 0, consumer_at = -1;
-  int stream = 0;          // 0: to rank + 1, 1: to rank - 1 (p = 2: always 0)
-  int post = -1;           // the receiver's instruction after which it posts (-1: at the start)
-  int post_override = -2;  // hoisted: the receiver's instruction after which it posts (-1: start)
+  int stream = 0;  // 0: to rank + 1, 1: to rank - 1 (p = 2: always 0)
+  // The receiver's instruction after which it posts (-1: at the start); hoist_one moves it
+  // earlier.
+  int post = -1;
   bool done = false;
 };
 
@@ -120,8 +121,7 @@ class Planner {
   [[nodiscard]] BatchPlan plan() const {
     BatchPlan plan;
     plan.step_start = start_;
-    for (int id : hoisted_)
-      plan.hoisted.push_back(HoistedReceive{sends_[id].ref, sends_[id].post_override});
+    for (int id : hoisted_) plan.hoisted.push_back(HoistedReceive{sends_[id].ref, sends_[id].post});
     const std::size_t ranks = s_.ranks.size();
     plan.flush_begin.resize(ranks);
     plan.flush.resize(ranks);
@@ -295,8 +295,7 @@ class Planner {
     bool any = false;
     while (!q.empty()) {
       Send& send = sends_[q.front()];
-      const int post = send.post_override >= -1 ? send.post_override : send.post;
-      if (send.consumer_at >= 0 && post >= 0 && pc_[send.consumer_rank] <= post) break;
+      if (send.consumer_at >= 0 && send.post >= 0 && pc_[send.consumer_rank] <= send.post) break;
       send.done = true;
       ++q.head;
       any = true;
@@ -318,7 +317,7 @@ class Planner {
       if (!q.empty() && (best < 0 || priority(q.front()) < priority(best))) best = q.front();
     if (best < 0) return false;
     Send& send = sends_[best];
-    send.post_override = pc_[send.consumer_rank] - 1;
+    send.post = pc_[send.consumer_rank] - 1;
     hoisted_.push_back(best);
     return true;
   }
