@@ -86,21 +86,27 @@ int DagBuilder::add_block(const OpBlock& block, int mb_first, int mb_second, int
   std::int32_t* p = dag_.preds.data();
   const std::int32_t* own = block.preds.data();
   const std::int32_t* own_begin = block.pred_begin.data();
-  std::size_t w = own_preds_;
-  const BlockInput* in = inputs.data();
-  const BlockInput* in_end = in + inputs.size();
-  for (std::size_t k = 0; k < n; ++k) {
-    begin[k] = static_cast<std::int32_t>(w);
-    if (in != in_end && in->at == static_cast<std::int32_t>(k)) {
-      // Inputs from before the block sort below the block's own.
-      std::int32_t* const from = p + w;
-      std::int32_t* e = from;
-      for (; in != in_end && in->at == static_cast<std::int32_t>(k); ++in) *e++ = in->from;
-      w += static_cast<std::size_t>(sort_unique(from, e) - from);
-    }
-    for (std::int32_t j = own_begin[k]; j < own_begin[k + 1]; ++j) p[w++] = base + own[j];
+  // The block's lists land at w + their offset in it, each op with inputs from before the block
+  // shifting the ones after it: runs of ops between those are written as plain array loops.
+  auto w = static_cast<std::int32_t>(own_preds_);
+  std::size_t k = 0;
+  std::int32_t j = 0;  // the first entry of block.preds not yet written
+  for (const BlockInput* in = inputs.data(), *in_end = in + inputs.size();;) {
+    const std::size_t stop = in != in_end ? static_cast<std::size_t>(in->at) : n;
+    for (; k < stop; ++k) begin[k] = w + own_begin[k];
+    const std::int32_t j_end = own_begin[stop];
+    for (; j < j_end; ++j) p[w + j] = base + own[j];
+    if (stop == n) break;
+    // Op `stop`: its inputs from before the block sort below its own.
+    begin[k] = w + own_begin[k];
+    std::int32_t* const from = p + w + j;
+    std::int32_t* e = from;
+    for (; in != in_end && in->at == static_cast<std::int32_t>(k); ++in) *e++ = in->from;
+    w += static_cast<std::int32_t>(sort_unique(from, e) - from);
+    ++k;
   }
-  own_preds_ = w;
+  w += own_begin[n];
+  own_preds_ = static_cast<std::size_t>(w);
   return base;
 }
 
