@@ -870,14 +870,16 @@ class Lowerer final : public detail::StepEmitter {
   struct Stamp {
     bool tried = false;  // recorded once (a later instruction of the shape replays it if valid)
     bool valid = false;  // every event is one replay can repeat
-    dag_build::OpBlock block;                // the ops as first emitted, by offset
-    std::vector<StampEvent> events;          // while recording; compile() turns them into the rest
-    std::vector<PassState> closed;           // the passes closed, their ops as offsets
-    int first_compute = kNone;               // waits for the syncs pending on the rank at the start
-    int last_compute = kNone;                // the rank's last compute op after the instruction
-    std::vector<int> from_last_compute;      // wait for the rank's last compute op at the start
-    std::vector<int> held;                   // pending on the rank after the instruction
-    std::vector<std::pair<int, int>> units;  // the step tail's inputs: (unit index, op)
+    dag_build::OpBlock block;            // the ops as first emitted, by offset
+    std::vector<StampEvent> events;      // while recording; compile() turns them into the rest
+    std::vector<PassState> closed;       // the passes closed, their ops as offsets
+    int first_compute = kNone;           // waits for the syncs pending on the rank at the start
+    int last_compute = kNone;            // the rank's last compute op after the instruction
+    std::vector<int> from_last_compute;  // wait for the rank's last compute op at the start
+    std::vector<int> held;               // pending on the rank after the instruction
+    // The step tail's inputs: a unit's last W op (slot, op). Its first F was noted by the recording
+    // (later ones change nothing).
+    std::vector<std::pair<int*, int>> last_w;
   };
 
   // The stamp of the instruction's shape, nullptr when it is not stamped.
@@ -929,7 +931,7 @@ class Lowerer final : public detail::StepEmitter {
   // The recorded events as what a replay does: the ops' dependencies among themselves (the
   // synchronous ops held and the last compute op read inside the instruction become edges), and
   // what they wait for before the instruction or leave pending after it.
-  static void compile(Stamp& stamp) {
+  void compile(Stamp& stamp) {
     dag_build::OpBlock& block = stamp.block;
     const int n = static_cast<int>(block.ops.size());
     std::vector<std::pair<int, int>> edges;  // (to, from)
@@ -956,7 +958,8 @@ class Lowerer final : public detail::StepEmitter {
           pending.push_back(e.to);
           break;
         case StampEvent::Kind::Unit:
-          stamp.units.emplace_back(e.from, e.to);
+          if (const DagOp& op = block.ops[e.to]; op.phase == Phase::W)
+            stamp.last_w.emplace_back(&step_.last_w[op.virtual_stage][e.from], e.to);
           break;
       }
     stamp.last_compute = last_compute;
@@ -1004,10 +1007,7 @@ class Lowerer final : public detail::StepEmitter {
     const int base = build_.add_block(stamp.block, in.a.mb, in.b.mb, instruction_, inputs);
     if (stamp.last_compute != kNone) last_compute_[rank_] = base + stamp.last_compute;
     for (const int op : stamp.held) pending.push_back(base + op);
-    for (const auto& [index, at] : stamp.units) {
-      const DagOp& op = stamp.block.ops[at];
-      note_unit_at(op.virtual_stage, index, op.phase, base + at);
-    }
+    for (const auto& [slot, at] : stamp.last_w) *slot = base + at;
     const auto shift = [base](int op) { return op == kNone ? kNone : base + op; };
     for (PassState p : stamp.closed) {
       p.mb = p.side == BlockSide::Second ? in.b.mb : in.a.mb;
