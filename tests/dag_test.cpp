@@ -467,6 +467,10 @@ TEST_CASE("re-timing refuses a DAG of another structure and the caller lowers af
   check_same_dag(other, fresh);
 }
 
+namespace {
+void check_index_arrays(const Dag& dag);  // below, with the builder's tests
+}  // namespace
+
 // Instructions of one shape are lowered once and copied after (pass stamping); re-timing
 // lowers every instruction afresh and checks each op and dependency against the DAG, so a copy
 // that differs from a fresh lowering in anything fails here.
@@ -488,6 +492,9 @@ TEST_CASE("instructions of one shape copied from the first one equal a fresh low
         int mbs = 0;
         for (int i = 1; i < dag.size(); ++i) mbs = std::max<int>(mbs, dag.ops[i].mb);
         CHECK(mbs == l.schedule.microbatches - 1);
+        // Re-timing does not rebuild the index arrays: the copies' lists and stream links are
+        // checked here.
+        check_index_arrays(dag);
         Dag again = dag;
         REQUIRE(retime(again, l.schedule, l.cost, options));
         check_same_dag(again, dag);
@@ -569,6 +576,13 @@ void check_index_arrays(const Dag& dag) {
   for (std::size_t s = 0; s < streams.size(); ++s)
     CHECK(std::vector<int>(dag.stream_ops.begin() + dag.stream_begin[s],
                            dag.stream_ops.begin() + dag.stream_begin[s + 1]) == streams[s]);
+  // Each op's stream predecessor is the op before it there (a stamped copy links its first op on
+  // a stream to the last one before the copy).
+  REQUIRE(dag.stream_prev.size() == dag.ops.size());
+  std::vector<int> prev(dag.ops.size(), -1);
+  for (const std::vector<int>& ops : streams)
+    for (std::size_t k = 1; k < ops.size(); ++k) prev[ops[k]] = ops[k - 1];
+  CHECK(dag.stream_prev == prev);
 }
 
 }  // namespace
