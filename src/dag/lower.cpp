@@ -856,11 +856,12 @@ class Lowerer final : public detail::StepEmitter {
   // but for their microbatch and instruction index, with the same dependencies among them: the
   // passes start from nothing (no cursor), and what they wait for outside the instruction is the
   // synchronous collectives and sends pending on the rank, and its last compute op, both read
-  // afresh as the ops are replayed. So the first such instruction's ops and events are recorded
-  // and the later ones copy them. Where zero-time ops are left out while lowering, what is left
-  // out depends on whether a synchronous op is pending (skips_w) and the TP stream has run
-  // anything (skips_collective) when the instruction starts: both are part of the shape then.
-  // Off when re-timing (which checks a DAG against the lowering op by op).
+  // afresh when a copy is made. So the first such instruction's ops and events are recorded,
+  // compiled once into an op block (compile()), and the later ones copy that block whole, handing
+  // in only what they wait for from before themselves (replay()). Where zero-time ops are left out
+  // while lowering, what is left out depends on whether a synchronous op is pending (skips_w) and
+  // the TP stream has run anything (skips_collective) when the instruction starts: both are part of
+  // the shape then. Off when re-timing (which checks a DAG against the lowering op by op).
   struct StampEvent {
     enum class Kind : std::uint8_t { Op, Edge, LastCompute, Hold, Unit };
     Kind kind = Kind::Op;
