@@ -80,9 +80,9 @@ bool contends(const Dag& dag, const SimOptions& options) {
          has_copies(dag);
 }
 
-// The op after each on its stream (the Dag keeps only the one before): a stream's ops end in
-// stream order, in the engine and in the topological pass alike, so one position per stream
-// follows them.
+// The op after each on its stream, for the engine (the Dag keeps only the one before; the
+// topological pass keeps it in each op's waiting slot): a stream's ops end in stream order, so one
+// position per stream follows them.
 class NextOnStream {
  public:
   explicit NextOnStream(const Dag& dag)
