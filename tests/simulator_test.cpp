@@ -339,6 +339,33 @@ TEST_CASE("the fast path steps aside for an op with more inputs than it counts",
   }
 }
 
+TEST_CASE("the fast path steps aside when more ops are ready than there are streams",
+          "[sim][fast]") {
+  // A Dag whose successor lists disagree with its predecessor lists (lowering never makes one):
+  // op 0 lists each later TP op twice but is only one of their inputs, so all eight become ready
+  // at once on one stream. The pass keeps room for one ready op per stream (seven on one rank)
+  // and leaves such a Dag to the engine.
+  Dag dag;
+  dag.schedule = "inconsistent";
+  dag.memory_exact = true;
+  const int n = 9;
+  dag.ops.resize(n);
+  for (int i = 0; i < n; ++i) dag.ops[i].duration_s = 1;
+  for (int i = 1; i < n; ++i) dag.ops[i].stream = StreamKind::Tp;
+  dag.pred_begin = {0, 0, 1, 2, 3, 4, 5, 6, 7, 8};
+  dag.preds.assign(8, 0);
+  dag.succs = {1};
+  for (int i = 2; i < n; ++i) dag.succs.insert(dag.succs.end(), {i, i});
+  dag.succ_begin.assign(n + 1, static_cast<int>(dag.succs.size()));
+  dag.succ_begin[0] = 0;
+  dag.stream_begin.assign(kStreamsPerRank + 1, n);
+  dag.stream_begin[0] = 0;
+  dag.stream_begin[1] = 1;
+  for (int i = 0; i < n; ++i) dag.stream_ops.push_back(i);
+  dag.stream_prev = {-1, -1, 1, 2, 3, 4, 5, 6, 7};
+  CHECK_FALSE(simulate(dag).fast_path);
+}
+
 TEST_CASE("each op records its last-ending predecessor, ties to the lowest index", "[sim]") {
   // Every op's recorded predecessor ends exactly when the op starts; no other predecessor ends
   // later, and none that ends at the same time has a lower index (docs/simulator.md).
