@@ -282,6 +282,90 @@ TEST_CASE("the fast path steps aside when an instant holds more zero-time rounds
   CHECK(t.peak_activation_bytes == std::vector<double>{2.0, 1.0});
 }
 
+namespace {
+
+// One rank: `inputs` ops on the TP stream one after another (1 s each), then a compute op that
+// waits for all of them (its dependencies, not its stream: it is first on the compute stream).
+Dag fan_in(int inputs) {
+  Dag dag;
+  dag.schedule = "fan-in";
+  dag.memory_exact = true;
+  const int n = inputs + 1;
+  dag.ops.resize(n);
+  for (int i = 0; i < inputs; ++i) {
+    dag.ops[i].kind = OpKind::Collective;
+    dag.ops[i].stream = StreamKind::Tp;
+    dag.ops[i].duration_s = 1;
+  }
+  dag.ops[inputs].duration_s = 1;
+  dag.pred_begin.assign(n + 1, 0);
+  dag.pred_begin[n] = inputs;
+  dag.succ_begin.resize(n + 1);
+  for (int i = 0; i < inputs; ++i) {
+    dag.preds.push_back(i);
+    dag.succ_begin[i] = i;
+    dag.succs.push_back(inputs);
+  }
+  dag.succ_begin[inputs] = dag.succ_begin[n] = inputs;
+  dag.stream_begin.assign(kStreamsPerRank + 1, n);
+  dag.stream_begin[0] = 0;  // compute: the waiting op
+  dag.stream_begin[1] = 1;  // tp: the others
+  for (int s = 2; s <= kStreamsPerRank; ++s) dag.stream_begin[s] = n;
+  dag.stream_ops.push_back(inputs);
+  dag.stream_prev.assign(n, -1);
+  for (int i = 0; i < inputs; ++i) {
+    dag.stream_ops.push_back(i);
+    if (i > 0) dag.stream_prev[i] = i - 1;
+  }
+  return dag;
+}
+
+}  // namespace
+
+TEST_CASE("the fast path steps aside for an op with more inputs than it counts", "[sim][fast]") {
+  // The pass counts an op's inputs in 16 bits: 65,535 are counted, 65,536 go to the engine, and
+  // both give the same times.
+  for (const int inputs : {65535, 65536}) {
+    INFO(inputs << " inputs");
+    const Dag dag = fan_in(inputs);
+    const Timeline fast = simulate(dag);
+    CHECK(fast.fast_path == (inputs == 65535));
+    const Timeline events = simulate_events(dag);
+    CHECK(fast.iteration_time_s == inputs + 1.0);
+    CHECK(fast.start_s == events.start_s);
+    CHECK(fast.end_s == events.end_s);
+    CHECK(fast.critical_pred == events.critical_pred);
+    CHECK(fast.critical_pred[inputs] == inputs - 1);
+  }
+}
+
+TEST_CASE("the fast path steps aside when more ops are ready than there are streams",
+          "[sim][fast]") {
+  // A Dag whose successor lists disagree with its predecessor lists (lowering never makes one):
+  // op 0 lists each later TP op twice but is only one of their inputs, so all eight become ready
+  // at once on one stream. The pass keeps room for one ready op per stream (seven on one rank)
+  // and leaves such a Dag to the engine.
+  Dag dag;
+  dag.schedule = "inconsistent";
+  dag.memory_exact = true;
+  const int n = 9;
+  dag.ops.resize(n);
+  for (int i = 0; i < n; ++i) dag.ops[i].duration_s = 1;
+  for (int i = 1; i < n; ++i) dag.ops[i].stream = StreamKind::Tp;
+  dag.pred_begin = {0, 0, 1, 2, 3, 4, 5, 6, 7, 8};
+  dag.preds.assign(8, 0);
+  dag.succs = {1};
+  for (int i = 2; i < n; ++i) dag.succs.insert(dag.succs.end(), {i, i});
+  dag.succ_begin.assign(n + 1, static_cast<int>(dag.succs.size()));
+  dag.succ_begin[0] = 0;
+  dag.stream_begin.assign(kStreamsPerRank + 1, n);
+  dag.stream_begin[0] = 0;
+  dag.stream_begin[1] = 1;
+  for (int i = 0; i < n; ++i) dag.stream_ops.push_back(i);
+  dag.stream_prev = {-1, -1, 1, 2, 3, 4, 5, 6, 7};
+  CHECK_FALSE(simulate(dag).fast_path);
+}
+
 TEST_CASE("each op records its last-ending predecessor, ties to the lowest index", "[sim]") {
   // Every op's recorded predecessor ends exactly when the op starts; no other predecessor ends
   // later, and none that ends at the same time has a lower index (docs/simulator.md).

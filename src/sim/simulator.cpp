@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -79,9 +80,9 @@ bool contends(const Dag& dag, const SimOptions& options) {
          has_copies(dag);
 }
 
-// The op after each on its stream (the Dag keeps only the one before): a stream's ops end in
-// stream order, in the engine and in the topological pass alike, so one position per stream
-// follows them.
+// The op after each on its stream, for the engine (the Dag keeps only the one before; the
+// topological pass keeps it in each op's waiting slot): a stream's ops end in stream order, so one
+// position per stream follows them.
 class NextOnStream {
  public:
   explicit NextOnStream(const Dag& dag)
@@ -363,7 +364,7 @@ struct StreamMemory {
 // no earlier than its stream predecessor's end, in a later round), so the streams are merged.
 class MemorySweep {
  public:
-  MemorySweep(const Dag& dag, const Timeline& t, const std::vector<std::uint16_t>& round)
+  MemorySweep(const Dag& dag, const Timeline& t, const std::uint16_t* round)
       : dag_(dag), t_(t), round_(round) {}
 
   // Streams whose ops neither allocate nor free (`memory_of`, per stream of the Dag) are not read.
@@ -438,50 +439,77 @@ class MemorySweep {
 
   const Dag& dag_;
   const Timeline& t_;
-  const std::vector<std::uint16_t>& round_;
+  const std::uint16_t* round_;
   Cursor cursor_[kStreamsPerRank]{};
 };
 
+// While an op waits in the topological pass, its end-time slot holds, as a 64-bit pattern, the op
+// after it on its stream (bits 32-63, -1 after the last), its stream (bits 16-31) and the count
+// of its inputs not yet timed (bits 0-15): no array of counts, no walk of the stream order beside
+// the pass, and no read of the op's rank and stream (often on a second cache line of its record).
+// A stream or count that does not fit in 16 bits is left to the engine.
+constexpr std::uint64_t kField16 = 0xffff;
+
 // The topological pass: false when it cannot guarantee the event engine's results (a cycle, a
-// duration too small to move its end, memory sums that could round by order).
+// duration too small to move its end, memory sums that could round by order). It reads the Dag
+// through plain pointers: a store through the stack's or the timeline's pointers could otherwise
+// alias a vector's own, and every access would load the vector's data pointer again.
 bool time_topologically(const Dag& dag, Timeline& out) {
   const int n = dag.size();
   if (!(dag.memory_exact || memory_sums_exact(dag))) return false;
-  out.start_s.assign(n, 0.0);  // doubles as "latest predecessor end so far"
+  if (dag.stream_begin.back() != n) return false;  // every op is on a stream
+  // Each start doubles as "latest predecessor end so far": -1 is below every end, so an op's
+  // first input always sets it (an op without inputs starts at 0, set below).
+  out.start_s.assign(n, -1.0);
   out.end_s.resize(n);
   out.critical_pred.assign(n, -1);
   out.ranks = dag.pp;
-  // An op's end is written once it is timed; until then its slot holds, as a 64-bit pattern, its
-  // stream (high half) and the count of its inputs not yet timed (low half), so neither an array
-  // of counts nor a read of the op's rank and stream (often on a second cache line) is needed.
-  double* pending = out.end_s.data();
-  if (dag.stream_begin.back() != n) return false;  // every op is on a stream
+  double* pending = out.end_s.data();  // an op's end once timed, its waiting state before
+  double* start = out.start_s.data();
+  std::int32_t* crit = out.critical_pred.data();
   // round: the zero-time round of the instant in which the op starts (1 when readied by a timed
   // op's end or at time 0, k + 1 when by a zero-time op of round k) — the engine's order. 16
   // bits, 2 bytes per op less at the peak of a run (the Dag and the Timeline are alive): an instant
-  // of more rounds is left to the engine.
-  std::vector<std::uint16_t> round(n, 1);
-  std::vector<std::int32_t> stack;
+  // of more rounds is left to the engine. Not filled: an op's first input writes it.
+  const auto round_of = std::make_unique_for_overwrite<std::uint16_t[]>(n);
+  std::uint16_t* round = round_of.get();
   const int streams = static_cast<int>(dag.stream_begin.size()) - 1;
+  if (streams > static_cast<int>(kField16)) return false;
+  // An op is ready once its stream predecessor is timed, so each stream has at most one ready op
+  // waiting: the stack never holds more than one op per stream.
+  std::vector<std::int32_t> stack_of(streams);
+  std::int32_t* stack = stack_of.data();
+  int top = 0;
   std::vector<StreamMemory> memory(streams);
-  NextOnStream next_on_stream(dag);
-  stack.reserve(static_cast<std::size_t>(dag.pp) * kStreamsPerRank + 16);
-  for (int sid = 0; sid < streams; ++sid)
-    for (int k = dag.stream_begin[sid], e = dag.stream_begin[sid + 1]; k < e; ++k) {
-      const int i = dag.stream_ops[k];
-      const auto inputs = static_cast<std::uint32_t>(dag.pred_begin[i + 1] - dag.pred_begin[i] +
-                                                     (k > dag.stream_begin[sid] ? 1 : 0));
-      pending[i] = std::bit_cast<double>(static_cast<std::uint64_t>(sid) << 32 | inputs);
-      if (inputs == 0) stack.push_back(i);
+  const std::int32_t* stream_begin = dag.stream_begin.data();
+  const std::int32_t* stream_ops = dag.stream_ops.data();
+  const std::int32_t* pred_begin = dag.pred_begin.data();
+  for (int sid = 0; sid < streams; ++sid) {
+    std::uint32_t behind = 0;  // the stream predecessor: an input of every op but the first
+    for (int k = stream_begin[sid], e = stream_begin[sid + 1]; k < e; ++k) {
+      const int i = stream_ops[k];
+      const auto inputs = static_cast<std::uint32_t>(pred_begin[i + 1] - pred_begin[i]) + behind;
+      if (inputs > kField16) return false;
+      const auto after = static_cast<std::uint32_t>(k + 1 < e ? stream_ops[k + 1] : -1);
+      pending[i] = std::bit_cast<double>(static_cast<std::uint64_t>(after) << 32 |
+                                         static_cast<std::uint64_t>(sid) << 16 | inputs);
+      if (inputs == 0) {
+        start[i] = 0;
+        round[i] = 1;
+        stack[top++] = i;
+      }
+      behind = 1;
     }
-  double* start = out.start_s.data();
-  std::int32_t* crit = out.critical_pred.data();
+  }
+  const DagOp* ops = dag.ops.data();
+  const std::int32_t* succ_begin = dag.succ_begin.data();
   const std::int32_t* succ = dag.succs.data();
   double last = 0;
   int done = 0;
   std::int64_t timed = 0;
+  bool overflow = false;  // more ready ops than streams (a broken stream order): left to the engine
   auto reach = [&](int s, int i, double end, std::int32_t r) {
-    if (end > start[s] || crit[s] < 0) {
+    if (end > start[s]) {
       start[s] = end;
       crit[s] = i;
       round[s] = static_cast<std::uint16_t>(r);
@@ -491,24 +519,27 @@ bool time_topologically(const Dag& dag, Timeline& out) {
     }
     const std::uint64_t left = std::bit_cast<std::uint64_t>(pending[s]) - 1;
     pending[s] = std::bit_cast<double>(left);
-    if (static_cast<std::uint32_t>(left) == 0) {
-      __builtin_prefetch(&dag.ops[s]);  // timed soon (the stack is last in, first out)
-      stack.push_back(s);
+    if ((left & kField16) == 0) {
+      __builtin_prefetch(&ops[s]);  // timed soon (the stack is last in, first out)
+      if (top == streams) {
+        overflow = true;
+        return;
+      }
+      stack[top++] = s;
     }
   };
-  while (!stack.empty()) {
-    const int i = stack.back();
-    stack.pop_back();
+  while (top > 0) {
+    const int i = stack[--top];
     ++done;
-    const DagOp& op = dag.ops[i];
-    const int stream = static_cast<int>(std::bit_cast<std::uint64_t>(pending[i]) >> 32);
-    const int next = next_on_stream.after_on(stream);
+    const DagOp& op = ops[i];
+    const std::uint64_t waiting = std::bit_cast<std::uint64_t>(pending[i]);
+    const auto next = static_cast<std::int32_t>(static_cast<std::uint32_t>(waiting >> 32));
     if (next >= 0) {  // its slots are read below, after the dependencies'
       __builtin_prefetch(&start[next]);
       __builtin_prefetch(&pending[next]);
     }
     if (op.alloc_bytes != 0 || op.free_bytes != 0) {
-      StreamMemory& m = memory[stream];
+      StreamMemory& m = memory[(waiting >> 16) & kField16];
       m.used = true;
       if (op.alloc_bytes != 0) {
         m.bytes += op.alloc_bytes;
@@ -529,11 +560,11 @@ bool time_topologically(const Dag& dag, Timeline& out) {
       ++timed;
     }
     if (r > std::numeric_limits<std::uint16_t>::max()) return false;  // the engine counts on
-    out.end_s[i] = end;
+    pending[i] = end;
     last = std::max(last, end);
-    for (int j = dag.succ_begin[i], e = dag.succ_begin[i + 1]; j < e; ++j)
-      reach(succ[j], i, end, r);
+    for (int j = succ_begin[i], e = succ_begin[i + 1]; j < e; ++j) reach(succ[j], i, end, r);
     if (next >= 0) reach(next, i, end, r);
+    if (overflow) return false;
   }
   if (done != n) return false;  // the event engine names the cycle
   out.iteration_time_s = last;
