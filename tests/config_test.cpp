@@ -2,9 +2,15 @@
 // and every kind of bad input is one InputError naming the file, the field and what is allowed.
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "../src/util/yaml_reader.hpp"
 
 #include "braid/config.hpp"
 #include "braid/cost_model.hpp"
@@ -318,4 +324,67 @@ TEST_CASE("the study enums' names read back to the same value", "[config]") {
   CHECK(parse_stage_balance("cost") == StageBalance::Cost);
   CHECK(std::string(name(StageBalance::Uniform)) == "uniform");
   CHECK_FALSE(parse_stage_balance("even").has_value());
+}
+
+TEST_CASE("YamlMap reads numbers as yaml-cpp's conversions do", "[config]") {
+  // The short decimals YamlMap reads itself, and texts on either side of that rule (octal and hex
+  // integers, long mantissas, large exponents), against yaml-cpp's own decoding.
+  std::vector<std::string> texts = {"0",
+                                    "-0",
+                                    "7",
+                                    "010",
+                                    "0x1f",
+                                    "-12",
+                                    "1.5",
+                                    "-0.25",
+                                    "1e9",
+                                    "1E-7",
+                                    "2.5e+3",
+                                    "1e999",
+                                    "1e-999",
+                                    ".5",
+                                    "1.",
+                                    "+3",
+                                    "3 3",
+                                    "3 ",
+                                    "1_000",
+                                    ".inf",
+                                    "-.inf",
+                                    ".nan",
+                                    "12345678901234567890",
+                                    "9223372036854775807",
+                                    "989",
+                                    "0.798",
+                                    "54.1",
+                                    "134217728",
+                                    "613.3",
+                                    "1e100",
+                                    "1e-99",
+                                    "123456789012345678",
+                                    "0.1234567890123456789"};
+  for (int i = 0; i < 200; ++i) {
+    // Pseudo-random decimals, reproducibly.
+    const unsigned r = static_cast<unsigned>(i) * 2654435761U;
+    texts.push_back(std::to_string(r % 100000) + "." + std::to_string(r % 977) + "e" +
+                    std::to_string(static_cast<int>(r % 41) - 20));
+    texts.push_back((i % 2 ? "-" : "") + std::to_string(r));
+  }
+  for (const std::string& text : texts) {
+    INFO(text);
+    const YAML::Node root = YAML::Load("x: " + text + "\n");
+    double expected_number = 0;
+    long long expected_integer = 0;
+    const bool is_number =
+        YAML::convert<double>::decode(root["x"], expected_number) && std::isfinite(expected_number);
+    const bool is_integer = YAML::convert<long long>::decode(root["x"], expected_integer);
+    detail::YamlMap map(root, "f.yaml", "");
+    if (is_number)
+      CHECK(map.number("x") == expected_number);
+    else
+      CHECK_THROWS_AS(map.number("x"), InputError);
+    if (is_integer)
+      CHECK(map.integer("x") == expected_integer);
+    else
+      CHECK_THROWS_AS(map.integer("x"), InputError);
+  }
 }

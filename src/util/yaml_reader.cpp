@@ -1,10 +1,18 @@
 #include "yaml_reader.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <string>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
 #include <utility>
 
 #include "braid/error.hpp"
@@ -20,14 +28,44 @@ std::string join(const std::vector<std::string>& items) {
   return out;
 }
 
-YAML::Node load_yaml_file(const std::filesystem::path& file) {
-  // An ifstream opens a directory and reads nothing: say what it is.
-  if (std::error_code ec; std::filesystem::is_directory(file, ec))
+namespace {
+
+// The bytes of `file`, read with open() and read(): an ifstream (its filebuf, locale and codecvt)
+// cost ~10 us a file, a tenth of reading a small study. A directory opens and reads nothing: it
+// is named as such, whether or not it could be opened.
+std::string read_text(const std::filesystem::path& file) {
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
+  bool directory = false;
+  if (fd >= 0) {
+    struct stat info = {};
+    directory = ::fstat(fd, &info) == 0 && S_ISDIR(info.st_mode);
+  } else {
+    std::error_code ec;
+    directory = std::filesystem::is_directory(file, ec);
+  }
+  if (directory) {
+    if (fd >= 0) ::close(fd);
     throw InputError(file.string(), "", "is a directory; give a YAML file");
-  std::ifstream in(file);
-  if (!in) throw InputError(file.string(), "", "cannot open file");
+  }
+  if (fd < 0) throw InputError(file.string(), "", "cannot open file");
+  std::string text;
+  char buffer[8192];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buffer, static_cast<std::size_t>(n));
+  }
+  ::close(fd);
+  return text;
+}
+
+}  // namespace
+
+YAML::Node load_yaml_file(const std::filesystem::path& file) {
+  const std::string text = read_text(file);
   try {
-    YAML::Node root = YAML::Load(in);
+    YAML::Node root = YAML::Load(text);
     if (!root.IsMap())
       throw InputError(file.string(), "", "expected a YAML mapping at the top level");
     return root;
@@ -37,6 +75,49 @@ YAML::Node load_yaml_file(const std::filesystem::path& file) {
   }
 }
 
+namespace {
+
+// A plain decimal, short enough that it neither overflows nor underflows: [-]digits[.digits]
+// [e[+-]dd] for a double (up to 17 digits), [-]digits without a leading zero for an integer (up
+// to 18). yaml-cpp's own decoding reads every number through a std::stringstream (a few us each,
+// ~50 per study run) with the base left to the text ("010" is 8); both give these texts the same
+// value (its stream reads a double with strtod, as from_chars does), other texts go to it.
+bool short_decimal(std::string_view s, bool integer) {
+  std::size_t i = !s.empty() && s[0] == '-' ? 1 : 0;
+  auto digits = [&] {
+    const std::size_t from = i;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+    return i - from;
+  };
+  const std::size_t first = i;
+  std::size_t count = digits();
+  if (count == 0) return false;
+  if (integer) return i == s.size() && count <= 18 && (count == 1 || s[first] != '0');
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    const std::size_t fraction = digits();
+    if (fraction == 0) return false;
+    count += fraction;
+  }
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+    const std::size_t exponent = digits();
+    if (exponent == 0 || exponent > 2) return false;
+  }
+  return i == s.size() && count <= 17;
+}
+
+template <class T>
+bool decode_number(const YAML::Node& n, T& v) {
+  const std::string& s = n.Scalar();
+  if (short_decimal(s, std::is_integral_v<T>))
+    return std::from_chars(s.data(), s.data() + s.size(), v).ec == std::errc();
+  return YAML::convert<T>::decode(n, v);
+}
+
+}  // namespace
+
 YamlMap::YamlMap(const YAML::Node& node, std::string file, std::string prefix)
     : node_(node), file_(std::move(file)), prefix_(std::move(prefix)) {
   if (!node_.IsMap()) {
@@ -45,15 +126,21 @@ YamlMap::YamlMap(const YAML::Node& node, std::string file, std::string prefix)
   }
   // yaml-cpp keeps every pair and lookups find the first: a repeated key would silently drop
   // the later value.
-  std::set<std::string> keys;
   for (const auto& pair : node_) {
     if (!pair.first.IsScalar()) continue;  // a list or mapping as a key: reported where read
-    const std::string key = pair.first.Scalar();
-    if (!keys.insert(key).second)
+    const std::string& key = pair.first.Scalar();
+    if (find(key) != nullptr)
       throw InputError(file_, path(key),
                        "appears twice (again on line " +
                            std::to_string(pair.first.Mark().line + 1) + "); keep one");
+    entries_.emplace_back(key, pair.second);
   }
+}
+
+const YAML::Node* YamlMap::find(const std::string& key) const {
+  for (const auto& [name, value] : entries_)
+    if (name == key) return &value;
+  return nullptr;
 }
 
 std::string YamlMap::path(const std::string& key) const {
@@ -66,14 +153,16 @@ void YamlMap::fail(const std::string& key, const std::string& problem) const {
 }
 
 YAML::Node YamlMap::lookup(const std::string& key) const {
-  // Through a const node: yaml-cpp's non-const operator[] may add the key to the map.
+  if (const YAML::Node* value = find(key)) return *value;
+  // yaml-cpp's answer for a missing key (through a const node: its non-const operator[] may add
+  // the key to the map).
   const YAML::Node& map = node_;
   return map[key];
 }
 
 bool YamlMap::has(const std::string& key) {
   asked_.insert(key);
-  return static_cast<bool>(lookup(key));
+  return find(key) != nullptr;
 }
 
 YAML::Node YamlMap::scalar(const std::string& key) {
@@ -93,7 +182,7 @@ std::string YamlMap::string_or(const std::string& key, const std::string& fallba
 double YamlMap::number(const std::string& key) {
   YAML::Node n = scalar(key);
   double v = 0;
-  if (!YAML::convert<double>::decode(n, v) || !std::isfinite(v)) {
+  if (!decode_number(n, v) || !std::isfinite(v)) {
     fail(key, "expected a number, got '" + n.Scalar() + "'");
   }
   return v;
@@ -106,8 +195,7 @@ double YamlMap::number_or(const std::string& key, double fallback) {
 std::int64_t YamlMap::integer(const std::string& key) {
   YAML::Node n = scalar(key);
   long long v = 0;
-  if (!YAML::convert<long long>::decode(n, v))
-    fail(key, "expected an integer, got '" + n.Scalar() + "'");
+  if (!decode_number(n, v)) fail(key, "expected an integer, got '" + n.Scalar() + "'");
   return v;
 }
 
@@ -118,7 +206,7 @@ std::int64_t YamlMap::integer_or(const std::string& key, std::int64_t fallback) 
 int YamlMap::positive_int(const std::string& key) {
   YAML::Node n = scalar(key);
   long long v = 0;
-  if (!YAML::convert<long long>::decode(n, v)) {
+  if (!decode_number(n, v)) {
     fail(key, "expected a positive integer, got '" + n.Scalar() + "'");
   }
   if (v <= 0 || v > 1'000'000'000LL) {

@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <yaml-cpp/yaml.h>
@@ -64,13 +65,18 @@ class YamlMap {
   [[noreturn]] void fail(const std::string& key, const std::string& problem) const;
 
  private:
+  // The value of `key` in this mapping (entries_), or yaml-cpp's answer for a missing one.
   YAML::Node lookup(const std::string& key) const;
+  const YAML::Node* find(const std::string& key) const;
   YAML::Node scalar(const std::string& key);  // required scalar
 
   YAML::Node node_;
   std::string file_;
   std::string prefix_;
   std::set<std::string> asked_;
+  // The pairs with a plain key, in order, read once: a yaml-cpp lookup converts every key it
+  // passes to a string, for each field asked.
+  std::vector<std::pair<std::string, YAML::Node>> entries_;
 };
 
 // "a, b, c" for error messages.
