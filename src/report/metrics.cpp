@@ -13,6 +13,7 @@
 // every rank. After the last compute op the "X" is the end of the iteration, which waits for
 // every op of the rank.
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -64,11 +65,11 @@ class IdleAttribution {
       // met in the gap's walk-back): a read of a record not in cache is most of this pass.
       if (k + kAhead < stream_end) {
         const int ahead = dag_.stream_ops[k + kAhead];
-        __builtin_prefetch(&dag_.ops[ahead]);
-        if (ahead > 0) __builtin_prefetch(&dag_.ops[ahead - 1]);
+        prefetch_labels(ahead);
+        if (ahead > 0) prefetch_labels(ahead - 1);
       }
       const double s = t_.start_s[x];
-      if (s > prev_end) {
+      if (s > prev_end && !small_gap(r, x, prev_end, s, tp)) {
         stack_.clear();
         push_preds(x, prev_end);
         gap(r, prev_end, s, tp, dp, off);
@@ -98,6 +99,13 @@ class IdleAttribution {
   }
 
  private:
+  // The line of op i's record that holds its kind, rank and stream (bytes 32 to 47 of the 48,
+  // which one line holds wherever the record starts; its first byte is in another line for half
+  // of the records).
+  void prefetch_labels(int i) const {
+    __builtin_prefetch(reinterpret_cast<const char*>(&dag_.ops[i]) + kLabelsOffset);
+  }
+
   // An op that ended by the gap's start g0 is neither counted nor followed: it is left off the
   // stack (most ops met, the compute ops feeding X and finished sends, are such), unmarked, which
   // changes nothing but how often it is looked at.
@@ -141,6 +149,65 @@ class IdleAttribution {
     marked_ = true;
   }
 
+  // The gap [g0, g1) before compute op x when its walk meets at most kSmallWalk ops and, of the
+  // rank's own, no DP sync op, no copy and at most two collectives (every gap of the qwen2 run):
+  // the walk of gap() on arrays of the stack, without its lists, and the same pieces and sums
+  // (they depend on which ops the walk meets, not on the order it meets them). False, with
+  // nothing recorded, for any other gap.
+  bool small_gap(int r, int x, double g0, double g1, double& tp) {
+    // The arrays through plain pointers: read through the vectors, their data pointers are
+    // loaded again after each store.
+    const double* end = t_.end_s.data();
+    const int* pred_begin = dag_.pred_begin.data();
+    const int* preds = dag_.preds.data();
+    const int* stream_prev = dag_.stream_prev.data();
+    const DagOp* ops = dag_.ops.data();
+    int stack[kSmallWalk], met[kSmallWalk], coll[2];
+    int depth = 0, n_met = 0, n_coll = 0;
+    const auto is_met = [&](int y) {
+      for (int i = 0; i < n_met; ++i)
+        if (met[i] == y) return true;
+      return false;
+    };
+    // Ops that ended by g0 and ops met already are not pushed; false when the stack is full.
+    const auto follow = [&](int y) {
+      for (int j = pred_begin[y]; j < pred_begin[y + 1]; ++j) {
+        const int p = preds[j];
+        if (end[p] <= g0 || is_met(p)) continue;
+        if (depth == kSmallWalk) return false;
+        stack[depth++] = p;
+      }
+      const int prev = stream_prev[y];
+      if (prev < 0 || end[prev] <= g0 || is_met(prev)) return true;
+      if (depth == kSmallWalk) return false;
+      stack[depth++] = prev;
+      return true;
+    };
+    if (!follow(x)) return false;
+    while (depth > 0) {
+      const int y = stack[--depth];
+      if (is_met(y)) continue;
+      if (n_met == kSmallWalk) return false;
+      met[n_met++] = y;
+      const DagOp& op = ops[y];
+      if (op.rank != r || op.stream == StreamKind::Compute) continue;
+      if (op.kind == OpKind::Collective) {
+        if (n_coll == 2) return false;
+        coll[n_coll++] = y;
+      } else if (op.kind == OpKind::DpSync || op.kind == OpKind::Offload ||
+                 op.kind == OpKind::Reload) {
+        return false;
+      }
+      if (!follow(y)) return false;
+    }
+    const auto interval = [&](int y) {
+      return std::pair<double, double>{std::max(t_.start_s[y], g0), std::min(end[y], g1)};
+    };
+    if (n_coll == 1) one_collective(interval(coll[0]), coll[0], tp);
+    if (n_coll == 2) two_collectives(interval(coll[0]), coll[0], interval(coll[1]), coll[1], tp);
+    return true;
+  }
+
   void gap(int r, double g0, double g1, double& tp, double& dp, double& off) {
     tp_iv_.clear();
     dp_only_.clear();
@@ -176,7 +243,7 @@ class IdleAttribution {
       // The common gaps: one collective or none, or two (one queued behind the other). The same
       // pieces and sums as the general case below.
       if (tp_iv_.size() == 1) one_collective(tp_iv_[0], tp_ops_[0], tp);
-      if (tp_iv_.size() == 2) two_collectives(tp);
+      if (tp_iv_.size() == 2) two_collectives(tp_iv_[0], tp_ops_[0], tp_iv_[1], tp_ops_[1], tp);
       tp_ops_.clear();
       return;
     }
@@ -224,15 +291,15 @@ class IdleAttribution {
     tp += e - b;
   }
 
-  // The same for the two intervals of tp_iv_: the one that started first (the lower op on a
-  // tie) holds all of its own; the other what lies after it. The union adds one length when
-  // they overlap or touch, else the two lengths in start order.
-  void two_collectives(double& tp) {
-    auto [pb, pe] = tp_iv_[0];
-    auto [qb, qe] = tp_iv_[1];
-    int p = tp_ops_[0], q = tp_ops_[1];
-    if (qe <= qb) return one_collective(tp_iv_[0], p, tp);
-    if (pe <= pb) return one_collective(tp_iv_[1], q, tp);
+  // The same for the intervals of two collectives p and q: the one that started first (the
+  // lower op on a tie) holds all of its own; the other what lies after it. The union adds one
+  // length when they overlap or touch, else the two lengths in start order.
+  void two_collectives(std::pair<double, double> p_iv, int p, std::pair<double, double> q_iv,
+                       int q, double& tp) {
+    auto [pb, pe] = p_iv;
+    auto [qb, qe] = q_iv;
+    if (qe <= qb) return one_collective(p_iv, p, tp);
+    if (pe <= pb) return one_collective(q_iv, q, tp);
     if (qb < pb || (qb == pb && q < p)) {
       std::swap(pb, qb);
       std::swap(pe, qe);
@@ -269,7 +336,14 @@ class IdleAttribution {
   }
 
   static constexpr int kAhead = 8;            // how many compute ops ahead the pass prefetches
+  static constexpr std::size_t kLabelsOffset = 32;
+  // The kind is in the bit-fields after the four doubles (bytes 32 to 39), rank and stream after
+  // the layer.
+  static_assert(offsetof(DagOp, bytes) + sizeof(double) == kLabelsOffset &&
+                    offsetof(DagOp, rank) + 2 < kLabelsOffset + 16 && sizeof(DagOp) == 48,
+                "prefetch_labels reads the record's last 16 bytes");
   static constexpr std::size_t kListed = 32;  // ops a gap meets before it uses the marks
+  static constexpr int kSmallWalk = 8;        // ops small_gap's walk holds and meets at most
   std::vector<int> tp_ops_;
   const Dag& dag_;
   const Timeline& t_;
