@@ -294,8 +294,8 @@ class IdleAttribution {
   // The same for the intervals of two collectives p and q: the one that started first (the
   // lower op on a tie) holds all of its own; the other what lies after it. The union adds one
   // length when they overlap or touch, else the two lengths in start order.
-  void two_collectives(std::pair<double, double> p_iv, int p, std::pair<double, double> q_iv,
-                       int q, double& tp) {
+  void two_collectives(std::pair<double, double> p_iv, int p, std::pair<double, double> q_iv, int q,
+                       double& tp) {
     auto [pb, pe] = p_iv;
     auto [qb, qe] = q_iv;
     if (qe <= qb) return one_collective(p_iv, p, tp);
@@ -335,7 +335,7 @@ class IdleAttribution {
     }
   }
 
-  static constexpr int kAhead = 8;            // how many compute ops ahead the pass prefetches
+  static constexpr int kAhead = 8;  // how many compute ops ahead the pass prefetches
   static constexpr std::size_t kLabelsOffset = 32;
   // The kind is in the bit-fields after the four doubles (bytes 32 to 39), rank and stream after
   // the layer.
