@@ -77,6 +77,7 @@ class IdleAttribution {
       (dag_.ops[x].kind == OpKind::Optimizer ? opt : busy) += t_.end_s[x] - s;
       prev_end = t_.end_s[x];
     }
+    add_collectives(r);
     const double end = t_.iteration_time_s;
     if (end > prev_end) {  // drain: the iteration end waits for every op of the rank
       stack_.clear();
@@ -98,7 +99,36 @@ class IdleAttribution {
     out.pp_idle_s = std::max(0.0, end - busy - opt - tp - dp - off);
   }
 
+  // The time of the TP collectives of the ranks so far, added in op order, when their tp streams
+  // list them in op order rank after rank (as lowering does); false when one does not.
+  bool collectives_in_op_order() const { return collectives_.in_order; }
+  double collectives_s() const { return collectives_.total_s; }
+
  private:
+  struct CollectiveSum {
+    double total_s = 0;
+    int last = -1;
+    bool in_order = true;
+  };
+
+  // The collectives are the ops of the tp streams (OpKind::Collective). Rank r's are added right
+  // after its compute pass, which has just read the times of the ops around them (a rank's part
+  // of the timeline stays in cache; a second pass over the whole timeline would not find it).
+  void add_collectives(int r) {
+    const int s = dag_.stream_id(r, StreamKind::Tp);
+    const int* i = dag_.stream_ops.data() + dag_.stream_begin[s];
+    const int* const stop = dag_.stream_ops.data() + dag_.stream_begin[s + 1];
+    const double* start = t_.start_s.data();
+    const double* end = t_.end_s.data();
+    CollectiveSum sum = collectives_;
+    for (; i != stop; ++i) {
+      sum.in_order = sum.in_order && *i > sum.last;
+      sum.last = *i;
+      sum.total_s += end[*i] - start[*i];
+    }
+    collectives_ = sum;
+  }
+
   // The line of op i's record that holds its kind, rank and stream (bytes 32 to 47 of the 48,
   // which one line holds wherever the record starts; its first byte is in another line for half
   // of the records).
@@ -354,6 +384,7 @@ class IdleAttribution {
   std::vector<int> stack_;
   std::vector<double> xs_;  // split_among_collectives' segment ends
   std::vector<std::pair<double, double>> tp_iv_, dp_iv_, all_iv_, dp_only_, copy_iv_;
+  CollectiveSum collectives_;                    // the ranks' so far
   std::vector<ExposedPiece>* pieces_ = nullptr;  // the rank's tp_exposed pieces
   std::size_t last_pieces_ = 0;                  // how many the rank before had
 };
@@ -484,39 +515,27 @@ void static_parts(const CostModel& cost, const Schedule& schedule, int r, RankRe
                     rr.static_fixed_bytes;
 }
 
-// Total time of the TP collectives, all ranks, added in op order.
-double tp_collective_s(const Dag& dag, const Timeline& t) {
-  // The collectives are the ops of the tp streams (OpKind::Collective). Lowering lists them in
-  // op order there, rank after rank; then the sum along those streams adds the same terms in the
-  // same order as a pass over every op, without reading every op record (a tenth of the report).
-  double total = 0;
-  int prev = -1;
+// attribute_idle, and the total time of the TP collectives, all ranks, added in op order: along
+// the tp streams as the attribution passes them, the same terms in the same order as a pass over
+// every op, which is made only when a stream lists them out of op order.
+double attribute_ranks(const Dag& dag, const Timeline& t, std::vector<RankReport>& ranks) {
+  IdleAttribution attribution(dag, t);
+  ranks.resize(dag.pp);
   for (int r = 0; r < dag.pp; ++r) {
-    const int s = dag.stream_id(r, StreamKind::Tp);
-    for (int k = dag.stream_begin[s]; k < dag.stream_begin[s + 1]; ++k) {
-      const int i = dag.stream_ops[k];
-      if (i < prev) {
-        total = 0;
-        for (int j = 0; j < dag.size(); ++j)
-          if (dag.ops[j].kind == OpKind::Collective) total += t.end_s[j] - t.start_s[j];
-        return total;
-      }
-      prev = i;
-      total += t.end_s[i] - t.start_s[i];
-    }
+    ranks[r].rank = r;
+    attribution.rank(r, ranks[r]);
   }
+  if (attribution.collectives_in_op_order()) return attribution.collectives_s();
+  double total = 0;
+  for (int j = 0; j < dag.size(); ++j)
+    if (dag.ops[j].kind == OpKind::Collective) total += t.end_s[j] - t.start_s[j];
   return total;
 }
 
 }  // namespace
 
 void attribute_idle(const Dag& dag, const Timeline& timeline, std::vector<RankReport>& ranks) {
-  IdleAttribution attribution(dag, timeline);
-  ranks.resize(dag.pp);
-  for (int r = 0; r < dag.pp; ++r) {
-    ranks[r].rank = r;
-    attribution.rank(r, ranks[r]);
-  }
+  attribute_ranks(dag, timeline, ranks);
 }
 
 std::vector<TimeInterval> tp_exposed_intervals(const RankReport& rank) {
@@ -544,7 +563,7 @@ Report make_report(const std::string& study, const Schedule& schedule, const Cos
   rep.ops = dag.size();
   const double T = timeline.iteration_time_s;
   rep.iteration_time_s = T;
-  attribute_idle(dag, timeline, rep.ranks);
+  const double collectives_s = attribute_ranks(dag, timeline, rep.ranks);
 
   double ma = 0;
   for (const ChunkCost& c : cost.chunks) ma += c.activation_bytes;
@@ -579,7 +598,7 @@ Report make_report(const std::string& study, const Schedule& schedule, const Cos
   if (denom > 0) {
     rep.dp_exposed_rate = dp / denom;
     rep.optimizer_rate = opt / denom;
-    rep.tp_comm_rate = tp_collective_s(dag, timeline) / denom;
+    rep.tp_comm_rate = collectives_s / denom;
     rep.tp_bubble_rate = tp / denom;
     rep.pp_bubble_rate = pp / denom;
     rep.offload_stall_rate = off / denom;
