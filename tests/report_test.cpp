@@ -432,6 +432,72 @@ TEST_CASE("two collectives in one gap: the first started holds its own, the othe
 
 namespace {
 
+// One rank: compute op 0 in [0, 1), a collective in [1.5, 3), k sends (the P2P stream) in
+// [0.5, 2), compute op X = k + 2 in [4, 5). In a chain the collective is op 1, X waits for the
+// last send, each send follows the one before on its stream and the first waits for the
+// collective: the gap's walk meets every send before the collective. In a fan the collective is
+// op k + 1 and X waits for it and every send: the walk holds them all on its stack at once, the
+// collective pushed last.
+RankReport gap_behind_sends(int k, bool chain) {
+  Dag dag;
+  const int n = k + 3, x = n - 1, coll = chain ? 1 : x - 1;
+  dag.ops.resize(n);
+  for (int i = 1; i < x; ++i) {
+    dag.ops[i].kind = i == coll ? OpKind::Collective : OpKind::P2P;
+    dag.ops[i].stream = i == coll ? StreamKind::Tp : StreamKind::P2pNext;
+  }
+  dag.pred_begin.assign(n + 1, 0);
+  dag.stream_prev.assign(n, -1);
+  dag.stream_prev[x] = 0;
+  dag.stream_ops = {0, x, coll};
+  for (int i = 1; i < x; ++i) {
+    if (i == coll) continue;
+    if (dag.stream_ops.size() > 3) dag.stream_prev[i] = dag.stream_ops.back();
+    dag.stream_ops.push_back(i);
+  }
+  if (chain) {
+    dag.preds = {1, x - 1};  // send 2 waits for the collective, X for the last send
+    for (int i = 3; i <= x; ++i) dag.pred_begin[i] = 1;
+    dag.pred_begin[n] = 2;
+  } else {
+    for (int i = 1; i < x; ++i) dag.preds.push_back(i);
+    dag.pred_begin[n] = x - 1;
+  }
+  dag.stream_begin.assign(kStreamsPerRank + 1, n);
+  dag.stream_begin[0] = 0;
+  dag.stream_begin[1] = 2;  // compute: 0, X
+  dag.stream_begin[2] = 3;  // tp: the collective; p2p next: the sends
+  Timeline t;
+  for (int i = 0; i < n; ++i) {
+    t.start_s.push_back(i == 0 ? 0 : i == x ? 4 : i == coll ? 1.5 : 0.5);
+    t.end_s.push_back(i == 0 ? 1 : i == x ? 5 : i == coll ? 3 : 2);
+  }
+  t.iteration_time_s = 5;
+  std::vector<RankReport> ranks;
+  attribute_idle(dag, t, ranks);
+  return ranks[0];
+}
+
+}  // namespace
+
+// A gap whose walk meets a few ops is attributed on arrays of the stack; one that meets more (or
+// holds more on its stack) than those arrays hold starts again on the general walk, which must
+// find the same: the collective met after all the sends.
+TEST_CASE("a gap whose walk meets many sends attributes as one that meets few", "[report]") {
+  for (const bool chain : {true, false})
+    for (const int k : {1, 3, 12, 40}) {
+      INFO((chain ? "chain of " : "fan of ") << k << " sends");
+      const RankReport r = gap_behind_sends(k, chain);
+      const std::vector<ExposedPiece> pieces = {{chain ? 1 : k + 1, 1.5, 3}};
+      CHECK(r.busy_s == 2);
+      CHECK(r.tp_exposed_s == 1.5);
+      CHECK(r.pp_idle_s == 1.5);
+      CHECK(r.tp_exposed_pieces == pieces);
+    }
+}
+
+namespace {
+
 // Rank 0 of two: compute ops 0 [0, 1), 1 [5, 6) and 2 [10, 11); before ops 1 and 2 a chain of
 // `chain` collectives each (tp stream order, 1/16 long from the gap's start: 2.5 for 40), and a
 // DP sync op on [1, 10) that both wait for.

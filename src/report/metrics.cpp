@@ -13,6 +13,7 @@
 // every rank. After the last compute op the "X" is the end of the iteration, which waits for
 // every op of the rank.
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -64,11 +65,11 @@ class IdleAttribution {
       // met in the gap's walk-back): a read of a record not in cache is most of this pass.
       if (k + kAhead < stream_end) {
         const int ahead = dag_.stream_ops[k + kAhead];
-        __builtin_prefetch(&dag_.ops[ahead]);
-        if (ahead > 0) __builtin_prefetch(&dag_.ops[ahead - 1]);
+        prefetch_labels(ahead);
+        if (ahead > 0) prefetch_labels(ahead - 1);
       }
       const double s = t_.start_s[x];
-      if (s > prev_end) {
+      if (s > prev_end && !small_gap(r, x, prev_end, s, tp)) {
         stack_.clear();
         push_preds(x, prev_end);
         gap(r, prev_end, s, tp, dp, off);
@@ -76,6 +77,7 @@ class IdleAttribution {
       (dag_.ops[x].kind == OpKind::Optimizer ? opt : busy) += t_.end_s[x] - s;
       prev_end = t_.end_s[x];
     }
+    add_collectives(r);
     const double end = t_.iteration_time_s;
     if (end > prev_end) {  // drain: the iteration end waits for every op of the rank
       stack_.clear();
@@ -97,7 +99,43 @@ class IdleAttribution {
     out.pp_idle_s = std::max(0.0, end - busy - opt - tp - dp - off);
   }
 
+  // The time of the TP collectives of the ranks so far, added in op order, when their tp streams
+  // list them in op order rank after rank (as lowering does); false when one does not.
+  bool collectives_in_op_order() const { return collectives_.in_order; }
+  double collectives_s() const { return collectives_.total_s; }
+
  private:
+  struct CollectiveSum {
+    double total_s = 0;
+    int last = -1;
+    bool in_order = true;
+  };
+
+  // The collectives are the ops of the tp streams (OpKind::Collective). Rank r's are added right
+  // after its compute pass, which has just read the times of the ops around them (a rank's part
+  // of the timeline stays in cache; a second pass over the whole timeline would not find it).
+  void add_collectives(int r) {
+    const int s = dag_.stream_id(r, StreamKind::Tp);
+    const int* i = dag_.stream_ops.data() + dag_.stream_begin[s];
+    const int* const stop = dag_.stream_ops.data() + dag_.stream_begin[s + 1];
+    const double* start = t_.start_s.data();
+    const double* end = t_.end_s.data();
+    CollectiveSum sum = collectives_;
+    for (; i != stop; ++i) {
+      sum.in_order = sum.in_order && *i > sum.last;
+      sum.last = *i;
+      sum.total_s += end[*i] - start[*i];
+    }
+    collectives_ = sum;
+  }
+
+  // The line of op i's record that holds its kind, rank and stream (bytes 32 to 47 of the 48,
+  // which one line holds wherever the record starts; its first byte is in another line for half
+  // of the records).
+  void prefetch_labels(int i) const {
+    __builtin_prefetch(reinterpret_cast<const char*>(&dag_.ops[i]) + kLabelsOffset);
+  }
+
   // An op that ended by the gap's start g0 is neither counted nor followed: it is left off the
   // stack (most ops met, the compute ops feeding X and finished sends, are such), unmarked, which
   // changes nothing but how often it is looked at.
@@ -141,6 +179,65 @@ class IdleAttribution {
     marked_ = true;
   }
 
+  // The gap [g0, g1) before compute op x when its walk meets at most kSmallWalk ops and, of the
+  // rank's own, no DP sync op, no copy and at most two collectives (every gap of the qwen2 run):
+  // the walk of gap() on arrays of the stack, without its lists, and the same pieces and sums
+  // (they depend on which ops the walk meets, not on the order it meets them). False, with
+  // nothing recorded, for any other gap.
+  bool small_gap(int r, int x, double g0, double g1, double& tp) {
+    // The arrays through plain pointers: read through the vectors, their data pointers are
+    // loaded again after each store.
+    const double* end = t_.end_s.data();
+    const int* pred_begin = dag_.pred_begin.data();
+    const int* preds = dag_.preds.data();
+    const int* stream_prev = dag_.stream_prev.data();
+    const DagOp* ops = dag_.ops.data();
+    int stack[kSmallWalk], met[kSmallWalk], coll[2];
+    int depth = 0, n_met = 0, n_coll = 0;
+    const auto is_met = [&](int y) {
+      for (int i = 0; i < n_met; ++i)
+        if (met[i] == y) return true;
+      return false;
+    };
+    // Ops that ended by g0 and ops met already are not pushed; false when the stack is full.
+    const auto follow = [&](int y) {
+      for (int j = pred_begin[y]; j < pred_begin[y + 1]; ++j) {
+        const int p = preds[j];
+        if (end[p] <= g0 || is_met(p)) continue;
+        if (depth == kSmallWalk) return false;
+        stack[depth++] = p;
+      }
+      const int prev = stream_prev[y];
+      if (prev < 0 || end[prev] <= g0 || is_met(prev)) return true;
+      if (depth == kSmallWalk) return false;
+      stack[depth++] = prev;
+      return true;
+    };
+    if (!follow(x)) return false;
+    while (depth > 0) {
+      const int y = stack[--depth];
+      if (is_met(y)) continue;
+      if (n_met == kSmallWalk) return false;
+      met[n_met++] = y;
+      const DagOp& op = ops[y];
+      if (op.rank != r || op.stream == StreamKind::Compute) continue;
+      if (op.kind == OpKind::Collective) {
+        if (n_coll == 2) return false;
+        coll[n_coll++] = y;
+      } else if (op.kind == OpKind::DpSync || op.kind == OpKind::Offload ||
+                 op.kind == OpKind::Reload) {
+        return false;
+      }
+      if (!follow(y)) return false;
+    }
+    const auto interval = [&](int y) {
+      return std::pair<double, double>{std::max(t_.start_s[y], g0), std::min(end[y], g1)};
+    };
+    if (n_coll == 1) one_collective(interval(coll[0]), coll[0], tp);
+    if (n_coll == 2) two_collectives(interval(coll[0]), coll[0], interval(coll[1]), coll[1], tp);
+    return true;
+  }
+
   void gap(int r, double g0, double g1, double& tp, double& dp, double& off) {
     tp_iv_.clear();
     dp_only_.clear();
@@ -176,7 +273,7 @@ class IdleAttribution {
       // The common gaps: one collective or none, or two (one queued behind the other). The same
       // pieces and sums as the general case below.
       if (tp_iv_.size() == 1) one_collective(tp_iv_[0], tp_ops_[0], tp);
-      if (tp_iv_.size() == 2) two_collectives(tp);
+      if (tp_iv_.size() == 2) two_collectives(tp_iv_[0], tp_ops_[0], tp_iv_[1], tp_ops_[1], tp);
       tp_ops_.clear();
       return;
     }
@@ -224,15 +321,15 @@ class IdleAttribution {
     tp += e - b;
   }
 
-  // The same for the two intervals of tp_iv_: the one that started first (the lower op on a
-  // tie) holds all of its own; the other what lies after it. The union adds one length when
-  // they overlap or touch, else the two lengths in start order.
-  void two_collectives(double& tp) {
-    auto [pb, pe] = tp_iv_[0];
-    auto [qb, qe] = tp_iv_[1];
-    int p = tp_ops_[0], q = tp_ops_[1];
-    if (qe <= qb) return one_collective(tp_iv_[0], p, tp);
-    if (pe <= pb) return one_collective(tp_iv_[1], q, tp);
+  // The same for the intervals of two collectives p and q: the one that started first (the
+  // lower op on a tie) holds all of its own; the other what lies after it. The union adds one
+  // length when they overlap or touch, else the two lengths in start order.
+  void two_collectives(std::pair<double, double> p_iv, int p, std::pair<double, double> q_iv, int q,
+                       double& tp) {
+    auto [pb, pe] = p_iv;
+    auto [qb, qe] = q_iv;
+    if (qe <= qb) return one_collective(p_iv, p, tp);
+    if (pe <= pb) return one_collective(q_iv, q, tp);
     if (qb < pb || (qb == pb && q < p)) {
       std::swap(pb, qb);
       std::swap(pe, qe);
@@ -268,8 +365,15 @@ class IdleAttribution {
     }
   }
 
-  static constexpr int kAhead = 8;            // how many compute ops ahead the pass prefetches
+  static constexpr int kAhead = 8;  // how many compute ops ahead the pass prefetches
+  static constexpr std::size_t kLabelsOffset = 32;
+  // The kind is in the bit-fields after the four doubles (bytes 32 to 39), rank and stream after
+  // the layer.
+  static_assert(offsetof(DagOp, bytes) + sizeof(double) == kLabelsOffset &&
+                    offsetof(DagOp, rank) + 2 < kLabelsOffset + 16 && sizeof(DagOp) == 48,
+                "prefetch_labels reads the record's last 16 bytes");
   static constexpr std::size_t kListed = 32;  // ops a gap meets before it uses the marks
+  static constexpr int kSmallWalk = 8;        // ops small_gap's walk holds and meets at most
   std::vector<int> tp_ops_;
   const Dag& dag_;
   const Timeline& t_;
@@ -280,6 +384,7 @@ class IdleAttribution {
   std::vector<int> stack_;
   std::vector<double> xs_;  // split_among_collectives' segment ends
   std::vector<std::pair<double, double>> tp_iv_, dp_iv_, all_iv_, dp_only_, copy_iv_;
+  CollectiveSum collectives_;                    // the ranks' so far
   std::vector<ExposedPiece>* pieces_ = nullptr;  // the rank's tp_exposed pieces
   std::size_t last_pieces_ = 0;                  // how many the rank before had
 };
@@ -410,39 +515,27 @@ void static_parts(const CostModel& cost, const Schedule& schedule, int r, RankRe
                     rr.static_fixed_bytes;
 }
 
-// Total time of the TP collectives, all ranks, added in op order.
-double tp_collective_s(const Dag& dag, const Timeline& t) {
-  // The collectives are the ops of the tp streams (OpKind::Collective). Lowering lists them in
-  // op order there, rank after rank; then the sum along those streams adds the same terms in the
-  // same order as a pass over every op, without reading every op record (a tenth of the report).
-  double total = 0;
-  int prev = -1;
+// attribute_idle, and the total time of the TP collectives, all ranks, added in op order: along
+// the tp streams as the attribution passes them, the same terms in the same order as a pass over
+// every op, which is made only when a stream lists them out of op order.
+double attribute_ranks(const Dag& dag, const Timeline& t, std::vector<RankReport>& ranks) {
+  IdleAttribution attribution(dag, t);
+  ranks.resize(dag.pp);
   for (int r = 0; r < dag.pp; ++r) {
-    const int s = dag.stream_id(r, StreamKind::Tp);
-    for (int k = dag.stream_begin[s]; k < dag.stream_begin[s + 1]; ++k) {
-      const int i = dag.stream_ops[k];
-      if (i < prev) {
-        total = 0;
-        for (int j = 0; j < dag.size(); ++j)
-          if (dag.ops[j].kind == OpKind::Collective) total += t.end_s[j] - t.start_s[j];
-        return total;
-      }
-      prev = i;
-      total += t.end_s[i] - t.start_s[i];
-    }
+    ranks[r].rank = r;
+    attribution.rank(r, ranks[r]);
   }
+  if (attribution.collectives_in_op_order()) return attribution.collectives_s();
+  double total = 0;
+  for (int j = 0; j < dag.size(); ++j)
+    if (dag.ops[j].kind == OpKind::Collective) total += t.end_s[j] - t.start_s[j];
   return total;
 }
 
 }  // namespace
 
 void attribute_idle(const Dag& dag, const Timeline& timeline, std::vector<RankReport>& ranks) {
-  IdleAttribution attribution(dag, timeline);
-  ranks.resize(dag.pp);
-  for (int r = 0; r < dag.pp; ++r) {
-    ranks[r].rank = r;
-    attribution.rank(r, ranks[r]);
-  }
+  attribute_ranks(dag, timeline, ranks);
 }
 
 std::vector<TimeInterval> tp_exposed_intervals(const RankReport& rank) {
@@ -470,7 +563,7 @@ Report make_report(const std::string& study, const Schedule& schedule, const Cos
   rep.ops = dag.size();
   const double T = timeline.iteration_time_s;
   rep.iteration_time_s = T;
-  attribute_idle(dag, timeline, rep.ranks);
+  const double collectives_s = attribute_ranks(dag, timeline, rep.ranks);
 
   double ma = 0;
   for (const ChunkCost& c : cost.chunks) ma += c.activation_bytes;
@@ -505,7 +598,7 @@ Report make_report(const std::string& study, const Schedule& schedule, const Cos
   if (denom > 0) {
     rep.dp_exposed_rate = dp / denom;
     rep.optimizer_rate = opt / denom;
-    rep.tp_comm_rate = tp_collective_s(dag, timeline) / denom;
+    rep.tp_comm_rate = collectives_s / denom;
     rep.tp_bubble_rate = tp / denom;
     rep.pp_bubble_rate = pp / denom;
     rep.offload_stall_rate = off / denom;
