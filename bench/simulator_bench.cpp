@@ -71,8 +71,7 @@ double bytes(const std::vector<T>& v) {
 double bytes_per_op(const braid::Dag& d, const braid::Timeline& t) {
   const double total = bytes(d.ops) + bytes(d.pred_begin) + bytes(d.preds) + bytes(d.succ_begin) +
                        bytes(d.succs) + bytes(d.stream_begin) + bytes(d.stream_ops) +
-                       bytes(d.stream_prev) + bytes(t.start_s) + bytes(t.end_s) +
-                       bytes(t.critical_pred);
+                       bytes(d.stream_prev) + bytes(t.start_s) + bytes(t.end_s);
   return total / d.size();
 }
 

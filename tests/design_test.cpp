@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -50,9 +51,11 @@ struct StudyProblem {
   DesignProblem problem;
 };
 
-StudyProblem study_problem(const std::string& name) {
+StudyProblem study_problem(
+    const std::string& name, const std::function<void(Study&)>& edit = [](Study&) {}) {
   StudyProblem s;
   s.study = load_study(resolve_config("studies", name));
+  edit(s.study);
   s.profile = load_profile(resolve_config("profiles", s.study.cluster.profile));
   s.problem.study = s.study.name;
   s.problem.pp = s.study.parallel.pp;
@@ -198,6 +201,30 @@ TEST_CASE("the search never returns a schedule slower than its best seed under t
       CHECK(simulate_plain(problem, r.schedule).peak_ma <= 2 * p + 1e-9);
     }
   }
+}
+
+TEST_CASE("a moved order runs under braid's runtime, not its seed's, and so never deadlocks",
+          "[design]") {
+  // On the default study at tp 2, pp 4 (Megatron's batched P2P), 200 candidates from 1f1b-i
+  // reach a moved order that deadlocks under Megatron's rendezvous (each receive posted right
+  // before its consumer), as a child lowered under its seed's name 1f1b-i was: the search
+  // stopped with "dependency cycle" at about candidate 150. Named `designed`, a child's receives
+  // are posted ahead of where its order needs them, as for any order without a known runtime.
+  const StudyProblem s = study_problem("default", [](Study& study) {
+    study.parallel.tp = 2;
+    study.parallel.pp = 4;
+  });
+  DesignProblem problem = s.problem;
+  problem.lower.fold_zero_time = true;  // as the CLI lowers
+  DesignOptions options;
+  options.max_candidates = 200;
+  options.seeds = {"1f1b-i"};
+  options.mem_cap_bytes = s.profile.hbm_bytes - s.profile.fixed_overhead_bytes;
+  const DesignResult r = design(problem, options);
+  CHECK(r.candidates == 200);
+  CHECK(r.schedule.name == kDesignedName);
+  CHECK(r.report.iteration_time_s <= r.best_hand_time_s);
+  CHECK(simulate_plain(problem, r.schedule).time_s == r.report.iteration_time_s);
 }
 
 TEST_CASE("the same seed and candidate budget give the same designed schedule", "[design]") {

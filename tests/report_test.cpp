@@ -181,6 +181,34 @@ TEST_CASE("the critical path walks back the last-ending predecessors, ties to th
   CHECK(tied.critical_path.compute_s == tied.iteration_time_s);
 }
 
+TEST_CASE("the critical path is as long as the longest path through the graph", "[report]") {
+  // Each op of the walk starts when its critical predecessor ends, so the path's ops fill the
+  // iteration without a gap; no chain of dependencies and stream order can be longer. Boost's
+  // longest path over the simulated durations (a second, independent method) gives the length,
+  // with contention (the default study) and without.
+  const StudyFixture& f = short_default_study();
+  for (const std::string& name : schedule_names()) {
+    INFO(name);
+    ScheduleOptions o;
+    o.pp = 4;
+    o.vpp = 2;
+    o.microbatches = 8;
+    const Schedule s = make_schedule(name, o);
+    const CostModel cost = build_cost_model(f.study, f.profile, s.virtual_stages());
+    const Dag dag = lower(s, cost);
+    const Timeline t = simulate(dag);
+    const Report r = make_report("hand", s, cost, dag, t);
+    std::vector<double> duration(dag.size());
+    for (int i = 0; i < dag.size(); ++i) duration[i] = t.end_s[i] - t.start_s[i];
+    double longest = 0;
+    for (const int i : longest_path(dag, duration)) longest += duration[i];
+    const CriticalPathSummary& cp = r.critical_path;
+    CHECK(cp.wait_s == Approx(0).margin(1e-12 * r.iteration_time_s));
+    CHECK(cp.compute_s + cp.collective_s + cp.p2p_s + cp.copy_s == Approx(longest).epsilon(1e-12));
+    CHECK(longest == Approx(r.iteration_time_s).epsilon(1e-12));
+  }
+}
+
 TEST_CASE("reports render as JSON with units in the names, CSV and tables", "[report]") {
   const Report r = run(interleaved_p2_m2(), uniform_cost_model(unit_costs(), 4));
   const nlohmann::json j = nlohmann::json::parse(report_json(r));
@@ -566,7 +594,7 @@ TEST_CASE("gaps that meet many ops attribute as gaps that meet few", "[report]")
 
 namespace {
 
-// The critical path of a timeline whose record has no predecessors: the op that ends last alone,
+// The critical path of a timeline whose ops have no predecessors: the op that ends last alone,
 // the lowest index among equal ends. Op i takes (i + 1) / 16, so the path's wait names it.
 int critical_op(const std::vector<double>& ends) {
   const int n = static_cast<int>(ends.size());
@@ -579,11 +607,10 @@ int critical_op(const std::vector<double>& ends) {
   Timeline t;
   for (int i = 0; i < n; ++i) {
     dag.stream_ops.push_back(i);
-    dag.stream_prev.push_back(i - 1);
+    dag.stream_prev.push_back(-1);
     t.end_s.push_back(ends[i]);
     t.start_s.push_back(ends[i] - (i + 1) / 16.0);
   }
-  t.critical_pred.assign(n, -1);
   t.iteration_time_s = *std::max_element(ends.begin(), ends.end());
   t.peak_activation_bytes = {0, 0};
   const Report rep =

@@ -33,10 +33,6 @@ struct Timeline {
   std::vector<double> peak_activation_bytes;   // per rank
   std::vector<double> peak_activation_time_s;  // per rank: first time the peak is reached
   std::vector<MemorySample> memory;  // time order, only with record_memory (one sample at 0)
-  // Per op: the predecessor (dependency or stream predecessor) that ended last, the one whose end
-  // let the op start; ties (equal ends) go to the lowest op index; -1 for an op without
-  // predecessors. Walking it back from the op that ends last gives the critical path.
-  std::vector<std::int32_t> critical_pred;
   std::int64_t events = 0;  // heap events processed, or ops timed by the fast path (benchmark)
   bool fast_path = false;   // timed by the topological pass (no contention; see simulate())
 };
@@ -44,12 +40,19 @@ struct Timeline {
 // Runs the Dag. Throws InputError naming the ops of a dependency cycle if the ops cannot all
 // run (the schedule deadlocks). Without contention (options.contention false, or every slowdown
 // 1.0) and without record_memory, a topological pass plus a per-rank memory sweep replaces the
-// event engine: same start and end times, peaks, peak times and critical predecessors, bit for
-// bit (docs/simulator.md, "Fast path"). It falls back to the event engine wherever it could not
-// guarantee that (memory amounts whose sums could round differently in another order).
+// event engine: same start and end times, peaks and peak times, bit for bit (docs/simulator.md,
+// "Fast path"). It falls back to the event engine wherever it could not guarantee that (memory
+// amounts whose sums could round differently in another order).
 Timeline simulate(const Dag& dag, const SimOptions& options = {});
 
 // The event engine alone, whatever the contention (tests compare the fast path against it).
 Timeline simulate_events(const Dag& dag, const SimOptions& options = {});
+
+// The critical predecessor of `op`: among its dependencies and its stream predecessor, the one
+// that ended last, whose end let the op start (an op starts when its last input ends); ties
+// (equal ends) go to the lowest op index; -1 for an op without predecessors. Walking it back from
+// the op that ends last gives the critical path. Computed from the end times rather than recorded
+// by the engines: a record would cost 4 bytes per op at the run's peak (docs/simulator.md).
+int critical_pred(const Dag& dag, const Timeline& timeline, int op);
 
 }  // namespace braid

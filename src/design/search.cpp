@@ -426,6 +426,10 @@ class Search {
   // One, two or three moves on a copy of `parent`; simulated if new and valid.
   void try_child(const Candidate& parent, designer::Rng& rng) {
     Schedule child = parent.schedule;
+    // A moved order is not the one its seed's runtime runs. Lowered under the seed's name (say
+    // 1f1b-i) it would get that runtime's receive posting, Megatron's rendezvous, under which a
+    // moved order can deadlock; named `designed` it gets braid's own (docs/design-search.md).
+    child.name = kDesignedName;
     const std::string origin = parent.origin;
     const bool tight = !parent.fits();
     const std::vector<Gap> gaps = parent.gaps;
@@ -446,7 +450,15 @@ class Search {
       ++result_.invalid;
       return;
     }
-    consider(oracle_.evaluate(std::move(child), origin), move + " (from " + origin + ")");
+    const std::string label = move + " (from " + origin + ")";
+    Candidate c;
+    try {
+      c = oracle_.evaluate(std::move(child), origin);
+    } catch (const InputError& e) {
+      // The parent ran on the same problem and the child validated: its failure is ours.
+      throw InternalError("design: the valid candidate " + label + " does not run: " + e.what());
+    }
+    consider(std::move(c), label);
   }
 
   const DesignProblem& problem_;

@@ -423,26 +423,18 @@ struct PathStep {
   OpKind kind;
 };
 
-// The critical path from the engine's record (Timeline::critical_pred): from the op that ends
-// last (the lowest index among equal ends) back through each op's last-ending predecessor. A
-// timeline made without that record (by hand) falls back to the longest path through the graph.
-// Each op's time, rank and kind are read as the walk meets it: those reads do not wait on each
-// other, so they overlap the walk's chain of predecessor reads instead of missing again later.
+// The critical path: from the op that ends last (the lowest index among equal ends) back through
+// each op's critical predecessor (simulator.hpp). Each op's time, rank and kind are read as the
+// walk meets it: those reads do not wait on each other, so they overlap the walk's chain of
+// predecessor reads instead of missing again later.
 std::vector<PathStep> critical_steps(const Dag& dag, const Timeline& t) {
   const int n = dag.size();
   std::vector<PathStep> steps;
-  auto step = [&](int i) {
+  if (n == 0) return steps;
+  for (int i = last_ending_op(t, n); i >= 0; i = critical_pred(dag, t, i)) {
     const DagOp& op = dag.ops[i];
     steps.push_back({t.end_s[i] - t.start_s[i], op.rank, op.kind});
-  };
-  if (static_cast<int>(t.critical_pred.size()) != n) {
-    std::vector<double> duration(n);
-    for (int i = 0; i < n; ++i) duration[i] = t.end_s[i] - t.start_s[i];
-    for (const int i : longest_path(dag, duration)) step(i);
-    return steps;
   }
-  if (n == 0) return steps;
-  for (int i = last_ending_op(t, n); i >= 0; i = t.critical_pred[i]) step(i);
   std::reverse(steps.begin(), steps.end());
   return steps;
 }

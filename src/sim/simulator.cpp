@@ -121,7 +121,6 @@ class Engine {
     out_.peak_activation_bytes.assign(ranks_, 0.0);
     out_.peak_activation_time_s.assign(ranks_, 0.0);
     out_.memory.clear();
-    out_.critical_pred.assign(n, -1);
     // An op's end is written when it ends; until then its slot holds the count of its inputs not
     // yet ended (a small whole number, exact as a double), so no array of counts is needed.
     pending_ = out_.end_s.data();
@@ -275,22 +274,12 @@ class Engine {
     const std::int32_t* succ = dag_.succs.data();
     for (int j = dag_.succ_begin[i], e = dag_.succ_begin[i + 1]; j < e; ++j) {
       const int s = succ[j];
-      note_pred(s, i);
       if (--pending_[s] == 0) ready_.push_back(s);
     }
     const int next = next_.after(i);
     if (next >= 0) {
-      note_pred(next, i);
       if (--pending_[next] == 0) ready_.push_back(next);
     }
-  }
-
-  // The critical predecessor of `s` (Timeline::critical_pred): the latest end, then the lowest
-  // index. Ends arrive in time order here, but ops ending at one instant do not arrive in index
-  // order, hence the explicit tie rule. The best so far has ended: its end is in the timeline.
-  void note_pred(int s, int i) {
-    std::int32_t& best = out_.critical_pred[s];
-    if (best < 0 || now_ > out_.end_s[best] || (now_ == out_.end_s[best] && i < best)) best = i;
   }
 
   void retime_comm(int rank, double slowdown) {
@@ -462,11 +451,9 @@ bool time_topologically(const Dag& dag, Timeline& out) {
   // first input always sets it (an op without inputs starts at 0, set below).
   out.start_s.assign(n, -1.0);
   out.end_s.resize(n);
-  out.critical_pred.assign(n, -1);
   out.ranks = dag.pp;
   double* pending = out.end_s.data();  // an op's end once timed, its waiting state before
   double* start = out.start_s.data();
-  std::int32_t* crit = out.critical_pred.data();
   // round: the zero-time round of the instant in which the op starts (1 when readied by a timed
   // op's end or at time 0, k + 1 when by a zero-time op of round k) — the engine's order. 16
   // bits, 2 bytes per op less at the peak of a run (the Dag and the Timeline are alive): an instant
@@ -508,13 +495,11 @@ bool time_topologically(const Dag& dag, Timeline& out) {
   int done = 0;
   std::int64_t timed = 0;
   bool overflow = false;  // more ready ops than streams (a broken stream order): left to the engine
-  auto reach = [&](int s, int i, double end, std::int32_t r) {
+  auto reach = [&](int s, double end, std::int32_t r) {
     if (end > start[s]) {
       start[s] = end;
-      crit[s] = i;
       round[s] = static_cast<std::uint16_t>(r);
     } else if (end == start[s]) {
-      if (i < crit[s]) crit[s] = i;
       round[s] = static_cast<std::uint16_t>(std::max<std::int32_t>(round[s], r));
     }
     const std::uint64_t left = std::bit_cast<std::uint64_t>(pending[s]) - 1;
@@ -562,8 +547,8 @@ bool time_topologically(const Dag& dag, Timeline& out) {
     if (r > std::numeric_limits<std::uint16_t>::max()) return false;  // the engine counts on
     pending[i] = end;
     last = std::max(last, end);
-    for (int j = succ_begin[i], e = succ_begin[i + 1]; j < e; ++j) reach(succ[j], i, end, r);
-    if (next >= 0) reach(next, i, end, r);
+    for (int j = succ_begin[i], e = succ_begin[i + 1]; j < e; ++j) reach(succ[j], end, r);
+    if (next >= 0) reach(next, end, r);
     if (overflow) return false;
   }
   if (done != n) return false;  // the event engine names the cycle
@@ -608,6 +593,16 @@ Timeline simulate(const Dag& dag, const SimOptions& options) {
     if (time_topologically(dag, timeline)) return timeline;
   }
   return simulate_events(dag, options);
+}
+
+int critical_pred(const Dag& dag, const Timeline& timeline, int op) {
+  const double* end = timeline.end_s.data();
+  int best = dag.stream_prev[op];
+  for (int j = dag.pred_begin[op], e = dag.pred_begin[op + 1]; j < e; ++j) {
+    const int p = dag.preds[j];
+    if (best < 0 || end[p] > end[best] || (end[p] == end[best] && p < best)) best = p;
+  }
+  return best;
 }
 
 }  // namespace braid
