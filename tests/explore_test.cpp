@@ -307,6 +307,84 @@ TEST_CASE(
   CHECK_THROWS_AS(sweep(f.study, f.profile, {}, ExploreOptions{}), InputError);
 }
 
+TEST_CASE(
+    "sweep's and search's static-memory check counts a tied embedding pair on one rank once, as "
+    "the report does",
+    "[explore]") {
+  // Megatron 22B (tied embeddings) at tp 8, pp 2 with stp: the V placement puts the embedding
+  // and the last stage's copy of it on rank 0, which keeps one (the report's 23.67 GiB of
+  // weights, gradients and optimizer state, fixed overhead aside). Counting both copies (24.33
+  // GiB) put this configuration over a 24 GiB cap without simulating it.
+  Study study =
+      load_study(fs::path(BRAID_SOURCE_DIR) / "configs/studies/megatron/megatron-22b-full.yaml");
+  study = with_gpus(study, 16);
+  const Profile profile = load_profile(study.cluster.profile);
+  Configuration c;
+  c.tp = 8;
+  c.pp = 2;
+  c.vpp = 2;
+  c.seq = study.training.seq;
+  c.mbs = study.training.micro_batch_size;
+  c.microbatches = 8;
+  c.sp = study.parallel.sequence_parallel;
+  c.recompute = study.training.recompute;
+  c.schedule = "stp";
+  ExploreOptions options;
+  options.mem_cap_bytes = 24.0 * 1024 * 1024 * 1024;
+  const SweepResult r = sweep(study, profile, {c}, options);
+  REQUIRE(r.rows.size() == 1);
+  const Evaluation& e = r.rows[0];
+  CHECK(e.status == RowStatus::Oom);  // simulated: the activations put it over the cap
+  CHECK(e.static_gib - r.fixed_overhead_gib == Approx(23.67).margin(0.005));
+  SearchSpace space;
+  space.gpus = 16;
+  space.global_batch = 8 * study.training.micro_batch_size;
+  space.mbs = {study.training.micro_batch_size};
+  space.schedules = {"stp"};
+  space.try_levers = false;
+  const SearchResult found = search(study, profile, space, options);
+  int seen = 0;
+  for (const Evaluation& row : found.rows)
+    if (row.config.tp == 8 && row.config.pp == 2) {
+      ++seen;
+      CHECK(row.reason.find("static memory") == std::string::npos);
+    }
+  CHECK(seen == 1);
+}
+
+TEST_CASE(
+    "search designs no configuration whose static memory is over the cap in every layout a "
+    "design may return",
+    "[explore][search]") {
+  // Default study on 16 GPUs, global batch 16, cap 14 GiB: at tp 4, pp 4 every layout (V, and
+  // the loop of 1f1b-i) holds 16.26 GiB of weights, gradients and optimizer state on its fullest
+  // rank, so no candidate of a design could fit; a design would simulate its 300 candidates to
+  // find that. At tp 8, pp 2 (13.66 GiB) the design runs.
+  const Fixture& f = fixture();
+  SearchSpace space;
+  space.gpus = 16;
+  space.global_batch = 16;
+  space.mbs = {1};
+  space.schedules = {"designed"};
+  space.try_levers = false;
+  ExploreOptions options;
+  options.mem_cap_bytes = 14.0 * 1024 * 1024 * 1024;
+  const SearchResult r = search(f.study, f.profile, space, options);
+  int static_rows = 0;
+  for (const Evaluation& e : r.rows) {
+    INFO(e.config.tp << " x " << e.config.pp << ": " << e.reason);
+    static_rows += e.reason.find("static memory") != std::string::npos;
+    if (e.config.tp == 4 && e.config.pp == 4)
+      CHECK(e.reason ==
+            "designed: static memory (weights, gradients, optimizer state) 16.26 GiB over the "
+            "14.00 GiB cap; not designed");
+    if (e.config.tp == 8 && e.config.pp == 2)
+      CHECK(e.reason.find("static memory") == std::string::npos);
+  }
+  CHECK(static_rows == r.pruned_memory);
+  CHECK(r.pruned_memory >= 8);
+}
+
 TEST_CASE("the throughput bound is never below the simulated throughput", "[explore]") {
   const Fixture& f = fixture();
   SweepAxes axes = small_axes();

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -234,6 +235,16 @@ struct UniformCosts {
   double tf = 1, tb = 1, tw = 1, tar = 0, ma = 1;
 };
 CostModel uniform_cost_model(const UniformCosts& costs, int virtual_stages);
+
+// Static memory (weights + gradients + optimizer state) of one GPU of a rank holding the chunks
+// `virtual_stages`, by part, without the profile's fixed overhead. A rank holding both the token
+// embedding and the last stage's copy of a tied embedding keeps one copy (Megatron shares the
+// weight when both live on one rank). The one rule for a rank's static memory: the report's
+// static_gib and the explorer's check against the memory cap both read it.
+StaticParts rank_static_parts(const CostModel& cost, std::span<const int> virtual_stages);
+inline double total(const StaticParts& p) {
+  return p.layers_bytes + p.embeddings_bytes + p.other_bytes;
+}
 // The one reader of --unit-costs (simulate, design, theory): "tf,tb,tw,tar[,ma]", 4 or 5 finite
 // numbers separated by single commas, no trailing comma (tf > 0, ma > 0, the others >= 0; ma
 // defaults to 1). Throws InputError naming `option` and what is allowed.

@@ -89,6 +89,18 @@ struct DesignResult {
 // The hand-designed schedules a design starts from unless DesignOptions::seeds says otherwise.
 const std::vector<std::string>& default_design_seeds();
 
+// A layout a designed schedule may have: how its virtual stages map to ranks. Moves keep a
+// seed's layout; the list scheduler's family and the building blocks are V with two chunks.
+struct DesignLayout {
+  Placement placement = Placement::V;
+  int vpp = 2;
+  bool operator==(const DesignLayout&) const = default;
+};
+// Every layout a design from `seeds` (names; empty: the default seeds) may return at `vpp` chunks
+// per rank for the loop seeds, without repeats, V first. The explorer checks static memory on
+// them before it designs.
+std::vector<DesignLayout> design_layouts(const std::vector<std::string>& seeds, int vpp);
+
 // Runs the search. Throws InputError("--mem-cap", ...) when no candidate fits the cap.
 DesignResult design(const DesignProblem& problem, const DesignOptions& options);
 

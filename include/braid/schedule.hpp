@@ -70,6 +70,7 @@ struct Schedule {
 
   int virtual_stages() const { return pp * vpp; }
   int virtual_stage(int rank, int chunk) const;
+  std::vector<int> virtual_stages_of(int rank) const;  // in chunk order
   int rank_of(int virtual_stage) const;
   int chunk_of(int virtual_stage) const;
 };

@@ -496,6 +496,18 @@ const std::vector<std::string>& default_design_seeds() {
   return names;
 }
 
+std::vector<DesignLayout> design_layouts(const std::vector<std::string>& seeds, int vpp) {
+  std::vector<DesignLayout> layouts = {DesignLayout{}};
+  for (const std::string& name : seeds.empty() ? default_design_seeds() : seeds) {
+    const int fixed = fixed_vpp(name);
+    const DesignLayout layout{traits(parse_schedule_kind(name)).placement,
+                              fixed != 0 ? fixed : vpp};
+    if (std::find(layouts.begin(), layouts.end(), layout) == layouts.end())
+      layouts.push_back(layout);
+  }
+  return layouts;
+}
+
 DesignResult design(const DesignProblem& problem, const DesignOptions& options) {
   Search search(problem, options);
   search.run_seeds(all_seeds(problem, options, search));

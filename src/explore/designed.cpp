@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <limits>
 #include <map>
 #include <memory>
 
@@ -34,6 +35,23 @@ DesignProblem design_problem(const Prepared& prepared, const Configuration& c,
   const Study study = prepared.study;
   problem.cost = [study, profile](int stages) { return build_cost_model(study, profile, stages); };
   return problem;
+}
+
+// The least, over the layouts a design may return, of the largest static memory of a rank: when
+// it is over the cap, nothing the design could find fits, and the design (which would simulate
+// its whole candidate budget to learn that) is not run.
+double least_static_bytes(const Prepared& prepared, const Configuration& c,
+                          const Profile& profile) {
+  double least = std::numeric_limits<double>::infinity();
+  for (const DesignLayout& layout : design_layouts({}, c.vpp)) {
+    Schedule shape;  // the layout alone: max_static_bytes reads no programs
+    shape.pp = c.pp;
+    shape.vpp = layout.vpp;
+    shape.placement = layout.placement;
+    const CostModel cost = build_cost_model(prepared.study, profile, shape.virtual_stages());
+    least = std::min(least, max_static_bytes(cost, shape));
+  }
+  return least;
 }
 
 }  // namespace
@@ -68,11 +86,17 @@ void design_schedules(Workbench& wb, const Profile& profile,
   std::vector<std::unique_ptr<Schedule>> schedules(owner.size());
   std::vector<std::unique_ptr<CostModel>> costs(owner.size());
   std::vector<std::string> errors(owner.size());
+  std::vector<char> over_cap(owner.size(), 0);  // char: written from several threads
   const double cap = cap_bytes(profile, options);
   parallel_for(static_cast<int>(owner.size()), options.jobs, [&](int d) {
     const int i = owner[d];
     const Prepared& prepared = *wb.prepared[i];
     try {
+      if (const double least = least_static_bytes(prepared, configs[i], profile); least > cap) {
+        errors[d] = "designed: " + static_over_cap_reason(least, cap, "designed");
+        over_cap[d] = 1;
+        return;
+      }
       const DesignProblem problem = design_problem(prepared, configs[i], profile, options);
       DesignOptions o;
       o.mem_cap_bytes = cap;
@@ -100,6 +124,7 @@ void design_schedules(Workbench& wb, const Profile& profile,
     if (design_of[i] < 0) continue;
     if (!wb.schedules[schedule_base + design_of[i]]) {
       rows[i].reason = errors[design_of[i]];
+      wb.static_over_cap[i] = over_cap[design_of[i]] != 0;
       continue;
     }
     wb.schedule_of[i] = schedule_base + design_of[i];

@@ -96,13 +96,15 @@ double cap_bytes(const Profile& profile, const ExploreOptions& options) {
 
 double max_static_bytes(const CostModel& cost, const Schedule& schedule) {
   double worst = 0;
-  for (int r = 0; r < schedule.pp; ++r) {
-    double bytes = 0;
-    for (int c = 0; c < schedule.vpp; ++c)
-      bytes += cost.chunks[schedule.virtual_stage(r, c)].static_bytes;
-    worst = std::max(worst, bytes);
-  }
+  for (int r = 0; r < schedule.pp; ++r)
+    worst = std::max(worst, total(rank_static_parts(cost, schedule.virtual_stages_of(r))));
   return worst;
+}
+
+std::string static_over_cap_reason(double static_bytes, double cap, const std::string& what) {
+  return "static memory (weights, gradients, optimizer state) " +
+         fmt("%.2f GiB", static_bytes / kGiB) + " over the " + fmt("%.2f GiB", cap / kGiB) +
+         " cap; not " + what;
 }
 
 ScheduleKey schedule_key(const Configuration& c, const ScheduleOptions& o) {

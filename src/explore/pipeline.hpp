@@ -37,8 +37,12 @@ SizeEstimate configuration_size(const Study& study, const Configuration& c);
 // The cap in bytes of model state + activations.
 double cap_bytes(const Profile& profile, const ExploreOptions& options);
 
-// Largest static bytes of a rank (weights, gradients, optimizer state; no fixed overhead).
+// Largest static bytes of a rank (weights, gradients, optimizer state; no fixed overhead), by the
+// report's rule (rank_static_parts: a tied embedding pair on one rank counted once).
 double max_static_bytes(const CostModel& cost, const Schedule& schedule);
+// "static memory (weights, gradients, optimizer state) 30.12 GiB over the 24.00 GiB cap; not
+// <what>": the reason of a configuration ruled out by it without being simulated or designed.
+std::string static_over_cap_reason(double static_bytes, double cap, const std::string& what);
 
 // Everything a schedule depends on: its name and the sizes make_schedule reads.
 struct ScheduleKey {
@@ -86,6 +90,9 @@ struct Workbench {
   std::vector<std::unique_ptr<Schedule>> schedules;  // nullptr: failed (the row has the reason)
   std::vector<std::unique_ptr<CostModel>> costs;
   std::vector<int> schedule_of, cost_of;  // per configuration, -1 when not built
+  // Per configuration: a designed one not designed, its static memory over the cap under every
+  // layout a design may return (design_layouts); its row holds the reason.
+  std::vector<bool> static_over_cap;
   bool ready(int i) const { return cost_of[i] >= 0 && costs[cost_of[i]] != nullptr; }
   const Schedule& schedule(int i) const { return *schedules[schedule_of[i]]; }
   const CostModel& cost(int i) const { return *costs[cost_of[i]]; }

@@ -200,6 +200,13 @@ SearchResult search_once(const Study& base, const Profile& profile, const Search
   std::vector<double> bound(n, 0);
   bool any_valid = false;
   for (int i = 0; i < n; ++i) {
+    if (wb.static_over_cap[i]) {  // a designed one, ruled out before its design
+      any_valid = true;
+      ++result.pruned_memory;
+      rows[i].dp = study.cluster.gpus() / (configs[i].tp * configs[i].pp);
+      listed[i] = true;
+      continue;
+    }
     if (!wb.ready(i)) {
       ++result.invalid;
       listed[i] = true;
@@ -209,9 +216,7 @@ SearchResult search_once(const Study& base, const Profile& profile, const Search
     const double stat = explore::max_static_bytes(wb.cost(i), wb.schedule(i));
     if (stat > cap) {
       ++result.pruned_memory;
-      rows[i].reason = "static memory (weights, gradients, optimizer state) " +
-                       fmt("%.2f GiB", stat / kGiB) + " over the " + fmt("%.2f GiB", cap / kGiB) +
-                       " cap; not simulated";
+      rows[i].reason = explore::static_over_cap_reason(stat, cap, "simulated");
       rows[i].dp = study.cluster.gpus() / (configs[i].tp * configs[i].pp);
       listed[i] = true;
       continue;

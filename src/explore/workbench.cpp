@@ -26,6 +26,7 @@ Workbench build_workbench(const Study& base, const Profile& profile,
   wb.prepared.resize(n);
   wb.schedule_of.assign(n, -1);
   wb.cost_of.assign(n, -1);
+  wb.static_over_cap.assign(n, false);
   for (int i = 0; i < n; ++i) {
     Evaluation& e = rows[i];
     e = Evaluation{};

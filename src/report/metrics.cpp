@@ -486,22 +486,12 @@ CriticalPathSummary summarize_critical_path(const Dag& dag, const Timeline& t) {
   return cp;
 }
 
-// Static memory of rank r by part. A rank holding both the embedding and the last stage's copy
-// of a tied embedding keeps one (Megatron shares the weight on one rank).
+// Static memory of rank r by part (rank_static_parts, cost_model.hpp) and the fixed overhead.
 void static_parts(const CostModel& cost, const Schedule& schedule, int r, RankReport& rr) {
-  bool embeds = false;
-  double tied_copy = 0;
-  for (int c = 0; c < schedule.vpp; ++c) {
-    const ChunkCost& chunk = cost.chunks[schedule.virtual_stage(r, c)];
-    rr.static_layers_bytes += chunk.parts.layers_bytes;
-    rr.static_embeddings_bytes += chunk.parts.embeddings_bytes;
-    // Whatever the chunk holds beyond layers and embeddings (its other_bytes for a built model).
-    rr.static_other_bytes +=
-        chunk.static_bytes - chunk.parts.layers_bytes - chunk.parts.embeddings_bytes;
-    embeds = embeds || chunk.embeds;
-    tied_copy += chunk.tied_copy_bytes;
-  }
-  if (embeds) rr.static_embeddings_bytes -= tied_copy;
+  const StaticParts parts = rank_static_parts(cost, schedule.virtual_stages_of(r));
+  rr.static_layers_bytes = parts.layers_bytes;
+  rr.static_embeddings_bytes = parts.embeddings_bytes;
+  rr.static_other_bytes = parts.other_bytes;
   rr.static_fixed_bytes = cost.fixed_overhead_bytes;
   rr.static_bytes = rr.static_layers_bytes + rr.static_embeddings_bytes + rr.static_other_bytes +
                     rr.static_fixed_bytes;

@@ -52,6 +52,12 @@ int Schedule::virtual_stage(int rank, int chunk) const {
   return chunk * pp + rank;
 }
 
+std::vector<int> Schedule::virtual_stages_of(int rank) const {
+  std::vector<int> stages(vpp);
+  for (int c = 0; c < vpp; ++c) stages[c] = virtual_stage(rank, c);
+  return stages;
+}
+
 int Schedule::rank_of(int stage) const {
   if (placement == Placement::V) return stage < pp ? stage : 2 * pp - 1 - stage;
   return stage % pp;
