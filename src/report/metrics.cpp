@@ -49,7 +49,9 @@ double union_length(std::vector<std::pair<double, double>>& iv) {
 
 class IdleAttribution {
  public:
-  IdleAttribution(const Dag& dag, const Timeline& t) : dag_(dag), t_(t) {}
+  IdleAttribution(const Dag& dag, const Timeline& t) : dag_(dag), t_(t) {
+    lists_.ops = dag.ops.size();
+  }
 
   void rank(int r, RankReport& out) {
     const int cs = dag_.stream_id(r, StreamKind::Compute);
@@ -70,8 +72,8 @@ class IdleAttribution {
       }
       const double s = t_.start_s[x];
       if (s > prev_end && !small_gap(r, x, prev_end, s, tp)) {
-        stack_.clear();
-        push_preds(x, prev_end);
+        lists_.reset();
+        push_waited_on(view(prev_end, s), lists_, x);
         gap(r, prev_end, s, tp, dp, off);
       }
       (dag_.ops[x].kind == OpKind::Optimizer ? opt : busy) += t_.end_s[x] - s;
@@ -80,11 +82,11 @@ class IdleAttribution {
     add_collectives(r);
     const double end = t_.iteration_time_s;
     if (end > prev_end) {  // drain: the iteration end waits for every op of the rank
-      stack_.clear();
+      lists_.reset();
       for (int st = 1; st < kStreamsPerRank; ++st) {
         const int sid = dag_.stream_id(r, static_cast<StreamKind>(st));
         for (int k = dag_.stream_begin[sid]; k < dag_.stream_begin[sid + 1]; ++k)
-          push_if_after(dag_.stream_ops[k], prev_end);
+          if (t_.end_s[dag_.stream_ops[k]] > prev_end) lists_.push(dag_.stream_ops[k]);
       }
       gap(r, prev_end, end, tp, dp, off);
     }
@@ -105,6 +107,9 @@ class IdleAttribution {
   double collectives_s() const { return collectives_.total_s; }
 
  private:
+  static constexpr std::size_t kListed = 32;  // ops a gap meets before it uses the marks
+  static constexpr int kSmallWalk = 8;        // ops SmallWalk holds and meets at most
+
   struct CollectiveSum {
     double total_s = 0;
     int last = -1;
@@ -136,167 +141,212 @@ class IdleAttribution {
     __builtin_prefetch(reinterpret_cast<const char*>(&dag_.ops[i]) + kLabelsOffset);
   }
 
-  // An op that ended by the gap's start g0 is neither counted nor followed: it is left off the
-  // stack (most ops met, the compute ops feeding X and finished sends, are such), unmarked, which
-  // changes nothing but how often it is looked at.
-  void push_if_after(int y, double g0) {
-    if (t_.end_s[y] > g0) stack_.push_back(y);
-  }
-
-  // The roots of the gap before compute op x: its dependencies, then its stream predecessor.
-  void push_preds(int x, double g0) {
-    for (int j = dag_.pred_begin[x]; j < dag_.pred_begin[x + 1]; ++j)
-      push_if_after(dag_.preds[j], g0);
-    if (dag_.stream_prev[x] >= 0) push_if_after(dag_.stream_prev[x], g0);
-  }
-
-  // The walk from the roots on stack_: each op once, the ops of this gap already met in seen_.
-  // Most gaps meet one to three ops, which a short list finds faster than a mark per op of the
-  // Dag (whose zeroed pages, a third of a MB in the qwen2 run, cost more than the whole search);
-  // a gap that meets more switches to the marks.
-  bool seen(int y) {
-    if (marked_) return mark_[y] == generation_;
-    for (const int v : seen_)
-      if (v == y) return true;
-    return false;
-  }
-
-  void see(int y) {
-    if (marked_) {
-      mark_[y] = generation_;
-      return;
+  // The walk of a gap [g0, g1), one rule on two kinds of storage. From the ops the gap's compute
+  // op (or the iteration end) waited on, it goes back through what each of them waited on, each
+  // op once. An op that ended by g0 is neither counted nor followed: it is not pushed (most ops
+  // met, the compute ops feeding X and finished sends, are such). Of the ops met, the rank's own
+  // off the compute stream are recorded with their part of [g0, g1). A Walk holds the stack,
+  // the ops met and the records; each of its steps returns false when it has no room, and the
+  // walk gives up (SmallWalk; GapLists always has room).
+  //
+  // WalkView: the gap and the arrays a walk reads, through plain pointers (read through the
+  // vectors, their data pointers would be loaded again after each store into the storage).
+  struct WalkView {
+    const double* start;
+    const double* end;
+    const std::int32_t* pred_begin;
+    const std::int32_t* preds;
+    const std::int32_t* stream_prev;
+    const DagOp* ops;
+    double g0, g1;
+    std::pair<double, double> interval(int y) const {
+      return {std::max(start[y], g0), std::min(end[y], g1)};
     }
-    seen_.push_back(y);
-    if (seen_.size() < kListed) return;
-    // 16-bit marks (half the memory of 32-bit ones, next to the Dag and the Timeline at the
-    // report's peak): when the generation wraps, every mark is cleared once.
-    if (mark_.empty()) mark_.assign(dag_.ops.size(), 0);
-    if (++generation_ == 0) {
-      std::fill(mark_.begin(), mark_.end(), std::uint16_t{0});
-      generation_ = 1;
-    }
-    for (const int v : seen_) mark_[v] = generation_;
-    marked_ = true;
+  };
+  WalkView view(double g0, double g1) const {
+    return {t_.start_s.data(),
+            t_.end_s.data(),
+            dag_.pred_begin.data(),
+            dag_.preds.data(),
+            dag_.stream_prev.data(),
+            dag_.ops.data(),
+            g0,
+            g1};
   }
 
-  // The gap [g0, g1) before compute op x when its walk meets at most kSmallWalk ops and, of the
-  // rank's own, no DP sync op, no copy and at most two collectives (every gap of the qwen2 run):
-  // the walk of gap() on arrays of the stack, without its lists, and the same pieces and sums
-  // (they depend on which ops the walk meets, not on the order it meets them). False, with
-  // nothing recorded, for any other gap.
-  bool small_gap(int r, int x, double g0, double g1, double& tp) {
-    // The arrays through plain pointers: read through the vectors, their data pointers are
-    // loaded again after each store.
-    const double* end = t_.end_s.data();
-    const int* pred_begin = dag_.pred_begin.data();
-    const int* preds = dag_.preds.data();
-    const int* stream_prev = dag_.stream_prev.data();
-    const DagOp* ops = dag_.ops.data();
-    int stack[kSmallWalk], met[kSmallWalk], coll[2];
-    int depth = 0, n_met = 0, n_coll = 0;
-    const auto is_met = [&](int y) {
-      for (int i = 0; i < n_met; ++i)
-        if (met[i] == y) return true;
-      return false;
-    };
-    // Ops that ended by g0 and ops met already are not pushed; false when the stack is full.
-    const auto follow = [&](int y) {
-      for (int j = pred_begin[y]; j < pred_begin[y + 1]; ++j) {
-        const int p = preds[j];
-        if (end[p] <= g0 || is_met(p)) continue;
-        if (depth == kSmallWalk) return false;
-        stack[depth++] = p;
-      }
-      const int prev = stream_prev[y];
-      if (prev < 0 || end[prev] <= g0 || is_met(prev)) return true;
-      if (depth == kSmallWalk) return false;
-      stack[depth++] = prev;
-      return true;
-    };
-    if (!follow(x)) return false;
-    while (depth > 0) {
-      const int y = stack[--depth];
-      if (is_met(y)) continue;
-      if (n_met == kSmallWalk) return false;
-      met[n_met++] = y;
-      const DagOp& op = ops[y];
+  template <class Walk>
+  [[gnu::always_inline]] static bool push_waited_on(const WalkView& v, Walk& w, int y) {
+    for (int j = v.pred_begin[y], e = v.pred_begin[y + 1]; j < e; ++j) {
+      const int p = v.preds[j];
+      if (v.end[p] > v.g0 && !w.met(p) && !w.push(p)) return false;
+    }
+    const int prev = v.stream_prev[y];
+    return prev < 0 || v.end[prev] <= v.g0 || w.met(prev) || w.push(prev);
+  }
+
+  template <class Walk>
+  [[gnu::always_inline]] static bool walk_gap(const WalkView& v, Walk& w, int r) {
+    int y = 0;
+    while (w.pop(y)) {
+      if (w.met(y)) continue;
+      if (!w.meet(y)) return false;
+      const DagOp& op = v.ops[y];
       if (op.rank != r || op.stream == StreamKind::Compute) continue;
-      if (op.kind == OpKind::Collective) {
-        if (n_coll == 2) return false;
-        coll[n_coll++] = y;
-      } else if (op.kind == OpKind::DpSync || op.kind == OpKind::Offload ||
-                 op.kind == OpKind::Reload) {
-        return false;
-      }
-      if (!follow(y)) return false;
+      if (!w.record(v, op.kind, y) || !push_waited_on(v, w, y)) return false;
     }
-    const auto interval = [&](int y) {
-      return std::pair<double, double>{std::max(t_.start_s[y], g0), std::min(end[y], g1)};
-    };
-    if (n_coll == 1) one_collective(interval(coll[0]), coll[0], tp);
-    if (n_coll == 2) two_collectives(interval(coll[0]), coll[0], interval(coll[1]), coll[1], tp);
     return true;
   }
 
-  void gap(int r, double g0, double g1, double& tp, double& dp, double& off) {
-    tp_iv_.clear();
-    dp_only_.clear();
-    copy_iv_.clear();
-    seen_.clear();
-    marked_ = false;
-    const double* end = t_.end_s.data();
-    while (!stack_.empty()) {
-      const int y = stack_.back();
-      stack_.pop_back();
-      if (seen(y)) continue;
-      see(y);
-      const DagOp& op = dag_.ops[y];
-      if (op.rank != r || op.stream == StreamKind::Compute) continue;
-      const std::pair<double, double> iv{std::max(t_.start_s[y], g0), std::min(t_.end_s[y], g1)};
-      if (op.kind == OpKind::Collective) {
-        tp_iv_.push_back(iv);
-        tp_ops_.push_back(y);
-      } else if (op.kind == OpKind::DpSync) {
-        dp_only_.push_back(iv);
-      } else if (op.kind == OpKind::Offload || op.kind == OpKind::Reload) {
-        copy_iv_.push_back(iv);
-      }
-      // Ops visited already would be popped and skipped: they are not pushed.
-      for (int j = dag_.pred_begin[y]; j < dag_.pred_begin[y + 1]; ++j) {
-        const int p = dag_.preds[j];
-        if (end[p] > g0 && !seen(p)) stack_.push_back(p);
-      }
-      const int prev = dag_.stream_prev[y];
-      if (prev >= 0 && end[prev] > g0 && !seen(prev)) stack_.push_back(prev);
+  // The storage of a walk that meets at most kSmallWalk ops and, of the rank's own, no DP sync
+  // op, no copy and at most two collectives (every gap of the qwen2 run): arrays on the stack,
+  // searched by a scan.
+  struct SmallWalk {
+    int stack[kSmallWalk], met_ops[kSmallWalk], coll[2];
+    int depth = 0, n_met = 0, n_coll = 0;
+    bool met(int y) const {
+      for (int i = 0; i < n_met; ++i)
+        if (met_ops[i] == y) return true;
+      return false;
     }
-    if (tp_iv_.size() <= 2 && dp_only_.empty() && copy_iv_.empty()) {
+    bool meet(int y) {
+      if (n_met == kSmallWalk) return false;
+      met_ops[n_met++] = y;
+      return true;
+    }
+    bool push(int y) {
+      if (depth == kSmallWalk) return false;
+      stack[depth++] = y;
+      return true;
+    }
+    bool pop(int& y) {
+      if (depth == 0) return false;
+      y = stack[--depth];
+      return true;
+    }
+    bool record(const WalkView&, OpKind kind, int y) {  // the intervals are read at the end
+      if (kind == OpKind::Collective) {
+        if (n_coll == 2) return false;
+        coll[n_coll++] = y;
+        return true;
+      }
+      return kind != OpKind::DpSync && kind != OpKind::Offload && kind != OpKind::Reload;
+    }
+  };
+
+  // The storage of any walk. Most gaps meet one to three ops, which a short list finds faster
+  // than a mark per op of the Dag (whose zeroed pages, a third of a MB in the qwen2 run, cost
+  // more than the whole search); a gap that meets kListed ops switches to the marks.
+  struct GapLists {
+    std::size_t ops = 0;  // of the Dag: the size of the marks
+    std::vector<int> stack;
+    std::vector<int> seen;            // the ops this gap met, while there are fewer than kListed
+    bool marked = false;              // this gap met kListed ops: mark holds them
+    std::vector<std::uint16_t> mark;  // per op, made by the first gap that needs it
+    std::uint16_t generation = 0;
+    std::vector<std::pair<double, double>> tp_iv, dp_only, copy_iv;
+    std::vector<int> tp_ops;  // the collective of each tp_iv
+    void reset() {
+      stack.clear();
+      seen.clear();
+      marked = false;
+      tp_iv.clear();
+      tp_ops.clear();
+      dp_only.clear();
+      copy_iv.clear();
+    }
+    bool met(int y) const {
+      if (marked) return mark[y] == generation;
+      for (const int v : seen)
+        if (v == y) return true;
+      return false;
+    }
+    bool meet(int y) {
+      if (marked) {
+        mark[y] = generation;
+        return true;
+      }
+      seen.push_back(y);
+      if (seen.size() < kListed) return true;
+      // 16-bit marks (half the memory of 32-bit ones, next to the Dag and the Timeline at the
+      // report's peak): when the generation wraps, every mark is cleared once.
+      if (mark.empty()) mark.assign(ops, 0);
+      if (++generation == 0) {
+        std::fill(mark.begin(), mark.end(), std::uint16_t{0});
+        generation = 1;
+      }
+      for (const int v : seen) mark[v] = generation;
+      marked = true;
+      return true;
+    }
+    bool push(int y) {
+      stack.push_back(y);
+      return true;
+    }
+    bool pop(int& y) {
+      if (stack.empty()) return false;
+      y = stack.back();
+      stack.pop_back();
+      return true;
+    }
+    bool record(const WalkView& v, OpKind kind, int y) {
+      if (kind == OpKind::Collective) {
+        tp_iv.push_back(v.interval(y));
+        tp_ops.push_back(y);
+      } else if (kind == OpKind::DpSync) {
+        dp_only.push_back(v.interval(y));
+      } else if (kind == OpKind::Offload || kind == OpKind::Reload) {
+        copy_iv.push_back(v.interval(y));
+      }
+      return true;
+    }
+  };
+
+  // The gap [g0, g1) before compute op x on SmallWalk's arrays, with the same pieces and sums as
+  // gap() (they depend on which ops the walk meets, not on the order it meets them). False, with
+  // nothing recorded, when the walk does not fit them.
+  bool small_gap(int r, int x, double g0, double g1, double& tp) {
+    const WalkView v = view(g0, g1);
+    SmallWalk w;
+    if (!push_waited_on(v, w, x) || !walk_gap(v, w, r)) return false;
+    if (w.n_coll == 1) one_collective(v.interval(w.coll[0]), w.coll[0], tp);
+    if (w.n_coll == 2)
+      two_collectives(v.interval(w.coll[0]), w.coll[0], v.interval(w.coll[1]), w.coll[1], tp);
+    return true;
+  }
+
+  // The gap [g0, g1) whose roots lists_ holds.
+  void gap(int r, double g0, double g1, double& tp, double& dp, double& off) {
+    walk_gap(view(g0, g1), lists_, r);
+    std::vector<std::pair<double, double>>& tp_iv = lists_.tp_iv;
+    const std::vector<std::pair<double, double>>& dp_only = lists_.dp_only;
+    const std::vector<std::pair<double, double>>& copy_iv = lists_.copy_iv;
+    if (tp_iv.size() <= 2 && dp_only.empty() && copy_iv.empty()) {
       // The common gaps: one collective or none, or two (one queued behind the other). The same
       // pieces and sums as the general case below.
-      if (tp_iv_.size() == 1) one_collective(tp_iv_[0], tp_ops_[0], tp);
-      if (tp_iv_.size() == 2) two_collectives(tp_iv_[0], tp_ops_[0], tp_iv_[1], tp_ops_[1], tp);
-      tp_ops_.clear();
+      const std::vector<int>& ops = lists_.tp_ops;
+      if (tp_iv.size() == 1) one_collective(tp_iv[0], ops[0], tp);
+      if (tp_iv.size() == 2) two_collectives(tp_iv[0], ops[0], tp_iv[1], ops[1], tp);
       return;
     }
     // Precedence TP, then DP, then copies: each category is its union minus the ones before.
     // The TP union is recorded piece by piece (its collectives) before the sort below.
     split_among_collectives();
-    tp_ops_.clear();
     // The DP union is over the collectives and the DP sync ops, the last over those and the
     // copies. The union sorts its intervals first, so the order they are gathered in changes
     // nothing; one over the same intervals as the one before it (no DP sync op, no copy in the
     // gap) would sum to the same value and is not measured again.
-    const double t = union_length(tp_iv_);
+    const double t = union_length(tp_iv);
     double td = t;
-    if (!dp_only_.empty()) {
-      dp_iv_.assign(tp_iv_.begin(), tp_iv_.end());
-      dp_iv_.insert(dp_iv_.end(), dp_only_.begin(), dp_only_.end());
+    if (!dp_only.empty()) {
+      dp_iv_.assign(tp_iv.begin(), tp_iv.end());
+      dp_iv_.insert(dp_iv_.end(), dp_only.begin(), dp_only.end());
       td = union_length(dp_iv_);
     }
     double all = td;
-    if (!copy_iv_.empty()) {
-      const auto& below = dp_only_.empty() ? tp_iv_ : dp_iv_;
+    if (!copy_iv.empty()) {
+      const auto& below = dp_only.empty() ? tp_iv : dp_iv_;
       all_iv_.assign(below.begin(), below.end());
-      all_iv_.insert(all_iv_.end(), copy_iv_.begin(), copy_iv_.end());
+      all_iv_.insert(all_iv_.end(), copy_iv.begin(), copy_iv.end());
       all = union_length(all_iv_);
     }
     tp += t;
@@ -341,11 +391,13 @@ class IdleAttribution {
   }
 
   // The union of this gap's collective intervals, each elementary segment given to the collective
-  // that covers it and started first (tp_iv_ and tp_ops_ are parallel, before sorting).
+  // that covers it and started first (lists_.tp_iv and tp_ops are parallel, before sorting).
   void split_among_collectives() {
+    const std::vector<std::pair<double, double>>& tp_iv = lists_.tp_iv;
+    const std::vector<int>& tp_ops = lists_.tp_ops;
     std::vector<double>& xs = xs_;  // kept between gaps: no allocation per gap
     xs.clear();
-    for (const auto& [b, e] : tp_iv_) {
+    for (const auto& [b, e] : tp_iv) {
       if (e <= b) continue;
       xs.push_back(b);
       xs.push_back(e);
@@ -354,14 +406,14 @@ class IdleAttribution {
     xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
     for (std::size_t k = 0; k + 1 < xs.size(); ++k) {
       int holder = -1;
-      for (std::size_t i = 0; i < tp_iv_.size(); ++i) {
-        const auto& [b, e] = tp_iv_[i];
+      for (std::size_t i = 0; i < tp_iv.size(); ++i) {
+        const auto& [b, e] = tp_iv[i];
         if (b > xs[k] || e < xs[k + 1] || e <= b) continue;
-        if (holder < 0 || b < tp_iv_[holder].first ||
-            (b == tp_iv_[holder].first && tp_ops_[i] < tp_ops_[holder]))
+        if (holder < 0 || b < tp_iv[holder].first ||
+            (b == tp_iv[holder].first && tp_ops[i] < tp_ops[holder]))
           holder = static_cast<int>(i);
       }
-      if (holder >= 0) piece(tp_ops_[holder], xs[k], xs[k + 1]);
+      if (holder >= 0) piece(tp_ops[holder], xs[k], xs[k + 1]);
     }
   }
 
@@ -372,18 +424,11 @@ class IdleAttribution {
   static_assert(offsetof(DagOp, bytes) + sizeof(double) == kLabelsOffset &&
                     offsetof(DagOp, rank) + 2 < kLabelsOffset + 16 && sizeof(DagOp) == 48,
                 "prefetch_labels reads the record's last 16 bytes");
-  static constexpr std::size_t kListed = 32;  // ops a gap meets before it uses the marks
-  static constexpr int kSmallWalk = 8;        // ops small_gap's walk holds and meets at most
-  std::vector<int> tp_ops_;
   const Dag& dag_;
   const Timeline& t_;
-  std::vector<int> seen_;            // the ops this gap met, while there are fewer than kListed
-  bool marked_ = false;              // this gap met kListed ops: mark_ holds them
-  std::vector<std::uint16_t> mark_;  // per op, made by the first gap that needs it
-  std::uint16_t generation_ = 0;
-  std::vector<int> stack_;
+  GapLists lists_;          // the general walk's storage, kept between gaps
   std::vector<double> xs_;  // split_among_collectives' segment ends
-  std::vector<std::pair<double, double>> tp_iv_, dp_iv_, all_iv_, dp_only_, copy_iv_;
+  std::vector<std::pair<double, double>> dp_iv_, all_iv_;
   CollectiveSum collectives_;                    // the ranks' so far
   std::vector<ExposedPiece>* pieces_ = nullptr;  // the rank's tp_exposed pieces
   std::size_t last_pieces_ = 0;                  // how many the rank before had
