@@ -43,13 +43,17 @@ DesignProblem design_problem(const Prepared& prepared, const Configuration& c,
 double least_static_bytes(const Prepared& prepared, const Configuration& c,
                           const Profile& profile) {
   double least = std::numeric_limits<double>::infinity();
+  std::map<int, CostModel> costs;  // by virtual stages: V and the loop at vpp 2 share one
   for (const DesignLayout& layout : design_layouts({}, c.vpp)) {
     Schedule shape;  // the layout alone: max_static_bytes reads no programs
     shape.pp = c.pp;
     shape.vpp = layout.vpp;
     shape.placement = layout.placement;
-    const CostModel cost = build_cost_model(prepared.study, profile, shape.virtual_stages());
-    least = std::min(least, max_static_bytes(cost, shape));
+    const int stages = shape.virtual_stages();
+    auto it = costs.find(stages);
+    if (it == costs.end())
+      it = costs.emplace(stages, build_cost_model(prepared.study, profile, stages)).first;
+    least = std::min(least, max_static_bytes(it->second, shape));
   }
   return least;
 }
