@@ -154,6 +154,13 @@ std::string share(double x) {
   return buf;
 }
 
+// Chunks per rank of the seed `name`: its own (the V schedules' two) or the problem's (1f1b-i).
+// make_seeds builds the seeds with it and design_layouts lists their layouts with it.
+int seed_vpp(const std::string& name, int problem_vpp) {
+  const int fixed = fixed_vpp(name);
+  return fixed != 0 ? fixed : problem_vpp;
+}
+
 struct Seed {
   std::string label;
   Schedule schedule;
@@ -168,7 +175,7 @@ std::vector<Seed> make_seeds(const DesignProblem& problem, const std::vector<std
   auto add = [&](const std::string& name, double offload, double fraction, bool hand) {
     ScheduleOptions o;
     o.pp = problem.pp;
-    o.vpp = fixed_vpp(name) != 0 ? fixed_vpp(name) : problem.vpp;
+    o.vpp = seed_vpp(name, problem.vpp);
     o.microbatches = problem.microbatches;
     o.offload = name == "stp-offload" ? 0.0 : offload;
     o.offload_fraction = fraction;
@@ -499,9 +506,7 @@ const std::vector<std::string>& default_design_seeds() {
 std::vector<DesignLayout> design_layouts(const std::vector<std::string>& seeds, int vpp) {
   std::vector<DesignLayout> layouts = {DesignLayout{}};
   for (const std::string& name : seeds.empty() ? default_design_seeds() : seeds) {
-    const int fixed = fixed_vpp(name);
-    const DesignLayout layout{traits(parse_schedule_kind(name)).placement,
-                              fixed != 0 ? fixed : vpp};
+    const DesignLayout layout{traits(parse_schedule_kind(name)).placement, seed_vpp(name, vpp)};
     if (std::find(layouts.begin(), layouts.end(), layout) == layouts.end())
       layouts.push_back(layout);
   }

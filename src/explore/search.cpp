@@ -200,23 +200,21 @@ SearchResult search_once(const Study& base, const Profile& profile, const Search
   std::vector<double> bound(n, 0);
   bool any_valid = false;
   for (int i = 0; i < n; ++i) {
-    if (wb.static_over_cap[i]) {  // a designed one, ruled out before its design
-      any_valid = true;
-      ++result.pruned_memory;
-      rows[i].dp = study.cluster.gpus() / (configs[i].tp * configs[i].pp);
-      listed[i] = true;
-      continue;
-    }
-    if (!wb.ready(i)) {
+    // A designed configuration may be ruled out before its design (its row has the reason).
+    bool over = wb.static_over_cap[i];
+    if (!over && !wb.ready(i)) {
       ++result.invalid;
       listed[i] = true;
       continue;
     }
     any_valid = true;
-    const double stat = explore::max_static_bytes(wb.cost(i), wb.schedule(i));
-    if (stat > cap) {
+    if (!over) {
+      const double stat = explore::max_static_bytes(wb.cost(i), wb.schedule(i));
+      over = stat > cap;
+      if (over) rows[i].reason = explore::static_over_cap_reason(stat, cap, "simulated");
+    }
+    if (over) {
       ++result.pruned_memory;
-      rows[i].reason = explore::static_over_cap_reason(stat, cap, "simulated");
       rows[i].dp = study.cluster.gpus() / (configs[i].tp * configs[i].pp);
       listed[i] = true;
       continue;
