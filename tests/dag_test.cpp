@@ -1,4 +1,7 @@
 #include <algorithm>
+#include <array>
+#include <bit>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -176,7 +179,7 @@ TEST_CASE("the longest path through the dag follows the heaviest chain", "[dag]"
   const Schedule s = one_f_one_b_p2_m2();
   const Dag dag = lower(s, uniform_cost_model(unit_costs(), 2));
   std::vector<double> w(dag.size());
-  for (int i = 0; i < dag.size(); ++i) w[i] = dag.ops[i].duration_s;
+  for (int i = 0; i < dag.size(); ++i) w[i] = dag.cost(i).duration_s;
   const std::vector<int> path = longest_path(dag, w);
   double total = 0;
   for (int i : path) total += w[i];
@@ -310,6 +313,7 @@ void check_same_dag(const Dag& a, const Dag& b) {
     INFO("op " << i << " " << op_name(b, i));
     CHECK(a.ops[i] == b.ops[i]);
   }
+  CHECK(a.costs == b.costs);
   CHECK(a.pred_begin == b.pred_begin);
   CHECK(a.preds == b.preds);
   CHECK(a.succ_begin == b.succ_begin);
@@ -362,6 +366,33 @@ Configuration sized(int tp, int seq, int mbs, int pp = 4) {
 }
 
 }  // namespace
+
+TEST_CASE("a DAG keeps each distinct cost once: its cost table does not grow with m", "[dag]") {
+  // Every microbatch's pass through a unit costs the same: twice the microbatches, twice the ops,
+  // the same table. No two entries hold the same bits, and each op's cost is the one it was
+  // lowered with (the re-timing tests compare whole DAGs, tables included).
+  for (const std::string name : {"1f1b-i", "stp", "zb-v"}) {
+    INFO(name);
+    Configuration c = sized(2, 2048, 1);
+    const Lowered eight = lowered(name, c);
+    c.microbatches = 16;
+    const Lowered sixteen = lowered(name, c);
+    const Dag a = lower(eight.schedule, eight.cost), b = lower(sixteen.schedule, sixteen.cost);
+    CHECK(b.size() > a.size() + a.size() / 2);
+    CHECK(a.costs == b.costs);
+    CHECK(a.costs.size() < 64);
+    auto bits = [](const OpCost& c) {
+      return std::array{
+          std::bit_cast<std::uint64_t>(c.duration_s), std::bit_cast<std::uint64_t>(c.alloc_bytes),
+          std::bit_cast<std::uint64_t>(c.free_bytes), std::bit_cast<std::uint64_t>(c.bytes)};
+    };
+    for (std::size_t i = 0; i < a.costs.size(); ++i)
+      for (std::size_t j = 0; j < i; ++j) CHECK(bits(a.costs[i]) != bits(a.costs[j]));
+    std::vector<char> used(a.costs.size(), 0);
+    for (const DagOp& op : a.ops) used[static_cast<std::size_t>(op.cost)] = 1;
+    CHECK(std::count(used.begin(), used.end(), 1) == static_cast<long>(a.costs.size()));
+  }
+}
 
 TEST_CASE("a re-timed DAG equals a fresh lowering of the new costs on every schedule", "[dag]") {
   const std::vector<std::string> schedules = {"gpipe", "1f1b", "1f1b-i",     "zb-h1",

@@ -383,7 +383,8 @@ namespace {
 RankReport gap_with_collectives(double b1, double e1, double b2, double e2, bool third) {
   Dag dag;
   const int n = third ? 5 : 4, x = n - 1;
-  dag.ops.resize(n);
+  dag.ops.resize(n);  // each of cost 0 (the report reads times from the timeline)
+  dag.costs = {OpCost{}};
   for (int i = 1; i < x; ++i) {
     dag.ops[i].kind = OpKind::Collective;
     dag.ops[i].stream = StreamKind::Tp;

@@ -231,10 +231,14 @@ TEST_CASE("the fast path merges a rank's streams when memory moves on more than 
     o.microbatches = 8;
     const Schedule s = make_schedule("1f1b-i", o);
     Dag dag = lower(s, uniform_cost_model(UniformCosts{1, 2, 0, tar, 1}, s.virtual_stages()));
+    // Each of those ops gets a cost of its own: its time, with the memory.
     int moved = 0;
     for (DagOp& op : dag.ops)
       if (op.stream == StreamKind::Tp && op.rank <= 1) {
-        op.alloc_bytes = op.free_bytes = 3072;
+        OpCost c = dag.costs[op.cost];
+        c.alloc_bytes = c.free_bytes = 3072;
+        op.cost = static_cast<std::int32_t>(dag.costs.size());
+        dag.costs.push_back(c);
         ++moved;
       }
     REQUIRE(moved > 0);
@@ -290,13 +294,12 @@ Dag fan_in(int inputs) {
   dag.schedule = "fan-in";
   dag.memory_exact = true;
   const int n = inputs + 1;
-  dag.ops.resize(n);
+  dag.ops.resize(n);  // each of cost 0: 1 s
+  dag.costs = {OpCost{.duration_s = 1}};
   for (int i = 0; i < inputs; ++i) {
     dag.ops[i].kind = OpKind::Collective;
     dag.ops[i].stream = StreamKind::Tp;
-    dag.ops[i].duration_s = 1;
   }
-  dag.ops[inputs].duration_s = 1;
   dag.pred_begin.assign(n + 1, 0);
   dag.pred_begin[n] = inputs;
   dag.succ_begin.resize(n + 1);
@@ -347,8 +350,8 @@ TEST_CASE("the fast path steps aside when more ops are ready than there are stre
   dag.schedule = "inconsistent";
   dag.memory_exact = true;
   const int n = 9;
-  dag.ops.resize(n);
-  for (int i = 0; i < n; ++i) dag.ops[i].duration_s = 1;
+  dag.ops.resize(n);  // each of cost 0: 1 s
+  dag.costs = {OpCost{.duration_s = 1}};
   for (int i = 1; i < n; ++i) dag.ops[i].stream = StreamKind::Tp;
   dag.pred_begin = {0, 0, 1, 2, 3, 4, 5, 6, 7, 8};
   dag.preds.assign(8, 0);
@@ -468,7 +471,7 @@ void check_sends_skipped_as_folded(const Schedule& s, const CostModel& cost) {
   for (int i = 0; i < lean.size(); ++i) {
     const DagOp &a = lean.ops[i], &b = folded.ops[i];
     differ += a.kind != b.kind || a.stream != b.stream || a.rank != b.rank || a.mb != b.mb ||
-              a.phase != b.phase || a.duration_s != b.duration_s ||
+              a.phase != b.phase || lean.cost(i).duration_s != folded.cost(i).duration_s ||
               lean.stream_prev[i] != folded.stream_prev[i];
     std::vector<int> pa, pb;
     for (int j = lean.pred_begin[i]; j < lean.pred_begin[i + 1]; ++j)
@@ -534,7 +537,7 @@ TEST_CASE("zero-time W units and collectives of uniform mode are not created whe
     int timed = 0, w = 0;
     for (const DagOp& op : full.ops) {
       offload = offload || op.kind == OpKind::Offload;
-      timed += op.duration_s > 0;
+      timed += full.costs[op.cost].duration_s > 0;
       w += op.kind == OpKind::Compute && op.phase == Phase::W;
     }
     CHECK(w > 0);
@@ -544,7 +547,7 @@ TEST_CASE("zero-time W units and collectives of uniform mode are not created whe
     }
     CHECK(lean.size() == timed);
     for (const DagOp& op : lean.ops) {
-      CHECK(op.duration_s > 0);
+      CHECK(lean.costs[op.cost].duration_s > 0);
       CHECK(op.kind == OpKind::Compute);
       CHECK(op.phase != Phase::W);
     }

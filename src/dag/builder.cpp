@@ -2,6 +2,7 @@
 #include "builder.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstring>
 
@@ -25,8 +26,36 @@ inline std::int32_t* sort_unique(std::int32_t* b, std::int32_t* e) {
 
 }  // namespace
 
+CostTable::CostTable(std::vector<OpCost>& costs) : costs_(costs), slots_(64, -1), mask_(63) {
+  costs_.clear();
+}
+
+CostTable::Key CostTable::key_of(const OpCost& c) {
+  return Key{{std::bit_cast<std::uint64_t>(c.duration_s),
+              std::bit_cast<std::uint64_t>(c.alloc_bytes),
+              std::bit_cast<std::uint64_t>(c.free_bytes), std::bit_cast<std::uint64_t>(c.bytes)}};
+}
+
+std::int32_t CostTable::add(const Key& key, const OpCost& cost, std::size_t slot) {
+  const auto at = static_cast<std::int32_t>(costs_.size());
+  costs_.push_back(cost);
+  keys_.push_back(key);
+  slots_[slot] = at;
+  if (keys_.size() * 2 > slots_.size()) {  // at most half full: short probes
+    slots_.assign(slots_.size() * 2, -1);
+    mask_ = slots_.size() - 1;
+    for (std::size_t k = 0; k < keys_.size(); ++k) {
+      std::size_t h = hash(keys_[k]) & mask_;
+      while (slots_[h] >= 0) h = (h + 1) & mask_;
+      slots_[h] = static_cast<std::int32_t>(k);
+    }
+  }
+  return at;
+}
+
 DagBuilder::DagBuilder(Dag& dag, int ranks, std::size_t ops_hint)
     : dag_(dag),
+      costs_(dag.costs),
       ranks_(ranks),
       last_(static_cast<std::size_t>(ranks) * kStreamsPerRank, -1),
       count_(last_.size(), 0) {
@@ -45,11 +74,12 @@ void DagBuilder::grow_preds() {
   dag_.preds.resize(size < capacity ? std::min(capacity, size + kStep) : size * 2 + kStep);
 }
 
-int DagBuilder::add_op(const DagOp& op, int rank, int instruction) {
+int DagBuilder::add_op(const DagOp& op, const OpCost& cost, int rank, int instruction) {
   const int id = static_cast<int>(dag_.ops.size());
   note_stream(id, rank, op.stream);
-  untimed_off_compute_ += !(op.duration_s > 0) && op.stream != StreamKind::Compute;
+  untimed_off_compute_ += !(cost.duration_s > 0) && op.stream != StreamKind::Compute;
   DagOp& added = dag_.ops.emplace_back(op);
+  added.cost = costs_.index(cost);
   added.rank = static_cast<std::int16_t>(rank);  // pp <= kMaxPp
   added.instruction = instruction;
   return id;
@@ -233,9 +263,10 @@ void DagBuilder::fold_zero_time() {
   int folded = 0;
   for (int i = 0; i < n; ++i) {
     const DagOp& op = d.ops[i];
-    if (op.duration_s > 0) continue;
-    if (op.free_bytes != 0) return;
-    if (op.alloc_bytes != 0 || op.stream == StreamKind::Compute) continue;
+    const OpCost& c = d.costs[op.cost];
+    if (c.duration_s > 0) continue;
+    if (c.free_bytes != 0) return;
+    if (c.alloc_bytes != 0 || op.stream == StreamKind::Compute) continue;
     bool local = true;
     for (int j = d.pred_begin[i]; j < d.pred_begin[i + 1]; ++j)
       local = local && stream_[d.preds[j]] / kStreamsPerRank == op.rank;
@@ -441,7 +472,7 @@ bool memory_sums_exact(const Dag& dag) {
   constexpr double kMaxSum = 4398046511104.0;  // 2^42
   std::vector<double> total(dag.pp, 0.0);
   for (const DagOp& op : dag.ops)
-    for (const double v : {op.alloc_bytes, op.free_bytes}) {
+    for (const OpCost& c = dag.costs[op.cost]; const double v : {c.alloc_bytes, c.free_bytes}) {
       if (v == 0) continue;
       // v <= 2^42 first: then v * 2^10 (exact, a power of two) fits an int64 and converts back
       // unchanged exactly when it is whole.

@@ -18,7 +18,7 @@ namespace braid::dag_build {
 // A run of ops appended at once with their whole predecessor lists: one instruction's ops as
 // first lowered, the dependencies among them (and their stream order) as offsets in the block.
 struct OpBlock {
-  std::vector<DagOp> ops;            // rank and stream set; microbatch and instruction per copy
+  std::vector<DagOp> ops;  // rank, stream and cost set; microbatch and instruction per copy
   std::vector<std::int32_t> stream;  // per op: its (rank, stream)
   // Per op: its stream predecessor, -1 when that is the stream's last op before the block.
   std::vector<std::int32_t> stream_prev;
@@ -35,14 +35,59 @@ struct BlockInput {
   std::int32_t at = 0, from = 0;
 };
 
+// The Dag's distinct costs, each once: a cost is looked up bit for bit (the four doubles' bit
+// patterns, so -0.0 and 0.0 stay apart and every op keeps exactly the cost it was given) in an
+// open-addressing table and appended to Dag::costs when new. Runs have a few dozen distinct costs,
+// so the table stays in the first-level cache.
+class CostTable {
+ public:
+  // Starts `costs` afresh.
+  explicit CostTable(std::vector<OpCost>& costs);
+  // The index of `cost` in the Dag's costs.
+  std::int32_t index(const OpCost& cost) {
+    const Key key = key_of(cost);
+    for (std::size_t h = hash(key) & mask_;; h = (h + 1) & mask_) {
+      const std::int32_t at = slots_[h];
+      if (at < 0) return add(key, cost, h);
+      if (keys_[static_cast<std::size_t>(at)] == key) return at;
+    }
+  }
+
+ private:
+  struct Key {
+    std::uint64_t bits[4];
+    bool operator==(const Key&) const = default;
+  };
+  static Key key_of(const OpCost& c);
+  // The low bits of costs are mostly zero (whole byte counts, short mantissas): the words are
+  // mixed, then the product's high bits folded down (MurmurHash3's finalizer), so that the slot
+  // (the low bits) depends on every bit.
+  static std::size_t hash(const Key& k) {
+    std::uint64_t h = 0;
+    for (const std::uint64_t b : k.bits) h = (h ^ b) * 0x9e3779b97f4a7c15ull;
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdull;
+    h ^= h >> 33;
+    return static_cast<std::size_t>(h);
+  }
+  std::int32_t add(const Key& key, const OpCost& cost, std::size_t slot);
+  std::vector<OpCost>& costs_;
+  std::vector<Key> keys_;            // per entry of costs_
+  std::vector<std::int32_t> slots_;  // index into costs_, -1 empty; a power of two long
+  std::size_t mask_ = 0;
+};
+
 class DagBuilder {
  public:
   // `ranks`: the pipeline ranks (dag.pp); `ops_hint`: the expected op count, reserved up front.
+  // The Dag's costs start afresh.
   DagBuilder(Dag& dag, int ranks, std::size_t ops_hint);
 
-  // Appends `op` with `rank` and `instruction` (its stream already set) at the end of its
+  // The index of `cost` in the Dag's costs (added when new).
+  std::int32_t cost_index(const OpCost& cost) { return costs_.index(cost); }
+  // Appends `op` with `rank`, `instruction` and `cost` (its stream already set) at the end of its
   // (rank, stream) order and returns its index.
-  int add_op(const DagOp& op, int rank, int instruction);
+  int add_op(const DagOp& op, const OpCost& cost, int rank, int instruction);
   // Appends a copy of `block` (pass stamping, lower.cpp) and returns the index of its first op:
   // each op's microbatch is `mb_second` on a block's second side, `mb_first` elsewhere; every op
   // gets `instruction`. `inputs`, ordered by their op, are the dependencies on ops before the
@@ -90,6 +135,7 @@ class DagBuilder {
   void merge_late();
   void fold_zero_time();
   Dag& dag_;
+  CostTable costs_;
   int ranks_;
   std::vector<std::int32_t> last_;    // per (rank, stream)
   std::vector<std::int32_t> count_;   // ops per (rank, stream)

@@ -301,10 +301,10 @@ class Lowerer final : public detail::StepEmitter {
   }
 
   // detail::StepEmitter: the step tail's ops and edges.
-  int emit(const DagOp& op) override {
+  int emit(const DagOp& op, const OpCost& cost) override {
     rank_ = op.rank;
     instruction_ = kNone;
-    return new_op(op);
+    return new_op(op, cost);
   }
   void edge(int from, int to) override {
     if (recording_) record_edge(from, to);
@@ -341,9 +341,10 @@ class Lowerer final : public detail::StepEmitter {
   }
 
   // ---- op emission ----------------------------------------------------------------------------
-  // `op` is copied once, into the DAG, with the rank and instruction set there.
-  int new_op(const DagOp& op) {
-    const int id = retiming_ ? overwrite_op(op) : build_.add_op(op, rank_, instruction_);
+  // `op` is copied once, into the DAG, with the rank, instruction and cost set there.
+  int new_op(const DagOp& op, const OpCost& cost) {
+    const int id =
+        retiming_ ? overwrite_op(op, cost) : build_.add_op(op, cost, rank_, instruction_);
     if (recording_) record_op(id);
     placed(id, op.stream);
     return id;
@@ -378,21 +379,18 @@ class Lowerer final : public detail::StepEmitter {
 
   // ---- re-timing (retime()) -------------------------------------------------------------------
   // The ops come in the order the DAG was built in: the next one must be the DAG's next op in
-  // everything but its costs, which it overwrites.
-  int overwrite_op(const DagOp& op) {
+  // everything but its cost, which it replaces (the DAG's cost table was started afresh).
+  int overwrite_op(const DagOp& op, const OpCost& cost) {
     if (retimed_ >= dag_.size()) throw Mismatch{};
     DagOp& old = dag_.ops[retimed_];
     if (!same_structure(old, op)) throw Mismatch{};
-    old.duration_s = op.duration_s;
-    old.alloc_bytes = op.alloc_bytes;
-    old.free_bytes = op.free_bytes;
-    old.bytes = op.bytes;
+    old.cost = build_.cost_index(cost);
     return retimed_++;
   }
   // Field by field, not by copies: the emitted op was just written field by field, and wide
   // copies of it would stall on reading those writes back.
   [[nodiscard]] bool same_structure(const DagOp& a, const DagOp& b) const {
-    static_assert(sizeof(DagOp) == 48, "a DagOp field was added: compare it here");
+    static_assert(sizeof(DagOp) == 20, "a DagOp field was added: compare it here");
     return a.rank == rank_ && a.instruction == instruction_ && a.mb == b.mb && a.layer == b.layer &&
            a.chunk == b.chunk && a.virtual_stage == b.virtual_stage && a.kind == b.kind &&
            a.stream == b.stream && a.phase == b.phase && a.unit == b.unit &&
@@ -448,9 +446,7 @@ class Lowerer final : public detail::StepEmitter {
     op.kind = OpKind::Collective;
     op.stream = StreamKind::Tp;
     op.collective = c.kind;
-    op.duration_s = c.time_s;
-    op.bytes = c.bytes;
-    return new_op(op);
+    return new_op(op, {.duration_s = c.time_s, .bytes = c.bytes});
   }
 
   // One unit in one phase: [Before collective] compute [After collective]. F and B move the
@@ -503,10 +499,9 @@ class Lowerer final : public detail::StepEmitter {
     op.recompute = recompute;
     op.kind = OpKind::Compute;
     op.stream = StreamKind::Compute;
-    op.duration_s = cost.time_s;
-    op.alloc_bytes = cost.alloc_bytes;
-    op.free_bytes = cost.free_bytes;
-    const int compute = new_op(op);
+    const int compute = new_op(op, {.duration_s = cost.time_s,
+                                    .alloc_bytes = cost.alloc_bytes,
+                                    .free_bytes = cost.free_bytes});
     if (!recompute) note_unit(pass.stage, unit, phase, compute);
     edge(input, compute);
     if (prefetched) edge(pass.cursor, compute);  // a rerun may have run since the prefetch
@@ -676,9 +671,7 @@ class Lowerer final : public detail::StepEmitter {
     op.virtual_stage = static_cast<std::int16_t>(pass.stage);
     op.instruction_op = pass.instruction_op;
     op.side = pass.side;
-    op.bytes = bytes;
-    op.duration_s = cost_.p2p_time_s(rank_, peer, bytes);
-    const int id = new_op(op);
+    const int id = new_op(op, {.duration_s = cost_.p2p_time_s(rank_, peer, bytes), .bytes = bytes});
     edge(pass.cursor, id);
     edge(send_after_, id);
     (pass.phase == Phase::F ? send_f_ : send_b_)[idx_of(pass)] = id;
@@ -978,7 +971,8 @@ class Lowerer final : public detail::StepEmitter {
       const DagOp& op = block.ops[k];
       const std::int32_t s = op.rank * kStreamsPerRank + static_cast<int>(op.stream);
       block.stream.push_back(s);
-      block.untimed_off_compute += !(op.duration_s > 0) && op.stream != StreamKind::Compute;
+      block.untimed_off_compute +=
+          !(dag_.costs[op.cost].duration_s > 0) && op.stream != StreamKind::Compute;
       auto run =
           std::find_if(block.streams.begin(), block.streams.end(),
                        [s](const dag_build::OpBlock::StreamRun& r) { return r.stream == s; });
@@ -1197,10 +1191,10 @@ class Lowerer final : public detail::StepEmitter {
     op.chunk = static_cast<std::int16_t>(p.chunk);
     op.virtual_stage = static_cast<std::int16_t>(stage);
     op.instruction_op = copy;
-    op.bytes = bytes;
-    (offload ? op.free_bytes : op.alloc_bytes) = bytes;
-    op.duration_s = offload ? cost_.d2h_time_s(bytes) : cost_.h2d_time_s(bytes);
-    const int id = new_op(op);
+    OpCost c{.duration_s = offload ? cost_.d2h_time_s(bytes) : cost_.h2d_time_s(bytes),
+             .bytes = bytes};
+    (offload ? c.free_bytes : c.alloc_bytes) = bytes;
+    const int id = new_op(op, c);
     edge(offload ? f_last_[idx] : offload_[idx], id);
     // A reload is issued where the RELOAD instruction stands: not before the compute stream has
     // finished what precedes it (else every reload would start as soon as its offload ended and

@@ -26,8 +26,7 @@ namespace {
 constexpr int kNone = -1;
 constexpr int kEmbeddingLayer = -2;  // DagOp::layer of the tied-embedding all-reduce (names.cpp)
 
-DagOp dp_op(int rank, int chunk, int stage, int bucket, CollectiveKind kind, double seconds,
-            double bytes) {
+DagOp dp_op(int rank, int chunk, int stage, int bucket, CollectiveKind kind) {
   DagOp op;
   op.kind = OpKind::DpSync;
   op.stream = StreamKind::Dp;
@@ -36,8 +35,6 @@ DagOp dp_op(int rank, int chunk, int stage, int bucket, CollectiveKind kind, dou
   op.virtual_stage = static_cast<std::int16_t>(stage);
   op.mb = bucket;
   op.collective = kind;
-  op.duration_s = seconds;
-  op.bytes = bytes;
   op.phase = Phase::W;
   return op;
 }
@@ -61,8 +58,9 @@ void lower_step_tail(const Schedule& s, const CostModel& cost, const StepInputs&
         const std::vector<GradBucket>& buckets = cost.chunks[k].grad_buckets;
         for (int b = static_cast<int>(buckets.size()) - 1; b >= 0; --b) {
           if (buckets[b].gather_s <= 0) continue;
-          const int op = out.emit(dp_op(r, c, k, b, CollectiveKind::AllGather, buckets[b].gather_s,
-                                        buckets[b].gather_bytes));
+          const int op =
+              out.emit(dp_op(r, c, k, b, CollectiveKind::AllGather),
+                       {.duration_s = buckets[b].gather_s, .bytes = buckets[b].gather_bytes});
           edge(op, in.first_f[k][buckets[b].ready_unit]);
         }
       }
@@ -87,8 +85,8 @@ void lower_step_tail(const Schedule& s, const CostModel& cost, const StepInputs&
     for (const auto& [after, c, b] : ready) {
       const int k = s.virtual_stage(r, c);
       const GradBucket& bucket = cost.chunks[k].grad_buckets[b];
-      const int op =
-          out.emit(dp_op(r, c, k, b, bucket.reduce, bucket.reduce_s, bucket.reduce_bytes));
+      const int op = out.emit(dp_op(r, c, k, b, bucket.reduce),
+                              {.duration_s = bucket.reduce_s, .bytes = bucket.reduce_bytes});
       edge(after, op);
       sync_done[r] = op;
     }
@@ -100,10 +98,10 @@ void lower_step_tail(const Schedule& s, const CostModel& cost, const StepInputs&
     const int before_first = sync_done[first], before_last = sync_done[last];
     for (const int r : {first, last}) {
       const int k = r == first ? 0 : stages - 1;
-      DagOp op = dp_op(r, s.chunk_of(k), k, 0, CollectiveKind::AllReduce, cost.embedding_sync_s,
-                       cost.embedding_sync_bytes);
+      DagOp op = dp_op(r, s.chunk_of(k), k, 0, CollectiveKind::AllReduce);
       op.layer = kEmbeddingLayer;
-      const int id = out.emit(op);
+      const int id =
+          out.emit(op, {.duration_s = cost.embedding_sync_s, .bytes = cost.embedding_sync_bytes});
       edge(before_first, id);
       edge(before_last, id);
       sync_done[r] = id;
@@ -118,8 +116,10 @@ void lower_step_tail(const Schedule& s, const CostModel& cost, const StepInputs&
     op.stream = StreamKind::Compute;
     op.rank = r;
     op.phase = Phase::W;
-    for (int c = 0; c < s.vpp; ++c) op.duration_s += cost.chunks[s.virtual_stage(r, c)].optimizer_s;
-    step[r] = out.emit(op);
+    OpCost adam;
+    for (int c = 0; c < s.vpp; ++c)
+      adam.duration_s += cost.chunks[s.virtual_stage(r, c)].optimizer_s;
+    step[r] = out.emit(op, adam);
     for (int q = 0; q < p; ++q) edge(sync_done[q], step[r]);
   }
 
@@ -131,8 +131,9 @@ void lower_step_tail(const Schedule& s, const CostModel& cost, const StepInputs&
         const std::vector<GradBucket>& buckets = cost.chunks[k].grad_buckets;
         for (int b = 0; b < static_cast<int>(buckets.size()); ++b) {
           if (buckets[b].gather_s <= 0) continue;
-          const int op = out.emit(dp_op(r, c, k, b, CollectiveKind::AllGather, buckets[b].gather_s,
-                                        buckets[b].gather_bytes));
+          const int op =
+              out.emit(dp_op(r, c, k, b, CollectiveKind::AllGather),
+                       {.duration_s = buckets[b].gather_s, .bytes = buckets[b].gather_bytes});
           edge(step[r], op);
         }
       }

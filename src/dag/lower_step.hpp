@@ -21,8 +21,9 @@ struct StepInputs {
 class StepEmitter {
  public:
   virtual ~StepEmitter() = default;
-  // Appends `op` on op.rank's op.stream after the ops already there; returns its index.
-  virtual int emit(const DagOp& op) = 0;
+  // Appends `op`, costing `cost`, on op.rank's op.stream after the ops already there; returns its
+  // index.
+  virtual int emit(const DagOp& op, const OpCost& cost) = 0;
   virtual void edge(int from, int to) = 0;
 };
 

@@ -76,7 +76,7 @@ void add_line(std::string& out, const json& event, bool& first) {
   out += event.dump();
 }
 
-json op_args(const DagOp& op, int peer) {
+json op_args(const DagOp& op, const OpCost& cost, int peer) {
   json a;
   a["microbatch"] = op.mb;
   a["chunk"] = op.chunk;
@@ -96,7 +96,7 @@ json op_args(const DagOp& op, int peer) {
     a["side"] = side_name(op.side);
   }
   if (op.kind == OpKind::P2P) a["peer"] = peer;
-  if (op.bytes > 0) a["bytes"] = std::llround(op.bytes);
+  if (cost.bytes > 0) a["bytes"] = std::llround(cost.bytes);
   return a;
 }
 
@@ -158,7 +158,7 @@ std::string chrome_trace_json(const Dag& dag, const Timeline& timeline, const Re
           event["ph"] = "i";
           event["s"] = "t";
         }
-        event["args"] = op_args(op, peer_of(dag, i));
+        event["args"] = op_args(op, dag.cost(i), peer_of(dag, i));
         add_line(out, event, first);
       }
     }

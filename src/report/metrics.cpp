@@ -134,11 +134,12 @@ class IdleAttribution {
     collectives_ = sum;
   }
 
-  // The line of op i's record that holds its kind, rank and stream (bytes 32 to 47 of the 48,
-  // which one line holds wherever the record starts; its first byte is in another line for half
-  // of the records).
+  // The lines of op i's record that hold its kind, rank and stream (its labels, bytes 4 to 19 of
+  // the 20): one line, or two where the record straddles them.
   void prefetch_labels(int i) const {
-    __builtin_prefetch(reinterpret_cast<const char*>(&dag_.ops[i]) + kLabelsOffset);
+    const char* op = reinterpret_cast<const char*>(&dag_.ops[i]);
+    __builtin_prefetch(op + kLabelsOffset);
+    __builtin_prefetch(op + sizeof(DagOp) - 1);
   }
 
   // The walk of a gap [g0, g1), one rule on two kinds of storage. From the ops the gap's compute
@@ -418,12 +419,12 @@ class IdleAttribution {
   }
 
   static constexpr int kAhead = 8;  // how many compute ops ahead the pass prefetches
-  static constexpr std::size_t kLabelsOffset = 32;
-  // The kind is in the bit-fields after the four doubles (bytes 32 to 39), rank and stream after
-  // the layer.
-  static_assert(offsetof(DagOp, bytes) + sizeof(double) == kLabelsOffset &&
-                    offsetof(DagOp, rank) + 2 < kLabelsOffset + 16 && sizeof(DagOp) == 48,
-                "prefetch_labels reads the record's last 16 bytes");
+  static constexpr std::size_t kLabelsOffset = 4;
+  // The kind is in the bit-fields after the cost index (bytes 4 to 7), rank and stream after the
+  // layer.
+  static_assert(offsetof(DagOp, cost) + sizeof(std::int32_t) == kLabelsOffset &&
+                    offsetof(DagOp, rank) + 2 < sizeof(DagOp) && sizeof(DagOp) == 20,
+                "prefetch_labels reads the record's labels");
   const Dag& dag_;
   const Timeline& t_;
   GapLists lists_;          // the general walk's storage, kept between gaps

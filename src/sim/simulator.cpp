@@ -41,8 +41,8 @@ struct Later {
   }
 };
 
-// The engine reads each op's 48-byte DagOp in place rather than a copy: copying every
-// op into a packed record cost more, in a single run, than the smaller record saved.
+// The engine reads each op's 20-byte DagOp in place, and its cost from the Dag's table of
+// distinct costs (a few dozen entries, in the first-level cache).
 // Every stream that is not compute or a copy engine is communication (TP, P2P, and whatever
 // communication streams are added later): it contends with compute.
 constexpr std::uint8_t kCompute = 0, kD2H = 1, kH2D = 2, kComm = 3;
@@ -201,22 +201,23 @@ class Engine {
 
   void start(int i) {
     const DagOp& op = dag_.ops[i];
+    const OpCost& cost = dag_.costs[op.cost];
     const int r = op.rank;
     out_.start_s[i] = now_;
-    if (op.alloc_bytes != 0) {
-      memory_[r] += op.alloc_bytes;
+    if (cost.alloc_bytes != 0) {
+      memory_[r] += cost.alloc_bytes;
       if (memory_[r] > out_.peak_activation_bytes[r]) {
         out_.peak_activation_bytes[r] = memory_[r];
         out_.peak_activation_time_s[r] = now_;
       }
       sample(r);
     }
-    if (op.duration_s <= 0) {
+    if (cost.duration_s <= 0) {
       zero_.push_back(i);
       return;
     }
     if (!contention_) {
-      push(now_ + op.duration_s, i, 0);
+      push(now_ + cost.duration_s, i, 0);
       return;
     }
     double slowdown = 1.0;
@@ -243,22 +244,23 @@ class Engine {
     }
     Running& run = running_[slot(r, op.stream)];
     run.op = i;
-    run.remaining_s = op.duration_s;
+    run.remaining_s = cost.duration_s;
     run.since_s = now_;
     run.slowdown = slowdown;
-    push(now_ + op.duration_s * slowdown, i, ++run.version);
+    push(now_ + cost.duration_s * slowdown, i, ++run.version);
   }
 
   void finish(int i) {
     const DagOp& op = dag_.ops[i];
+    const OpCost& cost = dag_.costs[op.cost];
     const int r = op.rank;
     out_.end_s[i] = now_;
     ++finished_;
-    if (op.free_bytes != 0) {
-      memory_[r] -= op.free_bytes;
+    if (cost.free_bytes != 0) {
+      memory_[r] -= cost.free_bytes;
       sample(r);
     }
-    if (contention_ && op.duration_s > 0) {
+    if (contention_ && cost.duration_s > 0) {
       running_[slot(r, op.stream)].op = -1;
       const std::uint8_t role = role_of(op.stream);
       const std::size_t compute = slot(r, StreamKind::Compute);
@@ -272,14 +274,18 @@ class Engine {
       }
     }
     const std::int32_t* succ = dag_.succs.data();
-    for (int j = dag_.succ_begin[i], e = dag_.succ_begin[i + 1]; j < e; ++j) {
-      const int s = succ[j];
-      if (--pending_[s] == 0) ready_.push_back(s);
-    }
+    for (int j = dag_.succ_begin[i], e = dag_.succ_begin[i + 1]; j < e; ++j) ready_if_last(succ[j]);
     const int next = next_.after(i);
-    if (next >= 0) {
-      if (--pending_[next] == 0) ready_.push_back(next);
-    }
+    if (next >= 0) ready_if_last(next);
+  }
+
+  // One input of op `s` has ended; when it was the last, `s` starts at this instant. Its record
+  // is fetched now, while the instant's other completions run: start() reads it later, and a
+  // record not in cache was the engine's largest stall.
+  void ready_if_last(int s) {
+    if (--pending_[s] != 0) return;
+    __builtin_prefetch(&dag_.ops[s]);
+    ready_.push_back(s);
   }
 
   void retime_comm(int rank, double slowdown) {
@@ -402,24 +408,24 @@ class MemorySweep {
     c.pending = false;
     while (c.k < c.end) {
       const int i = dag_.stream_ops[c.k];
-      const DagOp& op = dag_.ops[i];
+      const OpCost& cost = dag_.cost(i);
       const std::int64_t round = round_[i];
       if (!c.at_free) {
         c.at_free = true;
-        if (op.alloc_bytes != 0) {
+        if (cost.alloc_bytes != 0) {
           c.time_s = t_.start_s[i];
           c.slot = 2 * round - 1;
-          c.delta = op.alloc_bytes;
+          c.delta = cost.alloc_bytes;
           c.pending = true;
           return;
         }
       }
       c.at_free = false;
       ++c.k;
-      if (op.free_bytes != 0) {
+      if (cost.free_bytes != 0) {
         c.time_s = t_.end_s[i];
-        c.slot = op.duration_s > 0 ? 0 : 2 * round;
-        c.delta = -op.free_bytes;
+        c.slot = cost.duration_s > 0 ? 0 : 2 * round;
+        c.delta = -cost.free_bytes;
         c.pending = true;
         return;
       }
@@ -489,6 +495,7 @@ bool time_topologically(const Dag& dag, Timeline& out) {
     }
   }
   const DagOp* ops = dag.ops.data();
+  const OpCost* costs = dag.costs.data();
   const std::int32_t* succ_begin = dag.succ_begin.data();
   const std::int32_t* succ = dag.succs.data();
   double last = 0;
@@ -516,26 +523,26 @@ bool time_topologically(const Dag& dag, Timeline& out) {
   while (top > 0) {
     const int i = stack[--top];
     ++done;
-    const DagOp& op = ops[i];
+    const OpCost& cost = costs[ops[i].cost];
     const std::uint64_t waiting = std::bit_cast<std::uint64_t>(pending[i]);
     const auto next = static_cast<std::int32_t>(static_cast<std::uint32_t>(waiting >> 32));
     if (next >= 0) {  // its slots are read below, after the dependencies'
       __builtin_prefetch(&start[next]);
       __builtin_prefetch(&pending[next]);
     }
-    if (op.alloc_bytes != 0 || op.free_bytes != 0) {
+    if (cost.alloc_bytes != 0 || cost.free_bytes != 0) {
       StreamMemory& m = memory[(waiting >> 16) & kField16];
       m.used = true;
-      if (op.alloc_bytes != 0) {
-        m.bytes += op.alloc_bytes;
-        if (op.alloc_bytes > 0 && m.bytes > m.peak) {
+      if (cost.alloc_bytes != 0) {
+        m.bytes += cost.alloc_bytes;
+        if (cost.alloc_bytes > 0 && m.bytes > m.peak) {
           m.peak = m.bytes;
           m.peak_time_s = start[i];
         }
       }
-      m.bytes -= op.free_bytes;
+      m.bytes -= cost.free_bytes;
     }
-    const double d = op.duration_s;
+    const double d = cost.duration_s;
     double end = start[i];
     std::int32_t r = round[i] + 1;
     if (d > 0) {
