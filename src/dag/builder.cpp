@@ -2,7 +2,6 @@
 #include "builder.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cstddef>
 #include <cstring>
 
@@ -28,12 +27,6 @@ inline std::int32_t* sort_unique(std::int32_t* b, std::int32_t* e) {
 
 CostTable::CostTable(std::vector<OpCost>& costs) : costs_(costs), slots_(64, -1), mask_(63) {
   costs_.clear();
-}
-
-CostTable::Key CostTable::key_of(const OpCost& c) {
-  return Key{{std::bit_cast<std::uint64_t>(c.duration_s),
-              std::bit_cast<std::uint64_t>(c.alloc_bytes),
-              std::bit_cast<std::uint64_t>(c.free_bytes), std::bit_cast<std::uint64_t>(c.bytes)}};
 }
 
 std::int32_t CostTable::add(const Key& key, const OpCost& cost, std::size_t slot) {

@@ -5,6 +5,7 @@
 // inputs are known when it is emitted); the others are kept aside and merged in finish().
 #pragma once
 
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -44,13 +45,14 @@ class CostTable {
   // Starts `costs` afresh.
   explicit CostTable(std::vector<OpCost>& costs);
   // The index of `cost` in the Dag's costs.
-  std::int32_t index(const OpCost& cost) {
+  std::int32_t index(const OpCost& cost) { return index(key_of(cost), cost); }
+  // The same, trying `guess` (an index, or -1) first: a compare instead of a lookup when right.
+  std::int32_t index(const OpCost& cost, std::int32_t guess) {
     const Key key = key_of(cost);
-    for (std::size_t h = hash(key) & mask_;; h = (h + 1) & mask_) {
-      const std::int32_t at = slots_[h];
-      if (at < 0) return add(key, cost, h);
-      if (keys_[static_cast<std::size_t>(at)] == key) return at;
-    }
+    if (guess >= 0 && static_cast<std::size_t>(guess) < keys_.size() &&
+        keys_[static_cast<std::size_t>(guess)] == key)
+      return guess;
+    return index(key, cost);
   }
 
  private:
@@ -58,7 +60,18 @@ class CostTable {
     std::uint64_t bits[4];
     bool operator==(const Key&) const = default;
   };
-  static Key key_of(const OpCost& c);
+  std::int32_t index(const Key& key, const OpCost& cost) {
+    for (std::size_t h = hash(key) & mask_;; h = (h + 1) & mask_) {
+      const std::int32_t at = slots_[h];
+      if (at < 0) return add(key, cost, h);
+      if (keys_[static_cast<std::size_t>(at)] == key) return at;
+    }
+  }
+  static Key key_of(const OpCost& c) {
+    return Key{{std::bit_cast<std::uint64_t>(c.duration_s),
+                std::bit_cast<std::uint64_t>(c.alloc_bytes),
+                std::bit_cast<std::uint64_t>(c.free_bytes), std::bit_cast<std::uint64_t>(c.bytes)}};
+  }
   // The low bits of costs are mostly zero (whole byte counts, short mantissas): the words are
   // mixed, then the product's high bits folded down (MurmurHash3's finalizer), so that the slot
   // (the low bits) depends on every bit.
@@ -83,8 +96,10 @@ class DagBuilder {
   // The Dag's costs start afresh.
   DagBuilder(Dag& dag, int ranks, std::size_t ops_hint);
 
-  // The index of `cost` in the Dag's costs (added when new).
-  std::int32_t cost_index(const OpCost& cost) { return costs_.index(cost); }
+  // The index of `cost` in the Dag's costs (added when new), trying `guess` first (-1: none).
+  std::int32_t cost_index(const OpCost& cost, std::int32_t guess) {
+    return costs_.index(cost, guess);
+  }
   // Appends `op` with `rank`, `instruction` and `cost` (its stream already set) at the end of its
   // (rank, stream) order and returns its index.
   int add_op(const DagOp& op, const OpCost& cost, int rank, int instruction);

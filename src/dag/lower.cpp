@@ -384,7 +384,12 @@ class Lowerer final : public detail::StepEmitter {
     if (retimed_ >= dag_.size()) throw Mismatch{};
     DagOp& old = dag_.ops[retimed_];
     if (!same_structure(old, op)) throw Mismatch{};
-    old.cost = build_.cost_index(cost);
+    // Ops that shared a cost before share one again (the same unit and phase in another
+    // microbatch): the new index of the op's old cost is tried first, a compare for a hash lookup.
+    const auto was = static_cast<std::size_t>(old.cost);
+    if (was >= new_cost_of_.size()) new_cost_of_.resize(was + 1, -1);
+    old.cost = build_.cost_index(cost, new_cost_of_[was]);
+    new_cost_of_[was] = old.cost;
     return retimed_++;
   }
   // Field by field, not by copies: the emitted op was just written field by field, and wide
@@ -1284,6 +1289,7 @@ class Lowerer final : public detail::StepEmitter {
   bool retiming_ = false;
   int retimed_ = 0;
   std::vector<char> found_;
+  std::vector<std::int32_t> new_cost_of_;  // per old cost index: the last new one, -1 none yet
   // Pass stamping: the stamps by instruction shape, and the one being recorded.
   bool stamping_ = false;
   bool recording_ = false;
