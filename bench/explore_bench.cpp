@@ -14,6 +14,7 @@
 #include "braid/report.hpp"
 #include "braid/schedule.hpp"
 #include "braid/simulator.hpp"
+#include "cli_heap.hpp"
 
 namespace {
 
@@ -25,6 +26,7 @@ struct Inputs {
 
 const Inputs& inputs() {
   static const Inputs in = [] {
+    braid_bench::heap_as_the_cli();
     Inputs x;
     x.study = braid::load_study(braid::resolve_config("studies", "default"));
     x.profile = braid::load_profile(x.study.cluster.profile);

@@ -3,7 +3,6 @@
 // schedule: 16 virtual stages, 30 layers, embedding + LM head, sequence parallelism, contention.
 //   build/simulator_bench --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
-#include <malloc.h>
 
 #include <cstdint>
 #include <string>
@@ -16,18 +15,9 @@
 #include "braid/report.hpp"
 #include "braid/schedule.hpp"
 #include "braid/simulator.hpp"
+#include "cli_heap.hpp"
 
 namespace {
-
-// The CLI's heap settings (prepare_heap in src/cli/main.cpp, less its huge pages): arrays up to
-// 32 MiB come from the heap, which keeps what is freed, so an iteration reuses the pages of the
-// one before as a CLI run reuses those of its earlier arrays. Without them glibc's sliding mmap
-// threshold decides, from one array size to the next, whether each iteration faults in fresh
-// pages (BM_Lower: 4.3 or 6.6-10 ms for the same code).
-void heap_as_the_cli() {
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
-}
 
 // A schedule of the qwen2-26.3b study (`o` overrides it) with its cost model and its DAG.
 struct Fixture {
@@ -36,7 +26,7 @@ struct Fixture {
   braid::Dag dag;
   Fixture(const braid::StudyOverrides& o, const std::string& name,
           const braid::LowerOptions& lower = {}) {
-    heap_as_the_cli();
+    braid_bench::heap_as_the_cli();
     const braid::Study study =
         braid::load_study(braid::resolve_config("studies", "qwen2-26.3b-a800x32"), o);
     const braid::Profile profile =

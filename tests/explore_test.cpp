@@ -189,6 +189,7 @@ TEST_CASE("re-timing lowered DAGs changes no byte of a sweep", "[explore]") {
   for (const int jobs : {1, 2}) {
     ExploreOptions retimed, lowered;
     retimed.jobs = lowered.jobs = jobs;
+    retimed.retime = true;
     lowered.retime = false;
     const SweepResult a = sweep(f.study, f.profile, configs, retimed);
     const SweepResult b = sweep(f.study, f.profile, configs, lowered);
@@ -200,6 +201,7 @@ TEST_CASE("re-timing lowered DAGs changes no byte of a sweep", "[explore]") {
   // A shard re-times its own share the same way.
   ExploreOptions one;
   one.jobs = 2;
+  one.retime = true;
   ExploreOptions plain = one;
   plain.retime = false;
   CHECK(encode_shard(sweep_shard(f.study, f.profile, configs, one, 2, 3, "t")) ==

@@ -71,8 +71,10 @@ struct ExploreOptions {
   bool cache = true;  // build each distinct schedule and cost model once (results are identical)
   // With the cache: configurations that share a schedule run one after another on a thread and
   // re-time the DAG lowered before them (retime() in dag.hpp) where its structure fits, instead of
-  // lowering again (results are identical). Needs lower.fold_zero_time off.
-  bool retime = true;
+  // lowering again (results are identical). Needs lower.fold_zero_time off. Off by default: a
+  // lowering that copies stamped instructions is now faster than re-timing, which re-emits every
+  // op (the 1,080-row default sweep: 0.78 against 1.01 ms per configuration; docs/explore.md).
+  bool retime = false;
   LowerOptions lower;
   SimOptions sim;
   // Called after each evaluated configuration (done of total), one call at a time, from any

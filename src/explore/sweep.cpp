@@ -2,8 +2,8 @@
 // schedules and cost models are built once each (a sweep over tp, seq, mbs, sp and recompute
 // reuses one schedule per (name, pp, vpp, m); 1f1b-i with vpp 2 and the V schedules share one
 // cost model), and the static memory is checked against the cap before anything is simulated;
-// the configurations of one schedule then run in turn on one thread, each re-timing the DAG the
-// one before it lowered (ExploreOptions::retime). Every row equals what evaluate() returns for it
+// with ExploreOptions::retime the configurations of one schedule then run in turn on one thread,
+// each re-timing the DAG the one before it lowered. Every row equals what evaluate() returns for it
 // alone (tests/explore_test.cpp checks this).
 #include <algorithm>
 #include <cstdio>

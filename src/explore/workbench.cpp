@@ -1,7 +1,8 @@
 // build_workbench: the cheap checks of every configuration, then each distinct schedule and cost
 // model built once, in parallel. A sweep over tp, seq, mbs, sp and recompute shares one schedule
 // per (name, pp, vpp, m); 1f1b-i with vpp 2 and the V schedules share one cost model.
-// finish_rows: the configurations that are ready, as runs of one schedule that re-time one DAG.
+// finish_rows: the configurations that are ready, one task each (with ExploreOptions::retime, as
+// runs of one schedule that re-time one DAG).
 #include <algorithm>
 #include <exception>
 #include <map>
