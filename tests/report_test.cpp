@@ -470,7 +470,8 @@ namespace {
 RankReport gap_behind_sends(int k, bool chain) {
   Dag dag;
   const int n = k + 3, x = n - 1, coll = chain ? 1 : x - 1;
-  dag.ops.resize(n);
+  dag.ops.resize(n);  // each of cost 0 (the report reads times from the timeline)
+  dag.costs = {OpCost{}};
   for (int i = 1; i < x; ++i) {
     dag.ops[i].kind = i == coll ? OpKind::Collective : OpKind::P2P;
     dag.ops[i].stream = i == coll ? StreamKind::Tp : StreamKind::P2pNext;
@@ -534,7 +535,8 @@ RankReport long_gaps(int chain) {
   Dag dag;
   dag.pp = 2;
   const int dp = 3, first = 4, n = first + 2 * chain;
-  dag.ops.resize(n);
+  dag.ops.resize(n);  // each of cost 0 (the report reads times from the timeline)
+  dag.costs = {OpCost{}};
   Timeline t;
   t.start_s = {0, 5, 10, 1};
   t.end_s = {1, 6, 11, 10};
@@ -601,7 +603,8 @@ int critical_op(const std::vector<double>& ends) {
   const int n = static_cast<int>(ends.size());
   Dag dag;
   dag.pp = 2;
-  dag.ops.resize(n);
+  dag.ops.resize(n);  // each of cost 0 (the report reads times from the timeline)
+  dag.costs = {OpCost{}};
   dag.pred_begin.assign(n + 1, 0);
   dag.stream_begin.assign(2 * kStreamsPerRank + 1, n);
   dag.stream_begin[0] = 0;

@@ -45,14 +45,14 @@ class CostTable {
   // Starts `costs` afresh.
   explicit CostTable(std::vector<OpCost>& costs);
   // The index of `cost` in the Dag's costs.
-  std::int32_t index(const OpCost& cost) { return index(key_of(cost), cost); }
+  std::int32_t index(const OpCost& cost) { return find_or_add(key_of(cost), cost); }
   // The same, trying `guess` (an index, or -1) first: a compare instead of a lookup when right.
   std::int32_t index(const OpCost& cost, std::int32_t guess) {
     const Key key = key_of(cost);
     if (guess >= 0 && static_cast<std::size_t>(guess) < keys_.size() &&
         keys_[static_cast<std::size_t>(guess)] == key)
       return guess;
-    return index(key, cost);
+    return find_or_add(key, cost);
   }
 
  private:
@@ -60,7 +60,7 @@ class CostTable {
     std::uint64_t bits[4];
     bool operator==(const Key&) const = default;
   };
-  std::int32_t index(const Key& key, const OpCost& cost) {
+  std::int32_t find_or_add(const Key& key, const OpCost& cost) {
     for (std::size_t h = hash(key) & mask_;; h = (h + 1) & mask_) {
       const std::int32_t at = slots_[h];
       if (at < 0) return add(key, cost, h);
