@@ -71,9 +71,9 @@ double bytes(const std::vector<T>& v) {
 // What the Dag and its Timeline hold per op (the arrays that grow with the iteration; reserved
 // capacity that is never written costs no memory and is not counted).
 double bytes_per_op(const braid::Dag& d, const braid::Timeline& t) {
-  const double total = bytes(d.ops) + bytes(d.pred_begin) + bytes(d.preds) + bytes(d.succ_begin) +
-                       bytes(d.succs) + bytes(d.stream_begin) + bytes(d.stream_ops) +
-                       bytes(d.stream_prev) + bytes(t.start_s) + bytes(t.end_s);
+  const double total = bytes(d.ops) + bytes(d.pred_begin) + bytes(d.preds) + bytes(d.stream_begin) +
+                       bytes(d.stream_ops) + bytes(d.stream_prev) + bytes(t.start_s) +
+                       bytes(t.end_s);
   return total / d.size();
 }
 

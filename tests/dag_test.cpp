@@ -231,6 +231,7 @@ TEST_CASE("every send goes to the rank that peer_of derives from its rank and st
       o.microbatches = 2 * pp;
       const Schedule s = make_schedule(name, o);
       const Dag dag = lower(s, uniform_cost_model(unit_costs(), s.virtual_stages()));
+      const Successors succ = successors(dag);
       int sends = 0;
       for (int i = 0; i < dag.size(); ++i) {
         const DagOp& op = dag.ops[i];
@@ -240,9 +241,9 @@ TEST_CASE("every send goes to the rank that peer_of derives from its rank and st
         }
         ++sends;
         // The consumers on other ranks (the data flow) all sit on the derived peer.
-        for (int j = dag.succ_begin[i]; j < dag.succ_begin[i + 1]; ++j)
-          if (dag.ops[dag.succs[j]].rank != op.rank)
-            CHECK(dag.ops[dag.succs[j]].rank == peer_of(dag, i));
+        for (int j = succ.begin[i]; j < succ.begin[i + 1]; ++j)
+          if (dag.ops[succ.list[j]].rank != op.rank)
+            CHECK(dag.ops[succ.list[j]].rank == peer_of(dag, i));
       }
       CHECK(sends > 0);
     }
@@ -316,8 +317,6 @@ void check_same_dag(const Dag& a, const Dag& b) {
   CHECK(a.costs == b.costs);
   CHECK(a.pred_begin == b.pred_begin);
   CHECK(a.preds == b.preds);
-  CHECK(a.succ_begin == b.succ_begin);
-  CHECK(a.succs == b.succs);
   CHECK(a.stream_begin == b.stream_begin);
   CHECK(a.stream_ops == b.stream_ops);
   CHECK(a.stream_prev == b.stream_prev);
@@ -577,7 +576,7 @@ TEST_CASE("instructions of one shape copied from the first one equal a fresh low
 
 namespace {
 
-// The builder's index arrays of `dag`: sorted unique dependency lists, successors their mirror,
+// The builder's index arrays of `dag`: sorted unique dependency lists (successors() their mirror),
 // each stream's ops ascending.
 void check_index_arrays(const Dag& dag) {
   REQUIRE(dag.pred_begin.size() == dag.ops.size() + 1);
@@ -596,9 +595,10 @@ void check_index_arrays(const Dag& dag) {
       cross_rank += dag.ops[p].rank != dag.ops[i].rank;
     }
   CHECK(cross_rank > 0);  // the edges added after their target are there
+  const Successors succ = successors(dag);
   for (int i = 0; i < dag.size(); ++i)
-    CHECK(std::vector<int>(dag.succs.begin() + dag.succ_begin[i],
-                           dag.succs.begin() + dag.succ_begin[i + 1]) == succs[i]);
+    CHECK(std::vector<int>(succ.list.begin() + succ.begin[i],
+                           succ.list.begin() + succ.begin[i + 1]) == succs[i]);
   // finish() fills the first half of the ops forward from each stream's start and the second
   // backward from its end; an odd op count leaves the middle op to place alone.
   std::vector<std::vector<int>> streams(dag.stream_begin.size() - 1);

@@ -154,9 +154,9 @@ struct Dag {
   // order the ops first use them; a Dag made otherwise may repeat one.
   std::vector<OpCost> costs;
   // CSR dependencies (data flow and blocking rules; not stream order): the predecessors of op i
-  // are preds[pred_begin[i] .. pred_begin[i+1]), sorted, without duplicates. succs likewise.
+  // are preds[pred_begin[i] .. pred_begin[i+1]), sorted, without duplicates. The successors are
+  // not kept: the fast path and the reports read predecessors only (successors() below).
   std::vector<std::int32_t> pred_begin, preds;
-  std::vector<std::int32_t> succ_begin, succs;
   // Stream order: ops of stream s = rank * kStreamsPerRank + StreamKind in execution order are
   // stream_ops[stream_begin[s] .. stream_begin[s+1]). stream_prev per op, -1 for the first. (The
   // op after each is not stored: a stream's ops end in order, so a pass that follows them keeps one
@@ -210,6 +210,14 @@ struct RetimeMemo {
 };
 bool retime(Dag& dag, const Schedule& schedule, const CostModel& cost,
             const LowerOptions& options = {}, RetimeMemo* memo = nullptr);
+
+// The dependencies turned around, CSR: the ops that wait for op i are
+// list[begin[i] .. begin[i+1]), ascending. Built by what walks forward from an op (the event
+// engine, the trace's P2P flows), 4 bytes per op and per edge while it runs.
+struct Successors {
+  std::vector<std::int32_t> begin, list;
+};
+Successors successors(const Dag& dag);
 
 // True when every op's alloc and free is a non-negative multiple of 2^-10 and each rank's amounts
 // add up to at most 2^42: then every partial sum of a rank's memory is exact, and comes out the

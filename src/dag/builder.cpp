@@ -417,23 +417,6 @@ void DagBuilder::finish(bool fold) {
   if (fold && untimed_off_compute_ > 0) fold_zero_time();
   Dag& d = dag_;
   const int n = d.size();
-  // Counted one place up, summed, then each op's start (at p + 1) is its fill position: once
-  // filled it is the next op's start, and the array, its last place dropped, is succ_begin.
-  d.succ_begin.assign(n + 2, 0);
-  std::int32_t* at = d.succ_begin.data();
-  for (const std::int32_t p : d.preds) ++at[p + 2];
-  for (int i = 0; i < n; ++i) at[i + 2] += at[i + 1];
-  d.succs.resize(d.preds.size());
-  // Through plain pointers: stores through `at` would otherwise make the compiler read the
-  // vectors' data pointers again for every op.
-  const std::int32_t* preds = d.preds.data();
-  const std::int32_t* pred_begin = d.pred_begin.data();
-  std::int32_t* succs = d.succs.data();
-  for (int i = 0; i < n; ++i)
-    for (int j = pred_begin[i]; j < pred_begin[i + 1]; ++j)
-      succs[at[preds[j] + 1]++] = i;  // ascending i: successors come out sorted
-  d.succ_begin.pop_back();
-
   // Stream order from the per-stream counts and each op's stream, kept aside as ops arrive, so
   // that the op records are not read again.
   const int streams = ranks_ * kStreamsPerRank;
@@ -460,6 +443,28 @@ void DagBuilder::finish(bool fold) {
 }  // namespace braid::dag_build
 
 namespace braid {
+
+Successors successors(const Dag& dag) {
+  const int n = dag.size();
+  Successors s;
+  // Counted one place up, summed, then each op's start (at p + 1) is its fill position: once
+  // filled it is the next op's start, and the array, its last place dropped, is the begin array.
+  s.begin.assign(n + 2, 0);
+  std::int32_t* at = s.begin.data();
+  for (const std::int32_t p : dag.preds) ++at[p + 2];
+  for (int i = 0; i < n; ++i) at[i + 2] += at[i + 1];
+  s.list.resize(dag.preds.size());
+  // Through plain pointers: stores through `at` would otherwise make the compiler read the
+  // vectors' data pointers again for every op.
+  const std::int32_t* preds = dag.preds.data();
+  const std::int32_t* pred_begin = dag.pred_begin.data();
+  std::int32_t* list = s.list.data();
+  for (int i = 0; i < n; ++i)
+    for (int j = pred_begin[i]; j < pred_begin[i + 1]; ++j)
+      list[at[preds[j] + 1]++] = i;  // ascending i: successors come out sorted
+  s.begin.pop_back();
+  return s;
+}
 
 bool memory_sums_exact(const Dag& dag) {
   constexpr double kMaxSum = 4398046511104.0;  // 2^42

@@ -167,14 +167,15 @@ std::string chrome_trace_json(const Dag& dag, const Timeline& timeline, const Re
   // Flows: each P2P send to its consumer on the peer rank (the earliest-starting successor
   // there), bound to the middle of both slices so that neither end is ambiguous.
   int flow_id = 0;
+  const Successors succ = successors(dag);
   for (int i = 0; i < dag.size(); ++i) {
     const DagOp& send = dag.ops[i];
     // A send of zero duration is an instant event, which flows cannot bind to.
     if (send.kind != OpKind::P2P || clock.ns(timeline.end_s[i]) <= clock.ns(timeline.start_s[i]))
       continue;
     int consumer = -1;
-    for (int j = dag.succ_begin[i]; j < dag.succ_begin[i + 1]; ++j) {
-      const int c = dag.succs[j];
+    for (int j = succ.begin[i]; j < succ.begin[i + 1]; ++j) {
+      const int c = succ.list[j];
       if (dag.ops[c].rank != peer_of(dag, i)) continue;
       if (consumer < 0 || timeline.start_s[c] < timeline.start_s[consumer]) consumer = c;
     }

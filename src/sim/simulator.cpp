@@ -106,7 +106,7 @@ class NextOnStream {
 class Engine {
  public:
   Engine(const Dag& dag, const SimOptions& options, Timeline& out)
-      : dag_(dag), out_(out), record_(options.record_memory), next_(dag) {
+      : dag_(dag), succ_(successors(dag)), out_(out), record_(options.record_memory), next_(dag) {
     const int n = dag.size();
     ranks_ = dag.pp;
     compute_slowdown_ = dag.contention.compute_slowdown;
@@ -273,8 +273,8 @@ class Engine {
         if (running_[other].op >= 0) retime(other, 1.0);
       }
     }
-    const std::int32_t* succ = dag_.succs.data();
-    for (int j = dag_.succ_begin[i], e = dag_.succ_begin[i + 1]; j < e; ++j) ready_if_last(succ[j]);
+    const std::int32_t* succ = succ_.list.data();
+    for (int j = succ_.begin[i], e = succ_.begin[i + 1]; j < e; ++j) ready_if_last(succ[j]);
     const int next = next_.after(i);
     if (next >= 0) ready_if_last(next);
   }
@@ -319,6 +319,7 @@ class Engine {
   }
 
   const Dag& dag_;
+  const Successors succ_;  // an op's end readies its successors
   Timeline& out_;
   bool record_ = false;
   bool contention_ = false;
@@ -344,6 +345,10 @@ class Engine {
 };
 
 // ---- the fast path --------------------------------------------------------------------------
+
+// An op's round in the topological pass (time_topologically) with this bit set: the op took time,
+// so an op it readies starts in round 1 (else in the op's round + 1).
+constexpr std::uint16_t kTimed = 0x8000;
 
 // One stream's activation memory replayed alone, in the topological pass: a stream's ops are
 // timed in stream order, so its allocs and frees come in its own event order. A rank whose memory
@@ -409,7 +414,7 @@ class MemorySweep {
     while (c.k < c.end) {
       const int i = dag_.stream_ops[c.k];
       const OpCost& cost = dag_.cost(i);
-      const std::int64_t round = round_[i];
+      const std::int64_t round = round_[i] & ~kTimed;
       if (!c.at_free) {
         c.at_free = true;
         if (cost.alloc_bytes != 0) {
@@ -438,125 +443,133 @@ class MemorySweep {
   Cursor cursor_[kStreamsPerRank]{};
 };
 
-// While an op waits in the topological pass, its end-time slot holds, as a 64-bit pattern, the op
-// after it on its stream (bits 32-63, -1 after the last), its stream (bits 16-31) and the count
-// of its inputs not yet timed (bits 0-15): no array of counts, no walk of the stream order beside
-// the pass, and no read of the op's rank and stream (often on a second cache line of its record).
-// A stream or count that does not fit in 16 bits is left to the engine.
-constexpr std::uint64_t kField16 = 0xffff;
+// While an op waits in the topological pass, its end-time slot holds a negative zero — the sign
+// bit, which no end (a sum of non-negative times) has — and in bits 0-31 one more than the first
+// stream stalled on it (0: none); the list goes on through each stalled stream's `next_waiter`.
+// A stream stalls on one op at a time, so the lists need one slot per stream, none per op.
+constexpr std::uint64_t kWaiting = std::uint64_t{1} << 63;
+
+// One stream in the topological pass: its next op, and what its last timed op hands the next.
+struct Lane {
+  int k = 0, end = 0;    // the op to time next in stream_ops, end of the stream
+  int next_waiter = -1;  // the next stream stalled on the same op (while this one is)
+  double behind_s = -1;  // the end of the stream's last timed op (-1: none yet)
+  std::uint32_t behind_round = 0;
+};
 
 // The topological pass: false when it cannot guarantee the event engine's results (a cycle, a
-// duration too small to move its end, memory sums that could round by order). It reads the Dag
-// through plain pointers: a store through the stack's or the timeline's pointers could otherwise
-// alias a vector's own, and every access would load the vector's data pointer again.
+// duration too small to move its end, memory sums that could round by order). Each stream times
+// its ops in stream order, reading its ops' predecessors, until one has a predecessor not yet
+// timed; it then waits on that op and another stream goes on. No successor lists, no count of
+// inputs per op. The Dag is read through plain pointers: a store through the timeline's pointers
+// could otherwise alias a vector's own, and every access would load the vector's data pointer
+// again.
 bool time_topologically(const Dag& dag, Timeline& out) {
   const int n = dag.size();
   if (!(dag.memory_exact || memory_sums_exact(dag))) return false;
   if (dag.stream_begin.back() != n) return false;  // every op is on a stream
-  // Each start doubles as "latest predecessor end so far": -1 is below every end, so an op's
-  // first input always sets it (an op without inputs starts at 0, set below).
-  out.start_s.assign(n, -1.0);
-  out.end_s.resize(n);
+  out.start_s.resize(n);
+  out.end_s.assign(n, std::bit_cast<double>(kWaiting));
   out.ranks = dag.pp;
-  double* pending = out.end_s.data();  // an op's end once timed, its waiting state before
   double* start = out.start_s.data();
+  double* end_of = out.end_s.data();
   // round: the zero-time round of the instant in which the op starts (1 when readied by a timed
-  // op's end or at time 0, k + 1 when by a zero-time op of round k) — the engine's order. 16
-  // bits, 2 bytes per op less at the peak of a run (the Dag and the Timeline are alive): an instant
-  // of more rounds is left to the engine. Not filled: an op's first input writes it.
+  // op's end or at time 0, k + 1 when by a zero-time op of round k) — the engine's order — and
+  // kTimed. 2 bytes per op at the peak of a run (the Dag and the Timeline are alive): an instant of
+  // more rounds is left to the engine.
   const auto round_of = std::make_unique_for_overwrite<std::uint16_t[]>(n);
   std::uint16_t* round = round_of.get();
   const int streams = static_cast<int>(dag.stream_begin.size()) - 1;
-  if (streams > static_cast<int>(kField16)) return false;
-  // An op is ready once its stream predecessor is timed, so each stream has at most one ready op
-  // waiting: the stack never holds more than one op per stream.
-  std::vector<std::int32_t> stack_of(streams);
-  std::int32_t* stack = stack_of.data();
-  int top = 0;
+  std::vector<Lane> lanes(streams);
   std::vector<StreamMemory> memory(streams);
-  const std::int32_t* stream_begin = dag.stream_begin.data();
-  const std::int32_t* stream_ops = dag.stream_ops.data();
-  const std::int32_t* pred_begin = dag.pred_begin.data();
-  for (int sid = 0; sid < streams; ++sid) {
-    std::uint32_t behind = 0;  // the stream predecessor: an input of every op but the first
-    for (int k = stream_begin[sid], e = stream_begin[sid + 1]; k < e; ++k) {
-      const int i = stream_ops[k];
-      const auto inputs = static_cast<std::uint32_t>(pred_begin[i + 1] - pred_begin[i]) + behind;
-      if (inputs > kField16) return false;
-      const auto after = static_cast<std::uint32_t>(k + 1 < e ? stream_ops[k + 1] : -1);
-      pending[i] = std::bit_cast<double>(static_cast<std::uint64_t>(after) << 32 |
-                                         static_cast<std::uint64_t>(sid) << 16 | inputs);
-      if (inputs == 0) {
-        start[i] = 0;
-        round[i] = 1;
-        stack[top++] = i;
-      }
-      behind = 1;
-    }
+  // The streams ready to go on: each is here at most once (or running, or stalled).
+  std::vector<std::int32_t> ready(streams);
+  int top = 0;
+  for (int sid = streams - 1; sid >= 0; --sid) {
+    lanes[sid].k = dag.stream_begin[sid];
+    lanes[sid].end = dag.stream_begin[sid + 1];
+    ready[top++] = sid;
   }
   const DagOp* ops = dag.ops.data();
   const OpCost* costs = dag.costs.data();
-  const std::int32_t* succ_begin = dag.succ_begin.data();
-  const std::int32_t* succ = dag.succs.data();
+  const std::int32_t* stream_ops = dag.stream_ops.data();
+  const std::int32_t* pred_begin = dag.pred_begin.data();
+  const std::int32_t* preds = dag.preds.data();
   double last = 0;
   int done = 0;
   std::int64_t timed = 0;
-  bool overflow = false;  // more ready ops than streams (a broken stream order): left to the engine
-  auto reach = [&](int s, double end, std::int32_t r) {
-    if (end > start[s]) {
-      start[s] = end;
-      round[s] = static_cast<std::uint16_t>(r);
-    } else if (end == start[s]) {
-      round[s] = static_cast<std::uint16_t>(std::max<std::int32_t>(round[s], r));
-    }
-    const std::uint64_t left = std::bit_cast<std::uint64_t>(pending[s]) - 1;
-    pending[s] = std::bit_cast<double>(left);
-    if ((left & kField16) == 0) {
-      __builtin_prefetch(&ops[s]);  // timed soon (the stack is last in, first out)
-      if (top == streams) {
-        overflow = true;
-        return;
-      }
-      stack[top++] = s;
-    }
-  };
   while (top > 0) {
-    const int i = stack[--top];
-    ++done;
-    const OpCost& cost = costs[ops[i].cost];
-    const std::uint64_t waiting = std::bit_cast<std::uint64_t>(pending[i]);
-    const auto next = static_cast<std::int32_t>(static_cast<std::uint32_t>(waiting >> 32));
-    if (next >= 0) {  // its slots are read below, after the dependencies'
-      __builtin_prefetch(&start[next]);
-      __builtin_prefetch(&pending[next]);
-    }
-    if (cost.alloc_bytes != 0 || cost.free_bytes != 0) {
-      StreamMemory& m = memory[(waiting >> 16) & kField16];
-      m.used = true;
-      if (cost.alloc_bytes != 0) {
-        m.bytes += cost.alloc_bytes;
-        if (cost.alloc_bytes > 0 && m.bytes > m.peak) {
-          m.peak = m.bytes;
-          m.peak_time_s = start[i];
+    const int sid = ready[--top];
+    Lane& lane = lanes[sid];
+    while (lane.k < lane.end) {
+      const int i = stream_ops[lane.k];
+      if (lane.k + 1 < lane.end) __builtin_prefetch(&ops[stream_ops[lane.k + 1]]);
+      double t = lane.behind_s;
+      std::uint32_t r = lane.behind_round;
+      int waits_on = -1;
+      for (int j = pred_begin[i], e = pred_begin[i + 1]; j < e; ++j) {
+        const int p = preds[j];
+        const auto bits = std::bit_cast<std::uint64_t>(end_of[p]);
+        if (bits & kWaiting) {
+          waits_on = p;
+          break;
+        }
+        const double pe = std::bit_cast<double>(bits);
+        const std::uint32_t pr = (round[p] & kTimed) != 0 ? 1U : round[p] + 1U;
+        if (pe > t) {
+          t = pe;
+          r = pr;
+        } else if (pe == t) {
+          r = std::max(r, pr);
         }
       }
-      m.bytes -= cost.free_bytes;
+      if (waits_on >= 0) {
+        const auto bits = std::bit_cast<std::uint64_t>(end_of[waits_on]);
+        lane.next_waiter = static_cast<int>(static_cast<std::uint32_t>(bits)) - 1;
+        end_of[waits_on] = std::bit_cast<double>(kWaiting | static_cast<std::uint64_t>(sid + 1));
+        break;
+      }
+      if (t < 0) {  // no inputs: starts at 0
+        t = 0;
+        r = 1;
+      }
+      if (r >= kTimed) return false;  // the engine counts on
+      ++done;
+      start[i] = t;
+      const OpCost& cost = costs[ops[i].cost];
+      if (cost.alloc_bytes != 0 || cost.free_bytes != 0) {
+        StreamMemory& m = memory[sid];
+        m.used = true;
+        if (cost.alloc_bytes != 0) {
+          m.bytes += cost.alloc_bytes;
+          if (cost.alloc_bytes > 0 && m.bytes > m.peak) {
+            m.peak = m.bytes;
+            m.peak_time_s = t;
+          }
+        }
+        m.bytes -= cost.free_bytes;
+      }
+      const double d = cost.duration_s;
+      double e = t;
+      if (d > 0) {
+        e += d;
+        if (e == t) return false;  // the engine would meet it again at this instant
+        ++timed;
+        round[i] = static_cast<std::uint16_t>(r | kTimed);
+        lane.behind_round = 1;
+      } else {
+        round[i] = static_cast<std::uint16_t>(r);
+        lane.behind_round = r + 1;
+      }
+      lane.behind_s = e;
+      last = std::max(last, e);
+      const auto waiting = std::bit_cast<std::uint64_t>(end_of[i]);
+      end_of[i] = e;
+      for (int w = static_cast<int>(static_cast<std::uint32_t>(waiting)) - 1; w >= 0;
+           w = lanes[w].next_waiter)
+        ready[top++] = w;
+      ++lane.k;
     }
-    const double d = cost.duration_s;
-    double end = start[i];
-    std::int32_t r = round[i] + 1;
-    if (d > 0) {
-      end += d;
-      if (end == start[i]) return false;  // the engine would meet it again at this instant
-      r = 1;
-      ++timed;
-    }
-    if (r > std::numeric_limits<std::uint16_t>::max()) return false;  // the engine counts on
-    pending[i] = end;
-    last = std::max(last, end);
-    for (int j = succ_begin[i], e = succ_begin[i + 1]; j < e; ++j) reach(succ[j], end, r);
-    if (next >= 0) reach(next, end, r);
-    if (overflow) return false;
   }
   if (done != n) return false;  // the event engine names the cycle
   out.iteration_time_s = last;
