@@ -58,13 +58,20 @@ TEST_CASE("braid info --json has the documented fields", "[cli][info]") {
   REQUIRE(j["units"].size() == 6);  // Embedding, four layer units, Head
   const auto& attn_f = j["units"][2]["phases"]["F"];
   CHECK(j["units"][2]["unit"] == "Attn");
-  CHECK(attn_f["collective"] == "all_reduce");
-  CHECK(attn_f["collective_bytes"].get<double>() == 6144.0 * 8192 * 2);
+  // Its collectives, each with its group and where it runs: the TP All-Reduce after it.
+  REQUIRE(attn_f["collectives"].size() == 1);
+  const auto& ar = attn_f["collectives"][0];
+  CHECK(ar["kind"] == "all_reduce");
+  CHECK(ar["group"] == "tp");
+  CHECK(ar["position"] == "after");
+  CHECK(ar["bytes"].get<double>() == 6144.0 * 8192 * 2);
+  CHECK(ar["time_s"].get<double>() > 0);
   for (const char* key :
-       {"time_s", "flops", "hw_flops", "collective", "collective_position", "collective_bytes",
-        "collective_time_s", "alloc_bytes", "free_bytes", "source"}) {
+       {"time_s", "flops", "hw_flops", "collectives", "alloc_bytes", "free_bytes", "source"}) {
     CHECK(attn_f.contains(key));
   }
+  // A phase without collectives lists none.
+  CHECK(j["units"][2]["phases"]["W"]["collectives"].empty());
 }
 
 TEST_CASE("braid info accepts every override", "[cli][info]") {
@@ -76,7 +83,8 @@ TEST_CASE("braid info accepts every override", "[cli][info]") {
   CHECK(j["dp"] == 4);
   CHECK(j["sequence_parallel"] == true);
   CHECK(j["samples_per_iteration"] == 2 * 128 * 4);
-  CHECK(j["units"][1]["phases"]["F"]["collective"] == "all_gather");
+  CHECK(j["units"][1]["phases"]["F"]["collectives"][0]["kind"] == "all_gather");
+  CHECK(j["units"][1]["phases"]["F"]["collectives"][0]["position"] == "before");
   CHECK(run_braid("info --profile h200 --nodes 1 --pp 1 --json").exit_code == 0);
 }
 

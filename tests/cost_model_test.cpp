@@ -16,6 +16,7 @@
 #include "fixtures.hpp"
 
 using namespace braid;
+using test::collective_of;
 
 namespace {
 
@@ -33,7 +34,7 @@ Study study_of(const std::string& model, const std::string& cluster, int tp, int
   return load_study(resolve_config("studies", "default"), o);
 }
 
-double layer_f_alloc(const LayerCost& layer) {
+double layer_f_alloc(std::span<const UnitCost> layer) {
   double sum = 0;
   for (const auto& u : layer) sum += u[Phase::F].alloc_bytes;
   return sum;
@@ -91,14 +92,14 @@ TEST_CASE("activation bytes per layer equal the documented formula, TP without a
         const double expected = sp ? 2 * tokens * (4 * h + 2 * q + 2 * k + 3 * f) / t
                                    : 2 * tokens * (4 * h + (2 * q + 2 * k + 3 * f) / t);
         INFO(model << " tp " << tp << " sp " << sp);
-        CHECK(layer_f_alloc(cm.chunks[1].layers[0]) == Approx(expected).epsilon(1e-12));
+        CHECK(layer_f_alloc(cm.chunks[1].layer(0)) == Approx(expected).epsilon(1e-12));
       }
     }
   }
   // Reference §D.3: Qwen2-7B is about 44 s*b*h bytes per layer at t = 1.
   Study s = study_of("qwen2-7b", "a800x16", 1, 2, 4096, false);
   CostModel cm = build_cost_model(s, load_profile("a800"), 2);
-  CHECK(layer_f_alloc(cm.chunks[0].layers[0]) / (4096.0 * 3584) == Approx(44).epsilon(0.01));
+  CHECK(layer_f_alloc(cm.chunks[0].layer(0)) / (4096.0 * 3584) == Approx(44).epsilon(0.01));
 }
 
 TEST_CASE("every unit frees exactly what it allocates, and M_a is the chunk's F allocations",
@@ -117,8 +118,7 @@ TEST_CASE("every unit frees exactly what it allocates, and M_a is the chunk's F 
       f_alloc += u[Phase::F].alloc_bytes;
     };
     for (const auto& u : c.prologue) check_unit(u);
-    for (const auto& l : c.layers)
-      for (const auto& u : l) check_unit(u);
+    for (const auto& u : c.layer_units) check_unit(u);
     for (const auto& u : c.epilogue) check_unit(u);
     CHECK(c.activation_bytes == Approx(f_alloc));
     CHECK(c.output_bytes == 6144.0 * 8192 * 2);
@@ -133,7 +133,7 @@ TEST_CASE("TP collectives follow DESIGN §2: units, phases, kinds and tokens x h
   SECTION("without sequence parallelism: All-Reduce after Attn/MLP F and PreAttn/PreMLP B") {
     Study s = study_of("qwen2-7b", "a800x16", 4, 2, 4096, false);
     CostModel cm = build_cost_model(s, load_profile("a800"), 2);
-    const LayerCost& l = cm.chunks[0].layers[0];
+    const auto l = cm.chunks[0].layer(0);
     using K = CollectiveKind;
     K expected[4][3] = {{K::None, K::AllReduce, K::None},
                         {K::AllReduce, K::None, K::None},
@@ -141,7 +141,7 @@ TEST_CASE("TP collectives follow DESIGN §2: units, phases, kinds and tokens x h
                         {K::AllReduce, K::None, K::None}};
     for (int u = 0; u < 4; ++u) {
       for (int p = 0; p < 3; ++p) {
-        const Collective& c = l[u].phase[p].collective;
+        const Collective c = collective_of(l[u].phase[p]);
         INFO(name(l[u].kind) << " " << name(Phase(p)));
         CHECK(c.kind == expected[u][p]);
         if (c.kind != K::None) {
@@ -151,33 +151,33 @@ TEST_CASE("TP collectives follow DESIGN §2: units, phases, kinds and tokens x h
         }
       }
     }
-    CHECK(l[0][Phase::W].collective.kind == CollectiveKind::None);
+    CHECK(collective_of(l[0][Phase::W]).kind == CollectiveKind::None);
     // Per unit: 2 All-Reduces in the forward, 2 in the backward (DESIGN §4's 2 x T_AR/2).
   }
   SECTION("with sequence parallelism: All-Gather before / Reduce-Scatter after") {
     Study s = study_of("qwen2-7b", "a800x16", 4, 2, 4096, true);
     CostModel cm = build_cost_model(s, load_profile("a800"), 2);
-    const LayerCost& l = cm.chunks[0].layers[0];
+    const auto l = cm.chunks[0].layer(0);
     for (int u : {0, 2}) {  // PreAttn, PreMLP
-      CHECK(l[u][Phase::F].collective.kind == CollectiveKind::AllGather);
-      CHECK(l[u][Phase::F].collective.position == CollectivePosition::Before);
-      CHECK(l[u][Phase::B].collective.kind == CollectiveKind::ReduceScatter);
-      CHECK(l[u][Phase::B].collective.position == CollectivePosition::After);
+      CHECK(collective_of(l[u][Phase::F]).kind == CollectiveKind::AllGather);
+      CHECK(collective_of(l[u][Phase::F]).position == CollectivePosition::Before);
+      CHECK(collective_of(l[u][Phase::B]).kind == CollectiveKind::ReduceScatter);
+      CHECK(collective_of(l[u][Phase::B]).position == CollectivePosition::After);
     }
     for (int u : {1, 3}) {  // Attn, MLP
-      CHECK(l[u][Phase::F].collective.kind == CollectiveKind::ReduceScatter);
-      CHECK(l[u][Phase::F].collective.position == CollectivePosition::After);
-      CHECK(l[u][Phase::B].collective.kind == CollectiveKind::AllGather);
-      CHECK(l[u][Phase::B].collective.position == CollectivePosition::Before);
+      CHECK(collective_of(l[u][Phase::F]).kind == CollectiveKind::ReduceScatter);
+      CHECK(collective_of(l[u][Phase::F]).position == CollectivePosition::After);
+      CHECK(collective_of(l[u][Phase::B]).kind == CollectiveKind::AllGather);
+      CHECK(collective_of(l[u][Phase::B]).position == CollectivePosition::Before);
     }
-    CHECK(l[1][Phase::F].collective.bytes == bytes);
+    CHECK(collective_of(l[1][Phase::F]).bytes == bytes);
     CHECK(cm.chunks[0].output_bytes == bytes / 4);
   }
   SECTION("TP 1 has no collectives") {
     Study s = study_of("qwen2-7b", "a800x16", 1, 2, 4096, false);
     CostModel cm = build_cost_model(s, load_profile("a800"), 2);
-    for (const auto& u : cm.chunks[0].layers[0]) {
-      for (const auto& p : u.phase) CHECK(p.collective.kind == CollectiveKind::None);
+    for (const auto& u : cm.chunks[0].layer(0)) {
+      for (const auto& p : u.phase) CHECK(collective_of(p).kind == CollectiveKind::None);
     }
   }
 }
@@ -224,10 +224,8 @@ TEST_CASE("collective time grows with bytes and with TP size", "[cost][collectiv
   double previous = 0;
   for (int tp : {2, 4}) {
     Study s = study_of("qwen2-7b", "a800x16", tp, 2, 4096, false);
-    double t = build_cost_model(s, load_profile("a800"), 2)
-                   .chunks[0]
-                   .layers[0][1][Phase::F]
-                   .collective.time_s;
+    const CostModel cm = build_cost_model(s, load_profile("a800"), 2);
+    const double t = collective_of(cm.chunks[0].layer(0)[1][Phase::F]).time_s;
     CHECK(t > previous);
     previous = t;
   }
@@ -264,8 +262,8 @@ TEST_CASE("a TP group wider than a node uses the inter-node link", "[cost][colle
   Profile p = load_profile("a800");
   const CostModel wide_cm = build_cost_model(wide, p, 4),
                   narrow_cm = build_cost_model(narrow, p, 4);
-  const Collective& w = wide_cm.chunks[0].layers[0][1][Phase::F].collective;
-  const Collective& n = narrow_cm.chunks[0].layers[0][1][Phase::F].collective;
+  const Collective w = collective_of(wide_cm.chunks[0].layer(0)[1][Phase::F]);
+  const Collective n = collective_of(narrow_cm.chunks[0].layer(0)[1][Phase::F]);
   CHECK(w.time_s == Approx(collective_time_s(p.link("ib"), CollectiveKind::AllReduce, 8, w.bytes)));
   CHECK(n.time_s ==
         Approx(collective_time_s(p.link("nvlink"), CollectiveKind::AllReduce, 8, n.bytes)));
@@ -277,7 +275,7 @@ TEST_CASE("W is the weight-gradient GEMMs, and B adds attention backward and ele
   Study s = load_study(resolve_config("studies", "default"));
   Profile p = load_profile("a800");
   CostModel cm = build_cost_model(s, p, 4);
-  const LayerCost& l = cm.chunks[1].layers[0];
+  const auto l = cm.chunks[1].layer(0);
   // MLP W: one FC2 weight-gradient GEMM of 2 x T x f x h / t FLOPs at the profile's efficiency,
   // plus the read and write of its f x h / t fp32 main gradients (gradient-accumulation fusion).
   const double flops = 2.0 * 6144 * 29568 * 8192 / 8;
@@ -322,7 +320,7 @@ TEST_CASE("uneven and explicit layer splits work, and impossible splits are erro
   CostModel cm = build_cost_model(s, p, 4);
   CHECK(cm.chunks[0].layers.size() == 3);
   CHECK(cm.chunks[3].layers.size() == 2);
-  CHECK(cm.chunks[3].layers.back()[0].layer == 10);
+  CHECK(cm.chunks[3].layer_units.back().layer == 10);
   LayerSplit split{{2, 3, 3, 3}};
   CHECK(build_cost_model(s, p, 4, split).chunks[0].layers.size() == 2);
   CHECK_THROWS_AS(build_cost_model(s, p, 12), InputError);
@@ -338,8 +336,8 @@ TEST_CASE("selective recomputation reruns the attention forward (full: tests/meg
   o.recompute = Recompute::Selective;
   Study selective = load_study(resolve_config("studies", "default"), o);
   CostModel a = build_cost_model(plain, p, 4), b = build_cost_model(selective, p, 4);
-  const PhaseCost& before = a.chunks[1].layers[0][1][Phase::B];
-  const PhaseCost& after = b.chunks[1].layers[0][1][Phase::B];
+  const PhaseCost& before = a.chunks[1].layer(0)[1][Phase::B];
+  const PhaseCost& after = b.chunks[1].layer(0)[1][Phase::B];
   const double core = 2.0 * 6144 * 6144 * 8192 / 8;  // causal attention forward, one GPU
   CHECK(after.time_s - before.time_s == Approx(core / (p.peak_flops * p.attention_fwd_efficiency)));
   CHECK(after.hw_flops - before.hw_flops == Approx(core));

@@ -257,12 +257,12 @@ TEST_CASE("every send goes to the rank that peer_of derives from its rank and st
 
 TEST_CASE("a layer index above the 16-bit limit of a DAG op is refused with one line", "[dag]") {
   CostModel cost = uniform_cost_model(unit_costs(), 1);
-  for (UnitCost& u : cost.chunks[0].layers[0]) u.layer = kMaxDagLayer + 1;
+  for (UnitCost& u : cost.chunks[0].layer(0)) u.layer = kMaxDagLayer + 1;
   const Schedule s = make("one", 1, 1, 1, Placement::Loop, {{F(0, 0), B(0, 0)}});
   CHECK_THROWS_WITH(lower(s, cost),
                     "model: layers: layer 32768 is above the limit of 32767 layers; use a "
                     "shallower model");
-  for (UnitCost& u : cost.chunks[0].layers[0]) u.layer = kMaxDagLayer;
+  for (UnitCost& u : cost.chunks[0].layer(0)) u.layer = kMaxDagLayer;
   CHECK(lower(s, cost).ops[0].layer == kMaxDagLayer);
 }
 
@@ -274,9 +274,9 @@ TEST_CASE("a schedule beyond what the packed fields of a DAG op hold is refused 
   Schedule s = make("one", 1, 1, 1, Placement::Loop, {{F(0, 0), B(0, 0)}});
   s.vpp = kMaxDagChunks + 1;
   CHECK_THROWS_WITH(lower(s, cost),
-                    "schedule: one: 513 chunks per rank, above the limit of 512 that a DAG op "
+                    "schedule: one: 257 chunks per rank, above the limit of 256 that a DAG op "
                     "holds; use a smaller --vpp");
-  s.pp = 64;
+  s.pp = 128;
   s.vpp = kMaxDagChunks;
   CHECK_THROWS_WITH(lower(s, cost),
                     "schedule: one: 32768 virtual stages (pp x vpp), above the limit of 32767 that "
@@ -291,7 +291,7 @@ TEST_CASE("a schedule beyond what the packed fields of a DAG op hold is refused 
 
 TEST_CASE("the packed chunk field of a DAG op holds the last chunk its limit allows", "[dag]") {
   // One rank with kMaxDagChunks chunks, one microbatch: the forwards in chunk order, the backwards
-  // in reverse; the last chunk is 511. (The microbatch and instruction limits are pinned at
+  // in reverse; the last chunk is 255. (The microbatch and instruction limits are pinned at
   // compile time in dag.hpp: a case at them takes millions of ops.)
   std::vector<Instruction> program;
   for (int c = 0; c < kMaxDagChunks; ++c) program.push_back(F(c, 0));
@@ -651,4 +651,200 @@ TEST_CASE("every dependency list is sorted without duplicates and the successors
     }
   CHECK(parity[0] > 0);
   CHECK(parity[1] > 0);
+}
+
+namespace {
+
+// A synthetic layer kind of five units, the lowering's only view of it being the data:
+//   PreAttn (F 1, B 1, W 1), Attn (F 1, then a TP All-Reduce of 1) | Dispatch (F 1, then an EP
+//   collective of 2 and a CP collective of 1: two groups in one phase), Experts (F 2, B 2, W 2),
+//   Combine (F 1, B 1 after an EP collective of 1, W 1).
+// Every other phase takes 1 with no collective; the halves braided blocks pair are the first two
+// units and the last three. One such layer per chunk, uniform-cost rules (no P2P time, no
+// contention, no step tail).
+Collective group_collective(Group g, CollectiveKind kind, CollectivePosition pos, double t) {
+  Collective c;
+  c.kind = kind;
+  c.group = g;
+  c.position = pos;
+  c.time_s = t;
+  return c;
+}
+
+LayerCost five_unit_layer(int layer) {
+  LayerCost l;
+  l.half = 2;
+  for (UnitKind k : {UnitKind::PreAttn, UnitKind::Attn, UnitKind::Dispatch, UnitKind::Experts,
+                     UnitKind::Combine}) {
+    UnitCost u;
+    u.kind = k;
+    u.layer = layer;
+    const double t = k == UnitKind::Experts ? 2 : 1;
+    for (Phase p : {Phase::F, Phase::B, Phase::W}) u[p].time_s = t;
+    l.units.push_back(u);
+  }
+  using K = CollectiveKind;
+  using P = CollectivePosition;
+  l.units[1][Phase::F].collectives.push_back(
+      group_collective(Group::Tp, K::AllReduce, P::After, 1));
+  l.units[2][Phase::F].collectives.push_back(
+      group_collective(Group::Ep, K::AllGather, P::After, 2));
+  l.units[2][Phase::F].collectives.push_back(
+      group_collective(Group::Cp, K::ReduceScatter, P::After, 1));
+  l.units[4][Phase::B].collectives.push_back(
+      group_collective(Group::Ep, K::AllGather, P::Before, 1));
+  return l;
+}
+
+CostModel five_unit_model(int chunks) {
+  CostModel cost;
+  cost.uniform = true;
+  cost.contention = Contention{1.0, 1.0};
+  for (int k = 0; k < chunks; ++k) {
+    ChunkCost c;
+    c.virtual_stage = k;
+    c.add_layer(five_unit_layer(k));
+    cost.chunks.push_back(std::move(c));
+  }
+  return cost;
+}
+
+struct TimedOp {
+  std::string name;
+  double start_s, end_s;
+};
+
+// Each op of `expected` (by name, rank 0) starts and ends as listed, and nothing else runs.
+void check_timeline(const Dag& dag, const Timeline& t, const std::vector<TimedOp>& expected) {
+  REQUIRE(dag.size() == static_cast<int>(expected.size()));
+  for (const TimedOp& e : expected) {
+    INFO(e.name);
+    const int i = find_op(dag, e.name);
+    CHECK(t.start_s[i] == e.start_s);
+    CHECK(t.end_s[i] == e.end_s);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a five-unit layer kind with two groups' collectives in one phase lowers from its data",
+          "[dag][layer]") {
+  SECTION("1F1B, p 1, m 2: plain forwards wait for every collective, full backwards hide none") {
+    // F: PreAttn 0-1, Attn 1-2, its All-Reduce 2-3 (synchronous: Dispatch waits), Dispatch 3-4,
+    // the EP collective 4-6 then the CP one 6-7 (a chain on two streams), Experts 7-9, Combine
+    // 9-10. B (the last stage's, after its F): Combine's EP collective 10-11 before its B 11-12,
+    // then B and W unit by unit in reverse: W 12-13, Experts B 13-15 W 15-17, Dispatch 17-18
+    // 18-19, Attn 19-20 20-21, PreAttn 21-22 22-23. Microbatch 1 the same from 23.
+    const Schedule s =
+        make("1f1b", 1, 1, 2, Placement::Loop, {{F(0, 0), B(0, 0), F(0, 1), B(0, 1)}});
+    const Dag dag = lower(s, five_unit_model(1));
+    const Timeline t = simulate(dag);
+    std::vector<TimedOp> expected;
+    for (int mb = 0; mb < 2; ++mb) {
+      const double o = 23.0 * mb;
+      const std::string f = "F0." + std::to_string(mb) + " ", b = "B0." + std::to_string(mb) + " ",
+                        w = "W0." + std::to_string(mb) + " ";
+      for (const TimedOp& op : std::vector<TimedOp>{{f + "PreAttn L0", 0, 1},
+                                                    {f + "Attn L0", 1, 2},
+                                                    {"AR " + f + "Attn L0", 2, 3},
+                                                    {f + "Dispatch L0", 3, 4},
+                                                    {"AG " + f + "Dispatch L0", 4, 6},
+                                                    {"RS " + f + "Dispatch L0", 6, 7},
+                                                    {f + "Experts L0", 7, 9},
+                                                    {f + "Combine L0", 9, 10},
+                                                    {"AG " + b + "Combine L0", 10, 11},
+                                                    {b + "Combine L0", 11, 12},
+                                                    {w + "Combine L0", 12, 13},
+                                                    {b + "Experts L0", 13, 15},
+                                                    {w + "Experts L0", 15, 17},
+                                                    {b + "Dispatch L0", 17, 18},
+                                                    {w + "Dispatch L0", 18, 19},
+                                                    {b + "Attn L0", 19, 20},
+                                                    {w + "Attn L0", 20, 21},
+                                                    {b + "PreAttn L0", 21, 22},
+                                                    {w + "PreAttn L0", 22, 23}})
+        expected.push_back({op.name, op.start_s + o, op.end_s + o});
+    }
+    check_timeline(dag, t, expected);
+    CHECK(t.iteration_time_s == 46);
+    // Each collective on its group's stream.
+    CHECK(stream_names(dag, 0, StreamKind::Tp) ==
+          std::vector<std::string>{"AR F0.0 Attn L0", "AR F0.1 Attn L0"});
+    CHECK(stream_names(dag, 0, StreamKind::Cp) ==
+          std::vector<std::string>{"RS F0.0 Dispatch L0", "RS F0.1 Dispatch L0"});
+    CHECK(stream_names(dag, 0, StreamKind::Ep) ==
+          std::vector<std::string>{"AG F0.0 Dispatch L0", "AG B0.0 Combine L0",
+                                   "AG F0.1 Dispatch L0", "AG B0.1 Combine L0"});
+  }
+  SECTION("STP, p 1, m 2: the braided block hides each side's collectives under the other side") {
+    // F0.1 F1.1&B1.0 ... on one rank (V placement: chunk 0 is stage 0 with layer L0, chunk 1
+    // stage 1 with L1). The three plain forwards run as in 1F1B, each waiting on its collectives:
+    // 0-10, 10-20, 20-30. The FB block: F1.1's first half 30-32 (its All-Reduce 32-33 under the
+    // backward), B1.0's second half in reverse 32-36 (Combine's EP collective already ran at
+    // 26-27, once F1.0 ended at 20 and the EP stream was free) and its W 36-40, F1.1's second
+    // half: Dispatch 40-41, its EP and CP collectives 41-43 and 43-44 (nothing of B1.0 is left
+    // to hide them: Experts waits 41-44), Experts 44-46, Combine 46-47; then B1.0's first half
+    // 47-49 and its W 49-51. B0.0 waits for B1.0's last B (49): its EP collective 49-50, then B
+    // and W unit by unit 51-63; B1.1 (its EP collective 50-51) 63-75; B0.1 (EP 74-75) 75-87.
+    const Schedule s = make(
+        "stp", 1, 2, 2, Placement::V,
+        {{F(0, 0), F(1, 0), F(0, 1), FB({1, 1, false}, {1, 0, false}), B(0, 0), B(1, 1), B(0, 1)}});
+    const Dag dag = lower(s, five_unit_model(2));
+    const Timeline t = simulate(dag);
+    std::vector<TimedOp> expected;
+    const auto forward = [&](int chunk, int mb, double o) {
+      const std::string f = "F" + std::to_string(chunk) + "." + std::to_string(mb) + " ",
+                        l = " L" + std::to_string(chunk);
+      for (const TimedOp& op : std::vector<TimedOp>{{f + "PreAttn" + l, 0, 1},
+                                                    {f + "Attn" + l, 1, 2},
+                                                    {"AR " + f + "Attn" + l, 2, 3},
+                                                    {f + "Dispatch" + l, 3, 4},
+                                                    {"AG " + f + "Dispatch" + l, 4, 6},
+                                                    {"RS " + f + "Dispatch" + l, 6, 7},
+                                                    {f + "Experts" + l, 7, 9},
+                                                    {f + "Combine" + l, 9, 10}})
+        expected.push_back({op.name, op.start_s + o, op.end_s + o});
+    };
+    // A full backward on its own: the EP collective at `ep`, the units from `o` on.
+    const auto backward = [&](int chunk, int mb, double ep, double o) {
+      const std::string id = std::to_string(chunk) + "." + std::to_string(mb) + " ", b = "B" + id,
+                        w = "W" + id, l = " L" + std::to_string(chunk);
+      expected.push_back({"AG " + b + "Combine" + l, ep, ep + 1});
+      double at = o;
+      for (const char* unit : {"Combine", "Experts", "Dispatch", "Attn", "PreAttn"}) {
+        const double d = std::string(unit) == "Experts" ? 2 : 1;
+        expected.push_back({b + unit + l, at, at + d});
+        expected.push_back({w + unit + l, at + d, at + 2 * d});
+        at += 2 * d;
+      }
+    };
+    forward(0, 0, 0);
+    forward(1, 0, 10);
+    forward(0, 1, 20);
+    for (const TimedOp& op : std::vector<TimedOp>{{"F1.1 PreAttn L1", 30, 31},
+                                                  {"F1.1 Attn L1", 31, 32},
+                                                  {"AR F1.1 Attn L1", 32, 33},
+                                                  {"AG B1.0 Combine L1", 26, 27},
+                                                  {"B1.0 Combine L1", 32, 33},
+                                                  {"B1.0 Experts L1", 33, 35},
+                                                  {"B1.0 Dispatch L1", 35, 36},
+                                                  {"W1.0 Combine L1", 36, 37},
+                                                  {"W1.0 Experts L1", 37, 39},
+                                                  {"W1.0 Dispatch L1", 39, 40},
+                                                  {"F1.1 Dispatch L1", 40, 41},
+                                                  {"AG F1.1 Dispatch L1", 41, 43},
+                                                  {"RS F1.1 Dispatch L1", 43, 44},
+                                                  {"F1.1 Experts L1", 44, 46},
+                                                  {"F1.1 Combine L1", 46, 47},
+                                                  {"B1.0 Attn L1", 47, 48},
+                                                  {"B1.0 PreAttn L1", 48, 49},
+                                                  {"W1.0 Attn L1", 49, 50},
+                                                  {"W1.0 PreAttn L1", 50, 51}})
+      expected.push_back(op);
+    backward(0, 0, 49, 51);
+    backward(1, 1, 50, 63);
+    backward(0, 1, 74, 75);
+    check_timeline(dag, t, expected);
+    CHECK(t.iteration_time_s == 87);
+  }
 }

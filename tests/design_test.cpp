@@ -93,7 +93,7 @@ Simulated simulate_plain(const DesignProblem& problem, const Schedule& s) {
 Schedule hand_schedule(const DesignProblem& problem, const std::string& name, double offload) {
   ScheduleOptions o;
   o.pp = problem.pp;
-  o.vpp = fixed_vpp(name) != 0 ? fixed_vpp(name) : problem.vpp;
+  o.vpp = chunks_per_rank(name, problem.vpp);
   o.microbatches = problem.microbatches;
   o.offload = name == "stp-offload" ? 0 : offload;
   return make_schedule(name, o);
@@ -106,7 +106,7 @@ TEST_CASE("a schedule file reads back to the same schedule for every hand-design
   for (const std::string& name : schedule_names()) {
     ScheduleOptions o;
     o.pp = 4;
-    o.vpp = fixed_vpp(name) != 0 ? fixed_vpp(name) : 2;
+    o.vpp = chunks_per_rank(name, 2);
     o.microbatches = 8;
     const Schedule s = make_schedule(name, o);
     std::istringstream in(to_json(s));

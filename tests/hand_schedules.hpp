@@ -33,37 +33,44 @@ inline Schedule make(const std::string& name, int pp, int vpp, int m, Placement 
   return s;
 }
 
-// 1F1B, p = 2, m = 2 (Megatron's order: warm-up p-1-r forwards, then one F one B).
+// 1F1B, p = 2, m = 2 (Megatron's order: warm-up p-1-r forwards, then one F one B), run by
+// Megatron's runtime as the generator's is.
 inline Schedule one_f_one_b_p2_m2() {
-  return make("1f1b", 2, 1, 2, Placement::Loop,
-              {{F(0, 0), F(0, 1), B(0, 0), B(0, 1)}, {F(0, 0), B(0, 0), F(0, 1), B(0, 1)}});
+  Schedule s = make("1f1b", 2, 1, 2, Placement::Loop,
+                    {{F(0, 0), F(0, 1), B(0, 0), B(0, 1)}, {F(0, 0), B(0, 0), F(0, 1), B(0, 1)}});
+  s.p2p_runtime = P2pRuntime::Megatron;
+  return s;
 }
 
 // 1F1B-I (Megatron interleaved), p = 2, v = 2, m = 2: rank 0 warms up with all four forwards,
-// rank 1 with two, then one F one B, then the cool-down.
+// rank 1 with two, then one F one B, then the cool-down; Megatron's runtime.
 inline Schedule interleaved_p2_m2() {
-  return make("1f1b-i", 2, 2, 2, Placement::Loop,
-              {{F(0, 0), F(0, 1), F(1, 0), F(1, 1), B(1, 0), B(1, 1), B(0, 0), B(0, 1)},
-               {F(0, 0), F(0, 1), F(1, 0), B(1, 0), F(1, 1), B(1, 1), B(0, 0), B(0, 1)}});
+  Schedule s = make("1f1b-i", 2, 2, 2, Placement::Loop,
+                    {{F(0, 0), F(0, 1), F(1, 0), F(1, 1), B(1, 0), B(1, 1), B(0, 0), B(0, 1)},
+                     {F(0, 0), F(0, 1), F(1, 0), B(1, 0), F(1, 1), B(1, 1), B(0, 0), B(0, 1)}});
+  s.p2p_runtime = P2pRuntime::Megatron;
+  return s;
 }
 
 // The unit costs of most hand cases: a unit's F takes 1, B 2, W 2, each collective 1
 // (tf = 4, tb = 8, tw = 8, tar = 2), M_a = 4 (1 per forward unit).
 inline UniformCosts unit_costs() { return UniformCosts{4, 8, 8, 2, 4}; }
 
-// Keeps only the collective of (unit u, phase ph) of every layer, with time `t`; removes the rest.
+// Keeps only a TP All-Reduce after (unit u, phase ph) of every layer, with time `t`; removes the
+// rest.
 inline void keep_only_collective(CostModel& cost, int u, Phase ph, double t) {
   for (ChunkCost& c : cost.chunks)
-    for (LayerCost& l : c.layers)
-      for (int k = 0; k < 4; ++k)
+    for (int l = 0; l < c.layer_count(); ++l)
+      for (int k = 0; k < static_cast<int>(c.layer(l).size()); ++k)
         for (Phase p : {Phase::F, Phase::B, Phase::W}) {
-          Collective& col = l[k][p].collective;
+          Collectives& cols = c.layer(l)[k][p].collectives;
+          cols.clear();
           if (k == u && p == ph) {
+            Collective col;
             col.kind = CollectiveKind::AllReduce;
             col.position = CollectivePosition::After;
             col.time_s = t;
-          } else {
-            col = Collective{};
+            cols.push_back(col);
           }
         }
 }

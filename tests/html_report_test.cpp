@@ -59,7 +59,7 @@ int count(const std::string& text, const std::string& needle) {
 
 }  // namespace
 
-TEST_CASE("html: the run data holds every op, the report and its tp_exposed intervals", "[html]") {
+TEST_CASE("html: the run data holds every op, the report and its exposed intervals", "[html]") {
   const Simulated r = simulated(interleaved_p2_m2(), 4);
   const json run = json::parse(html_run_data(r.dag, r.timeline, r.report));
   const json& ops = run["ops"];
@@ -71,13 +71,15 @@ TEST_CASE("html: the run data holds every op, the report and its tp_exposed inte
   CHECK(run["tick_s"] == 0.001);
   CHECK(run["report"]["schedule"] == "1f1b-i");
   CHECK(run["report"]["ranks"].size() == 2);
-  REQUIRE(run["tp_exposed"].size() == 2);
+  // Exposed time by collective stream: tp always; no cp or ep collectives in this run.
+  REQUIRE(run["exposed"].size() == 1);
+  REQUIRE(run["exposed"]["tp"].size() == 2);
   for (int rank = 0; rank < 2; ++rank) {
-    const auto intervals = tp_exposed_intervals(r.report.ranks[rank]);
-    REQUIRE(run["tp_exposed"][rank].size() == intervals.size());
+    const auto intervals = exposed_intervals(r.report.ranks[rank], StreamKind::Tp);
+    REQUIRE(run["exposed"]["tp"][rank].size() == intervals.size());
     CHECK(!intervals.empty());
     double ticks = 0;
-    for (const json& iv : run["tp_exposed"][rank])
+    for (const json& iv : run["exposed"]["tp"][rank])
       ticks += iv[1].get<double>() - iv[0].get<double>();
     CHECK(ticks / 1000 == Approx(r.report.ranks[rank].tp_exposed_s));
   }

@@ -15,6 +15,7 @@
 #include "fixtures.hpp"
 
 using namespace braid;
+using test::collective_of;
 
 namespace {
 
@@ -475,7 +476,7 @@ TEST_CASE("measured tables take precedence over the spec model and are tagged me
   const MeasuredTables& t = *measured.measured;
   const Study study = qwen2_7b_study(1, 4096);
   const CostModel cm = build_cost_model(study, measured, 2);
-  const LayerCost& layer = cm.chunks[0].layers[0];
+  const auto layer = cm.chunks[0].layer(0);
 
   // PreAttn W is the QKV weight-gradient GEMM (the measured table's time) plus the memory-bound
   // kernels next to it at the profile's HBM rate: the RMSNorm weight gradient (2 T h x 2 B), the
@@ -507,7 +508,7 @@ TEST_CASE("measured tables take precedence over the spec model and are tagged me
 
   // The spec-derived profile gives the roofline numbers, tagged spec-derived.
   const CostModel cs = build_cost_model(study, spec, 2);
-  const PhaseCost& spec_w = cs.chunks[0].layers[0][0][Phase::W];
+  const PhaseCost& spec_w = cs.chunks[0].layer(0)[0][Phase::W];
   CHECK(spec_w.source == Source::SpecDerived);
   const double flops = 2 * T * h * 4608;
   const double eff = spec.gemm.max_efficiency * flops / (flops + spec.gemm.half_flops);
@@ -523,7 +524,7 @@ TEST_CASE("shapes and group sizes that were not measured scale from the nearest 
   const MeasuredTables& t = *measured.measured;
   // Sequence 6144 lies between the measured 4096 and 8192 tokens: interpolated, still measured.
   const CostModel cm = build_cost_model(qwen2_7b_study(4, 6144), measured, 2);
-  const LayerCost& layer = cm.chunks[0].layers[0];
+  const auto layer = cm.chunks[0].layer(0);
   const auto w = gemm_time(t, 1152, 3584, 6144);
   REQUIRE(w);
   CHECK(w->kind == LookupKind::Interpolated);
@@ -540,7 +541,7 @@ TEST_CASE("shapes and group sizes that were not measured scale from the nearest 
   CHECK(w->time_s < hi);
   // TP 4's All-Reduce of the PreAttn input gradient answers from the nvlink table (4 ranks),
   // interpolated log-log in bytes.
-  const Collective& ar = layer[0][Phase::B].collective;
+  const Collective ar = collective_of(layer[0][Phase::B]);
   CHECK(ar.kind == CollectiveKind::AllReduce);
   CHECK(ar.source == Source::Measured);
   CHECK(ar.time_s ==

@@ -138,8 +138,7 @@ TEST_CASE("full recomputation reruns each layer's forward right before its B uni
     // every layer (no contention in the spec-derived A100 profile).
     double layer_forward_s = 0;
     for (const ChunkCost& c : full.cost.chunks)
-      for (const LayerCost& l : c.layers)
-        for (const UnitCost& u : l) layer_forward_s += u[Phase::F].time_s;
+      for (const UnitCost& u : c.layer_units) layer_forward_s += u[Phase::F].time_s;
     CHECK(busy_total(full.report) - busy_total(none.report) ==
           Approx(3 * layer_forward_s).epsilon(1e-9));
     CHECK(full.report.iteration_time_s > none.report.iteration_time_s);

@@ -13,8 +13,10 @@
 #include "braid/error.hpp"
 #include "braid/profile.hpp"
 #include "braid/schedule.hpp"
+#include "fixtures.hpp"
 
 using namespace braid;
+using test::collective_of;
 
 namespace {
 
@@ -41,19 +43,19 @@ Study gpt3(Recompute r, bool sp, int tp = 8, int mbs = 1) {
   return megatron_study("gpt3-175b", "full", o);
 }
 
-double f_alloc(const LayerCost& layer) {
+double f_alloc(std::span<const UnitCost> layer) {
   double sum = 0;
   for (const auto& u : layer) sum += u[Phase::F].alloc_bytes;
   return sum;
 }
 
-double phase_sum(const LayerCost& layer, Phase p, double PhaseCost::*field) {
+double phase_sum(std::span<const UnitCost> layer, Phase p, double PhaseCost::*field) {
   double sum = 0;
   for (const auto& u : layer) sum += u[p].*field;
   return sum;
 }
 
-double recompute_sum(const LayerCost& layer, double PhaseCost::*field) {
+double recompute_sum(std::span<const UnitCost> layer, double PhaseCost::*field) {
   double sum = 0;
   for (const auto& u : layer) sum += u.recompute.*field;
   return sum;
@@ -143,7 +145,7 @@ TEST_CASE("GPT activation memory per layer equals Korthikanti et al.'s formulas"
         expected = c.sp ? 2 * sbh / t : 2 * sbh;  // the layer input, sharded under SP
         break;
     }
-    const LayerCost& layer = cm.chunks[3].layers[0];
+    const auto layer = cm.chunks[3].layer(0);
     CHECK(f_alloc(layer) == Approx(expected).epsilon(1e-12));
     // Stage 3 holds 12 layers and nothing else.
     CHECK(cm.chunks[3].activation_bytes == Approx(12 * expected).epsilon(1e-12));
@@ -168,8 +170,8 @@ TEST_CASE("full recomputation keeps the layer input and reruns the forward, with
     double rerun_hw_flops = 0;
     for (std::size_t v = 0; v < full.chunks.size(); ++v) {
       for (std::size_t l = 0; l < full.chunks[v].layers.size(); ++l) {
-        const LayerCost& a = none.chunks[v].layers[l];
-        const LayerCost& b = full.chunks[v].layers[l];
+        const auto a = none.chunks[v].layer(l);
+        const auto b = full.chunks[v].layer(l);
         for (int k = 0; k < 4; ++k) {
           const UnitCost& u0 = a[k];
           const UnitCost& u1 = b[k];
@@ -178,9 +180,9 @@ TEST_CASE("full recomputation keeps the layer input and reruns the forward, with
           CHECK(u1.recompute.time_s == u0[Phase::F].time_s);
           CHECK(u1.recompute.hw_flops == u0[Phase::F].hw_flops);
           CHECK(u1.recompute.flops == 0);
-          CHECK(u1.recompute.collective.kind == u0[Phase::F].collective.kind);
-          CHECK(u1.recompute.collective.position == u0[Phase::F].collective.position);
-          CHECK(u1.recompute.collective.time_s == u0[Phase::F].collective.time_s);
+          CHECK(collective_of(u1.recompute).kind == collective_of(u0[Phase::F]).kind);
+          CHECK(collective_of(u1.recompute).position == collective_of(u0[Phase::F]).position);
+          CHECK(collective_of(u1.recompute).time_s == collective_of(u0[Phase::F]).time_s);
           CHECK(u1.recompute.alloc_bytes + u1[Phase::F].alloc_bytes ==
                 Approx(u0[Phase::F].alloc_bytes));
           // Forward, backward and weight gradient themselves are unchanged.
@@ -197,10 +199,10 @@ TEST_CASE("full recomputation keeps the layer input and reruns the forward, with
     }
     // Collectives of the rerun: without SP the All-Reduces after Attn and MLP, with SP the
     // All-Gathers before PreAttn and PreMLP and the Reduce-Scatters after Attn and MLP.
-    const LayerCost& layer = full.chunks[0].layers[0];
-    CHECK(layer[1].recompute.collective.kind ==
+    const auto layer = full.chunks[0].layer(0);
+    CHECK(collective_of(layer[1].recompute).kind ==
           (sp ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce));
-    CHECK(layer[0].recompute.collective.kind ==
+    CHECK(collective_of(layer[0].recompute).kind ==
           (sp ? CollectiveKind::AllGather : CollectiveKind::None));
     // Model FLOPs exclude the rerun; hardware FLOPs add exactly it (x tp GPUs x microbatches).
     CHECK(full.model_flops == none.model_flops);
@@ -214,8 +216,8 @@ TEST_CASE("selective recomputation reruns the unfused core attention inside the 
   Profile p = load_profile("a100");
   CostModel none = build_cost_model(gpt3(Recompute::None, true), p, 8);
   CostModel sel = build_cost_model(gpt3(Recompute::Selective, true), p, 8);
-  const PhaseCost& b0 = none.chunks[2].layers[1][1][Phase::B];
-  const PhaseCost& b1 = sel.chunks[2].layers[1][1][Phase::B];
+  const PhaseCost& b0 = none.chunks[2].layer(1)[1][Phase::B];
+  const PhaseCost& b1 = sel.chunks[2].layer(1)[1][Phase::B];
   // The core attention forward on one GPU: QK^T and P.V over the full s x s (unfused kernels
   // mask, they do not skip): 4 x T x s x q / t FLOPs as GEMMs, and 13 bytes per score element
   // (QK^T write 2, softmax 4, dropout 5, P.V read 2) of a / t x s x T elements.
@@ -298,7 +300,7 @@ TEST_CASE("the A100 Selene cluster: 512 GPUs, --nodes, TP on NVLink, pipeline P2
   CostModel cm16 = build_cost_model(s16, p, 24);
   CHECK(cm16.node_of_rank == std::vector<int>{0, 2, 4, 6, 8, 10, 12, 14});
   // TP stays inside a node: the layer collectives are timed on NVLink.
-  const Collective& ar = cm.chunks[1].layers[0][1][Phase::F].collective;
+  const Collective ar = collective_of(cm.chunks[1].layer(0)[1][Phase::F]);
   CHECK(ar.kind == CollectiveKind::AllReduce);
   CHECK(ar.time_s == collective_time_s(p.link("nvlink"), CollectiveKind::AllReduce, 8, ar.bytes));
 }

@@ -23,8 +23,10 @@
 #include "braid/report.hpp"
 #include "braid/schedule.hpp"
 #include "braid/simulator.hpp"
+#include "fixtures.hpp"
 
 using namespace braid;
+using test::collective_of;
 
 namespace {
 
@@ -79,7 +81,7 @@ TEST_CASE("ViT layer units: full attention, plain GELU MLP, own width and TP col
   CHECK(vit.prologue[0].kind == UnitKind::VisionPatch);
   REQUIRE(vit.epilogue.size() == 1);
   CHECK(vit.epilogue[0].kind == UnitKind::VisionMerger);
-  const LayerCost& l = vit.layers[0];
+  const auto l = vit.layer(0);
   for (const UnitCost& u : l) CHECK(u.vision);
   const double t = 8, P = 4096, h = 1280, f = 5120, e = 2;  // 1024 tokens x 2x2 patches
   // QKV (MHA, no GQA): 2 P h 3h / t; attention not halved (bidirectional): 4 P s q / t + proj.
@@ -90,19 +92,19 @@ TEST_CASE("ViT layer units: full attention, plain GELU MLP, own width and TP col
   CHECK(l[3][Phase::F].flops == Approx(2 * P * f * h / t));
   // Its own TP collectives, at the ViT width: forward All-Reduce after Attn and MLP, backward
   // after PreAttn and PreMLP, each P x 1280 x 2 bytes.
-  CHECK(l[1][Phase::F].collective.kind == CollectiveKind::AllReduce);
-  CHECK(l[3][Phase::F].collective.kind == CollectiveKind::AllReduce);
-  CHECK(l[0][Phase::B].collective.kind == CollectiveKind::AllReduce);
-  CHECK(l[2][Phase::B].collective.kind == CollectiveKind::AllReduce);
-  CHECK(l[1][Phase::F].collective.bytes == Approx(P * h * e));
+  CHECK(collective_of(l[1][Phase::F]).kind == CollectiveKind::AllReduce);
+  CHECK(collective_of(l[3][Phase::F]).kind == CollectiveKind::AllReduce);
+  CHECK(collective_of(l[0][Phase::B]).kind == CollectiveKind::AllReduce);
+  CHECK(collective_of(l[2][Phase::B]).kind == CollectiveKind::AllReduce);
+  CHECK(collective_of(l[1][Phase::F]).bytes == Approx(P * h * e));
   // The LM stage after it embeds the text and starts with LM layer 0; the output of the ViT stage
   // is the merged image tokens at the LM width.
   CHECK(cm.chunks[1].prologue.at(0).kind == UnitKind::Embedding);
-  CHECK_FALSE(cm.chunks[1].layers.at(0)[0].vision);
-  CHECK(cm.chunks[1].layers.at(0)[0].layer == 0);
+  CHECK_FALSE(cm.chunks[1].layer(0)[0].vision);
+  CHECK(cm.chunks[1].layer(0)[0].layer == 0);
   CHECK(vit.output_bytes == Approx(1024.0 * 8192 * e));
   // The LM sequence includes the image tokens: its layers see seq (4096) tokens.
-  CHECK(cm.chunks[1].layers[0][0][Phase::F].flops ==
+  CHECK(cm.chunks[1].layer(0)[0][Phase::F].flops ==
         Approx(2.0 * 4096 * 8192 * (8192 + 2 * 1024) / t));
   // Parameters: all of the ViT on stage 0's GPU (sharded by tp, norms and patch replicated).
   CHECK(vit.params * 8 == Approx(count_parameters(s.model).vision).epsilon(0.02));

@@ -392,7 +392,7 @@ TEST_CASE("svg: the red TP drawn on every schedule adds up to the report's tp_ex
       CHECK(px * units_per_px ==
             Approx(rr.tp_exposed_s).margin((n + 1) * 0.005 * units_per_px + 1e-9));
       double intervals = 0;
-      for (const TimeInterval& iv : tp_exposed_intervals(rr)) {
+      for (const TimeInterval& iv : exposed_intervals(rr, StreamKind::Tp)) {
         CHECK(iv.end_s > iv.begin_s);
         intervals += iv.end_s - iv.begin_s;
       }

@@ -3,6 +3,7 @@
 // next instruction waits for its batch (its sends and its own receives). Against the older
 // blocking model, which the study option p2p_batched = false keeps.
 #include <filesystem>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -47,12 +48,13 @@ CostModel send_cost(int chunks) {
 
 // Rank 0 runs all three forwards before its backwards; rank 1 alternates (F0 B0 F1 B1 F2 B2).
 // Under rendezvous rank 0's send of F1 must wait for rank 1 to finish B0, its instruction before
-// F1. Named 1f1b: the name picks the runtime whose rules apply (Megatron's, one batch per
-// instruction).
-Schedule forwards_first_p2_m3() {
-  return make("1f1b", 2, 1, 3, Placement::Loop,
-              {{F(0, 0), F(0, 1), F(0, 2), B(0, 0), B(0, 1), B(0, 2)},
-               {F(0, 0), B(0, 0), F(0, 1), B(0, 1), F(0, 2), B(0, 2)}});
+// F1. Run by Megatron's runtime (one batch per instruction).
+Schedule forwards_first_p2_m3(P2pRuntime runtime = P2pRuntime::Megatron) {
+  Schedule s = make("1f1b", 2, 1, 3, Placement::Loop,
+                    {{F(0, 0), F(0, 1), F(0, 2), B(0, 0), B(0, 1), B(0, 2)},
+                     {F(0, 0), B(0, 0), F(0, 1), B(0, 1), F(0, 2), B(0, 2)}});
+  s.p2p_runtime = runtime;
+  return s;
 }
 
 }  // namespace
@@ -82,6 +84,40 @@ TEST_CASE("a batched send starts when the receiver posts its receive", "[p2p]") 
   CHECK(t.start_s[find_op(dag, "send B0.2 r1->r0", 1)] == 99.0);
   CHECK(t.start_s[find_op(dag, "B0.2 MLP L0", 0)] == 102.0);
   CHECK(t.iteration_time_s == 118.0);
+}
+
+TEST_CASE("a schedule file runs under the runtime it records, whatever its name", "[p2p][file]") {
+  // The same order, named 1f1b both times, written with each runtime and read back. Megatron's
+  // rendezvous holds rank 0's send of F1 until rank 1 posts the receive (27, the test above);
+  // receives posted ahead let it go as soon as F1 has run (11), and the iteration ends sooner.
+  const CostModel cost = send_cost(2);
+  std::vector<double> send_f1, end;
+  for (P2pRuntime runtime : {P2pRuntime::Megatron, P2pRuntime::PostedAhead}) {
+    const std::string text = to_json(forwards_first_p2_m3(runtime));
+    CHECK(text.find(std::string("\"p2p_runtime\":\"") + name(runtime) + "\"") != std::string::npos);
+    std::istringstream in(text);
+    const Schedule s = read_schedule_json(in, "1f1b.json");
+    REQUIRE(s.name == "1f1b");
+    CHECK(s.p2p_runtime == runtime);
+    const Dag dag = lower(s, cost, LowerOptions{P2pMode::Batched});
+    const Timeline t = simulate(dag);
+    send_f1.push_back(t.start_s[find_op(dag, "send F0.1 r0->r1", 0)]);
+    end.push_back(t.iteration_time_s);
+  }
+  CHECK(send_f1 == std::vector<double>{27.0, 11.0});
+  CHECK(end[0] == 118.0);
+  CHECK(end[1] < end[0]);
+  // A file without the field runs posted-ahead, as braid's own orders do; a name is no runtime.
+  std::string old = to_json(forwards_first_p2_m3());
+  old.erase(old.find(",\"p2p_runtime\""), std::string(",\"p2p_runtime\":\"megatron\"").size());
+  std::istringstream in(old);
+  CHECK(read_schedule_json(in, "old.json").p2p_runtime == P2pRuntime::PostedAhead);
+  // Megatron's runtime has no V-shaped schedule: such a file is refused in one line.
+  Schedule v = make_schedule("zb-v", ScheduleOptions{2, 2, 4});
+  v.p2p_runtime = P2pRuntime::Megatron;
+  std::istringstream vin(to_json(v));
+  CHECK_THROWS_WITH(read_schedule_json(vin, "v.json"),
+                    Catch::Contains("p2p_runtime megatron runs loop-placed schedules only"));
 }
 
 TEST_CASE("the blocking model sends as soon as the pass ends, as before", "[p2p]") {
@@ -188,7 +224,7 @@ TEST_CASE("every generated schedule lowers without a cycle under batched sends",
           for (double offload : {0.0, 0.5}) {
             ScheduleOptions o;
             o.pp = p;
-            o.vpp = fixed_vpp(name) != 0 ? fixed_vpp(name) : vpp;
+            o.vpp = chunks_per_rank(name, vpp);
             o.microbatches = m_per_p * p;
             if (!traits(parse_schedule_kind(name)).own_offload) o.offload = offload;
             if (o.microbatches < min_microbatches(name, o)) continue;

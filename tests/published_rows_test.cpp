@@ -192,16 +192,17 @@ TEST_CASE("the inter-node DP sync is the slower of the published rows and the NI
     o.cluster = a100_cluster("a100-fast", 8, 200).string();
     const Study s = load_study(resolve_config("studies", "default"), o);
     REQUIRE(s.parallel.dp == 16);
-    CHECK(dp_collective_time_s(s, p, ar, 16, 8, bytes) == Approx(1740.3e-6));
+    CHECK(dp_collective_time_s(s, p, ar, 16, 8, 8, bytes) == Approx(1740.3e-6));
     // A group of 4 with 2 per node reads the 16-rank rows at its bus factor (2 x 3/4) unless the
     // share (180 x 2 / 8 = 45 GB/s) is slower, as it is here.
-    CHECK(dp_collective_time_s(s, p, ar, 4, 2, bytes) == Approx(ib.latency_s + 1.5 * bytes / 45e9));
+    CHECK(dp_collective_time_s(s, p, ar, 4, 2, 8, bytes) ==
+          Approx(ib.latency_s + 1.5 * bytes / 45e9));
   }
   {
     // One 100 Gb/s NIC per node: 11.25 GB/s for the node, far below the table's network.
     o.cluster = a100_cluster("a100-slow", 1, 100).string();
     const Study s = load_study(resolve_config("studies", "default"), o);
-    CHECK(dp_collective_time_s(s, p, ar, 16, 8, bytes) ==
+    CHECK(dp_collective_time_s(s, p, ar, 16, 8, 8, bytes) ==
           Approx(ib.latency_s + 1.875 * bytes / 11.25e9));
   }
 }

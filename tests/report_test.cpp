@@ -1,5 +1,7 @@
 #include <algorithm>
+#include <array>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -17,11 +19,14 @@ using namespace braid::test;
 
 namespace {
 
+// Every run of this file also has its pp_idle measured from the gaps (check_pp_idle).
 Report run(const Schedule& s, const CostModel& cost, const SimOptions& sim = {},
            const LowerOptions& lo = {}) {
   const Dag dag = lower(s, cost, lo);
   const Timeline t = simulate(dag, sim);
-  return make_report("hand", s, cost, dag, t);
+  Report r = make_report("hand", s, cost, dag, t);
+  check_pp_idle(r, dag, t);
+  return r;
 }
 
 void check_rank(const RankReport& r, double busy, double tp, double pp, double off = 0) {
@@ -428,32 +433,37 @@ TEST_CASE("two collectives in one gap: the first started holds its own, the othe
   };
   const std::vector<Case> cases = {
       // Both from the gap's start: the lower op holds the overlap; one length, 4.1 - 1.
-      {0.5, 3.3, 0.7, 4.1, {{1, 1, 3.3}, {2, 3.3, 4.1}}, 4.1 - 1},
+      {0.5, 3.3, 0.7, 4.1, {{1, StreamKind::Tp, 1, 3.3}, {2, StreamKind::Tp, 3.3, 4.1}}, 4.1 - 1},
       // The second starts inside the first.
-      {0.5, 3.3, 1.7, 4.1, {{1, 1, 3.3}, {2, 3.3, 4.1}}, 4.1 - 1},
+      {0.5, 3.3, 1.7, 4.1, {{1, StreamKind::Tp, 1, 3.3}, {2, StreamKind::Tp, 3.3, 4.1}}, 4.1 - 1},
       // The later inside the earlier: the earlier holds it all.
-      {1.3, 4.1, 1.7, 2.9, {{1, 1.3, 4.1}}, 4.1 - 1.3},
+      {1.3, 4.1, 1.7, 2.9, {{1, StreamKind::Tp, 1.3, 4.1}}, 4.1 - 1.3},
       // The higher op started first.
-      {1.7, 4.1, 0.2, 3.3, {{2, 1, 3.3}, {1, 3.3, 4.1}}, 4.1 - 1},
+      {1.7, 4.1, 0.2, 3.3, {{2, StreamKind::Tp, 1, 3.3}, {1, StreamKind::Tp, 3.3, 4.1}}, 4.1 - 1},
       // Apart: two lengths, in start order.
-      {2.9, 4.1, 0.3, 2.2, {{2, 1, 2.2}, {1, 2.9, 4.1}}, (2.2 - 1) + (4.1 - 2.9)},
+      {2.9,
+       4.1,
+       0.3,
+       2.2,
+       {{2, StreamKind::Tp, 1, 2.2}, {1, StreamKind::Tp, 2.9, 4.1}},
+       (2.2 - 1) + (4.1 - 2.9)},
       // Touching: one length.
-      {0.3, 2.2, 2.2, 4.1, {{1, 1, 2.2}, {2, 2.2, 4.1}}, 4.1 - 1},
+      {0.3, 2.2, 2.2, 4.1, {{1, StreamKind::Tp, 1, 2.2}, {2, StreamKind::Tp, 2.2, 4.1}}, 4.1 - 1},
       // One ended by the gap's start: the other alone.
-      {0.3, 0.9, 1.7, 4.1, {{2, 1.7, 4.1}}, 4.1 - 1.7},
+      {0.3, 0.9, 1.7, 4.1, {{2, StreamKind::Tp, 1.7, 4.1}}, 4.1 - 1.7},
       // One starting after the gap (an empty part of it): the other alone.
-      {4.2, 4.5, 1.7, 4.1, {{2, 1.7, 4.1}}, 4.1 - 1.7},
-      {1.7, 4.1, 4.2, 4.5, {{1, 1.7, 4.1}}, 4.1 - 1.7},
+      {4.2, 4.5, 1.7, 4.1, {{2, StreamKind::Tp, 1.7, 4.1}}, 4.1 - 1.7},
+      {1.7, 4.1, 4.2, 4.5, {{1, StreamKind::Tp, 1.7, 4.1}}, 4.1 - 1.7},
   };
   for (const Case& c : cases) {
     INFO(c.b1 << " " << c.e1 << " " << c.b2 << " " << c.e2);
     const RankReport two = gap_with_collectives(c.b1, c.e1, c.b2, c.e2, false);
-    CHECK(two.tp_exposed_pieces == c.pieces);
+    CHECK(two.exposed_pieces == c.pieces);
     CHECK(two.tp_exposed_s == c.tp_s);
     CHECK(two.busy_s == 1.0 + (5 - 4.1));
     // A third collective, starting after the gap, adds nothing but takes the general path.
     const RankReport three = gap_with_collectives(c.b1, c.e1, c.b2, c.e2, true);
-    CHECK(three.tp_exposed_pieces == two.tp_exposed_pieces);
+    CHECK(three.exposed_pieces == two.exposed_pieces);
     CHECK(three.tp_exposed_s == two.tp_exposed_s);
     CHECK(three.pp_idle_s == two.pp_idle_s);
   }
@@ -518,11 +528,11 @@ TEST_CASE("a gap whose walk meets many sends attributes as one that meets few", 
     for (const int k : {1, 3, 12, 40}) {
       INFO((chain ? "chain of " : "fan of ") << k << " sends");
       const RankReport r = gap_behind_sends(k, chain);
-      const std::vector<ExposedPiece> pieces = {{chain ? 1 : k + 1, 1.5, 3}};
+      const std::vector<ExposedPiece> pieces = {{chain ? 1 : k + 1, StreamKind::Tp, 1.5, 3}};
       CHECK(r.busy_s == 2);
       CHECK(r.tp_exposed_s == 1.5);
       CHECK(r.pp_idle_s == 1.5);
-      CHECK(r.tp_exposed_pieces == pieces);
+      CHECK(r.exposed_pieces == pieces);
     }
 }
 
@@ -591,7 +601,7 @@ TEST_CASE("gaps that meet many ops attribute as gaps that meet few", "[report]")
     CHECK(r.tp_exposed_s == 2 * tp);
     CHECK(r.dp_exposed_s == 2 * (4 - tp));
     CHECK(r.pp_idle_s == 0);
-    CHECK(r.tp_exposed_pieces.size() == static_cast<std::size_t>(2 * chain));
+    CHECK(r.exposed_pieces.size() == static_cast<std::size_t>(2 * chain));
   }
 }
 
@@ -636,4 +646,164 @@ TEST_CASE("the critical path starts from the lowest op among the latest ends", "
   CHECK(critical_op({1, 2, 3, 4, 5, 6, 9, 7, 9}) == 6);
   CHECK(critical_op({1, 2, 3, 9, 5, 9, 9, 9}) == 3);
   CHECK(critical_op({4}) == 0);
+}
+
+namespace {
+
+// One layer of four units whose forwards each end with a collective on another group (tp 1,
+// cp 2, ep 3, dp 4), synchronous in a plain forward; every other phase takes 1, no collective.
+CostModel four_groups_model() {
+  CostModel cost;
+  cost.uniform = true;
+  LayerCost l;
+  l.half = 2;
+  const Group groups[] = {Group::Tp, Group::Cp, Group::Ep, Group::Dp};
+  for (int k = 0; k < 4; ++k) {
+    UnitCost u;
+    u.kind = std::array{UnitKind::PreAttn, UnitKind::Attn, UnitKind::PreMLP, UnitKind::MLP}[k];
+    u.layer = 0;
+    for (Phase p : {Phase::F, Phase::B, Phase::W}) u[p].time_s = 1;
+    Collective c;
+    c.group = groups[k];
+    c.time_s = k + 1;
+    u[Phase::F].collectives.push_back(c);
+    l.units.push_back(u);
+  }
+  ChunkCost chunk;
+  chunk.add_layer(l);
+  cost.chunks.push_back(chunk);
+  return cost;
+}
+
+}  // namespace
+
+TEST_CASE("every group's exposed time is attributed to its own field", "[report][groups]") {
+  // F: PreAttn 0-1, its TP collective 1-2; Attn 2-3, CP 3-5; PreMLP 5-6, EP 6-9; MLP 9-10, DP
+  // 10-14; then B and W of the four units, 14-22. Each gap waits on one group's collective.
+  const Schedule s = make("1f1b", 1, 1, 1, Placement::Loop, {{F(0, 0), B(0, 0)}});
+  const Report r = run(s, four_groups_model());
+  REQUIRE(r.ranks.size() == 1);
+  const RankReport& rr = r.ranks[0];
+  CHECK(r.iteration_time_s == 22);
+  CHECK(rr.busy_s == 12);
+  CHECK(rr.tp_exposed_s == 1);
+  CHECK(rr.cp_exposed_s == 2);
+  CHECK(rr.ep_exposed_s == 3);
+  CHECK(rr.dp_exposed_s == 4);
+  CHECK(rr.pp_idle_s == 0);
+  CHECK(r.tp_bubble_rate == Approx(1.0 / 22));
+  CHECK(r.cp_exposed_rate == Approx(2.0 / 22));
+  CHECK(r.ep_exposed_rate == Approx(3.0 / 22));
+  CHECK(r.dp_exposed_rate == Approx(4.0 / 22));
+  // Each stream's comm rate is its collectives' time.
+  CHECK(r.tp_comm_rate == Approx(1.0 / 22));
+  CHECK(r.cp_comm_rate == Approx(2.0 / 22));
+  CHECK(r.ep_comm_rate == Approx(3.0 / 22));
+  CHECK(r.dp_comm_rate == Approx(4.0 / 22));
+  // The pieces name their streams; the pictures' intervals per stream are exactly the gaps.
+  CHECK(exposed_intervals(rr, StreamKind::Tp) == std::vector<TimeInterval>{{1, 2}});
+  CHECK(exposed_intervals(rr, StreamKind::Cp) == std::vector<TimeInterval>{{3, 5}});
+  CHECK(exposed_intervals(rr, StreamKind::Ep) == std::vector<TimeInterval>{{6, 9}});
+  CHECK(exposed_intervals(rr, StreamKind::Dp) == std::vector<TimeInterval>{{10, 14}});
+}
+
+TEST_CASE("where two groups' collectives overlap, tp, then cp, then ep hold the time",
+          "[report][groups]") {
+  // The five-unit layer of dag_test: Dispatch's EP collective 4-6 and CP collective 6-7 follow
+  // one another, so the gap 4-7 before Experts waits on both: CP holds 6-7 (its own), EP the
+  // rest. 1F1B p 1 m 2: per microbatch TP 1, CP 1, EP 2 + 1 (Combine's B waits 10-11 on EP).
+  LayerCost l;
+  l.half = 2;
+  for (UnitKind k : {UnitKind::PreAttn, UnitKind::Attn, UnitKind::Dispatch, UnitKind::Experts,
+                     UnitKind::Combine}) {
+    UnitCost u;
+    u.kind = k;
+    u.layer = 0;
+    for (Phase p : {Phase::F, Phase::B, Phase::W}) u[p].time_s = k == UnitKind::Experts ? 2 : 1;
+    l.units.push_back(u);
+  }
+  const auto add = [&](int unit, Phase ph, Group g, CollectivePosition pos, double t) {
+    Collective c;
+    c.group = g;
+    c.position = pos;
+    c.time_s = t;
+    l.units[unit][ph].collectives.push_back(c);
+  };
+  add(1, Phase::F, Group::Tp, CollectivePosition::After, 1);
+  add(2, Phase::F, Group::Ep, CollectivePosition::After, 2);
+  add(2, Phase::F, Group::Cp, CollectivePosition::After, 1);
+  add(4, Phase::B, Group::Ep, CollectivePosition::Before, 1);
+  CostModel cost;
+  cost.uniform = true;
+  ChunkCost chunk;
+  chunk.add_layer(l);
+  cost.chunks.push_back(chunk);
+  const Schedule s = make("1f1b", 1, 1, 2, Placement::Loop, {{F(0, 0), B(0, 0), F(0, 1), B(0, 1)}});
+  const Report r = run(s, cost);
+  const RankReport& rr = r.ranks.at(0);
+  CHECK(r.iteration_time_s == 46);
+  CHECK(rr.busy_s == 36);
+  CHECK(rr.tp_exposed_s == 2);
+  CHECK(rr.cp_exposed_s == 2);
+  CHECK(rr.ep_exposed_s == 6);
+  CHECK(rr.pp_idle_s == 0);
+  CHECK(exposed_intervals(rr, StreamKind::Cp) == std::vector<TimeInterval>{{6, 7}, {29, 30}});
+  CHECK(exposed_intervals(rr, StreamKind::Ep) ==
+        std::vector<TimeInterval>{{4, 6}, {10, 11}, {27, 29}, {33, 34}});
+}
+
+TEST_CASE("a collective inside its unit's compute runs in steps beside it", "[report][groups]") {
+  // One unit: F 3 in three pieces with a CP collective of 4 inside it (two transfers of 2): piece
+  // 0 0-1 and transfer 0 0-2 start together; piece 1 waits for transfer 0 (2-3), transfer 1
+  // follows transfer 0 and piece 0 (2-4); piece 2 waits for it (4-5). B 5-6, W 6-7. The gaps
+  // 1-2 and 3-4 are CP exposed.
+  UnitCost u;
+  u.kind = UnitKind::Attn;
+  u.layer = 0;
+  u[Phase::F].time_s = 3;
+  u[Phase::F].alloc_bytes = 4;
+  u[Phase::B].time_s = 1;
+  u[Phase::B].free_bytes = 4;
+  u[Phase::W].time_s = 1;
+  Collective ring;
+  ring.kind = CollectiveKind::P2P;
+  ring.group = Group::Cp;
+  ring.position = CollectivePosition::Inside;
+  ring.steps = 3;
+  ring.time_s = 4;
+  ring.bytes = 6;
+  u[Phase::F].collectives.push_back(ring);
+  LayerCost l;
+  l.units.push_back(u);
+  l.half = 1;
+  CostModel cost;
+  cost.uniform = true;
+  ChunkCost chunk;
+  chunk.activation_bytes = 4;
+  chunk.add_layer(l);
+  cost.chunks.push_back(chunk);
+  const Schedule s = make("1f1b", 1, 1, 1, Placement::Loop, {{F(0, 0), B(0, 0)}});
+  const Dag dag = lower(s, cost);
+  const Timeline t = simulate(dag);
+  // The compute stream: three pieces, B, W; the CP stream: two transfers of half the bytes each.
+  std::vector<std::pair<double, double>> compute, cp;
+  const auto times = [&](StreamKind k, std::vector<std::pair<double, double>>& out) {
+    const int id = dag.stream_id(0, k);
+    for (int i = dag.stream_begin[id]; i < dag.stream_begin[id + 1]; ++i)
+      out.emplace_back(t.start_s[dag.stream_ops[i]], t.end_s[dag.stream_ops[i]]);
+  };
+  times(StreamKind::Compute, compute);
+  times(StreamKind::Cp, cp);
+  CHECK(compute == std::vector<std::pair<double, double>>{{0, 1}, {2, 3}, {4, 5}, {5, 6}, {6, 7}});
+  CHECK(cp == std::vector<std::pair<double, double>>{{0, 2}, {2, 4}});
+  for (int i = dag.stream_begin[dag.stream_id(0, StreamKind::Cp)];
+       i < dag.stream_begin[dag.stream_id(0, StreamKind::Cp) + 1]; ++i)
+    CHECK(dag.cost(dag.stream_ops[i]).bytes == 3);
+  // The activations are saved by the first piece and freed by B, as one op would.
+  CHECK(t.peak_activation_bytes.at(0) == 4);
+  const Report r = make_report("inside", s, cost, dag, t);
+  check_pp_idle(r, dag, t);
+  CHECK(r.ranks.at(0).cp_exposed_s == 2);
+  CHECK(r.ranks.at(0).busy_s == 5);
+  CHECK(r.cp_comm_rate == Approx(4.0 / 7));
 }

@@ -238,6 +238,13 @@ TEST_CASE("bad sizes and names are one clear InputError", "[schedule][errors]") 
   CHECK(min_microbatches("stp", o) == 8);
   CHECK(fixed_vpp("1f1b-i") == 0);
   CHECK(fixed_vpp("zb-v") == 2);
+  // chunks_per_rank: a schedule's own chunks per rank, or the requested number where it lets it
+  // be chosen.
+  CHECK(chunks_per_rank("1f1b-i", 4) == 4);
+  CHECK(chunks_per_rank("1f1b", 4) == 1);
+  CHECK(chunks_per_rank("zb-v", 4) == 2);
+  CHECK(chunks_per_rank(ScheduleKind::Stp, 3) == 2);
+  CHECK_THROWS_WITH(chunks_per_rank("1f1x", 2), Catch::Contains("unknown schedule"));
 }
 
 namespace {

@@ -77,7 +77,7 @@ StudyOverrides gpt22b(int tp, int pp) {
 Report run(const Study& s, const Profile& p, const std::string& schedule, Dag* dag_out = nullptr) {
   ScheduleOptions so;
   so.pp = s.parallel.pp;
-  so.vpp = fixed_vpp(schedule) == 0 ? s.parallel.vpp : fixed_vpp(schedule);
+  so.vpp = chunks_per_rank(schedule, s.parallel.vpp);
   so.microbatches = s.training.microbatches;
   const Schedule sched = make_schedule(schedule, so);
   const CostModel cm = build_cost_model(s, p, sched.virtual_stages());
@@ -101,23 +101,23 @@ TEST_CASE("a DP collective is bytes over NVLink inside a node and over the share
     REQUIRE(s.parallel.dp == 4);
     // tp 4 x dp 4 = 16 > 8: the group spans both nodes with 2 members on each, and all 8 GPUs of
     // a node sync at once: 2 x 360 / 8 = 90 GB/s.
-    CHECK(dp_collective_time_s(s, p, CollectiveKind::AllReduce, 4, 2, bytes) ==
+    CHECK(dp_collective_time_s(s, p, CollectiveKind::AllReduce, 4, 2, 8, bytes) ==
           Approx(ib.latency_s + 2.0 * 3 / 4 * bytes / 90e9));
-    CHECK(dp_collective_time_s(s, p, CollectiveKind::ReduceScatter, 4, 2, bytes) ==
+    CHECK(dp_collective_time_s(s, p, CollectiveKind::ReduceScatter, 4, 2, 8, bytes) ==
           Approx(ib.latency_s + 3.0 / 4 * bytes / 90e9));
     // One member per node: one GPU's share, 45 GB/s.
-    CHECK(dp_collective_time_s(s, p, CollectiveKind::AllReduce, 2, 1, bytes) ==
+    CHECK(dp_collective_time_s(s, p, CollectiveKind::AllReduce, 2, 1, 8, bytes) ==
           Approx(ib.latency_s + bytes / 45e9));
     // All members on one node: NVLink's own collective model (here the profile's published
     // 8-GPU rows at 4 ranks' bus factor: 1 GB lies between the 512 MiB and 1 GiB rows).
-    CHECK(dp_collective_time_s(s, p, CollectiveKind::AllReduce, 4, 4, bytes) ==
+    CHECK(dp_collective_time_s(s, p, CollectiveKind::AllReduce, 4, 4, 8, bytes) ==
           Approx(collective_time_s(nv, CollectiveKind::AllReduce, 4, bytes)));
-    CHECK(dp_collective_time_s(s, p, CollectiveKind::AllReduce, 1, 1, bytes) == 0);
+    CHECK(dp_collective_time_s(s, p, CollectiveKind::AllReduce, 1, 1, 8, bytes) == 0);
   }
   // Without a network key the profile's inter-node bus bandwidth stands for the whole node.
   {
     const Study s = study_on(cluster_file("dp-b", 2, 0, 0), 4, 1);
-    CHECK(dp_collective_time_s(s, p, CollectiveKind::AllReduce, 4, 2, bytes) ==
+    CHECK(dp_collective_time_s(s, p, CollectiveKind::AllReduce, 4, 2, 8, bytes) ==
           Approx(ib.latency_s + 2.0 * 3 / 4 * bytes / (ib.bus_bandwidth_Bps * 2 / 8)));
   }
 }
@@ -140,8 +140,8 @@ TEST_CASE(
     if (i > 0) CHECK(b0[i].ready_unit < b0[i - 1].ready_unit);
     CHECK(b0[i].reduce == CollectiveKind::AllReduce);
     CHECK(b0[i].reduce_bytes == b0[i].params * 4);
-    CHECK(b0[i].reduce_s ==
-          Approx(dp_collective_time_s(on, p, CollectiveKind::AllReduce, 4, 2, b0[i].params * 4)));
+    CHECK(b0[i].reduce_s == Approx(dp_collective_time_s(on, p, CollectiveKind::AllReduce, 4, 2, 8,
+                                                        b0[i].params * 4)));
   }
   CHECK(total == Approx(cm.chunks[0].params));
   CHECK(b0.back().ready_unit == 0);  // the embedding, last in the backward
@@ -157,7 +157,7 @@ TEST_CASE(
   CHECK(g.gather_bytes == Approx(off.chunks[0].params * 2));
   CHECK(g.gather_s ==
         Approx(dp_collective_time_s(study_on(c, 4, 2, false, true), p, CollectiveKind::AllGather, 4,
-                                    2, g.gather_bytes)));
+                                    2, 8, g.gather_bytes)));
 }
 
 TEST_CASE("the optimizer step moves Adam's, the norm's and the zeroing's bytes at HBM speed",
@@ -284,8 +284,8 @@ TEST_CASE("learned-position (GPT) models pay no RoPE", "[step][cost]") {
   REQUIRE(learned.model.position == PositionEmbedding::Learned);
   Study rotary = learned;
   rotary.model.position = PositionEmbedding::Rotary;
-  const UnitCost a = build_cost_model(learned, p, 1).chunks[0].layers[0][0];
-  const UnitCost b = build_cost_model(rotary, p, 1).chunks[0].layers[0][0];
+  const UnitCost a = build_cost_model(learned, p, 1).chunks[0].layer(0)[0];
+  const UnitCost b = build_cost_model(rotary, p, 1).chunks[0].layer(0)[0];
   // RoPE reads and writes q and k: 2 x T x (q + k) / t x 2 bytes, forward and backward.
   const double h = learned.model.hidden;
   const double rope =
@@ -321,7 +321,8 @@ TEST_CASE("a GPT layer's backward pays the residual adds, norm and bias gradient
           "[step][cost]") {
   const Profile p = load_profile("a100");
   const Study s = load_study(resolve_config("studies", "default"), gpt22b(8, 1));
-  const LayerCost l = build_cost_model(s, p, 1).chunks[0].layers[0];
+  const CostModel cm = build_cost_model(s, p, 1);
+  const auto l = cm.chunks[0].layer(0);
   const double T = 2048, h = 6144, t = 8, e = 2;
   const double Bps = p.hbm_bandwidth_Bps * p.memory_bound_efficiency;
   auto gemm_s = [&](double flops) {
@@ -344,12 +345,14 @@ TEST_CASE("a GPT layer's backward pays the residual adds, norm and bias gradient
   // element) on the MLP's hidden output; a model without dropout has none of it.
   Study plain = s;
   plain.model.dropout = false;
-  const LayerCost n = build_cost_model(plain, p, 1).chunks[0].layers[0];
+  const CostModel plain_cm = build_cost_model(plain, p, 1);
+  const auto n = plain_cm.chunks[0].layer(0);
   CHECK(l[3][Phase::B].time_s - n[3][Phase::B].time_s == Approx(T * h * 5 / Bps));
   // Without gradient-accumulation fusion the W GEMM also writes and re-reads a bf16 gradient.
   Study unfused = s;
   unfused.training.gradient_accumulation_fusion = false;
-  const LayerCost u = build_cost_model(unfused, p, 1).chunks[0].layers[0];
+  const CostModel unfused_cm = build_cost_model(unfused, p, 1);
+  const auto u = unfused_cm.chunks[0].layer(0);
   CHECK(u[3][Phase::W].time_s - l[3][Phase::W].time_s == Approx(4 * 4 * h / t * h / Bps));
 }
 

@@ -35,9 +35,15 @@
     return "#" + c.map((v) => v.toString(16).padStart(2, "0")).join("");
   }
   const TP_COLOUR = {F: "#5d8fd0", B: "#e39a5e", W: "#9c8fcc"};
-  const STREAM_COLOUR = {p2p_next: "#7f7f7f", p2p_prev: "#a5a5a5", d2h: "#8c5a3c", h2d: "#2a9d8f"};
-  const CATEGORY_COLOUR = {busy_s: "#4c78a8", tp_exposed_s: "#d62728", pp_idle_s: "#c7c7c7",
-    offload_stall_s: "#8c5a3c", dp_exposed_s: "#59a14f", dp_s: "#59a14f", optimizer_s: "#edc948"};
+  const STREAM_COLOUR = {p2p_next: "#7f7f7f", p2p_prev: "#a5a5a5", d2h: "#8c5a3c", h2d: "#2a9d8f",
+    cp: "#b39ddb", ep: "#80cbc4"};
+  // The collective groups' exposed time, as the report attributes it (the same colours as the SVG).
+  const EXPOSED_COLOUR = {tp: "#d62728", cp: "#6a1b9a", ep: "#00695c", dp: "#59a14f"};
+  const CATEGORY_COLOUR = {busy_s: "#4c78a8", tp_exposed_s: "#d62728", cp_exposed_s: "#6a1b9a",
+    ep_exposed_s: "#00695c", pp_idle_s: "#c7c7c7", offload_stall_s: "#8c5a3c", dp_exposed_s: "#59a14f",
+    dp_s: "#59a14f", optimizer_s: "#edc948"};
+  // The collective groups beyond TP that get a lane of their own when a run has their ops.
+  const GROUP_LANES = ["cp", "ep"];
   const PALETTE = ["#76b7b2", "#ff9da7", "#9c755f", "#bab0ac", "#b07aa1", "#f28e2b"];
   const SCHEDULE_PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2",
     "#17becf", "#bcbd22", "#7f7f7f", "#d62728"];
@@ -82,30 +88,47 @@
     run.totalTicks = Math.round(run.report.iteration_time_s / run.tick_s);
     run.streamIndex = {};
     streams.forEach((s, i) => { run.streamIndex[s] = i; });
+    // Report data written before the other groups' exposure: TP's alone.
+    run.exposed = run.exposed || {tp: run.tp_exposed || []};
     run.hasCopy = new Array(run.pp).fill(false);
+    const hasGroup = {};
     for (let i = 0; i < n; ++i) {
       const s = streams[ops.stream[i]];
       if (s === "d2h" || s === "h2d") run.hasCopy[ops.rank[i]] = true;
+      if (GROUP_LANES.includes(s)) hasGroup[s] = true;
     }
+    run.groupLanes = GROUP_LANES.filter((g) => hasGroup[g]);
     run.rankY = [];
     let y = 0;
     for (let r = 0; r < run.pp; ++r) {
       run.rankY.push(y);
-      y += COMPUTE_H + GAP + TP_H + GAP + P2P_H + (run.hasCopy[r] ? GAP + COPY_H : 0) + RANK_GAP;
+      y += COMPUTE_H + GAP + TP_H + run.groupLanes.length * (GAP + TP_H) + GAP + P2P_H +
+        (run.hasCopy[r] ? GAP + COPY_H : 0) + RANK_GAP;
     }
     run.lanesH = y - RANK_GAP;
+  }
+
+  // The y of a collective lane (tp, or a group lane) in rank r's block; -1 for none.
+  function commLaneY(run, r, stream) {
+    const tpY = run.rankY[r] + COMPUTE_H + GAP;
+    if (stream === "tp" || stream === "dp") return tpY;
+    const k = run.groupLanes.indexOf(stream);
+    return k < 0 ? -1 : tpY + (k + 1) * (TP_H + GAP);
   }
 
   // The y and height of an op's mark within its rank block.
   function laneOf(run, i) {
     const s = run.streams[run.ops.stream[i]], y0 = run.rankY[run.ops.rank[i]];
-    const tpY = y0 + COMPUTE_H + GAP, p2pY = tpY + TP_H + GAP, copyY = p2pY + P2P_H + GAP;
+    const tpY = y0 + COMPUTE_H + GAP, p2pY = tpY + TP_H + run.groupLanes.length * (GAP + TP_H) + GAP;
+    const copyY = p2pY + P2P_H + GAP;
     switch (s) {
       case "compute": {  // a braided block: side a in the top half, side b in the bottom half
         const side = run.ops.side[i];
         return side === 1 ? [y0, COMPUTE_H / 2] : side === 2 ? [y0 + COMPUTE_H / 2, COMPUTE_H / 2] : [y0, COMPUTE_H];
       }
       case "tp": return [tpY, TP_H];
+      case "cp":
+      case "ep": return [commLaneY(run, run.ops.rank[i], s), TP_H];
       case "p2p_next": return [p2pY, P2P_H / 2];
       case "p2p_prev": return [p2pY + P2P_H / 2, P2P_H / 2];
       case "d2h": return [copyY, COPY_H / 2];
@@ -135,13 +158,16 @@
       const y0 = run.rankY[r];
       parts.push('<text class="rl" x="' + (LEFT - 8) + '" y="' + (y0 + 16) + '" text-anchor="end">rank ' + r + '</text>');
       parts.push('<rect class="lane" x="' + LEFT + '" y="' + y0 + '" width="' + w + '" height="' + COMPUTE_H + '"/>');
-      const tpY = y0 + COMPUTE_H + GAP;
-      parts.push('<rect class="thin" x="' + LEFT + '" y="' + tpY + '" width="' + w + '" height="' + TP_H + '"/>');
-      parts.push('<text class="k" x="' + (LEFT - 8) + '" y="' + (tpY + 7) + '" text-anchor="end">tp</text>');
-      parts.push('<rect class="thin" x="' + LEFT + '" y="' + (tpY + TP_H + GAP) + '" width="' + w + '" height="' + P2P_H + '"/>');
-      parts.push('<text class="k" x="' + (LEFT - 8) + '" y="' + (tpY + TP_H + GAP + 6) + '" text-anchor="end">p2p</text>');
+      for (const s of ["tp"].concat(run.groupLanes)) {
+        const ly = commLaneY(run, r, s);
+        parts.push('<rect class="thin" x="' + LEFT + '" y="' + ly + '" width="' + w + '" height="' + TP_H + '"/>');
+        parts.push('<text class="k" x="' + (LEFT - 8) + '" y="' + (ly + 7) + '" text-anchor="end">' + s + "</text>");
+      }
+      const p2pY = y0 + COMPUTE_H + GAP + TP_H + run.groupLanes.length * (GAP + TP_H) + GAP;
+      parts.push('<rect class="thin" x="' + LEFT + '" y="' + p2pY + '" width="' + w + '" height="' + P2P_H + '"/>');
+      parts.push('<text class="k" x="' + (LEFT - 8) + '" y="' + (p2pY + 6) + '" text-anchor="end">p2p</text>');
       if (run.hasCopy[r]) {
-        const cy = tpY + TP_H + GAP + P2P_H + GAP;
+        const cy = p2pY + P2P_H + GAP;
         parts.push('<rect class="thin" x="' + LEFT + '" y="' + cy + '" width="' + w + '" height="' + COPY_H + '"/>');
         parts.push('<text class="k" x="' + (LEFT - 8) + '" y="' + (cy + 6) + '" text-anchor="end">copy</text>');
       }
@@ -184,18 +210,22 @@
       openByLane.set(lane, next);
     }
     for (const open of openByLane.values()) flush(open);
-    // Exposed TP: the report's intervals, at true width, over the TP lane.
+    // Exposed collective time: the report's intervals, at true width, over each group's lane.
     let exposed = 0;
-    run.tp_exposed.forEach((list, r) => {
-      const y = run.rankY[r] + COMPUTE_H + GAP;
-      list.forEach((iv, k) => {
-        if (iv[1] <= from || iv[0] >= to) return;
-        const x0 = X(Math.max(iv[0], from)), x1 = X(Math.min(iv[1], to));
-        parts.push('<rect class="ex" data-r="' + r + '" data-k="' + k + '" x="' + x0.toFixed(2) + '" y="' + y +
-          '" width="' + (x1 - x0).toFixed(3) + '" height="' + TP_H + '"/>');
-        ++exposed;
+    for (const s of Object.keys(run.exposed)) {
+      run.exposed[s].forEach((list, r) => {
+        const y = commLaneY(run, r, s);
+        if (y < 0) return;
+        list.forEach((iv, k) => {
+          if (iv[1] <= from || iv[0] >= to) return;
+          const x0 = X(Math.max(iv[0], from)), x1 = X(Math.min(iv[1], to));
+          parts.push('<rect class="ex" data-s="' + s + '" data-r="' + r + '" data-k="' + k + '" x="' + x0.toFixed(2) +
+            '" y="' + y + '" width="' + (x1 - x0).toFixed(3) + '" height="' + TP_H + '" fill="' +
+            (EXPOSED_COLOUR[s] || EXPOSED_COLOUR.tp) + '"/>');
+          ++exposed;
+        });
       });
-    });
+    }
     parts.push("</g>");
     // Axis.
     const u = timeUnit(run, view.toS - view.fromS), ay = run.lanesH + 6;
@@ -255,8 +285,9 @@
       if (t.classList.contains("op")) showTip(ev, opTip(run, +t.dataset.i) +
         (+t.dataset.n > 1 ? "<br><i>and " + (t.dataset.n - 1) + " more ops in this mark: zoom in</i>" : ""));
       else if (t.classList.contains("ex")) {
-        const iv = run.tp_exposed[+t.dataset.r][+t.dataset.k];
-        showTip(ev, "<b>TP exposed</b> (report's attribution)<br>rank " + t.dataset.r + " \u00b7 start " +
+        const iv = run.exposed[t.dataset.s][+t.dataset.r][+t.dataset.k];
+        showTip(ev, "<b>" + esc(t.dataset.s.toUpperCase()) + " exposed</b> (report's attribution)<br>rank " +
+          t.dataset.r + " \u00b7 start " +
           fmtTime(run, iv[0] * run.tick_s) + " \u00b7 duration " + fmtTime(run, (iv[1] - iv[0]) * run.tick_s));
       } else hideTip();
     });
@@ -296,9 +327,12 @@
       for (let i = 0; i < run.n; ++i) {
         const s = run.streams[o.stream[i]];
         if (s === "tp") add("tp" + o.phase[i], opColour(run, i), "TP collective (" + o.phase[i] + ")");
+        else if (GROUP_LANES.includes(s)) add(s, opColour(run, i), s.toUpperCase() + " collective");
         else if (s !== "compute") add(s, opColour(run, i), s.replace("_", "-"));
       }
-      if (run.tp_exposed.some((l) => l.length)) add("ex", "#d62728", "TP exposed (report's attribution)");
+      for (const s of Object.keys(run.exposed))
+        if (run.exposed[s].some((l) => l.length))
+          add("ex" + s, EXPOSED_COLOUR[s] || EXPOSED_COLOUR.tp, s.toUpperCase() + " exposed (report's attribution)");
     }
     return '<div class="legend">' + items.join(" ") + "</div>";
   }

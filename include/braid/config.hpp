@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "braid/rank_layout.hpp"
+
 namespace braid {
 
 enum class MlpActivation { SwiGLU, GeLU };
@@ -104,7 +106,7 @@ struct ParallelConfig {
   int pp = 1;
   int vpp = 2;  // chunks per rank for loop-placement schedules (1f1b-i)
   bool sequence_parallel = false;
-  int dp = 1;                                               // derived: gpus / (tp * pp)
+  int dp = 1;  // derived by the rank layout (rank_layout(study)): the GPUs left per tp x pp
   auto operator<=>(const ParallelConfig&) const = default;  // NOLINT(modernize-use-nullptr)
 };
 
@@ -162,6 +164,10 @@ struct Study {
   LayoutConfig layout;
   std::vector<std::string> schedules;  // default schedule list for `compare`
 };
+
+// The process groups of a validated study's job (its GPUs, tp, pp; cp and ep are 1 until studies
+// can set them): the one place dp is derived.
+RankLayout rank_layout(const Study& study);
 
 // Command-line overrides; an unset field keeps the study's value.
 struct StudyOverrides {

@@ -1,9 +1,11 @@
 // CostModel: for every virtual stage (chunk) of a study, the units it runs and, for each unit and
-// phase (F, B, W), the compute time on one GPU of the TP group, the TP collective it needs, its
-// FLOPs and the activation bytes it allocates and frees. Also parameter counts, static memory and
-// model FLOPs. Built from a Study + Profile (roofline, or measured tables where the profile has
-// them) or from uniform symbolic costs for theory checks. It knows nothing of schedules: the
-// placement of chunks on ranks comes from the caller.
+// phase (F, B, W), the compute time on one GPU of the TP group, the collectives it needs (each on
+// its process group: tp, cp, ep, dp), its FLOPs and the activation bytes it allocates and frees.
+// A layer is data: its units in forward order and the two halves braided blocks pair; the
+// lowering reads that description and knows no layer kind by name. Also parameter counts, static
+// memory and model FLOPs. Built from a Study + Profile (roofline, or measured tables where the
+// profile has them) or from uniform symbolic costs for theory checks. It knows nothing of
+// schedules: the placement of chunks on ranks comes from the caller.
 #pragma once
 
 #include <array>
@@ -11,14 +13,19 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
+
+#include <boost/container/static_vector.hpp>
 
 #include "braid/config.hpp"
 #include "braid/profile.hpp"
+#include "braid/rank_layout.hpp"
 
 namespace braid {
 
-// The four units of a transformer layer (DESIGN §2), then the non-layer units.
+// The units a layer is made of (DESIGN §2: the dense layer's four), then the non-layer units. A
+// name, not a rule: what a unit costs and where its collectives run is in its UnitCost.
 enum class UnitKind : std::uint8_t {
   PreAttn,
   Attn,
@@ -28,35 +35,60 @@ enum class UnitKind : std::uint8_t {
   Head,          // final norm + LM head + loss (last virtual stage)
   VisionPatch,   // ViT patch embedding
   VisionMerger,  // ViT 2x2 merger into the LM width
+  // The MoE layer's units after its attention half (DESIGN §4b): the router's GEMM and top-k,
+  // the dispatch all-to-all with its permute, the experts' grouped GEMM, the combine all-to-all
+  // with its unpermute.
+  Router,
+  Dispatch,
+  Experts,
+  Combine,
 };
 enum class Phase : std::uint8_t { F = 0, B = 1, W = 2 };
-// A collective runs after the unit's compute (it reduces the unit's output) or before it (it
-// gathers the unit's input, sequence parallelism).
-enum class CollectivePosition : std::uint8_t { After, Before };
+// Where a collective runs against its unit's compute: after it (it reduces the unit's output),
+// before it (it gathers the unit's input, sequence parallelism), or inside it, overlapped with
+// the compute in steps (Collective::steps) as a context-parallel KV ring or Transformer Engine's
+// ring-exchange all-gather is: the compute runs in `steps` pieces and the collective in
+// steps - 1 transfers; transfer j starts once transfer j - 1 and piece j - 1 are done (the next
+// chunk arrives while the current one computes, into the buffer the piece before freed), piece
+// j + 1 waits for transfer j; the unit's output is the last piece.
+enum class CollectivePosition : std::uint8_t { After, Before, Inside };
 
 const char* name(UnitKind k);
 const char* name(Phase p);
+const char* name(CollectivePosition p);  // "after", "before", "inside"
 
 struct Collective {
-  CollectiveKind kind = CollectiveKind::None;
+  CollectiveKind kind = CollectiveKind::AllReduce;
+  Group group = Group::Tp;  // the process group it runs over: its stream and its exposure
   CollectivePosition position = CollectivePosition::After;
-  double bytes = 0;   // payload per rank, as nccl-tests counts it
-  double time_s = 0;  // alone on the link, no contention
-  Source source = Source::SpecDerived;
   // Megatron runs it synchronously on the compute stream, after the kernels before it (under SP
   // the all-gather of a row-parallel layer's output gradient, mappings.py): in a plain backward
   // it starts when the rank's previous compute op ends and is never issued ahead of its unit.
   bool from_compute = false;
+  Source source = Source::SpecDerived;
+  int steps = 1;      // Inside: the pieces the compute runs in (>= 2); 1 otherwise
+  double bytes = 0;   // payload per rank, as nccl-tests counts it (all steps together)
+  double time_s = 0;  // alone on the link, no contention (all steps together)
 };
 
+// The collectives of one unit and phase, in the order they run: those before the compute in list
+// order, then the compute with those inside it, then those after it in list order (each after the
+// one before: the data flows through them).
+inline constexpr std::size_t kMaxCollectivesPerPhase = 4;
+using Collectives = boost::container::static_vector<Collective, kMaxCollectivesPerPhase>;
+
 struct PhaseCost {
-  double time_s = 0;       // compute time alone on one GPU of the TP group
-  double flops = 0;        // model FLOPs on one GPU (no recompute)
-  double hw_flops = 0;     // hardware FLOPs (with recompute) on one GPU
-  Collective collective;   // at most one TP collective per unit and phase
+  double time_s = 0;    // compute time alone on one GPU of the TP group
+  double flops = 0;     // model FLOPs on one GPU (no recompute)
+  double hw_flops = 0;  // hardware FLOPs (with recompute) on one GPU
+  Collectives collectives;
   double alloc_bytes = 0;  // activation bytes allocated when the op starts
   double free_bytes = 0;   // activation bytes freed when the op ends
   Source source = Source::SpecDerived;
+  // Time of its collectives, each alone on its link.
+  double collective_s() const;
+  // The pieces its compute runs in: the steps of its Inside collectives (which must agree), else 1.
+  int compute_steps() const;
 };
 
 struct UnitCost {
@@ -72,15 +104,28 @@ struct UnitCost {
   PhaseCost& operator[](Phase p) { return phase[static_cast<int>(p)]; }
 };
 
-// One transformer layer: its four units in DESIGN §2 order.
-using LayerCost = std::array<UnitCost, 4>;
+// One layer as a layer kind describes it: its units in forward order, and where its second half
+// begins. Braided blocks pair the halves of two layers (DESIGN §2: the attention half of one
+// microbatch's forward beside the MLP half of another's backward); a dense layer is PreAttn, Attn
+// | PreMLP, MLP.
+struct LayerCost {
+  std::vector<UnitCost> units;
+  int half = 0;  // units [0, half) are the first half, [half, size) the second
+};
+
+// Where one layer's units sit in its chunk's layer_units.
+struct LayerSpan {
+  int first = 0;  // index in ChunkCost::layer_units
+  int units = 0;
+  int half = 0;  // units [first, first + half) are the first half
+};
 
 // One bucket of a chunk's gradient buffer (Megatron-Core param_and_grad_buffer.py): the
 // parameters whose gradients it holds, the unit whose weight gradient completes it, and its
 // data-parallel collectives, alone on the links the DP group spans.
 struct GradBucket {
   double params = 0;
-  // Index in the chunk's unit order (prologue, layers x 4, epilogue): the bucket is complete when
+  // Index in the chunk's unit order (prologue, layer units, epilogue): the bucket is complete when
   // this unit's W of the chunk's last microbatch is done (units above it in the order run their
   // backward first).
   int ready_unit = 0;
@@ -97,25 +142,49 @@ struct StaticParts {
   double other_bytes = 0;       // final norm, ViT patch embedding and merger
 };
 
-// One virtual stage: non-layer units before the layers, the layers, non-layer units after.
+// One virtual stage: non-layer units before the layers, the layers, non-layer units after. Its
+// unit order (the forward's) is prologue, layer_units, epilogue.
 struct ChunkCost {
   int virtual_stage = 0;
-  std::vector<UnitCost> prologue;  // embedding, ViT patch embedding
-  std::vector<LayerCost> layers;
-  std::vector<UnitCost> epilogue;  // ViT merger, LM head + loss
-  double params = 0;               // parameters held by one GPU of the TP group
-  double static_bytes = 0;         // weights + grads + optimizer state on one GPU
-  double activation_bytes = 0;     // M_a: bytes one microbatch's forward saves on this chunk
-  double output_bytes = 0;         // activation sent to the next virtual stage, per GPU
-  StaticParts parts;               // static_bytes by part
-  bool embeds = false;             // holds the token embedding
+  std::vector<UnitCost> prologue;     // embedding, ViT patch embedding (and a folded ViT's layers)
+  std::vector<UnitCost> layer_units;  // the layers' units, layer after layer (add_layer)
+  std::vector<LayerSpan> layers;      // each layer's units in layer_units
+  std::vector<UnitCost> epilogue;     // ViT merger, LM head + loss
+  double params = 0;                  // parameters held by one GPU of the TP group
+  double static_bytes = 0;            // weights + grads + optimizer state on one GPU
+  double activation_bytes = 0;        // M_a: bytes one microbatch's forward saves on this chunk
+  double output_bytes = 0;            // activation sent to the next virtual stage, per GPU
+  StaticParts parts;                  // static_bytes by part
+  bool embeds = false;                // holds the token embedding
   // The last stage's copy of a tied embedding (in parts.embeddings_bytes); a rank that also holds
   // the embedding keeps one copy (Megatron shares the weight when both live on one rank).
   double tied_copy_bytes = 0;
   std::vector<GradBucket> grad_buckets;  // in the order the backward completes them
   // Optimizer step of this chunk's shard: Adam, gradient norm, gradient zeroing (memory-bound).
   double optimizer_s = 0;
+
+  int layer_count() const { return static_cast<int>(layers.size()); }
+  // Layer l's units in forward order, and its two halves.
+  std::span<const UnitCost> layer(int l) const;
+  std::span<UnitCost> layer(int l);
+  std::span<const UnitCost> first_half(int l) const;
+  std::span<const UnitCost> second_half(int l) const;
+  // Appends a layer's units and its span.
+  void add_layer(const LayerCost& layer);
+  // Units in the chunk's order, prologue + layer units + epilogue.
+  int unit_count() const {
+    return static_cast<int>(prologue.size() + layer_units.size() + epilogue.size());
+  }
 };
+
+// Calls f(unit) for every unit of the chunk in its order: prologue, layer units, epilogue.
+template <typename Chunk, typename F>
+requires std::is_same_v<std::remove_const_t<Chunk>, ChunkCost>
+void for_each_unit(Chunk& chunk, F&& f) {
+  for (auto& u : chunk.prologue) f(u);
+  for (auto& u : chunk.layer_units) f(u);
+  for (auto& u : chunk.epilogue) f(u);
+}
 
 struct CostModel {
   std::vector<ChunkCost> chunks;  // indexed by virtual stage
@@ -186,11 +255,12 @@ bool has_measured_rows(const LinkProfile& link, CollectiveKind kind, int ranks);
 
 // Time of a data-parallel collective of `bytes` (nccl-tests convention) over the DP group of a
 // study: NVLink when the group sits inside a node, else the inter-node network, whose NIC
-// bandwidth is shared by the GPUs of the node that sync at the same time (docs/cost-model.md).
-// `group` is the collective's size (dp, or 2 for the tied-embedding all-reduce) and
-// `members_per_node` how many of its members share a node. 0 for a group of one.
+// bandwidth is shared by the `nic_users` GPUs of the node that sync at the same time
+// (docs/cost-model.md). `group` is the collective's size (dp x cp, or 2 for the tied-embedding
+// all-reduce) and `members_per_node` how many of its members share a node (the rank layout's).
+// 0 for a group of one.
 double dp_collective_time_s(const Study& study, const Profile& profile, CollectiveKind kind,
-                            int group, int members_per_node, double bytes);
+                            int group, int members_per_node, int nic_users, double bytes);
 
 // How layers are assigned to virtual stages.
 struct LayerSplit {

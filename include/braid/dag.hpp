@@ -1,9 +1,10 @@
-// Dag: a Schedule lowered onto a CostModel — every unit op (F/B/W of PreAttn, Attn, PreMLP, MLP
-// and the non-layer units), every TP collective, P2P transfer and offload/reload copy of one
-// iteration, each on one in-order stream of one pipeline rank, with the dependencies that DESIGN
-// §2 and §4 fix (data flow, Megatron's blocking rules, braided blocks). Flat arrays: ops by index,
-// CSR predecessor/successor lists, per (rank, stream) execution order. It holds no times beyond
-// each op's duration alone; the simulator turns it into a Timeline.
+// Dag: a Schedule lowered onto a CostModel — every unit op (F/B/W of each unit of each layer, as
+// the cost model describes the layer, and of the non-layer units), every collective on its
+// group's stream, P2P transfer and offload/reload copy of one iteration, each on one in-order
+// stream of one pipeline rank, with the dependencies that DESIGN §2 and §4 fix (data flow,
+// Megatron's blocking rules, braided blocks). Flat arrays: ops by index, CSR predecessor lists,
+// per (rank, stream) execution order. It holds no times beyond each op's duration alone; the
+// simulator turns it into a Timeline.
 #pragma once
 
 #include <cstdint>
@@ -19,15 +20,24 @@ namespace braid {
 
 // The in-order resources of one rank (DESIGN §4). P2pNext sends to rank (r+1) mod p, P2pPrev to
 // rank (r-1+p) mod p; with p = 2 both neighbours are the same rank and every send uses P2pNext
-// (one physical link per direction).
-// Dp carries the data-parallel gradient / parameter sync and the tied-embedding all-reduce.
-enum class StreamKind : std::uint8_t { Compute = 0, Tp, P2pNext, P2pPrev, D2H, H2D, Dp };
-inline constexpr int kStreamsPerRank = 7;
+// (one physical link per direction). A unit's collective runs on its group's stream (stream_of):
+// Tp, Cp, Ep; Dp carries the data-parallel gradient / parameter sync and the tied-embedding
+// all-reduce. Every stream but Compute, D2H and H2D is communication (it contends with compute).
+enum class StreamKind : std::uint8_t { Compute = 0, Tp, P2pNext, P2pPrev, D2H, H2D, Dp, Cp, Ep };
+inline constexpr int kStreamsPerRank = 9;
 const char* name(StreamKind s);
+// The stream a collective over group `g` runs on: the tensor-parallel groups' (tp, etp) on Tp,
+// cp on Cp, ep on Ep, the data-parallel ones (dp, dp x cp, edp) on Dp. Pipeline sends are P2P
+// ops of their own: a unit collective over pp is our bug (InternalError).
+StreamKind stream_of(Group g);
+// The communication streams whose collectives the report attributes exposed time to, one per
+// exposure it reports (tp, cp, ep, dp), in that order.
+inline constexpr StreamKind kCollectiveStreams[] = {StreamKind::Tp, StreamKind::Cp, StreamKind::Ep,
+                                                    StreamKind::Dp};
 
 enum class OpKind : std::uint8_t {
   Compute,     // a unit's F, B or W on the compute stream
-  Collective,  // a TP collective on the tp stream
+  Collective,  // a unit's collective, on its group's stream (stream_of)
   P2P,         // activation (phase F) or gradient (phase B) send to another rank
   Offload,     // D2H copy of a (chunk, microbatch)'s saved activations
   Reload,      // H2D copy back before its backward
@@ -63,38 +73,39 @@ struct DagOp {
   // Microbatch of the pass the op belongs to (a DP bucket's index for DpSync ops).
   std::int32_t mb : 21 = 0;
   OpKind kind : 3 = OpKind::Compute;
-  UnitKind unit : 3 = UnitKind::PreAttn;
-  Phase phase : 2 = Phase::F;  // P2P: F = activation, B = input gradient
-  BlockSide side : 2 = BlockSide::Plain;
-  bool vision : 1 = false;                                  // a ViT layer unit
-  std::int32_t instruction : 28 = -1;                       // index in the rank's instruction list
+  UnitKind unit : 5 = UnitKind::PreAttn;
+  Phase phase : 2 = Phase::F;          // P2P: F = activation, B = input gradient
+  bool vision : 1 = false;             // a ViT layer unit
+  std::int32_t instruction : 26 = -1;  // index in the rank's instruction list
   InstructionKind instruction_op : 3 = InstructionKind::F;  // the instruction it was lowered from
   // Full recomputation: a unit's forward run again (phase F) inside the backward pass, right
   // before its layer's B units ("R0.3 Attn L12").
   bool recompute : 1 = false;
+  BlockSide side : 2 = BlockSide::Plain;
   std::int16_t layer = -1;         // global layer index; -1 for non-layer units, P2P, copies
   std::int16_t virtual_stage = 0;  // k
   // The engine reads rank and stream for every event: a whole int16 and the low bits of a byte.
   std::int16_t rank = 0;  // the rank whose stream runs it (a P2P: the sender)
-  StreamKind stream : 3 = StreamKind::Compute;
+  StreamKind stream : 4 = StreamKind::Compute;
   CollectiveKind collective : 3 = CollectiveKind::None;  // Collective ops only
-  std::int16_t chunk : 10 = 0;                           // chunk on the rank (0 .. vpp-1)
+  std::int16_t chunk : 9 = 0;                            // chunk on the rank (0 .. vpp-1)
   bool operator==(const DagOp&) const = default;
 };
 // Each bit-field sits inside one unit of its own type (no field straddles), so the 16 bytes hold
 // them all.
 static_assert(sizeof(DagOp) == 20);
 
-// Signed widths: chunk 10 bits (up to 511), mb 21 (up to 1,048,575), instruction 28 (up to
-// 134,217,727), rank, layer and virtual stage 16. Lowering refuses a schedule beyond them.
-inline constexpr int kMaxDagChunks = 512;            // chunks per rank (vpp)
+// Signed widths: chunk 9 bits (up to 255), mb 21 (up to 1,048,575), instruction 26 (up to
+// 33,554,431), rank, layer and virtual stage 16. Lowering refuses a schedule beyond them.
+inline constexpr int kMaxDagChunks = 256;            // chunks per rank (vpp)
 inline constexpr int kMaxDagMicrobatches = 1 << 20;  // 1,048,576
-inline constexpr int kMaxDagInstructions = 1 << 27;  // per rank: 134,217,728
+inline constexpr int kMaxDagInstructions = 1 << 25;  // per rank: 33,554,432
 inline constexpr int kMaxDagVirtualStages = 32767;   // pp x vpp, so pp too (16-bit)
 // The largest global layer index a DagOp holds (16-bit); lowering a deeper model is refused.
 inline constexpr int kMaxDagLayer = 32767;
-// The configuration's bounds stay within them, so only hand-made or imported schedules meet the
-// refusals.
+// The configuration's bounds stay within them, so only hand-made or imported schedules and the
+// largest microbatch counts meet the refusals (per rank at most 3 x vpp x m instructions, which
+// the size guard refuses long before 2^25).
 static_assert(kMaxPp <= kMaxDagVirtualStages && kMaxVpp <= kMaxDagChunks);
 static_assert(kMaxMicrobatches <= kMaxDagMicrobatches);
 // Each field holds the largest value its limit allows (and -1 where it is used), and each enum
@@ -115,17 +126,17 @@ static_assert([] {
   op.instruction = -1;
   op.layer = -2;  // the tied-embedding all-reduce
   op.kind = OpKind::Optimizer;
-  op.stream = StreamKind::Dp;
-  op.unit = UnitKind::VisionMerger;
+  op.stream = StreamKind::Ep;
+  op.unit = UnitKind::Combine;
   op.phase = Phase::W;
   op.collective = CollectiveKind::P2P;
   op.instruction_op = InstructionKind::Reload;
   op.side = BlockSide::Second;
   return holds && op.mb == -1 && op.instruction == -1 && op.layer == -2 &&
-         op.kind == OpKind::Optimizer && op.stream == StreamKind::Dp &&
-         op.unit == UnitKind::VisionMerger && op.phase == Phase::W &&
+         op.kind == OpKind::Optimizer && op.stream == StreamKind::Ep &&
+         op.unit == UnitKind::Combine && op.phase == Phase::W &&
          op.collective == CollectiveKind::P2P && op.instruction_op == InstructionKind::Reload &&
-         op.side == BlockSide::Second && static_cast<int>(StreamKind::Dp) + 1 == kStreamsPerRank;
+         op.side == BlockSide::Second && static_cast<int>(StreamKind::Ep) + 1 == kStreamsPerRank;
 }());
 
 // Options of the lowering.

@@ -1,6 +1,6 @@
 // Report: the metrics of one simulated iteration, exactly as DESIGN §5 defines them — iteration
-// time; per rank busy / tp_exposed / dp_exposed / optimizer / pp_idle / offload_stall (their sum
-// is the iteration time);
+// time; per rank busy / tp_exposed / cp_exposed / ep_exposed / dp_exposed / optimizer / pp_idle /
+// offload_stall (their sum is the iteration time);
 // bubble rates, MFU, throughput; peak memory per rank (static + activation peak, OOM flag); the
 // critical path summary. Plus its renderings: JSON (units in the field names), CSV, and the
 // terminal tables of `simulate` and `compare`. Trace and SVG outputs live in timeline_output.hpp.
@@ -23,11 +23,13 @@ struct TimeInterval {
   bool operator==(const TimeInterval&) const = default;
 };
 
-// One piece of a rank's exposed TP time: the collective op (an index into the Dag's ops) that
-// held the rank's compute stream during [start_s, end_s) of an idle gap. Where two collectives
-// overlap, the one that started first (then the lower op index) holds the time.
+// One piece of a rank's exposed collective time: the collective op (an index into the Dag's ops)
+// that held the rank's compute stream during [start_s, end_s) of an idle gap, and its stream (the
+// group it runs over: tp, cp, ep or dp). Where collectives overlap, the group first in that order
+// holds the time, then within a group the one that started first (then the lower op index).
 struct ExposedPiece {
   int op = 0;
+  StreamKind stream = StreamKind::Tp;
   double start_s = 0, end_s = 0;
   bool operator==(const ExposedPiece&) const = default;
 };
@@ -36,6 +38,8 @@ struct RankReport {
   int rank = 0;
   double busy_s = 0;           // compute stream executing
   double tp_exposed_s = 0;     // compute idle while what it waits for is held by a TP collective
+  double cp_exposed_s = 0;     // ... by a context-parallel collective
+  double ep_exposed_s = 0;     // ... by an expert-parallel collective (all-to-all)
   double pp_idle_s = 0;        // idle for any other reason: other stages, P2P, start-up, drain
   double offload_stall_s = 0;  // idle while what it waits for is an offload/reload copy
   double dp_exposed_s = 0;     // idle while what it waits for is a data-parallel sync op
@@ -50,15 +54,17 @@ struct RankReport {
   double peak_memory_gib = 0;
   bool oom = false;
   double over_bytes = 0;  // peak - hbm when oom
-  // What attribute_idle() counted as tp_exposed, piece by piece with the collective that held
-  // it, disjoint and in time order; the widths add up to tp_exposed_s (up to rounding). The
-  // pictures draw their union (tp_exposed_intervals), `theory --explain` sorts them by collective.
-  std::vector<ExposedPiece> tp_exposed_pieces;
+  // What attribute_idle() counted as exposed collective time (tp, cp, ep, and dp for collectives
+  // of a unit over a data-parallel group), piece by piece with the collective that held it,
+  // disjoint and in time order; each stream's widths add up to its exposed time (up to rounding;
+  // dp_exposed_s also holds the DP sync ops' share, which has no pieces). The pictures draw their
+  // union per stream (exposed_intervals), `theory --explain` sorts them by collective.
+  std::vector<ExposedPiece> exposed_pieces;
 };
 
-// The exposed TP time of a rank as disjoint intervals in time order: its pieces, joined where
-// they touch. The SVG and HTML pictures draw exactly these.
-std::vector<TimeInterval> tp_exposed_intervals(const RankReport& rank);
+// The exposed time of a rank's collectives on `stream` as disjoint intervals in time order: its
+// pieces on that stream, joined where they touch. The SVG and HTML pictures draw exactly these.
+std::vector<TimeInterval> exposed_intervals(const RankReport& rank, StreamKind stream);
 
 // Where the critical path runs: time on it per op kind and per rank, in path order.
 struct CriticalPathSummary {
@@ -79,13 +85,17 @@ struct Report {
   double iteration_time_s = 0;
   std::vector<RankReport> ranks;
   double tp_bubble_rate = 0;      // sum_r tp_exposed / (p * iteration_time)
+  double cp_exposed_rate = 0;     // sum_r cp_exposed / (p * iteration_time)
+  double ep_exposed_rate = 0;     // sum_r ep_exposed / (p * iteration_time)
   double pp_bubble_rate = 0;      // sum_r pp_idle / (p * iteration_time)
   double offload_stall_rate = 0;  // sum_r offload_stall / (p * iteration_time)
   double dp_exposed_rate = 0;     // sum_r dp_exposed / (p * iteration_time)
   double optimizer_rate = 0;      // sum_r optimizer / (p * iteration_time)
   // sum_r (time of TP collectives on r) / (p * iteration_time): the share papers quote; the
-  // TP bubble is the exposed part of it.
+  // TP bubble is the exposed part of it. Likewise for the cp, ep and dp streams (the last with
+  // the gradient sync, parameter gather and tied-embedding ops).
   double tp_comm_rate = 0;
+  double cp_comm_rate = 0, ep_comm_rate = 0, dp_comm_rate = 0;
   double mfu = 0;  // model_flops / (iteration_time * gpus * peak_flops)
   double hfu = 0;  // hardware_flops (recomputation included) / the same
   double tokens_per_s = 0;
@@ -117,6 +127,7 @@ template <typename R, typename F>
 requires std::is_same_v<std::remove_const_t<R>, ExposedPiece>
 void visit_fields(R& p, F&& f) {
   f(FieldInfo{"op", "op"}, p.op);
+  f(FieldInfo{"stream", "stream"}, p.stream);
   f(FieldInfo{"start_s", "start_s"}, p.start_s);
   f(FieldInfo{"end_s", "end_s"}, p.end_s);
 }
@@ -127,6 +138,8 @@ void visit_fields(R& r, F&& f) {
   f(FieldInfo{"rank", "rank"}, r.rank);
   f(FieldInfo{"busy_s", "busy_s"}, r.busy_s);
   f(FieldInfo{"tp_exposed_s", "tp_exposed_s"}, r.tp_exposed_s);
+  f(FieldInfo{"cp_exposed_s", "cp_exposed_s"}, r.cp_exposed_s);
+  f(FieldInfo{"ep_exposed_s", "ep_exposed_s"}, r.ep_exposed_s);
   f(FieldInfo{"dp_exposed_s", "dp_exposed_s"}, r.dp_exposed_s);
   f(FieldInfo{"optimizer_s", "optimizer_s"}, r.optimizer_s);
   f(FieldInfo{"pp_idle_s", "pp_idle_s"}, r.pp_idle_s);
@@ -144,7 +157,7 @@ void visit_fields(R& r, F&& f) {
   f(FieldInfo{"oom", "oom"}, r.oom);
   f(FieldInfo{"over_bytes", "over_gib", true}, r.over_bytes);
   // Op indices into this run's Dag, for the pictures and `theory --explain`: not sweep data.
-  f(FieldInfo{"tp_exposed_pieces", "", false, false}, r.tp_exposed_pieces);
+  f(FieldInfo{"exposed_pieces", "", false, false}, r.exposed_pieces);
 }
 
 template <typename R, typename F>
@@ -177,9 +190,14 @@ void visit_fields(R& r, F&& f) {
   f(FieldInfo{"iteration_time_s", "iteration_time_s"}, r.iteration_time_s);
   f(FieldInfo{"tp_bubble_rate", "tp_bubble_rate"}, r.tp_bubble_rate);
   f(FieldInfo{"tp_comm_rate", "tp_comm_rate"}, r.tp_comm_rate);
+  f(FieldInfo{"cp_exposed_rate", "cp_exposed_rate"}, r.cp_exposed_rate);
+  f(FieldInfo{"cp_comm_rate", "cp_comm_rate"}, r.cp_comm_rate);
+  f(FieldInfo{"ep_exposed_rate", "ep_exposed_rate"}, r.ep_exposed_rate);
+  f(FieldInfo{"ep_comm_rate", "ep_comm_rate"}, r.ep_comm_rate);
   f(FieldInfo{"pp_bubble_rate", "pp_bubble_rate"}, r.pp_bubble_rate);
   f(FieldInfo{"offload_stall_rate", "offload_stall_rate"}, r.offload_stall_rate);
   f(FieldInfo{"dp_exposed_rate", "dp_exposed_rate"}, r.dp_exposed_rate);
+  f(FieldInfo{"dp_comm_rate", "dp_comm_rate"}, r.dp_comm_rate);
   f(FieldInfo{"optimizer_rate", "optimizer_rate"}, r.optimizer_rate);
   f(FieldInfo{"mfu", "mfu"}, r.mfu);
   f(FieldInfo{"hfu", "hfu"}, r.hfu);
@@ -217,9 +235,17 @@ Report make_report(const std::string& study, const Schedule& schedule, const Cos
                    const Dag& dag, const Timeline& timeline);
 
 // Per-rank attribution of the compute stream's idle time (DESIGN §5), exposed for tests and the
-// theory command: fills busy_s, tp_exposed_s, dp_exposed_s, optimizer_s, pp_idle_s,
-// offload_stall_s and tp_exposed_pieces of `ranks` (size p).
+// theory command: fills busy_s, tp_exposed_s, cp_exposed_s, ep_exposed_s, dp_exposed_s,
+// optimizer_s, pp_idle_s, offload_stall_s and exposed_pieces of `ranks` (size p). pp_idle_s is
+// the remainder of the iteration time.
 void attribute_idle(const Dag& dag, const Timeline& timeline, std::vector<RankReport>& ranks);
+
+// pp_idle per rank measured directly, independently of attribute_idle's remainder: the length of
+// each idle gap of the compute stream (and the drain after its last op) less the union of the
+// intervals of every op of the rank, off the compute stream, that the gap's op waits for
+// (collectives, DP sync, copies). A plain walk per gap with none of attribute_idle's short cuts:
+// slow, for checks (the two must agree to rounding on every schedule).
+std::vector<double> measured_pp_idle_s(const Dag& dag, const Timeline& timeline);
 
 // Renderings. JSON field names carry units (_s, _gib, _bytes); output is byte-stable.
 std::string report_json(const Report& report);

@@ -46,6 +46,20 @@ struct Instruction {
   bool operator==(const Instruction&) const = default;
 };
 
+// What one pass of an instruction does: its forward, backward (input gradient, with the weight
+// gradient unless deferred), deferred weight gradient, or a copy of its saved activations.
+enum class PassKind : std::uint8_t { F, B, W, Offload, Reload };
+struct PassPart {
+  PassKind kind = PassKind::F;
+  Pass pass;
+};
+// The passes an instruction runs, in the order they are checked and lowered (FB: F then B; FW: F
+// then W; FF: a then b); returns how many (1 or 2) were written to `out`. The one decoding of
+// braided blocks: everything that walks an instruction's passes asks this.
+int parts_of(const Instruction& in, PassPart out[2]);
+// The instruction that runs one pass alone (F, B, W, OFFLOAD or RELOAD of `part.pass`).
+Instruction single(const PassPart& part);
+
 // How virtual stages map to (rank, chunk).
 enum class Placement : std::uint8_t {
   Loop,  // virtual stage k = c * p + r (GPipe, 1F1B, 1F1B-I, ZB-H1)
@@ -60,12 +74,32 @@ struct RankProgram {
   std::vector<Instruction> instructions;
 };
 
+// The runtime that executes a schedule's point-to-point sends and receives (lowering models its
+// rules; docs/simulator.md, "P2P"):
+enum class P2pRuntime : std::uint8_t {
+  // Megatron-Core's pipeline schedules (schedules.py: forward_backward_pipelining_without_
+  // interleaving, and _with_interleaving when a rank holds more than one chunk): each receive is
+  // posted in the batch right before its consumer, and a send completes only once its receiver
+  // has posted it (rendezvous).
+  Megatron,
+  // Receives posted ahead of where the order needs them (the zero-bubble runtime's planned
+  // receives, the STP trainer's and DualPipe's hand-placed ones, braid's own for designed and
+  // imported orders): no send waits for its receiver.
+  PostedAhead,
+};
+// "megatron", "posted-ahead" (the schedule JSON's "p2p_runtime", --p2p-runtime).
+const char* name(P2pRuntime runtime);
+std::optional<P2pRuntime> parse_p2p_runtime(std::string_view text);
+
 struct Schedule {
   std::string name;
   int pp = 1;
   int vpp = 1;  // chunks per rank
   int microbatches = 1;
   Placement placement = Placement::Loop;
+  // Set by the generator (ScheduleTraits::p2p_runtime), read from a schedule file or given when a
+  // CSV is imported; lowering reads this field, never the name.
+  P2pRuntime p2p_runtime = P2pRuntime::PostedAhead;
   std::vector<RankProgram> ranks;
 
   int virtual_stages() const { return pp * vpp; }
@@ -77,7 +111,9 @@ struct Schedule {
 
 struct ScheduleOptions {
   int pp = 1;
-  int vpp = 2;  // chunks per rank, loop placement only
+  // Chunks per rank of a schedule that lets it be chosen (1f1b-i); the others have their own and
+  // ignore it (chunks_per_rank gives the number a schedule runs with).
+  int vpp = 2;
   int microbatches = 1;
   int group_size = 0;             // 1f1b-i: Megatron's microbatch group size N; 0 = p
   double offload_fraction = 1.0;  // stp-offload: share of chunk-0 microbatches offloaded
@@ -109,6 +145,7 @@ struct ScheduleTraits {
   // result "<name>+offload") does not apply to it.
   bool own_offload;
   int microbatches_per_pp;  // needs m >= this * p (0: no such rule)
+  P2pRuntime p2p_runtime;   // the runtime its order is written for
 };
 const ScheduleTraits& traits(ScheduleKind kind);
 const char* name(ScheduleKind kind);
@@ -126,6 +163,10 @@ int min_microbatches(std::string_view name, const ScheduleOptions& options);
 // Chunks per rank the schedule uses: 1 (gpipe, 1f1b, zb-h1), 2 (V schedules) or 0 when it is
 // chosen with --vpp (1f1b-i). Throws InputError for an unknown name.
 int fixed_vpp(std::string_view name);
+// The chunks per rank a schedule runs with when `requested` are asked for: its fixed number, or
+// `requested` where it lets it be chosen (1f1b-i). The one home of that rule.
+int chunks_per_rank(ScheduleKind kind, int requested);
+int chunks_per_rank(std::string_view name, int requested);  // InputError for an unknown name
 
 // DESIGN §3 text notation of one rank's program: `F0.3`, `B1.2*` (W deferred), `W` (the oldest
 // deferred W) or `W1.4` (any other), `F1.1&B1.0*` (FB), `F0.8&W` (FW), `F0.4+F0.5` (FF),

@@ -27,6 +27,8 @@ struct CompareArgs {
   bool json = false;
   bool csv = false;
   std::string html;  // --html FILE: the runs side by side on one time axis
+  std::string p2p_runtime = name(P2pRuntime::PostedAhead);  // of the --schedule-csv files
+  CLI::Option* runtime = nullptr;
 };
 
 bool known(const std::string& name) {
@@ -53,6 +55,7 @@ void register_compare(CLI::App& app) {
   cmd->add_option("--schedule-csv", args->schedule_csv,
                   "a PyTorch compute-only schedule CSV to compare beside the named schedules "
                   "(repeatable); the study takes pp and microbatches from the first file");
+  args->runtime = add_p2p_runtime_option(*cmd, args->p2p_runtime);
   cmd->add_option("--html", args->html,
                   "write an interactive HTML report: the schedules' timelines on one time axis, "
                   "per-rank breakdowns, memory over time");
@@ -82,8 +85,9 @@ void register_compare(CLI::App& app) {
       own.push_back(std::move(s));
       own_files.emplace_back(option, file);
     };
+    check_p2p_runtime_applies(args->runtime, !args->schedule_csv.empty());
     for (const std::string& file : args->schedule_csv)
-      add_own(read_schedule_csv(file), "--schedule-csv", file);
+      add_own(read_schedule_csv(file, args->p2p_runtime), "--schedule-csv", file);
     for (const std::string& file : args->schedule_files)
       add_own(read_schedule_file(file), "--schedule-file", file);
     SimulationContext ctx = resolve_context(args->sim);

@@ -95,7 +95,7 @@ void register_design(CLI::App& app) {
     check_writable("--output", args->output);
     for (const std::string& name : args->seeds) {
       try {
-        fixed_vpp(name);
+        parse_schedule_kind(name);
       } catch (const InputError& e) {
         throw InputError("--seeds", name, e.problem);
       }

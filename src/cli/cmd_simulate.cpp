@@ -20,6 +20,8 @@ struct SimulateArgs {
   std::string schedule;
   std::string schedule_csv;
   std::string schedule_file;
+  std::string p2p_runtime = name(P2pRuntime::PostedAhead);
+  CLI::Option* runtime = nullptr;
   bool json = false;
   bool csv = false;
   TimelineFiles files;
@@ -60,6 +62,7 @@ void register_simulate(CLI::App& app) {
   cmd->add_option("--schedule-file", args->schedule_file,
                   "schedule JSON (braid schedule --json, braid design -o) to simulate instead of "
                   "--schedule; pp and microbatches come from the file");
+  args->runtime = add_p2p_runtime_option(*cmd, args->p2p_runtime);
   auto* json = cmd->add_flag("--json", args->json, "print the report as JSON");
   cmd->add_flag("--csv", args->csv, "print the per-rank report as CSV")->excludes(json);
   add_timeline_options(*cmd, args->files);
@@ -72,9 +75,10 @@ void register_simulate(CLI::App& app) {
     if (given != 1)
       throw InputError("--schedule", args->schedule.empty() ? "missing" : args->schedule,
                        "give one of a schedule name, --schedule-csv FILE and --schedule-file FILE");
+    check_p2p_runtime_applies(args->runtime, !args->schedule_csv.empty());
     std::optional<Schedule> from_file;
     if (!args->schedule_csv.empty()) {
-      from_file = read_schedule_csv(args->schedule_csv);
+      from_file = read_schedule_csv(args->schedule_csv, args->p2p_runtime);
       check_file_schedule(args->sim, *from_file, "--schedule-csv", args->schedule_csv);
     } else if (!args->schedule_file.empty()) {
       from_file = read_schedule_file(args->schedule_file);

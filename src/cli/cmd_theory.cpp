@@ -35,6 +35,8 @@ struct TheoryArgs {
   std::string study;  // theory on a real study instead of uniform costs
   bool explain = false;
   std::vector<std::string> schedule_csv;
+  std::string p2p_runtime = name(P2pRuntime::PostedAhead);  // of the --schedule-csv files
+  CLI::Option* runtime_option = nullptr;
   CLI::Option* vpp_option = nullptr;
   CLI::Option* step_option = nullptr;
   CLI::Option* pp_option = nullptr;
@@ -111,7 +113,7 @@ void run_on_study(const TheoryArgs& a) {
   base.offload = study.training.offload;
   std::vector<Schedule> files;
   for (const std::string& f : a.schedule_csv) {
-    Schedule s = read_schedule_csv(f);
+    Schedule s = read_schedule_csv(f, a.p2p_runtime);
     if (s.pp != study.parallel.pp || s.microbatches != study.training.microbatches)
       throw InputError("--schedule-csv", f,
                        "has pp " + std::to_string(s.pp) + " and " + std::to_string(s.microbatches) +
@@ -123,7 +125,7 @@ void run_on_study(const TheoryArgs& a) {
   }
   for (const std::string& name : a.schedules) {
     ScheduleOptions o = base;
-    if (const int fixed = fixed_vpp(name); fixed != 0) o.vpp = fixed;
+    o.vpp = chunks_per_rank(name, o.vpp);
     if (a.explain) files.push_back(make_schedule(name, o));
   }
   std::string out;
@@ -159,6 +161,7 @@ void run_on_study(const TheoryArgs& a) {
 void run(const TheoryArgs& a) {
   if (a.schedules.empty() && a.schedule_csv.empty())
     throw InputError("--schedule", "missing", "give schedule names and/or --schedule-csv FILE");
+  check_p2p_runtime_applies(a.runtime_option, !a.schedule_csv.empty());
   if (!a.study.empty()) return run_on_study(a);
   if (a.unit_costs.empty())
     throw InputError("--unit-costs", "missing",
@@ -191,11 +194,10 @@ void run(const TheoryArgs& a) {
   if (a.scan.empty()) {
     std::vector<TheoryRow> rows;
     for (const std::string& f : a.schedule_csv)
-      rows.push_back(run_theory(read_schedule_csv(f), costs));
+      rows.push_back(run_theory(read_schedule_csv(f, a.p2p_runtime), costs));
     for (const std::string& name : a.schedules) {
       ScheduleOptions o = options;
-      const int fixed = fixed_vpp(name);
-      if (fixed != 0) o.vpp = fixed;
+      o.vpp = chunks_per_rank(name, o.vpp);
       rows.push_back(run_theory(name, o, costs));
     }
     std::cout << (a.json ? theory_json(rows) : theory_table(rows));
@@ -251,6 +253,7 @@ void register_theory(CLI::App& app) {
   cmd->add_option("--schedule-csv", args->schedule_csv,
                   "a PyTorch compute-only schedule CSV beside the named schedules (repeatable; "
                   "no closed form)");
+  args->runtime_option = add_p2p_runtime_option(*cmd, args->p2p_runtime);
   cmd->footer(
       "Examples:\n"
       "  braid theory --schedules 1f1b-i,zb-v,stp --pp 4 --microbatches 16 --unit-costs "

@@ -40,6 +40,7 @@ void add_schedule_options(CLI::App& cmd, ScheduleArgs& args) {
   cmd.add_option("--schedule-file", args.file,
                  "schedule JSON file (braid schedule --json, braid design -o) to use instead of "
                  "--schedule");
+  args.runtime = add_p2p_runtime_option(cmd, args.p2p_runtime);
   args.pp = cmd.add_option("--pp", args.options.pp, "pipeline-parallel size p (ranks)");
   args.microbatches =
       cmd.add_option("--microbatches", args.options.microbatches, "microbatches m per iteration");
@@ -55,6 +56,16 @@ void add_schedule_options(CLI::App& cmd, ScheduleArgs& args) {
                                 "chunk-0 activations are offloaded (default 0 = off)");
 }
 
+CLI::Option* add_p2p_runtime_option(CLI::App& cmd, std::string& runtime) {
+  return cmd
+      .add_option("--p2p-runtime", runtime,
+                  "with --schedule-csv: the runtime that runs the CSV's order, posted-ahead "
+                  "(receives posted before their consumer needs them, braid's own rule) or "
+                  "megatron (Megatron's rendezvous: a send waits for its receiver to post); "
+                  "default posted-ahead")
+      ->check(CLI::IsMember({name(P2pRuntime::PostedAhead), name(P2pRuntime::Megatron)}));
+}
+
 Schedule read_schedule_file(const std::string& path) {
   if (std::error_code ec; std::filesystem::is_directory(path, ec))
     throw InputError("--schedule-file", path, "is a directory; give a schedule JSON file");
@@ -64,6 +75,10 @@ Schedule read_schedule_file(const std::string& path) {
 }
 
 Schedule resolve_schedule(const ScheduleArgs& args) {
+  if (given(args.runtime) && args.csv.empty())
+    throw InputError("--p2p-runtime", args.p2p_runtime,
+                     "applies to --schedule-csv only (a schedule file records its runtime, a "
+                     "generated schedule has its own)");
   if (!args.file.empty()) {
     if (!args.name.empty() || !args.csv.empty())
       throw InputError("--schedule-file", args.file,
@@ -104,10 +119,11 @@ Schedule resolve_schedule(const ScheduleArgs& args) {
     if (given(args.vpp) && args.options.vpp != s.vpp)
       throw InputError("--vpp", std::to_string(args.options.vpp),
                        args.csv + " places " + std::to_string(s.vpp) + " stages on each rank");
+    s.p2p_runtime = *parse_p2p_runtime(args.p2p_runtime);  // checked by the option's validator
     return s;
   }
 
-  const int fixed = fixed_vpp(args.name);  // also rejects unknown names, listing the known ones
+  parse_schedule_kind(args.name);  // rejects an unknown name, listing the known ones
   if (!given(args.pp)) throw InputError("--pp", "missing", "required with --schedule");
   if (!given(args.microbatches))
     throw InputError("--microbatches", "missing", "required with --schedule");
@@ -115,7 +131,7 @@ Schedule resolve_schedule(const ScheduleArgs& args) {
   check_options_apply(
       args.name, options,
       {given(args.vpp), given(args.group_size), given(args.offload_fraction), given(args.offload)});
-  if (fixed != 0) options.vpp = fixed;
+  options.vpp = chunks_per_rank(args.name, options.vpp);
   check_at_most(options.pp, kMaxPp, "--pp", "");
   check_at_most(options.vpp, kMaxVpp, "--vpp", "");
   check_at_most(options.microbatches, kMaxMicrobatches, "--microbatches", "");

@@ -17,6 +17,7 @@ struct ScheduleArgs {
   std::string name;  // --schedule
   std::string csv;   // --schedule-csv
   std::string file;  // --schedule-file (DESIGN §8 JSON)
+  std::string p2p_runtime = braid::name(P2pRuntime::PostedAhead);  // --p2p-runtime (--schedule-csv)
   ScheduleOptions options;
   // Set by add_schedule_options, read after parsing to tell given options from defaults.
   CLI::Option* pp = nullptr;
@@ -25,9 +26,13 @@ struct ScheduleArgs {
   CLI::Option* group_size = nullptr;
   CLI::Option* offload_fraction = nullptr;
   CLI::Option* offload = nullptr;
+  CLI::Option* runtime = nullptr;
 };
 
 void add_schedule_options(CLI::App& cmd, ScheduleArgs& args);
+// --p2p-runtime NAME: the runtime that runs the order of a --schedule-csv (the CSV holds compute
+// only); `runtime` holds its name, checked against the known ones.
+CLI::Option* add_p2p_runtime_option(CLI::App& cmd, std::string& runtime);
 // Builds (or imports) the schedule; throws InputError on bad input.
 Schedule resolve_schedule(const ScheduleArgs& args);
 // Reads a --schedule-file (DESIGN §8 JSON), validated; InputError when it cannot be opened or read.

@@ -88,7 +88,7 @@ MemoryCap memory_cap_of(const Profile& profile, const SimulationArgs& args) {
 
 }  // namespace
 
-Schedule read_schedule_csv(const std::string& path) {
+Schedule read_schedule_csv(const std::string& path, const std::string& runtime) {
   if (std::error_code ec; std::filesystem::is_directory(path, ec))
     throw InputError("--schedule-csv", path, "is a directory; give a CSV file");
   std::ifstream in(path);
@@ -96,7 +96,15 @@ Schedule read_schedule_csv(const std::string& path) {
   Schedule s = read_pytorch_csv(in, path, 0);
   const ValidationResult check = validate(s);
   if (!check.ok()) throw InputError("--schedule-csv", path, check.error);
+  s.p2p_runtime = *parse_p2p_runtime(runtime);  // checked by the option's validator
   return s;
+}
+
+void check_p2p_runtime_applies(const CLI::Option* runtime, bool has_csv) {
+  if (runtime->count() > 0 && !has_csv)
+    throw InputError("--p2p-runtime", runtime->as<std::string>(),
+                     "applies to --schedule-csv only (a schedule file records its runtime, a "
+                     "generated schedule has its own)");
 }
 
 void check_file_schedule(const SimulationArgs& args, const Schedule& schedule,

@@ -86,8 +86,11 @@ void check_file_schedule(const SimulationArgs& args, const Schedule& schedule,
 void adopt_file_schedule(SimulationContext& ctx, const SimulationArgs& args,
                          const Schedule& schedule, const std::string& option,
                          const std::string& file);
-// Reads and validates a PyTorch compute-only CSV (microbatches inferred from the file).
-Schedule read_schedule_csv(const std::string& path);
+// Reads and validates a PyTorch compute-only CSV (microbatches inferred from the file), run by
+// `runtime` (the name add_p2p_runtime_option accepts).
+Schedule read_schedule_csv(const std::string& path, const std::string& runtime);
+// --p2p-runtime given without a --schedule-csv to apply to: an InputError.
+void check_p2p_runtime_applies(const CLI::Option* runtime, bool has_csv);
 
 // Study mode: "setting: <study_setting>" and the memory cap line, for the text headers.
 std::string setting_header(const SimulationContext& ctx);

@@ -286,7 +286,7 @@ void validate(Study& s, const StudyOverrides* ov) {
                          std::to_string(s.cluster.gpus_per_node) +
                          "); allowed tp x pp: divisors of " + std::to_string(gpus));
   }
-  p.dp = gpus / (p.tp * p.pp);
+  p.dp = rank_layout(s).dp;
 }
 
 }  // namespace

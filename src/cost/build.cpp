@@ -17,15 +17,6 @@ namespace {
 
 double sum_alloc(const UnitCost& u, Phase p) { return u[p].alloc_bytes; }
 
-template <typename F>
-void for_each_unit(const ChunkCost& c, F&& f) {
-  for (const auto& u : c.prologue) f(u);
-  for (const auto& layer : c.layers) {
-    for (const auto& u : layer) f(u);
-  }
-  for (const auto& u : c.epilogue) f(u);
-}
-
 // The TP group's setup every unit's cost reads.
 detail::TpSetup tp_setup(const Study& study, const Profile& profile) {
   const ParallelConfig& par = study.parallel;
@@ -41,7 +32,7 @@ detail::TpSetup tp_setup(const Study& study, const Profile& profile) {
   tp.recompute_full = tr.recompute == Recompute::Full;
   tp.main_grad_bytes =
       2 * tr.grad_bytes_per_param + (tr.gradient_accumulation_fusion ? 0 : 2 * tr.dtype_bytes);
-  const bool tp_spans_nodes = par.tp > study.cluster.gpus_per_node;
+  const bool tp_spans_nodes = rank_layout(study).spans_nodes(Group::Tp);
   tp.link =
       &profile.link(tp_spans_nodes ? study.cluster.inter_node.name : study.cluster.intra_node.name);
   return tp;
@@ -49,7 +40,7 @@ detail::TpSetup tp_setup(const Study& study, const Profile& profile) {
 
 double layer_time_s(const LayerCost& l) {
   double t = 0;
-  for (const UnitCost& u : l) t += detail::unit_time_s(u);
+  for (const UnitCost& u : l.units) t += detail::unit_time_s(u);
   return t;
 }
 
@@ -119,7 +110,9 @@ StudyUnits study_units(const Study& study, const detail::TpSetup& tp,
   const detail::LayerShape lm = detail::lm_layer_shape(m, u.samples, tr.seq);
   u.layer_params = detail::layer_params_per_gpu(lm, par.tp);
   u.norm_params = lm.norm_params;
-  const double optimizer_share = tr.distributed_optimizer ? par.dp : 1;
+  // The distributed optimizer shards over dp x cp (as the gradient reduce).
+  const double optimizer_share =
+      tr.distributed_optimizer ? rank_layout(study).size(Group::DpCp) : 1;
   u.static_per_param = tr.weight_bytes_per_param + tr.grad_bytes_per_param +
                        tr.optimizer_bytes_per_param / optimizer_share;
 
@@ -150,12 +143,12 @@ class ChunkFiller {
     hold(params, part, 1);
   }
   void layer(const LayerCost& l, double params) {
-    chunk_.layers.push_back(l);
-    hold(params, chunk_.parts.layers_bytes, 4);
+    chunk_.add_layer(l);
+    hold(params, chunk_.parts.layers_bytes, static_cast<int>(l.units.size()));
   }
   void folded_layer(const LayerCost& l, double params) {
-    for (const UnitCost& u : l) chunk_.prologue.push_back(u);
-    hold(params, chunk_.parts.layers_bytes, 4);
+    for (const UnitCost& u : l.units) chunk_.prologue.push_back(u);
+    hold(params, chunk_.parts.layers_bytes, static_cast<int>(l.units.size()));
   }
   void epilogue(const UnitCost& u, double params, double& part) {
     chunk_.epilogue.push_back(u);
@@ -202,7 +195,7 @@ ChunkCost chunk_cost(const Study& study, const Profile& profile, const detail::R
     fill.prologue(su.patch, su.patch_params, parts.other_bytes);
     for (int l = 0; l < D; ++l) {
       LayerCost layer = su.folded_vision_layer;
-      for (UnitCost& u : layer) u.layer = l;
+      for (UnitCost& u : layer.units) u.layer = l;
       fill.folded_layer(layer, su.vision_layer_params);
     }
     fill.prologue(su.merger, su.merger_params, parts.other_bytes);
@@ -221,7 +214,7 @@ ChunkCost chunk_cost(const Study& study, const Profile& profile, const detail::R
   }
   for (; next < last; ++next) {
     LayerCost layer = next < D ? su.vision_layer : su.lm_layer;
-    for (auto& u : layer) u.layer = next < D ? next : next - D;
+    for (auto& u : layer.units) u.layer = next < D ? next : next - D;
     fill.layer(layer, next < D ? su.vision_layer_params : su.layer_params);
   }
   if (D > 0 && !folded && first < D && D <= last) {
@@ -242,7 +235,8 @@ ChunkCost chunk_cost(const Study& study, const Profile& profile, const detail::R
   // with disable_bucketing for later chunks and pp_rank > 0): virtual stage 0.
   chunk.grad_buckets =
       detail::grad_buckets(study, profile, fill.unit_params(), tr.overlap_grad_reduce && v == 0);
-  chunk.optimizer_s = roof.memory_s(detail::optimizer_bytes(tr, chunk.params, study.parallel.dp));
+  chunk.optimizer_s = roof.memory_s(
+      detail::optimizer_bytes(tr, chunk.params, rank_layout(study).size(Group::DpCp)));
   chunk.static_bytes = parts.layers_bytes + parts.embeddings_bytes + parts.other_bytes;
   for_each_unit(chunk,
                 [&](const UnitCost& u) { chunk.activation_bytes += sum_alloc(u, Phase::F); });
@@ -283,10 +277,9 @@ void count_iteration(CostModel& cm, const Study& study, const StudyUnits& su) {
 // copies.
 void set_links(CostModel& cm, const Study& study, const Profile& profile) {
   const ParallelConfig& par = study.parallel;
-  // Megatron's rank order (tp fastest, then dp, then pp): pipeline rank r's first GPU is r*tp*dp.
-  for (int r = 0; r < par.pp; ++r) {
-    cm.node_of_rank.push_back(r * par.tp * par.dp / study.cluster.gpus_per_node);
-  }
+  const RankLayout layout = rank_layout(study);
+  for (int r = 0; r < par.pp; ++r)
+    cm.node_of_rank.push_back(layout.node_of(layout.first_rank_of_stage(r)));
   const LinkProfile& intra = profile.link(study.cluster.intra_node.name);
   cm.intra_p2p_Bps = intra.p2p_bandwidth_Bps;
   cm.p2p_latency_s = intra.latency_s;
@@ -318,8 +311,10 @@ void set_step(CostModel& cm, const Study& study, const Profile& profile, const S
     // group of two, one member per node when the stages sit on different nodes).
     cm.embedding_sync_bytes = su.vocab_per_gpu * study.model.hidden * tr.grad_bytes_per_param;
     const bool same_node = cm.node_of_rank.front() == cm.node_of_rank.back();
-    cm.embedding_sync_s = dp_collective_time_s(study, profile, CollectiveKind::AllReduce, 2,
-                                               same_node ? 2 : 1, cm.embedding_sync_bytes);
+    // Every GPU of the first stage's node syncs its shard at once (a TP group per node).
+    cm.embedding_sync_s =
+        dp_collective_time_s(study, profile, CollectiveKind::AllReduce, 2, same_node ? 2 : 1,
+                             study.cluster.gpus_per_node, cm.embedding_sync_bytes);
   }
 }
 

@@ -14,20 +14,20 @@
 namespace braid {
 
 double dp_collective_time_s(const Study& study, const Profile& profile, CollectiveKind kind,
-                            int group, int members_per_node, double bytes) {
+                            int group, int members_per_node, int nic_users, double bytes) {
   if (group <= 1 || bytes <= 0) return 0;
   const ClusterConfig& c = study.cluster;
   const LinkProfile& intra = profile.link(c.intra_node.name);
   if (members_per_node >= group) return collective_time_s(intra, kind, group, bytes);
   // Across nodes: a ring enters and leaves each node through the NICs, which every GPU of the
-  // node syncing at the same time shares (all GPUs of one pipeline stage fill whole nodes once a
-  // DP group spans nodes); a group with k members on a node drives k GPUs' share of them.
+  // node syncing at the same time shares (`nic_users` of them: the rank layout's); a group with k
+  // members on a node drives k of those GPUs' share.
   const LinkProfile& inter = profile.link(c.inter_node.name);
   const NetworkConfig& net = c.network;
   const double node_Bps = net.nics_per_node > 0
                               ? net.nics_per_node * net.nic_Bps * net.nic_efficiency
                               : inter.bus_bandwidth_Bps;
-  const double share = node_Bps * std::max(1, members_per_node) / c.gpus_per_node;
+  const double share = node_Bps * std::max(1, members_per_node) / std::max(1, nic_users);
   LinkProfile shared = inter;
   shared.bus_bandwidth_Bps = std::min(intra.bus_bandwidth_Bps, share);
   shared.measured.reset();  // measured tables are for the TP groups' sizes, not this sharing
@@ -42,34 +42,30 @@ double dp_collective_time_s(const Study& study, const Profile& profile, Collecti
 
 namespace detail {
 
-int dp_members_per_node(const Study& study) {
-  const int tp = study.parallel.tp, dp = study.parallel.dp, g = study.cluster.gpus_per_node;
-  // Megatron's rank order puts tp fastest, then dp: a DP group's members are tp ranks apart.
-  if (tp * dp <= g) return dp;
-  return std::max(1, g / tp);
-}
-
 std::vector<GradBucket> grad_buckets(const Study& study, const Profile& profile,
                                      const std::vector<std::pair<int, double>>& unit_params,
                                      bool bucketed) {
   const TrainingConfig& tr = study.training;
-  const int dp = study.parallel.dp;
+  // Gradients are reduced over dp x cp (Megatron-Core's DistributedDataParallel uses
+  // get_data_parallel_group(with_context_parallel=True)).
+  const RankLayout layout = rank_layout(study);
+  const int dp = layout.size(Group::DpCp);
   std::vector<GradBucket> out;
   if (dp <= 1) return out;
   // DistributedDataParallel.__init__: bucket_size = max(40M, 1M x dp) parameters by default,
   // infinite (one bucket per buffer) when overlap_grad_reduce is off or past the first stage.
   const double limit =
       !bucketed ? 0 : (tr.bucket_params > 0 ? tr.bucket_params : std::max(40e6, 1e6 * dp));
-  const int k = dp_members_per_node(study);
+  const int k = layout.members_per_node(Group::DpCp), users = layout.nic_users(Group::DpCp);
   auto close = [&](GradBucket b) {
     if (b.params <= 0) return;
     b.reduce = tr.distributed_optimizer ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
     b.reduce_bytes = b.params * tr.grad_bytes_per_param;
-    b.reduce_s = dp_collective_time_s(study, profile, b.reduce, dp, k, b.reduce_bytes);
+    b.reduce_s = dp_collective_time_s(study, profile, b.reduce, dp, k, users, b.reduce_bytes);
     if (tr.distributed_optimizer) {
       b.gather_bytes = b.params * tr.weight_bytes_per_param;
-      b.gather_s =
-          dp_collective_time_s(study, profile, CollectiveKind::AllGather, dp, k, b.gather_bytes);
+      b.gather_s = dp_collective_time_s(study, profile, CollectiveKind::AllGather, dp, k, users,
+                                        b.gather_bytes);
     }
     out.push_back(b);
   };

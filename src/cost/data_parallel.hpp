@@ -9,8 +9,6 @@
 
 namespace braid::detail {
 
-// Members of one DP group on one node.
-int dp_members_per_node(const Study& study);
 // Buckets of a chunk whose units (index in the chunk's unit order, parameters on one GPU) are
 // `unit_params`, in forward order; `bucketed`: split at the bucket size (else one bucket).
 std::vector<GradBucket> grad_buckets(const Study& study, const Profile& profile,

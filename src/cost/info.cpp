@@ -3,6 +3,7 @@
 // names of the JSON are documented in docs/cost-model.md.
 #include <cstdarg>
 #include <cstdio>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -70,11 +71,13 @@ std::vector<UnitRow> distinct_units(const CostModel& cm) {
         vision_done = true;
       }
     }
-    for (const auto& l : c.layers) {
-      bool& done = l[0].vision ? vision_done : lm_done;
+    for (int l = 0; l < c.layer_count(); ++l) {
+      const std::span<const UnitCost> units = c.layer(l);
+      const bool vision = units.front().vision;
+      bool& done = vision ? vision_done : lm_done;
       if (done) continue;
-      for (const auto& u : l)
-        rows.push_back({l[0].vision ? "every vision layer" : "every layer", &u});
+      for (const auto& u : units)
+        rows.push_back({vision ? "every vision layer" : "every layer", &u});
       done = true;
     }
     for (const auto& u : c.epilogue) rows.push_back({where, &u});
@@ -111,16 +114,42 @@ double busbw_gbps(const PublishedRow& r) {
   return bus_factor(r.kind, r.row->ranks) * r.row->bytes / r.row->time_s / 1e9;
 }
 
+// A phase's collectives as the table shows them: "none", or each kind with '<' (before the
+// compute), '>' (after it) or '~' (inside it), and its group when not the TP group, joined by '+'
+// ("all_gather<", "all_to_all>ep+reduce_scatter>").
+std::string collectives_label(const PhaseCost& p) {
+  if (p.collectives.empty()) return name(CollectiveKind::None);
+  std::string out;
+  for (const Collective& c : p.collectives) {
+    if (!out.empty()) out += "+";
+    out += name(c.kind);
+    out += c.position == CollectivePosition::Before   ? "<"
+           : c.position == CollectivePosition::Inside ? "~"
+                                                      : ">";
+    if (c.group != Group::Tp) out += name(c.group);
+  }
+  return out;
+}
+
+double collectives_bytes(const PhaseCost& p) {
+  double bytes = 0;
+  for (const Collective& c : p.collectives) bytes += c.bytes;
+  return bytes;
+}
+
 nlohmann::json phase_json(const PhaseCost& p) {
   nlohmann::json j;
   j["time_s"] = p.time_s;
   j["flops"] = p.flops;
   j["hw_flops"] = p.hw_flops;
-  j["collective"] = name(p.collective.kind);
-  j["collective_position"] =
-      p.collective.position == CollectivePosition::Before ? "before" : "after";
-  j["collective_bytes"] = p.collective.bytes;
-  j["collective_time_s"] = p.collective.time_s;
+  nlohmann::json collectives = nlohmann::json::array();
+  for (const Collective& c : p.collectives)
+    collectives.push_back({{"kind", name(c.kind)},
+                           {"group", name(c.group)},
+                           {"position", name(c.position)},
+                           {"bytes", c.bytes},
+                           {"time_s", c.time_s}});
+  j["collectives"] = std::move(collectives);
   j["alloc_bytes"] = p.alloc_bytes;
   j["free_bytes"] = p.free_bytes;
   j["source"] = source_name(p.source);
@@ -167,7 +196,7 @@ std::string cost_model_json(const Study& s, const Profile& prof, const CostModel
     nlohmann::ordered_json cj;
     cj["virtual_stage"] = c.virtual_stage;
     cj["layers"] = static_cast<int>(c.layers.size());
-    cj["first_layer"] = c.layers.empty() ? -1 : c.layers.front()[0].layer;
+    cj["first_layer"] = c.layer_units.empty() ? -1 : c.layer_units.front().layer;
     nlohmann::ordered_json pro = nlohmann::ordered_json::array(),
                            epi = nlohmann::ordered_json::array();
     for (const auto& u : c.prologue) {
@@ -298,11 +327,13 @@ std::string cost_model_table(const Study& s, const Profile& prof, const CostMode
     // Non-layer units in order; the ViT's layers are summarised as ViTx<depth>.
     std::string extra;
     auto add = [&extra](const std::string& label) { extra += (extra.empty() ? "" : "+") + label; };
+    bool folded_vit = false;  // a folded ViT's layers are prologue units
     for (const auto& u : c.prologue) {
       if (u.layer < 0) {
         add(name(u.kind));
-      } else if (u.layer == 0 && u.kind == UnitKind::PreAttn) {
+      } else if (u.vision && !folded_vit) {
         add("ViTx" + std::to_string(m.vision ? m.vision->depth : 0));
+        folded_vit = true;
       }
     }
     for (const auto& u : c.epilogue) add(name(u.kind));
@@ -327,17 +358,23 @@ std::string cost_model_table(const Study& s, const Profile& prof, const CostMode
       // Phases F, B, W, then R: full recomputation's forward rerun before the layer's backward.
       const Phase ph = static_cast<Phase>(k < 3 ? k : 0);
       const PhaseCost& c = k < 3 ? (*row.unit)[ph] : row.unit->recompute;
-      std::string coll = name(c.collective.kind);
-      if (c.collective.kind != CollectiveKind::None) {
-        coll += c.collective.position == CollectivePosition::Before ? "<" : ">";
-      }
       appendf(out, "%-13s %-19s %-5s %9.4f %9.2f %-14s %10.2f %9.4f %9.2f %9.2f %-12s\n",
               name(row.unit->kind), row.where.c_str(), k < 3 ? name(ph) : "R", c.time_s * 1e3,
-              c.flops / 1e9, coll.c_str(), c.collective.bytes / kMiB, c.collective.time_s * 1e3,
-              c.alloc_bytes / kMiB, c.free_bytes / kMiB, source_name(c.source));
+              c.flops / 1e9, collectives_label(c).c_str(), collectives_bytes(c) / kMiB,
+              c.collective_s() * 1e3, c.alloc_bytes / kMiB, c.free_bytes / kMiB,
+              source_name(c.source));
     }
   }
-  appendf(out, "(collective '>' runs after the unit's compute, '<' before it)\n");
+  // The legend says what the table shows: '~' and group names only where a collective has them.
+  bool beyond_tp = false;
+  for (const auto& row : distinct_units(cm))
+    for (const PhaseCost* p : {&(*row.unit)[Phase::F], &(*row.unit)[Phase::B],
+                               &(*row.unit)[Phase::W], &row.unit->recompute})
+      for (const Collective& c : p->collectives)
+        beyond_tp = beyond_tp || c.group != Group::Tp || c.position == CollectivePosition::Inside;
+  appendf(out, beyond_tp ? "(collective '>' runs after the unit's compute, '<' before it, '~' "
+                           "inside it; a group other than tp follows the mark)\n"
+                         : "(collective '>' runs after the unit's compute, '<' before it)\n");
   const auto published = published_rows(prof);
   if (!published.empty()) {
     appendf(out, "\npublished collective rows of profile %s (nccl-tests output by others):\n",

@@ -22,7 +22,7 @@ namespace braid::detail {
 
 double unit_time_s(const UnitCost& u) {
   double t = 0;
-  for (const PhaseCost& p : u.phase) t += p.time_s + p.collective.time_s;
+  for (const PhaseCost& p : u.phase) t += p.time_s + p.collective_s();
   return t;
 }
 

@@ -20,6 +20,26 @@ const char* name(UnitKind k) {
       return "VisionPatch";
     case UnitKind::VisionMerger:
       return "VisionMerger";
+    case UnitKind::Router:
+      return "Router";
+    case UnitKind::Dispatch:
+      return "Dispatch";
+    case UnitKind::Experts:
+      return "Experts";
+    case UnitKind::Combine:
+      return "Combine";
+  }
+  return "?";
+}
+
+const char* name(CollectivePosition p) {
+  switch (p) {
+    case CollectivePosition::After:
+      return "after";
+    case CollectivePosition::Before:
+      return "before";
+    case CollectivePosition::Inside:
+      return "inside";
   }
   return "?";
 }

@@ -20,16 +20,19 @@ std::vector<StageTime> stage_times(const CostModel& cost) {
     auto add = [&st](const UnitCost& u) {
       for (const PhaseCost& p : u.phase) {
         st.compute_s += p.time_s;
-        st.collective_s += p.collective.time_s;
+        st.collective_s += p.collective_s();
       }
     };
+    // A folded ViT's layers are prologue units: one layer per run of units of one layer number.
+    int last_layer = -1;
     for (const UnitCost& u : c.prologue) {
       add(u);
-      if (u.vision && u.layer >= 0 && u.kind == UnitKind::PreAttn) ++st.vision_layers;
+      if (u.vision && u.layer >= 0 && u.layer != last_layer) ++st.vision_layers;
+      last_layer = u.layer;
     }
-    for (const LayerCost& l : c.layers) {
-      for (const UnitCost& u : l) add(u);
-      ++(l[0].vision ? st.vision_layers : st.layers);
+    for (int l = 0; l < c.layer_count(); ++l) {
+      for (const UnitCost& u : c.layer(l)) add(u);
+      ++(c.layer(l).front().vision ? st.vision_layers : st.layers);
     }
     for (const UnitCost& u : c.epilogue) add(u);
     out.push_back(st);

@@ -1,8 +1,8 @@
-// uniform_cost_model: the symbolic costs of theory mode (DESIGN §4, §6). Every chunk is one layer;
-// each of its four units takes a quarter of T_F, T_B and T_W; the forward All-Reduces (after Attn
-// and MLP) and the backward ones (after PreMLP B and PreAttn B) take T_AR/2 each, so a chunk's
-// forward and its backward each carry T_AR of collectives, split the way the real cost model
-// splits them. M_a is allocated a quarter per forward unit and freed a quarter per B unit.
+// uniform_cost_model: the symbolic costs of theory mode (DESIGN §4, §6). Every chunk is one dense
+// layer; each of its four units takes a quarter of T_F, T_B and T_W; the forward All-Reduces
+// (after Attn and MLP) and the backward ones (after PreMLP B and PreAttn B) take T_AR/2 each, so a
+// chunk's forward and its backward each carry T_AR of collectives, split the way the real cost
+// model splits them. M_a is allocated a quarter per forward unit and freed a quarter per B unit.
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -10,6 +10,7 @@
 
 #include "braid/cost_model.hpp"
 #include "braid/error.hpp"
+#include "units.hpp"
 
 namespace braid {
 
@@ -18,6 +19,7 @@ namespace {
 Collective all_reduce(double time_s) {
   Collective c;
   c.kind = CollectiveKind::AllReduce;
+  c.group = Group::Tp;
   c.position = CollectivePosition::After;
   c.time_s = time_s;
   return c;
@@ -32,30 +34,30 @@ CostModel uniform_cost_model(const UniformCosts& costs, int virtual_stages) {
   model.gpus = 1;
   model.contention = Contention{1.0, 1.0};
   model.chunks.resize(virtual_stages);
-  constexpr UnitKind kUnits[4] = {UnitKind::PreAttn, UnitKind::Attn, UnitKind::PreMLP,
-                                  UnitKind::MLP};
+  // The dense layer kind: each unit a quarter of the chunk's work; row-parallel outputs are
+  // reduced in the forward, column-parallel input gradients in the backward (DESIGN §2 table).
+  const detail::LayerKind& kind = detail::dense_layer();
+  const double units = static_cast<double>(kind.units.size());
   for (int k = 0; k < virtual_stages; ++k) {
     ChunkCost& chunk = model.chunks[k];
     chunk.virtual_stage = k;
     chunk.activation_bytes = costs.ma;
     LayerCost layer;
-    for (int u = 0; u < 4; ++u) {
-      UnitCost& unit = layer[u];
-      unit.kind = kUnits[u];
+    layer.half = kind.half;
+    for (const detail::UnitRole& role : kind.units) {
+      UnitCost unit;
+      unit.kind = role.kind;
       unit.layer = k;
-      unit[Phase::F].time_s = costs.tf / 4;
-      unit[Phase::F].alloc_bytes = costs.ma / 4;
-      unit[Phase::B].time_s = costs.tb / 4;
-      unit[Phase::B].free_bytes = costs.ma / 4;
-      unit[Phase::W].time_s = costs.tw / 4;
+      unit[Phase::F].time_s = costs.tf / units;
+      unit[Phase::F].alloc_bytes = costs.ma / units;
+      unit[Phase::B].time_s = costs.tb / units;
+      unit[Phase::B].free_bytes = costs.ma / units;
+      unit[Phase::W].time_s = costs.tw / units;
+      const Phase reduced = role.tp == detail::TpSplit::Row ? Phase::F : Phase::B;
+      unit[reduced].collectives.push_back(all_reduce(costs.tar / 2));
+      layer.units.push_back(std::move(unit));
     }
-    // Row-parallel outputs are reduced in the forward, column-parallel input gradients in the
-    // backward (DESIGN §2 table).
-    layer[1][Phase::F].collective = all_reduce(costs.tar / 2);
-    layer[3][Phase::F].collective = all_reduce(costs.tar / 2);
-    layer[0][Phase::B].collective = all_reduce(costs.tar / 2);
-    layer[2][Phase::B].collective = all_reduce(costs.tar / 2);
-    chunk.layers.push_back(layer);
+    chunk.add_layer(layer);
   }
   return model;
 }

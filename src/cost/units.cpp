@@ -10,6 +10,10 @@
 #include "units.hpp"
 
 #include <functional>
+#include <string>
+#include <utility>
+
+#include "braid/error.hpp"
 
 namespace braid::detail {
 
@@ -20,48 +24,55 @@ Source collective_source(const TpSetup& tp, CollectiveKind kind) {
   return tp.link->published ? Source::Published : Source::Measured;
 }
 
-Collective collective(const TpSetup& tp, CollectiveKind kind, CollectivePosition position,
-                      double bytes) {
+// A collective of the TP group in phase `p`; none for a TP group of one.
+void add_tp_collective(PhaseCost& p, const TpSetup& tp, CollectiveKind kind,
+                       CollectivePosition position, double bytes, bool from_compute = false) {
+  if (tp.tp <= 1) return;
   Collective c;
-  if (tp.tp <= 1) return c;  // a TP group of one needs no collective
   c.kind = kind;
+  c.group = Group::Tp;
   c.position = position;
+  c.from_compute = from_compute;
+  c.source = collective_source(tp, kind);
   c.bytes = bytes;
   c.time_s = collective_time_s(*tp.link, kind, tp.tp, bytes);
-  c.source = collective_source(tp, kind);
-  return c;
+  p.collectives.push_back(c);
 }
 
-// The two collective patterns of DESIGN §2. "Column" units (PreAttn, PreMLP, LM head): no SP -> B
-// All-Reduce of the input gradient; SP -> F All-Gather before, B Reduce-Scatter after. "Row" units
+// The two collective patterns of DESIGN §2. Column units (PreAttn, PreMLP, LM head): no SP -> B
+// All-Reduce of the input gradient; SP -> F All-Gather before, B Reduce-Scatter after. Row units
 // (Attn, MLP): no SP -> F All-Reduce of the output; SP -> F Reduce-Scatter after, B All-Gather
 // before.
 void column_collectives(UnitCost& u, const TpSetup& tp, double bytes) {
   if (tp.sp) {
-    u[Phase::F].collective =
-        collective(tp, CollectiveKind::AllGather, CollectivePosition::Before, bytes);
-    u[Phase::B].collective =
-        collective(tp, CollectiveKind::ReduceScatter, CollectivePosition::After, bytes);
+    add_tp_collective(u[Phase::F], tp, CollectiveKind::AllGather, CollectivePosition::Before,
+                      bytes);
+    add_tp_collective(u[Phase::B], tp, CollectiveKind::ReduceScatter, CollectivePosition::After,
+                      bytes);
   } else {
-    u[Phase::B].collective =
-        collective(tp, CollectiveKind::AllReduce, CollectivePosition::After, bytes);
+    add_tp_collective(u[Phase::B], tp, CollectiveKind::AllReduce, CollectivePosition::After, bytes);
   }
 }
 
 void row_collectives(UnitCost& u, const TpSetup& tp, double bytes) {
   if (tp.sp) {
-    u[Phase::F].collective =
-        collective(tp, CollectiveKind::ReduceScatter, CollectivePosition::After, bytes);
+    add_tp_collective(u[Phase::F], tp, CollectiveKind::ReduceScatter, CollectivePosition::After,
+                      bytes);
     // The backward of _ReduceScatterToSequenceParallelRegion (core/tensor_parallel/mappings.py)
     // all-gathers the output gradient synchronously, once the norm and residual backward before
     // it have produced it.
-    u[Phase::B].collective =
-        collective(tp, CollectiveKind::AllGather, CollectivePosition::Before, bytes);
-    u[Phase::B].collective.from_compute = true;
+    add_tp_collective(u[Phase::B], tp, CollectiveKind::AllGather, CollectivePosition::Before, bytes,
+                      /*from_compute=*/true);
   } else {
-    u[Phase::F].collective =
-        collective(tp, CollectiveKind::AllReduce, CollectivePosition::After, bytes);
+    add_tp_collective(u[Phase::F], tp, CollectiveKind::AllReduce, CollectivePosition::After, bytes);
   }
+}
+
+void tp_collectives(TpSplit split, UnitCost& u, const TpSetup& tp, double bytes) {
+  if (split == TpSplit::Column)
+    column_collectives(u, tp, bytes);
+  else
+    row_collectives(u, tp, bytes);
 }
 
 UnitCost make_unit(UnitKind kind, int layer, bool vision, Source source) {
@@ -152,7 +163,6 @@ void pre_attn_cost(UnitCost& u, const LayerTerms& L) {
   });
   set_flops(u[Phase::W], gemm);
   u[Phase::W].free_bytes = gemm_in + grad_out;
-  column_collectives(u, L.tp, L.hidden_bytes);
 }
 
 // Attn: core attention, out-projection (row-parallel), residual add (with the hidden dropout
@@ -236,7 +246,6 @@ void attn_cost(UnitCost& u, const LayerTerms& L) {
   });
   set_flops(u[Phase::W], proj);
   u[Phase::W].free_bytes = out + grad_out;
-  row_collectives(u, L.tp, L.hidden_bytes);
 }
 
 // PreMLP: norm, FC1 (gate + up for SwiGLU; column-parallel).
@@ -264,7 +273,6 @@ void pre_mlp_cost(UnitCost& u, const LayerTerms& L) {
   });
   set_flops(u[Phase::W], gemm);
   u[Phase::W].free_bytes = gemm_in + grad_out;
-  column_collectives(u, L.tp, L.hidden_bytes);
 }
 
 // MLP: activation (SwiGLU or GELU), FC2 (row-parallel), residual add.
@@ -303,38 +311,76 @@ void mlp_cost(UnitCost& u, const LayerTerms& L) {
   });
   set_flops(u[Phase::W], gemm);
   u[Phase::W].free_bytes = fc2_in + grad_out;
-  row_collectives(u, L.tp, L.hidden_bytes);
 }
 
 // Full recomputation (Megatron --recompute-granularity full, one layer per checkpoint): the
 // forward saves only the layer input (PreAttn's norm input, sharded under SP); the backward
 // first runs the whole forward again, with its collectives, saving what B and W then free.
 // The rerun's norm input is the kept layer input itself, not a second copy.
+// The layer's input is its first unit's forward input (the norm input of a dense layer).
 void recompute_whole_layer(LayerCost& c, const LayerTerms& L) {
   const double layer_input = L.Ts * L.h * L.e;
-  for (UnitCost& u : c) {
+  bool first = true;
+  for (UnitCost& u : c.units) {
     PhaseCost& f = u[Phase::F];
     u.recompute = f;
     u.recompute.flops = 0;  // not model FLOPs
-    const double kept = u.kind == UnitKind::PreAttn ? layer_input : 0;
+    const double kept = first ? layer_input : 0;
     u.recompute.alloc_bytes = f.alloc_bytes - kept;
     f.alloc_bytes = kept;
+    first = false;
   }
 }
 
+// The formulas of one unit kind of the dense layer.
+void dense_unit_cost(UnitCost& u, const LayerTerms& L) {
+  switch (u.kind) {
+    case UnitKind::PreAttn:
+      return pre_attn_cost(u, L);
+    case UnitKind::Attn:
+      return attn_cost(u, L);
+    case UnitKind::PreMLP:
+      return pre_mlp_cost(u, L);
+    case UnitKind::MLP:
+      return mlp_cost(u, L);
+    case UnitKind::Embedding:
+    case UnitKind::Head:
+    case UnitKind::VisionPatch:
+    case UnitKind::VisionMerger:
+    case UnitKind::Router:
+    case UnitKind::Dispatch:
+    case UnitKind::Experts:
+    case UnitKind::Combine:
+      break;
+  }
+  throw InternalError(std::string("the dense layer has no unit ") + name(u.kind));
+}
+
+constexpr UnitRole kDenseUnits[] = {{UnitKind::PreAttn, TpSplit::Column},
+                                    {UnitKind::Attn, TpSplit::Row},
+                                    {UnitKind::PreMLP, TpSplit::Column},
+                                    {UnitKind::MLP, TpSplit::Row}};
+
 }  // namespace
+
+const LayerKind& dense_layer() {
+  static constexpr LayerKind kDense{kDenseUnits, 2};
+  return kDense;
+}
 
 LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roof, int layer,
                      bool vision) {
   const LayerTerms L = layer_terms(s, tp, roof);
-  LayerCost c{make_unit(UnitKind::PreAttn, layer, vision, tp.source),
-              make_unit(UnitKind::Attn, layer, vision, tp.source),
-              make_unit(UnitKind::PreMLP, layer, vision, tp.source),
-              make_unit(UnitKind::MLP, layer, vision, tp.source)};
-  pre_attn_cost(c[0], L);
-  attn_cost(c[1], L);
-  pre_mlp_cost(c[2], L);
-  mlp_cost(c[3], L);
+  const LayerKind& kind = dense_layer();
+  LayerCost c;
+  c.half = kind.half;
+  c.units.reserve(kind.units.size());
+  for (const UnitRole& role : kind.units) {
+    UnitCost u = make_unit(role.kind, layer, vision, tp.source);
+    dense_unit_cost(u, L);
+    tp_collectives(role.tp, u, L.tp, L.hidden_bytes);
+    c.units.push_back(std::move(u));
+  }
   if (tp.recompute_full) recompute_whole_layer(c, L);
   return c;
 }
@@ -461,20 +507,10 @@ UnitCost vision_merger_cost(double patches, double merge_area, double vision_hid
   u[Phase::W].free_bytes = fc1_in + fc2_in + grad_fc1 + grad_fc2;
   // Column-parallel FC1, row-parallel FC2 (no SP inside the ViT): forward All-Reduce of the
   // merged output, backward All-Reduce of the input gradient.
-  u[Phase::F].collective =
-      (tp.tp > 1)
-          ? Collective{CollectiveKind::AllReduce, CollectivePosition::After, merged * hidden * e,
-                       collective_time_s(*tp.link, CollectiveKind::AllReduce, tp.tp,
-                                         merged * hidden * e),
-                       collective_source(tp, CollectiveKind::AllReduce)}
-          : Collective{};
-  u[Phase::B].collective =
-      (tp.tp > 1)
-          ? Collective{CollectiveKind::AllReduce, CollectivePosition::After, P * vision_hidden * e,
-                       collective_time_s(*tp.link, CollectiveKind::AllReduce, tp.tp,
-                                         P * vision_hidden * e),
-                       collective_source(tp, CollectiveKind::AllReduce)}
-          : Collective{};
+  add_tp_collective(u[Phase::F], tp, CollectiveKind::AllReduce, CollectivePosition::After,
+                    merged * hidden * e);
+  add_tp_collective(u[Phase::B], tp, CollectiveKind::AllReduce, CollectivePosition::After,
+                    P * vision_hidden * e);
   return u;
 }
 

@@ -4,10 +4,32 @@
 // collective and activation bytes. Private to src/cost; formulas in docs/cost-model.md.
 #pragma once
 
+#include <cstdint>
+#include <span>
+
 #include "braid/cost_model.hpp"
 #include "roofline.hpp"
 
 namespace braid::detail {
+
+// How a unit shares the TP group's work (DESIGN §2 table): a column-parallel unit gathers its input
+// (sequence parallelism) or reduces its input gradient; a row-parallel unit reduces its output.
+enum class TpSplit : std::uint8_t { Column, Row };
+
+// One unit of a layer kind: what it is and how it splits over the TP group.
+struct UnitRole {
+  UnitKind kind;
+  TpSplit tp;
+};
+
+// A layer kind as data: its units in forward order and where its second half begins (the halves
+// braided blocks pair). layer_cost builds a layer from it and uniform_cost_model a symbolic one.
+struct LayerKind {
+  std::span<const UnitRole> units;
+  int half;
+};
+// The dense transformer layer: PreAttn (column), Attn (row) | PreMLP (column), MLP (row).
+const LayerKind& dense_layer();
 
 // The shape of one transformer layer as one microbatch sees it.
 struct LayerShape {
@@ -47,6 +69,7 @@ struct TpSetup {
   Source source = Source::SpecDerived;
 };
 
+// A dense layer (dense_layer()) of `shape`.
 LayerCost layer_cost(const LayerShape& shape, const TpSetup& tp, const Roofline& roof, int layer,
                      bool vision);
 // Parameters of one layer held by one GPU of the TP group (weights sharded, norms replicated).

@@ -1,12 +1,13 @@
 // Lowering of a Schedule onto a CostModel (DESIGN §2, §4): per rank and instruction, the unit ops
-// in DESIGN §2 order with their collectives, the P2P sends between ranks and the offload/reload
-// copies, then the cross-stage dependencies once every rank is lowered. The schedule's pass-order
-// rules are validate()'s (lower() checks them with pass_order_error before it starts); what lives
-// here are the blocking rules, as edges:
+// in the order the cost model's layers list them (braided blocks pair each layer's two halves),
+// with their collectives on their groups' streams, the P2P sends between ranks and the
+// offload/reload copies, then the cross-stage dependencies once every rank is lowered. The
+// schedule's pass-order rules are validate()'s (lower() checks them with pass_order_error before it
+// starts); what lives here are the blocking rules, as edges:
 //   - plain F, split B and plain W: each collective is synchronous — the next compute op emitted
 //     on the rank waits for it (Megatron issues them on the compute stream);
-//   - full backward (B then W per unit): the B collective runs on the TP stream under the unit's
-//     W; only its consumer (the next B unit) waits for it;
+//   - full backward (B then W per unit): the B collective runs on its stream under the unit's W;
+//     only its consumer (the next B unit) waits for it;
 //   - braided blocks (FB, FW, FF): every collective is asynchronous; only its data consumer waits,
 //     so a collective at the end of a block overlaps whatever follows;
 //   - blocking P2P: the next compute op on the sender waits for its sends (sent at the end of the
@@ -20,7 +21,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -136,10 +139,7 @@ class Lowerer final : public detail::StepEmitter {
     flow_.resize(stages_);
     for (int k = 0; k < stages_ && k < static_cast<int>(cost.chunks.size()); ++k) {
       const ChunkCost& c = cost.chunks[k];
-      for (const UnitCost& u : c.prologue) flow_[k].push_back(&u);
-      for (const LayerCost& l : c.layers)
-        for (const UnitCost& u : l) flow_[k].push_back(&u);
-      for (const UnitCost& u : c.epilogue) flow_[k].push_back(&u);
+      for_each_unit(c, [&](const UnitCost& u) { flow_[k].push_back(&u); });
       step_.last_w.emplace_back(flow_[k].size(), kNone);
       step_.first_f.emplace_back(flow_[k].size(), kNone);
     }
@@ -173,11 +173,9 @@ class Lowerer final : public detail::StepEmitter {
         const ChunkCost& c = cost.chunks[k];
         if (!add(c.activation_bytes)) return false;
         total += c.activation_bytes;  // twice: an offload frees them, a reload allocates them again
-        if (!std::all_of(c.prologue.begin(), c.prologue.end(), add_unit) ||
-            !std::all_of(c.epilogue.begin(), c.epilogue.end(), add_unit))
-          return false;
-        for (const LayerCost& l : c.layers)
-          if (!std::all_of(l.begin(), l.end(), add_unit)) return false;
+        bool exact = true;
+        for_each_unit(c, [&](const UnitCost& u) { exact = exact && add_unit(u); });
+        if (!exact) return false;
       }
       if (!(total * std::max(schedule.microbatches, 1) <= kMaxSum)) return false;
     }
@@ -208,57 +206,59 @@ class Lowerer final : public detail::StepEmitter {
 
   // True when the lowering creates no collective that the fold would leave out: none takes no
   // time, or every one does and follows its unit (skips_collective leaves them all out, since no
-  // TP stream ever runs anything).
+  // collective stream ever runs anything).
   static bool no_collective_folded(const CostModel& cost) {
     const auto has = [&](auto which) {
       return any_phase(cost, [&](const PhaseCost& c) {
-        return c.collective.kind != CollectiveKind::None && which(c.collective);
+        return std::any_of(c.collectives.begin(), c.collectives.end(), which);
       });
     };
     const auto untimed = [](const Collective& c) { return !(c.time_s > 0); };
     if (!has(untimed)) return true;
     return !has([](const Collective& c) { return c.time_s > 0; }) &&
-           !has([](const Collective& c) { return c.position == CollectivePosition::Before; });
+           !has([](const Collective& c) { return c.position != CollectivePosition::After; });
   }
 
   // True when `holds` is true of some phase cost (F, B, W or the recomputed forward) of some unit.
   template <class Holds>
   static bool any_phase(const CostModel& cost, Holds holds) {
-    auto unit = [&](const UnitCost& u) {
-      return holds(u[Phase::F]) || holds(u[Phase::B]) || holds(u[Phase::W]) || holds(u.recompute);
-    };
-    for (const ChunkCost& c : cost.chunks) {
-      if (std::any_of(c.prologue.begin(), c.prologue.end(), unit) ||
-          std::any_of(c.epilogue.begin(), c.epilogue.end(), unit))
-        return true;
-      for (const LayerCost& l : c.layers)
-        if (std::any_of(l.begin(), l.end(), unit)) return true;
-    }
-    return false;
+    bool found = false;
+    for (const ChunkCost& c : cost.chunks)
+      for_each_unit(c, [&](const UnitCost& u) {
+        found = found || holds(u[Phase::F]) || holds(u[Phase::B]) || holds(u[Phase::W]) ||
+                holds(u.recompute);
+      });
+    return found;
   }
 
   // Reserved up front so that the op and edge arrays are written once, never moved (a doubling
   // would copy them, and hold both copies at once): per stage and microbatch each unit's compute
-  // op and collective in F, B and W and, under full recomputation, each layer unit's rerun, but
-  // those the costs alone show the lowering leaves out (a zero-time collective after its unit, a
-  // zero-time W unit when no collective takes time, the sends of skips_sends); the stage's two
-  // sends and two copies; then the step tail (per chunk a reduce and a gather per gradient bucket,
-  // per rank the optimizer step and the tied embeddings' All-Reduce).
+  // op (one per step of a collective inside it) and collectives in F, B and W and, under full
+  // recomputation, each layer unit's rerun, but those the costs alone show the lowering leaves out
+  // (a zero-time collective after its unit, a zero-time W unit when no collective takes time, the
+  // sends of skips_sends); the stage's two sends and two copies; then the step tail (per chunk a
+  // reduce and a gather per gradient bucket, per rank the optimizer step and the tied embeddings'
+  // All-Reduce).
   static std::size_t estimated_ops(const Schedule& schedule, const CostModel& cost,
                                    const LowerOptions& options) {
     const bool skip = options.fold_zero_time &&
                       zero_time_ops_movable(schedule, cost, memory_exact_by_costs(schedule, cost));
     const bool no_sync = !any_phase(cost, [](const PhaseCost& c) {
-      return c.collective.kind != CollectiveKind::None && c.collective.time_s > 0;
+      return std::any_of(c.collectives.begin(), c.collectives.end(),
+                         [](const Collective& k) { return k.time_s > 0; });
     });
     const bool w_skips = skip && cost.uniform && no_sync && skips_sends(cost, options);
     const auto phase_ops = [&](const PhaseCost& c, bool w) -> std::size_t {
       const bool compute = !(w && w_skips && c.time_s == 0 && c.alloc_bytes == 0 &&
-                             c.free_bytes == 0 && c.collective.kind == CollectiveKind::None);
-      const bool collective =
-          c.collective.kind != CollectiveKind::None &&
-          !(skip && c.collective.time_s == 0 && c.collective.position == CollectivePosition::After);
-      return std::size_t{compute} + std::size_t{collective};
+                             c.free_bytes == 0 && c.collectives.empty());
+      std::size_t ops = compute ? static_cast<std::size_t>(c.compute_steps()) : 0;
+      for (const Collective& k : c.collectives) {
+        if (k.position == CollectivePosition::Inside)
+          ops += static_cast<std::size_t>(k.steps - 1);
+        else
+          ops += !(skip && k.time_s == 0 && k.position == CollectivePosition::After);
+      }
+      return ops;
     };
     const auto unit_ops = [&](const UnitCost& u) {
       return phase_ops(u[Phase::F], false) + phase_ops(u[Phase::B], false) +
@@ -274,8 +274,7 @@ class Lowerer final : public detail::StepEmitter {
     for (const ChunkCost& c : cost.chunks) {
       per_mb += copies_and_sends;
       for (const UnitCost& u : c.prologue) per_mb += unit_ops(u);
-      for (const LayerCost& l : c.layers)
-        for (const UnitCost& u : l) per_mb += layer_unit_ops(u);
+      for (const UnitCost& u : c.layer_units) per_mb += layer_unit_ops(u);
       for (const UnitCost& u : c.epilogue) per_mb += unit_ops(u);
       tail += 2 * c.grad_buckets.size();
     }
@@ -445,20 +444,22 @@ class Lowerer final : public detail::StepEmitter {
   }
 
   int emit_collective(const PassState& pass, const UnitCost& unit, Phase phase, const Collective& c,
-                      bool recompute = false) {
+                      bool recompute = false, int steps = 1) {
     DagOp op = base_op(pass, unit, phase);
     op.recompute = recompute;
     op.kind = OpKind::Collective;
-    op.stream = StreamKind::Tp;
+    op.stream = stream_of(c.group);
     op.collective = c.kind;
-    return new_op(op, {.duration_s = c.time_s, .bytes = c.bytes});
+    return new_op(op, {.duration_s = c.time_s / steps, .bytes = c.bytes / steps});
   }
 
-  // One unit in one phase: [Before collective] compute [After collective]. F and B move the
-  // pass cursor (the activation / gradient flows through the unit); W does not. With async
-  // collectives the next unit's Before collective (sequence parallelism's All-Gather) is issued as
-  // soon as this unit's output exists, so it can run under the partner's compute instead of
-  // queueing behind the partner's collectives right before its own unit.
+  // One unit in one phase: [Before collectives] compute [After collectives], each collective on
+  // its group's stream; a compute with collectives Inside runs in steps beside their transfers
+  // (CollectivePosition). F and B move the pass cursor (the activation / gradient flows through
+  // the unit); W does not. With async collectives the next unit's Before collectives (sequence
+  // parallelism's All-Gather) are issued as soon as this unit's output exists, so they can run
+  // under the partner's compute instead of queueing behind the partner's collectives right
+  // before their own unit.
   void emit_unit(PassState& pass, const UnitCost& unit, Phase phase, CollectiveMode mode) {
     emit_cost(pass, unit, phase, unit[phase], mode, false);
   }
@@ -469,56 +470,103 @@ class Lowerer final : public detail::StepEmitter {
   // checkpoint backward reruns the forward when autograd reaches it) and the layer's first B unit
   // waits for its end. Its collectives are synchronous as in a plain forward, asynchronous inside
   // braided blocks.
-  void emit_recompute(PassState& b, const LayerCost& layer, CollectiveMode mode) {
+  void emit_recompute(PassState& b, std::span<const UnitCost> layer, CollectiveMode mode) {
     if (cost_.recompute != Recompute::Full) return;
     const CollectiveMode rerun =
         b.instruction_op == InstructionKind::B ? CollectiveMode::Sync : mode;
     for (const UnitCost& unit : layer) emit_cost(b, unit, Phase::F, unit.recompute, rerun, true);
   }
 
+  // The chain of Before collectives of a unit's phase from `input`; returns its last op (`input`
+  // when there is none).
+  int emit_before(PassState& pass, const UnitCost& unit, Phase phase, const PhaseCost& cost,
+                  CollectiveMode mode, bool recompute, int input) {
+    const bool flows = phase != Phase::W;
+    for (const Collective& c : cost.collectives) {
+      if (c.position != CollectivePosition::Before) continue;
+      const int op = emit_collective(pass, unit, phase, c, recompute);
+      edge(input, op);
+      if (from_compute(pass, c)) edge_from_last_compute(op);
+      if (mode == CollectiveMode::Sync) hold(op);
+      if (flows && pass.first == kNone) pass.first = op;
+      input = op;
+    }
+    return input;
+  }
+
+  // The compute of a unit's phase after `input`, in one op, or in pieces beside the transfers of
+  // its Inside collectives; returns its last op.
+  int emit_compute(PassState& pass, const UnitCost& unit, Phase phase, const PhaseCost& cost,
+                   bool recompute, int input) {
+    DagOp op = base_op(pass, unit, phase);
+    op.recompute = recompute;
+    op.kind = OpKind::Compute;
+    op.stream = StreamKind::Compute;
+    const int steps = cost.compute_steps();
+    if (steps == 1) {
+      const int compute = new_op(op, {.duration_s = cost.time_s,
+                                      .alloc_bytes = cost.alloc_bytes,
+                                      .free_bytes = cost.free_bytes});
+      if (!recompute) note_unit(pass.stage, unit, phase, compute);
+      edge(input, compute);
+      return compute;
+    }
+    // Piece 0 and transfer 0 start together; transfer j follows transfer j - 1 and piece j - 1;
+    // piece j + 1 waits for transfer j. The activations are saved by the first piece and freed
+    // by the last.
+    const double piece_s = cost.time_s / steps;
+    int piece = kNone;
+    transfers_.clear();
+    for (int j = 0; j < steps; ++j) {
+      const int before = piece;
+      piece = new_op(op, {.duration_s = piece_s,
+                          .alloc_bytes = j == 0 ? cost.alloc_bytes : 0,
+                          .free_bytes = j + 1 == steps ? cost.free_bytes : 0});
+      if (!recompute) note_unit(pass.stage, unit, phase, piece);
+      if (j == 0) edge(input, piece);
+      for (const int t : transfers_) edge(t, piece);
+      if (j + 1 == steps) break;
+      for (std::size_t k = 0, n = 0; k < cost.collectives.size(); ++k) {
+        const Collective& c = cost.collectives[k];
+        if (c.position != CollectivePosition::Inside) continue;
+        const int t = emit_collective(pass, unit, phase, c, recompute, steps - 1);
+        edge(j == 0 ? input : transfers_[n], t);
+        edge(before, t);
+        if (j == 0)
+          transfers_.push_back(t);
+        else
+          transfers_[n] = t;
+        ++n;
+      }
+    }
+    return piece;
+  }
+
   // emit_unit with an explicit cost; `recompute` ops chain on the pass cursor but leave the
-  // pass's unit position and prefetched collective to the B units around them.
+  // pass's unit position and prefetched collectives to the B units around them.
   void emit_cost(PassState& pass, const UnitCost& unit, Phase phase, const PhaseCost& cost,
                  CollectiveMode mode, bool recompute) {
     if (phase == Phase::W && skips_w(cost)) return;
     const bool flows = phase != Phase::W;
     int input = flows ? pass.cursor : kNone;
     bool prefetched = false;
-    if (cost.collective.kind != CollectiveKind::None &&
-        cost.collective.position == CollectivePosition::Before) {
-      int c = kNone;
-      if (flows && !recompute && pass.prefetched != kNone) {
-        prefetched = true;
-        c = pass.prefetched;
-        pass.prefetched = kNone;
-      } else {
-        c = emit_collective(pass, unit, phase, cost.collective, recompute);
-        edge(input, c);
-        if (from_compute(pass, cost.collective)) edge_from_last_compute(c);
-        if (mode == CollectiveMode::Sync) hold(c);
-      }
-      if (flows && pass.first == kNone) pass.first = c;
-      input = c;
+    if (flows && !recompute && pass.prefetched != kNone) {
+      prefetched = true;
+      input = pass.prefetched;
+      pass.prefetched = kNone;
+    } else {
+      input = emit_before(pass, unit, phase, cost, mode, recompute, input);
     }
-    DagOp op = base_op(pass, unit, phase);
-    op.recompute = recompute;
-    op.kind = OpKind::Compute;
-    op.stream = StreamKind::Compute;
-    const int compute = new_op(op, {.duration_s = cost.time_s,
-                                    .alloc_bytes = cost.alloc_bytes,
-                                    .free_bytes = cost.free_bytes});
-    if (!recompute) note_unit(pass.stage, unit, phase, compute);
-    edge(input, compute);
+    const int compute = emit_compute(pass, unit, phase, cost, recompute, input);
     if (prefetched) edge(pass.cursor, compute);  // a rerun may have run since the prefetch
     if (flows && pass.first == kNone) pass.first = compute;
     int output = compute;
-    if (cost.collective.kind != CollectiveKind::None &&
-        cost.collective.position == CollectivePosition::After &&
-        !skips_collective(cost.collective)) {
-      const int c = emit_collective(pass, unit, phase, cost.collective, recompute);
-      edge(compute, c);
-      if (mode == CollectiveMode::Sync) hold(c);
-      output = c;
+    for (const Collective& c : cost.collectives) {
+      if (c.position != CollectivePosition::After || skips_collective(c)) continue;
+      const int op = emit_collective(pass, unit, phase, c, recompute);
+      edge(output, op);
+      if (mode == CollectiveMode::Sync) hold(op);
+      output = op;
     }
     if (!flows) return;
     pass.cursor = output;
@@ -528,12 +576,14 @@ class Lowerer final : public detail::StepEmitter {
     const int n = static_cast<int>(flow.size());
     if (mode == CollectiveMode::Async && pass.pos < n) {
       const UnitCost& next = *flow[phase == Phase::F ? pass.pos : n - 1 - pass.pos];
-      const Collective& col = next[phase].collective;
-      if (col.kind != CollectiveKind::None && col.position == CollectivePosition::Before &&
-          !from_compute(pass, col)) {
-        pass.prefetched = emit_collective(pass, next, phase, col);
-        edge(output, pass.prefetched);
-      }
+      const Collectives& cs = next[phase].collectives;
+      const auto before = [](const Collective& c) {
+        return c.position == CollectivePosition::Before;
+      };
+      if (std::any_of(cs.begin(), cs.end(), before) &&
+          std::none_of(cs.begin(), cs.end(),
+                       [&](const Collective& c) { return before(c) && from_compute(pass, c); }))
+        pass.prefetched = emit_before(pass, next, phase, next[phase], mode, false, output);
     }
   }
 
@@ -544,15 +594,14 @@ class Lowerer final : public detail::StepEmitter {
   // is pending), so it starts and ends as that one ends and splits no idle gap.
   [[nodiscard]] bool skips_w(const PhaseCost& cost) const {
     return skip_zero_ && cost_.uniform && cost.time_s == 0 && cost.alloc_bytes == 0 &&
-           cost.free_bytes == 0 && cost.collective.kind == CollectiveKind::None &&
-           pending_sync_[rank_].empty();
+           cost.free_bytes == 0 && cost.collectives.empty() && pending_sync_[rank_].empty();
   }
-  // A collective after its unit that takes no time on a rank whose TP stream has run nothing yet
-  // (so none that takes time precedes it there): it would end as its unit ends, so what waits for
-  // it waits for the unit instead.
+  // A collective after its unit that takes no time on a rank whose stream for its group has run
+  // nothing yet (so none that takes time precedes it there): it would end as its unit ends, so
+  // what waits for it waits for the unit instead.
   [[nodiscard]] bool skips_collective(const Collective& c) const {
     return skip_zero_ && c.time_s == 0 && c.position == CollectivePosition::After &&
-           build_.last_on_stream(rank_, StreamKind::Tp) == kNone;
+           build_.last_on_stream(rank_, stream_of(c.group)) == kNone;
   }
 
   // Collective::from_compute outside braided blocks (a plain B instruction).
@@ -574,10 +623,9 @@ class Lowerer final : public detail::StepEmitter {
     if (phase == Phase::F && f == kNone) f = op;
   }
 
-  // A unit's index in its stage's flow order (prologue, layers x 4, epilogue), -1 when it is none
+  // A unit's index in its stage's flow order (prologue, layer units, epilogue), -1 when it is none
   // of the stage's units: found by its address in the chunk's arrays (no hash lookup per op).
   [[nodiscard]] int unit_index(int stage, const UnitCost& unit) const {
-    static_assert(sizeof(LayerCost) == 4 * sizeof(UnitCost));
     const ChunkCost& c = cost_.chunks[stage];
     const auto at = reinterpret_cast<std::uintptr_t>(&unit);
     // Its offset in units from `first` when among the n units there, else -1.
@@ -588,10 +636,11 @@ class Lowerer final : public detail::StepEmitter {
                  : -1;
     };
     const int prologue = static_cast<int>(c.prologue.size());
-    if (const int i = offset(c.layers.data(), c.layers.size() * 4); i >= 0) return prologue + i;
+    if (const int i = offset(c.layer_units.data(), c.layer_units.size()); i >= 0)
+      return prologue + i;
     if (const int i = offset(c.prologue.data(), c.prologue.size()); i >= 0) return i;
     if (const int i = offset(c.epilogue.data(), c.epilogue.size()); i >= 0)
-      return prologue + static_cast<int>(c.layers.size()) * 4 + i;
+      return prologue + static_cast<int>(c.layer_units.size()) + i;
     return -1;
   }
 
@@ -703,24 +752,20 @@ class Lowerer final : public detail::StepEmitter {
     (pass.phase == Phase::F ? skipped_f_ : skipped_b_)[idx_of(pass)] = inputs;
   }
 
-  // The runtime that runs the order (also after the offload post-pass: "1f1b-i+offload").
-  // Megatron (gpipe and 1f1b: forward_backward_pipelining_without_interleaving; 1f1b-i: with
-  // interleaving) posts each receive in the batch right before its consumer, so a send waits for
-  // that. The other runtimes post receives ahead of where their order needs them: the zero-bubble
-  // runtime where its planned timeline puts the send (zerobubble/scheduler/communication.py,
-  // insert_recv_nodes), the STP trainer and DualPipe by hand (RecvForward commands placed before
-  // earlier instructions, sends held back with send=False), and braid does the same for an order
-  // without a known runtime (designed, schedule files): no send waits for its receiver there.
+  // The runtime that runs the order, as the schedule records it (Schedule::p2p_runtime, set by its
+  // generator, read from its file or given on import). Megatron (schedules.py:
+  // forward_backward_pipelining_without_interleaving, and _with_interleaving) posts each receive
+  // in the batch right before its consumer, so a send waits for that. The other runtimes post
+  // receives ahead of where their order needs them: the zero-bubble runtime where its planned
+  // timeline puts the send (zerobubble/scheduler/communication.py, insert_recv_nodes), the STP
+  // trainer and DualPipe by hand (RecvForward commands placed before earlier instructions, sends
+  // held back with send=False), and braid the same for designed and imported orders: no send
+  // waits for its receiver there.
   void plan_runtime() {
-    const auto runs = [this](ScheduleKind kind) {
-      const std::string n = name(kind);
-      return (s_.name == n || s_.name == n + "+offload") && s_.placement == traits(kind).placement;
-    };
-    rendezvous_ = runs(ScheduleKind::GPipe) || runs(ScheduleKind::OneFOneB) ||
-                  runs(ScheduleKind::Interleaved);
+    rendezvous_ = s_.p2p_runtime == P2pRuntime::Megatron;
     // With one chunk per rank Megatron runs the schedule without interleaving (get_forward_
     // backward_func picks forward_backward_pipelining_with_interleaving only with a virtual size).
-    const bool pairs = runs(ScheduleKind::Interleaved) && s_.vpp > 1;
+    const bool pairs = rendezvous_ && s_.vpp > 1;
     if (!plan_known_) {
       plan_ = rendezvous_ ? detail::plan_batches(s_, pairs) : detail::single_steps(s_);
       if (memo_) memo_->batches_known = true;
@@ -808,8 +853,8 @@ class Lowerer final : public detail::StepEmitter {
   // Whole passes, unbraided.
   void forward_units(PassState& f, int from_layer, CollectiveMode mode) {
     const ChunkCost& chunk = cost_.chunks[f.stage];
-    for (std::size_t l = from_layer; l < chunk.layers.size(); ++l)
-      for (const UnitCost& unit : chunk.layers[l]) emit_unit(f, unit, Phase::F, mode);
+    for (int l = from_layer; l < chunk.layer_count(); ++l)
+      for (const UnitCost& unit : chunk.layer(l)) emit_unit(f, unit, Phase::F, mode);
     for (const UnitCost& unit : chunk.epilogue) emit_unit(f, unit, Phase::F, mode);
   }
   void forward_prologue(PassState& f, CollectiveMode mode) {
@@ -819,8 +864,8 @@ class Lowerer final : public detail::StepEmitter {
   void backward_units(PassState& b, int to_layer, bool with_w, CollectiveMode mode) {
     const ChunkCost& chunk = cost_.chunks[b.stage];
     for (int l = to_layer - 1; l >= 0; --l) {
-      emit_recompute(b, chunk.layers[l], mode);
-      for (int u = 3; u >= 0; --u) emit_backward_unit(b, chunk.layers[l][u], with_w, mode);
+      emit_recompute(b, chunk.layer(l), mode);
+      backward_in_reverse(b, chunk.layer(l), with_w, mode);
     }
     // Reverse iterators, not std::views::reverse: clang 14 (the sanitizer and fuzz build) cannot
     // compile libstdc++ 12's ranges.
@@ -834,8 +879,7 @@ class Lowerer final : public detail::StepEmitter {
   }
   void w_units(PassState& w, int to_layer, CollectiveMode mode) {
     const ChunkCost& chunk = cost_.chunks[w.stage];
-    for (int l = to_layer - 1; l >= 0; --l)
-      for (int u = 3; u >= 0; --u) emit_unit(w, chunk.layers[l][u], Phase::W, mode);
+    for (int l = to_layer - 1; l >= 0; --l) w_in_reverse(w, chunk.layer(l), mode);
     for (auto it = chunk.prologue.rbegin(); it != chunk.prologue.rend(); ++it)
       emit_unit(w, *it, Phase::W, mode);
   }
@@ -846,7 +890,21 @@ class Lowerer final : public detail::StepEmitter {
   }
 
   [[nodiscard]] int layers_of(const PassState& p) const {
-    return static_cast<int>(cost_.chunks[p.stage].layers.size());
+    return cost_.chunks[p.stage].layer_count();
+  }
+
+  // A run of units (a layer, or half of one) in the order each pass walks it: F in order, B
+  // (with its W unless deferred) and W in reverse.
+  void forward_in_order(PassState& f, std::span<const UnitCost> units, CollectiveMode mode) {
+    for (const UnitCost& unit : units) emit_unit(f, unit, Phase::F, mode);
+  }
+  void backward_in_reverse(PassState& b, std::span<const UnitCost> units, bool with_w,
+                           CollectiveMode mode) {
+    for (auto it = units.rbegin(); it != units.rend(); ++it)
+      emit_backward_unit(b, *it, with_w, mode);
+  }
+  void w_in_reverse(PassState& w, std::span<const UnitCost> units, CollectiveMode mode) {
+    for (auto it = units.rbegin(); it != units.rend(); ++it) emit_unit(w, *it, Phase::W, mode);
   }
 
   // ---- pass stamping --------------------------------------------------------------------------
@@ -858,8 +916,9 @@ class Lowerer final : public detail::StepEmitter {
   // compiled once into an op block (compile()), and the later ones copy that block whole, handing
   // in only what they wait for from before themselves (replay()). Where zero-time ops are left out
   // while lowering, what is left out depends on whether a synchronous op is pending (skips_w) and
-  // the TP stream has run anything (skips_collective) when the instruction starts: both are part of
-  // the shape then. Off when re-timing (which checks a DAG against the lowering op by op).
+  // each collective stream has run anything (skips_collective) when the instruction starts: both
+  // are part of the shape then. Off when re-timing (which checks a DAG against the lowering op by
+  // op).
   struct StampEvent {
     enum class Kind : std::uint8_t { Op, Edge, LastCompute, Hold, Unit };
     Kind kind = Kind::Op;
@@ -885,13 +944,20 @@ class Lowerer final : public detail::StepEmitter {
   Stamp* stamp_for(const Instruction& in) {
     if (!stamping_ || is_copy(in.op)) return nullptr;
     const bool braided = is_braided(in.op);
-    const std::uint64_t key =
-        static_cast<std::uint64_t>(in.op) | std::uint64_t{in.a.defer_w} << 3 |
-        std::uint64_t{braided && in.b.defer_w} << 4 |
-        std::uint64_t{skip_zero_ && pending_sync_[rank_].empty()} << 5 |
-        std::uint64_t{skip_zero_ && build_.last_on_stream(rank_, StreamKind::Tp) == kNone} << 6 |
-        static_cast<std::uint64_t>(rank_) << 7 | static_cast<std::uint64_t>(in.a.chunk) << 24 |
-        static_cast<std::uint64_t>(braided ? in.b.chunk : 0) << 44;
+    // Which collective streams of the rank have run nothing yet (skips_collective), 4 bits.
+    std::uint64_t idle_streams = 0;
+    for (std::size_t k = 0; k < std::size(kCollectiveStreams); ++k)
+      idle_streams |=
+          std::uint64_t{skip_zero_ && build_.last_on_stream(rank_, kCollectiveStreams[k]) == kNone}
+          << k;
+    static_assert(std::size(kCollectiveStreams) == 4 && kMaxDagVirtualStages < (1 << 15) &&
+                  kMaxDagChunks <= (1 << 15));
+    const std::uint64_t key = static_cast<std::uint64_t>(in.op) | std::uint64_t{in.a.defer_w} << 3 |
+                              std::uint64_t{braided && in.b.defer_w} << 4 |
+                              std::uint64_t{skip_zero_ && pending_sync_[rank_].empty()} << 5 |
+                              idle_streams << 6 | static_cast<std::uint64_t>(rank_) << 10 |
+                              static_cast<std::uint64_t>(in.a.chunk) << 25 |
+                              static_cast<std::uint64_t>(braided ? in.b.chunk : 0) << 40;
     return &stamps_[key];
   }
 
@@ -1088,10 +1154,12 @@ class Lowerer final : public detail::StepEmitter {
     }
   }
 
-  // FB (DESIGN §2), per layer pair, F layers in order and B layers in reverse:
-  //   F.PreAttn F.Attn | B.MLP B.PreMLP | W.MLP W.PreMLP | F.PreMLP F.MLP | B.Attn B.PreAttn |
-  //   W.Attn W.PreAttn
-  // Non-layer units and surplus layers run unbraided around the pairs.
+  // FB (DESIGN §2), per layer pair, F layers in order and B layers in reverse, each layer as its
+  // two halves (a dense layer's: PreAttn Attn | PreMLP MLP):
+  //   F first half (f) | B second half (b) | W second half (b) | F second half (f) |
+  //   B first half (b) | W first half (b)
+  // so each side's collectives run under the other's compute. Non-layer units and surplus layers
+  // run unbraided around the pairs.
   void lower_fb(const Instruction& in, std::vector<PassState>& sends) {
     constexpr auto A = CollectiveMode::Async;
     PassState f = open_pass(in.a, Phase::F, in.op, BlockSide::First);
@@ -1103,19 +1171,12 @@ class Lowerer final : public detail::StepEmitter {
     forward_prologue(f, A);
     backward_epilogue(b, with_w, A);
     for (int k = 0; k < pairs; ++k) {
-      const LayerCost& fl = fc.layers[k];
-      const LayerCost& bl = bc.layers[nb - 1 - k];
-      emit_unit(f, fl[0], Phase::F, A);
-      emit_unit(f, fl[1], Phase::F, A);
-      emit_recompute(b, bl, A);
-      emit_unit(b, bl[3], Phase::B, A);
-      emit_unit(b, bl[2], Phase::B, A);
-      if (with_w) emit_w_pair(b, bl[3], bl[2]);
-      emit_unit(f, fl[2], Phase::F, A);
-      emit_unit(f, fl[3], Phase::F, A);
-      emit_unit(b, bl[1], Phase::B, A);
-      emit_unit(b, bl[0], Phase::B, A);
-      if (with_w) emit_w_pair(b, bl[1], bl[0]);
+      const int bl = nb - 1 - k;
+      forward_in_order(f, fc.first_half(k), A);
+      emit_recompute(b, bc.layer(bl), A);
+      backward_half(b, bc.second_half(bl), with_w);
+      forward_in_order(f, fc.second_half(k), A);
+      backward_half(b, bc.first_half(bl), with_w);
     }
     forward_units(f, pairs, A);
     close_pass(f, sends);
@@ -1123,13 +1184,18 @@ class Lowerer final : public detail::StepEmitter {
     close_pass(b, sends);
   }
 
-  void emit_w_pair(const PassState& b, const UnitCost& u1, const UnitCost& u2) {
+  // Half a layer's backward inside a braided block: its B units in reverse, then (full backward)
+  // its W units in reverse, so the B collectives run under the W.
+  void backward_half(PassState& b, std::span<const UnitCost> half, bool with_w) {
+    for (auto it = half.rbegin(); it != half.rend(); ++it)
+      emit_unit(b, *it, Phase::B, CollectiveMode::Async);
+    if (!with_w) return;
     PassState w = b;
-    emit_unit(w, u1, Phase::W, CollectiveMode::Async);
-    emit_unit(w, u2, Phase::W, CollectiveMode::Async);
+    w_in_reverse(w, half, CollectiveMode::Async);
   }
 
-  // FW: F.PreAttn F.Attn | W.MLP W.PreMLP | F.PreMLP F.MLP | W.Attn W.PreAttn per layer pair.
+  // FW: F first half (f) | W second half (w) | F second half (f) | W first half (w) per layer
+  // pair.
   void lower_fw(const Instruction& in, std::vector<PassState>& sends) {
     constexpr auto A = CollectiveMode::Async;
     PassState f = open_pass(in.a, Phase::F, in.op, BlockSide::First);
@@ -1140,23 +1206,18 @@ class Lowerer final : public detail::StepEmitter {
     forward_prologue(f, A);
     w_epilogue(w, A);
     for (int k = 0; k < pairs; ++k) {
-      const LayerCost& fl = fc.layers[k];
-      const LayerCost& wl = wc.layers[nw - 1 - k];
-      emit_unit(f, fl[0], Phase::F, A);
-      emit_unit(f, fl[1], Phase::F, A);
-      emit_unit(w, wl[3], Phase::W, A);
-      emit_unit(w, wl[2], Phase::W, A);
-      emit_unit(f, fl[2], Phase::F, A);
-      emit_unit(f, fl[3], Phase::F, A);
-      emit_unit(w, wl[1], Phase::W, A);
-      emit_unit(w, wl[0], Phase::W, A);
+      const int wl = nw - 1 - k;
+      forward_in_order(f, fc.first_half(k), A);
+      w_in_reverse(w, wc.second_half(wl), A);
+      forward_in_order(f, fc.second_half(k), A);
+      w_in_reverse(w, wc.first_half(wl), A);
     }
     forward_units(f, pairs, A);
     close_pass(f, sends);
     w_units(w, nw - pairs, A);
   }
 
-  // FF: a.PreAttn a.Attn | b.PreAttn b.Attn | a.PreMLP a.MLP | b.PreMLP b.MLP per layer pair.
+  // FF: a's first half | b's first half | a's second half | b's second half per layer pair.
   void lower_ff(const Instruction& in, std::vector<PassState>& sends) {
     constexpr auto A = CollectiveMode::Async;
     PassState fa = open_pass(in.a, Phase::F, in.op, BlockSide::First);
@@ -1167,14 +1228,10 @@ class Lowerer final : public detail::StepEmitter {
     forward_prologue(fa, A);
     forward_prologue(fb, A);
     for (int k = 0; k < pairs; ++k) {
-      emit_unit(fa, ca.layers[k][0], Phase::F, A);
-      emit_unit(fa, ca.layers[k][1], Phase::F, A);
-      emit_unit(fb, cb.layers[k][0], Phase::F, A);
-      emit_unit(fb, cb.layers[k][1], Phase::F, A);
-      emit_unit(fa, ca.layers[k][2], Phase::F, A);
-      emit_unit(fa, ca.layers[k][3], Phase::F, A);
-      emit_unit(fb, cb.layers[k][2], Phase::F, A);
-      emit_unit(fb, cb.layers[k][3], Phase::F, A);
+      forward_in_order(fa, ca.first_half(k), A);
+      forward_in_order(fb, cb.first_half(k), A);
+      forward_in_order(fa, ca.second_half(k), A);
+      forward_in_order(fb, cb.second_half(k), A);
     }
     forward_units(fa, pairs, A);
     close_pass(fa, sends);
@@ -1264,6 +1321,7 @@ class Lowerer final : public detail::StepEmitter {
   std::vector<int> last_compute_;                   // per rank: the last compute op emitted
   std::vector<std::vector<const UnitCost*>> flow_;  // per stage: units in forward order
   std::vector<PassState> sends_;
+  std::vector<int> transfers_;  // emit_compute: the last transfer of each Inside collective
   detail::StepInputs step_;
   int send_after_ = kNone;  // last compute op of the instruction whose sends are being emitted
   // Batched P2P (P2pMode::Batched): per pass, where its input's receive was posted (the

@@ -10,7 +10,7 @@
 namespace braid::detail {
 
 // What the tail needs from the lowering of the passes. Units are indexed in each chunk's unit
-// order (prologue, layers x 4, epilogue); -1 = none.
+// order (prologue, layer units, epilogue); -1 = none.
 struct StepInputs {
   std::vector<std::vector<int>> last_w;   // per virtual stage, per unit: its last W op
   std::vector<std::vector<int>> first_f;  // per virtual stage, per unit: its first F op

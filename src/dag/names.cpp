@@ -2,6 +2,7 @@
 #include <string>
 
 #include "braid/dag.hpp"
+#include "braid/error.hpp"
 
 namespace braid {
 
@@ -21,8 +22,32 @@ const char* name(StreamKind s) {
       return "h2d";
     case StreamKind::Dp:
       return "dp";
+    case StreamKind::Cp:
+      return "cp";
+    case StreamKind::Ep:
+      return "ep";
   }
   return "?";
+}
+
+StreamKind stream_of(Group g) {
+  switch (g) {
+    case Group::Tp:
+    case Group::Etp:
+      return StreamKind::Tp;
+    case Group::Cp:
+      return StreamKind::Cp;
+    case Group::Ep:
+      return StreamKind::Ep;
+    case Group::Dp:
+    case Group::DpCp:
+    case Group::Edp:
+      return StreamKind::Dp;
+    case Group::Pp:
+      break;
+  }
+  throw InternalError(std::string("a unit collective over the ") + name(g) +
+                      " group has no stream (pipeline sends are P2P ops)");
 }
 
 const char* name(OpKind k) {

@@ -2,6 +2,7 @@
 #include "braid/size_limit.hpp"
 
 #include <cstdio>
+#include <iterator>
 
 #include "braid/error.hpp"
 
@@ -9,13 +10,12 @@ namespace braid {
 
 namespace {
 
-// Compute F, B, W, plus one op per phase that has a TP collective; with full recomputation a
-// layer unit runs its forward (and its collective) once more before the backward.
+// Compute F, B, W, plus one op per collective of each phase; with full recomputation a layer unit
+// runs its forward (and its collectives) once more before the backward.
 std::int64_t unit_ops(const UnitCost& unit, bool recomputed) {
   std::int64_t ops = 3;
-  for (const PhaseCost& phase : unit.phase)
-    if (phase.collective.kind != CollectiveKind::None) ++ops;
-  if (recomputed) ops += unit.recompute.collective.kind != CollectiveKind::None ? 2 : 1;
+  for (const PhaseCost& phase : unit.phase) ops += std::ssize(phase.collectives);
+  if (recomputed) ops += 1 + std::ssize(unit.recompute.collectives);
   return ops;
 }
 
@@ -41,8 +41,7 @@ SizeEstimate estimate_size(const CostModel& cost, double cost_repeats, double vi
   const bool full_recompute = cost.recompute == Recompute::Full;
   for (const ChunkCost& chunk : cost.chunks) {
     for (const UnitCost& u : chunk.prologue) per_microbatch += unit_ops(u, false);
-    for (const LayerCost& layer : chunk.layers)
-      for (const UnitCost& u : layer) per_microbatch += unit_ops(u, full_recompute);
+    for (const UnitCost& u : chunk.layer_units) per_microbatch += unit_ops(u, full_recompute);
     for (const UnitCost& u : chunk.epilogue) per_microbatch += unit_ops(u, false);
   }
   // Per virtual stage and microbatch: an activation send, a gradient send, an offload, a reload.

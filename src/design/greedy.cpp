@@ -16,11 +16,7 @@ namespace {
 
 double phase_time(const ChunkCost& chunk, Phase phase) {
   double t = 0;
-  auto add = [&](const UnitCost& u) { t += u[phase].time_s; };
-  for (const UnitCost& u : chunk.prologue) add(u);
-  for (const LayerCost& layer : chunk.layers)
-    for (const UnitCost& u : layer) add(u);
-  for (const UnitCost& u : chunk.epilogue) add(u);
+  for_each_unit(chunk, [&](const UnitCost& u) { t += u[phase].time_s; });
   return t;
 }
 

@@ -32,24 +32,9 @@ bool shift(Program& list, int from, int to) {
 
 // A braided pair becomes its two halves, in either order.
 bool unbraid(Program& list, int j, bool swap) {
-  const Instruction x = list[j];
-  Instruction first, second;
-  switch (x.op) {
-    case InstructionKind::FB:
-      first = {InstructionKind::F, x.a, {}};
-      second = {InstructionKind::B, x.b, {}};
-      break;
-    case InstructionKind::FW:
-      first = {InstructionKind::F, x.a, {}};
-      second = {InstructionKind::W, x.b, {}};
-      break;
-    case InstructionKind::FF:
-      first = {InstructionKind::F, x.a, {}};
-      second = {InstructionKind::F, x.b, {}};
-      break;
-    default:
-      return false;
-  }
+  PassPart parts[2];
+  if (parts_of(list[j], parts) != 2) return false;
+  Instruction first = single(parts[0]), second = single(parts[1]);
   if (swap) std::swap(first, second);
   list[j] = first;
   list.insert(list.begin() + j + 1, second);

@@ -78,20 +78,14 @@ double peak_until_w(const Schedule& s) {
   for (const RankProgram& rank : s.ranks) {
     int live = 0;
     for (const Instruction& in : rank.instructions) {
-      const Pass* parts[2] = {&in.a, is_braided(in.op) ? &in.b : nullptr};
-      for (int release = 1; release >= 0; --release)
-        for (int i = 0; i < 2; ++i) {
-          if (parts[i] == nullptr) continue;
-          const bool forward = (i == 0 && (in.op == InstructionKind::F || is_braided(in.op))) ||
-                               (i == 1 && in.op == InstructionKind::FF);
-          const bool frees = (i == 0 && in.op == InstructionKind::W) ||
-                             (i == 1 && in.op == InstructionKind::FW) ||
-                             (((i == 0 && in.op == InstructionKind::B) ||
-                               (i == 1 && in.op == InstructionKind::FB)) &&
-                              !parts[i]->defer_w);
-          if (release == 1 && frees) --live;
-          if (release == 0 && forward) ++live;
-        }
+      PassPart parts[2];
+      const int n = parts_of(in, parts);
+      for (int i = 0; i < n; ++i)
+        if (parts[i].kind == PassKind::W ||
+            (parts[i].kind == PassKind::B && !parts[i].pass.defer_w))
+          --live;
+      for (int i = 0; i < n; ++i)
+        if (parts[i].kind == PassKind::F) ++live;
       worst = std::max(worst, live);
     }
   }
@@ -154,13 +148,6 @@ std::string share(double x) {
   return buf;
 }
 
-// Chunks per rank of the seed `name`: its own (the V schedules' two) or the problem's (1f1b-i).
-// make_seeds builds the seeds with it and design_layouts lists their layouts with it.
-int seed_vpp(const std::string& name, int problem_vpp) {
-  const int fixed = fixed_vpp(name);
-  return fixed != 0 ? fixed : problem_vpp;
-}
-
 struct Seed {
   std::string label;
   Schedule schedule;
@@ -175,7 +162,7 @@ std::vector<Seed> make_seeds(const DesignProblem& problem, const std::vector<std
   auto add = [&](const std::string& name, double offload, double fraction, bool hand) {
     ScheduleOptions o;
     o.pp = problem.pp;
-    o.vpp = seed_vpp(name, problem.vpp);
+    o.vpp = chunks_per_rank(name, problem.vpp);
     o.microbatches = problem.microbatches;
     o.offload = name == "stp-offload" ? 0.0 : offload;
     o.offload_fraction = fraction;
@@ -372,6 +359,7 @@ class Search {
     }
     result_.schedule = best_->schedule;
     result_.schedule.name = kDesignedName;
+    result_.schedule.p2p_runtime = P2pRuntime::PostedAhead;  // braid's rules, as its children
     result_.report = oracle_.report(result_.schedule);
     result_.peak_bytes = best_->peak_bytes;
     result_.peak_ma = best_->peak_ma;
@@ -433,10 +421,11 @@ class Search {
   // One, two or three moves on a copy of `parent`; simulated if new and valid.
   void try_child(const Candidate& parent, designer::Rng& rng) {
     Schedule child = parent.schedule;
-    // A moved order is not the one its seed's runtime runs. Lowered under the seed's name (say
-    // 1f1b-i) it would get that runtime's receive posting, Megatron's rendezvous, under which a
-    // moved order can deadlock; named `designed` it gets braid's own (docs/design-search.md).
+    // A moved order is not the one its seed's runtime runs. Under the seed's runtime (say
+    // 1f1b-i's, Megatron's rendezvous) a moved order can deadlock; a designed schedule runs under
+    // braid's own, receives posted ahead (docs/design-search.md).
     child.name = kDesignedName;
+    child.p2p_runtime = P2pRuntime::PostedAhead;
     const std::string origin = parent.origin;
     const bool tight = !parent.fits();
     const std::vector<Gap> gaps = parent.gaps;
@@ -506,7 +495,8 @@ const std::vector<std::string>& default_design_seeds() {
 std::vector<DesignLayout> design_layouts(const std::vector<std::string>& seeds, int vpp) {
   std::vector<DesignLayout> layouts = {DesignLayout{}};
   for (const std::string& name : seeds.empty() ? default_design_seeds() : seeds) {
-    const DesignLayout layout{traits(parse_schedule_kind(name)).placement, seed_vpp(name, vpp)};
+    const DesignLayout layout{traits(parse_schedule_kind(name)).placement,
+                              chunks_per_rank(name, vpp)};
     if (std::find(layouts.begin(), layouts.end(), layout) == layouts.end())
       layouts.push_back(layout);
   }

@@ -66,7 +66,7 @@ int designed_min_microbatches(const ScheduleOptions& options) {
   int least = 0;
   for (const std::string& name : default_design_seeds()) {
     ScheduleOptions o = options;
-    if (const int fixed = fixed_vpp(name); fixed != 0) o.vpp = fixed;
+    o.vpp = chunks_per_rank(name, o.vpp);
     const int m = min_microbatches(name, o);
     least = least == 0 ? m : std::min(least, m);
   }

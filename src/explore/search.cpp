@@ -33,13 +33,9 @@ std::vector<int> divisors(int n) {
 
 double chunk_compute_s(const ChunkCost& c) {
   double t = 0;
-  auto add = [&](const UnitCost& u) {
+  for_each_unit(c, [&](const UnitCost& u) {
     for (const PhaseCost& p : u.phase) t += p.time_s;
-  };
-  for (const UnitCost& u : c.prologue) add(u);
-  for (const LayerCost& l : c.layers)
-    for (const UnitCost& u : l) add(u);
-  for (const UnitCost& u : c.epilogue) add(u);
+  });
   return t;
 }
 
@@ -126,6 +122,15 @@ Study with_gpus(const Study& base, int gpus) {
   return s;
 }
 
+namespace {
+
+// The data-parallel size of the study's cluster at tp x pp (its rank layout's).
+int data_parallel(const Study& study, int tp, int pp) {
+  return make_rank_layout(study.cluster.gpus(), study.cluster.gpus_per_node, tp, 1, pp).dp;
+}
+
+}  // namespace
+
 std::vector<Configuration> search_candidates(const Study& study, const SearchSpace& space) {
   if (space.global_batch <= 0)
     throw InputError("--global-batch", std::to_string(space.global_batch), "must be 1 or more");
@@ -135,7 +140,7 @@ std::vector<Configuration> search_candidates(const Study& study, const SearchSpa
   std::vector<Configuration> out;
   for (int tp : divisors(gpus))
     for (int pp : divisors(gpus / tp)) {
-      const int dp = gpus / (tp * pp);
+      const int dp = data_parallel(study, tp, pp);
       if (space.global_batch % dp != 0) continue;
       const int per_replica = space.global_batch / dp;
       for (int mbs : space.mbs) {
@@ -215,7 +220,7 @@ SearchResult search_once(const Study& base, const Profile& profile, const Search
     }
     if (over) {
       ++result.pruned_memory;
-      rows[i].dp = study.cluster.gpus() / (configs[i].tp * configs[i].pp);
+      rows[i].dp = data_parallel(study, configs[i].tp, configs[i].pp);
       listed[i] = true;
       continue;
     }

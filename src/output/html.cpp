@@ -86,14 +86,22 @@ std::string html_run_data(const Dag& dag, const Timeline& timeline, const Report
                     {"kind", kind},
                     {"instruction", instruction},
                     {"side", side}};
-  json exposed = json::array();
-  for (const RankReport& rr : report.ranks) {
-    json iv = json::array();
-    for (const TimeInterval& t : tp_exposed_intervals(rr))
-      iv.push_back(json::array({tick(t.begin_s), tick(t.end_s)}));
-    exposed.push_back(iv);
+  // Exposed collective time per stream and rank (the report's attribution): tp always, the other
+  // collective streams where they have any.
+  json exposed = json::object();
+  for (const StreamKind s : kCollectiveStreams) {
+    json per_rank = json::array();
+    bool any = false;
+    for (const RankReport& rr : report.ranks) {
+      json iv = json::array();
+      for (const TimeInterval& t : exposed_intervals(rr, s))
+        iv.push_back(json::array({tick(t.begin_s), tick(t.end_s)}));
+      any = any || !iv.empty();
+      per_rank.push_back(iv);
+    }
+    if (any || s == StreamKind::Tp) exposed[name(s)] = per_rank;
   }
-  run["tp_exposed"] = exposed;
+  run["exposed"] = exposed;
   json memory = json::array();
   for (int r = 0; r < dag.pp; ++r) {
     json t = json::array(), bytes = json::array();

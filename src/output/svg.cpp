@@ -168,6 +168,15 @@ class SvgWriter {
         const int sid = dag.stream_id(r, s);
         if (dag.stream_begin[sid] < dag.stream_begin[sid + 1]) copy_lane_[r] = true;
       }
+    // A lane per collective group beyond TP whose stream runs anything (context parallelism's,
+    // expert parallelism's), on every rank alike.
+    for (StreamKind s : {StreamKind::Cp, StreamKind::Ep})
+      for (int r = 0; r < dag.pp; ++r) {
+        const int sid = dag.stream_id(r, s);
+        if (dag.stream_begin[sid] == dag.stream_begin[sid + 1]) continue;
+        group_lanes_.push_back(s);
+        break;
+      }
     unit_level_ =
         o.detail == SvgDetail::Unit || (o.detail == SvgDetail::Auto && unit_runs_visible());
   }
@@ -212,6 +221,7 @@ class SvgWriter {
   }
   double rank_height(int r) const {
     double h = kComputeH + kThinGap + kTpH;
+    h += static_cast<double>(group_lanes_.size()) * (kThinGap + kTpH);
     if (copy_lane_[r]) h += kThinGap + kCopyH;
     if (has_memory_) h += kThinGap + kMemH;
     return h;
@@ -272,6 +282,10 @@ class SvgWriter {
         "\n.cF{fill:#5d8fd0}.cB{fill:#e39a5e}.cW{fill:#9c8fcc}.ex{fill:#d62728}"
         ".off{fill:#8c5a3c}.rel{fill:#2a9d8f}.mem{fill:#cfcfe0;stroke:#555577;"
         "stroke-width:0.8}.pkd{fill:#d62728}\n";
+    // The group lanes' colours, only where there are such lanes.
+    for (StreamKind s : group_lanes_)
+      out_ += s == StreamKind::Cp ? ".ccp{fill:#b39ddb}.xcp{fill:#6a1b9a}\n"
+                                  : ".cep{fill:#80cbc4}.xep{fill:#00695c}\n";
     out_ += "</style>\n";
   }
 
@@ -347,6 +361,11 @@ class SvgWriter {
     if (used_.count("cB")) entry("cB", "TP collective (backward)");
     if (used_.count("cW")) entry("cW", "TP collective (weight)");
     if (used_.count("ex")) entry("ex", "TP exposed (report's attribution)");
+    for (StreamKind s : group_lanes_) {
+      const std::string g = name(s), upper = s == StreamKind::Cp ? "CP" : "EP";
+      if (used_.count("c" + g)) entry("c" + g, upper + " collective");
+      if (used_.count("x" + g)) entry("x" + g, upper + " exposed");
+    }
     if (used_.count("off")) entry("off", "offload (D2H)");
     if (used_.count("rel")) entry("rel", "reload (H2D)");
     if (used_.count("mem")) entry("mem", "activation memory");
@@ -409,6 +428,13 @@ class SvgWriter {
     rect(kLeft, y, plot_w_, kTpH, "thin");
     tp_lane(r, y);
     y += kTpH;
+    for (StreamKind s : group_lanes_) {
+      y += kThinGap;
+      text(kLeft - 8, y + kTpH - 0.5, "k", name(s), "end");
+      rect(kLeft, y, plot_w_, kTpH, "thin");
+      group_lane(r, y, s);
+      y += kTpH;
+    }
     if (copy_lane_[r]) {
       y += kThinGap;
       text(kLeft - 8, y + kCopyH, "k", "copy", "end");
@@ -524,7 +550,7 @@ class SvgWriter {
 
   // Thin-lane rectangles at true width: pieces are joined only where they touch at the print
   // resolution (0.01 px); nothing is widened.
-  void thin_rects(const std::vector<Interval>& v, double y, double h, const char* cls) {
+  void thin_rects(const std::vector<Interval>& v, double y, double h, const std::string& cls) {
     for (const Interval& iv : v) {
       if (iv.e - iv.b < 0.005) continue;  // prints as width 0
       rect(iv.b, y, iv.e - iv.b, h, cls);
@@ -552,13 +578,32 @@ class SvgWriter {
     thin_rects(bwd, y, kTpH, "cB");
     thin_rects(other, y, kTpH, "cW");
     // Exposed TP: exactly the report's intervals (attribute_idle), one rectangle each.
-    std::vector<Interval> exposed;
+    thin_rects(exposed(r, StreamKind::Tp), y, kTpH, "ex");
+  }
+
+  // The report's exposed intervals of rank r's collectives on `stream`, in the window.
+  std::vector<Interval> exposed(int r, StreamKind stream) const {
+    std::vector<Interval> out;
     if (r < static_cast<int>(report_.ranks.size()))
-      for (const TimeInterval& iv : tp_exposed_intervals(report_.ranks[r])) {
+      for (const TimeInterval& iv : exposed_intervals(report_.ranks[r], stream)) {
         double b = 0, e = 0;
-        if (visible(iv.begin_s, iv.end_s, b, e)) exposed.push_back({b, e});
+        if (visible(iv.begin_s, iv.end_s, b, e)) out.push_back({b, e});
       }
-    thin_rects(exposed, y, kTpH, "ex");
+    return out;
+  }
+
+  // The collectives of another group (cp, ep) on their own lane, with their exposed parts.
+  void group_lane(int r, double y, StreamKind stream) {
+    std::vector<Interval> ops;
+    const int sid = dag_.stream_id(r, stream);
+    for (int k = dag_.stream_begin[sid]; k < dag_.stream_begin[sid + 1]; ++k) {
+      const int i = dag_.stream_ops[k];
+      double b = 0, e = 0;
+      if (visible(t_.start_s[i], t_.end_s[i], b, e)) push_merged(ops, b, e, 0.01);
+    }
+    const std::string g = name(stream);
+    thin_rects(ops, y, kTpH, "c" + g);
+    thin_rects(exposed(r, stream), y, kTpH, "x" + g);
   }
 
   void copy_lane(int r, double y) {
@@ -644,6 +689,7 @@ class SvgWriter {
   std::set<std::string> used_box_, used_;
   bool used_braided_ = false;
   std::vector<bool> copy_lane_;
+  std::vector<StreamKind> group_lanes_;  // Cp, Ep: the collective lanes beyond TP that are drawn
   std::vector<double> rank_y_;
   std::string out_;
 };

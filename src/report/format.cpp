@@ -120,7 +120,8 @@ std::string reports_csv(const std::vector<Report>& reports) {
       "study,schedule,pp,vpp,tp,microbatches,gpus,iteration_time_s,tp_bubble_rate,"
       "pp_bubble_rate,offload_stall_rate,mfu,hfu,tokens_per_s,samples_per_s,tflops_per_gpu,"
       "max_peak_memory_gib,max_activation_peak_ma,oom,oom_rank,oom_over_gib,tp_comm_rate,"
-      "dp_exposed_rate,optimizer_rate\n";
+      "dp_exposed_rate,optimizer_rate,cp_exposed_rate,cp_comm_rate,ep_exposed_rate,ep_comm_rate,"
+      "dp_comm_rate\n";
   for (const Report& r : reports) {
     double peak_ma = 0;
     for (const RankReport& rr : r.ranks) peak_ma = std::max(peak_ma, rr.activation_peak_ma);
@@ -134,7 +135,9 @@ std::string reports_csv(const std::vector<Report>& reports) {
            csv_number(peak_ma) + "," + (r.oom ? "true" : "false") + "," +
            (r.oom ? std::to_string(r.oom_rank) : std::string()) + "," + csv_number(r.oom_over_gib) +
            "," + csv_number(r.tp_comm_rate) + "," + csv_number(r.dp_exposed_rate) + "," +
-           csv_number(r.optimizer_rate) + "\n";
+           csv_number(r.optimizer_rate) + "," + csv_number(r.cp_exposed_rate) + "," +
+           csv_number(r.cp_comm_rate) + "," + csv_number(r.ep_exposed_rate) + "," +
+           csv_number(r.ep_comm_rate) + "," + csv_number(r.dp_comm_rate) + "\n";
   }
   return out;
 }
@@ -143,7 +146,8 @@ std::string ranks_csv(const Report& report) {
   std::string out =
       "schedule,rank,iteration_time_s,busy_s,tp_exposed_s,pp_idle_s,offload_stall_s,static_gib,"
       "activation_peak_gib,activation_peak_ma,peak_memory_gib,oom,over_gib,dp_exposed_s,"
-      "optimizer_s,static_layers_gib,static_embeddings_gib,static_other_gib,static_fixed_gib\n";
+      "optimizer_s,static_layers_gib,static_embeddings_gib,static_other_gib,static_fixed_gib,"
+      "cp_exposed_s,ep_exposed_s\n";
   for (const RankReport& r : report.ranks)
     out += report.schedule + "," + std::to_string(r.rank) + "," +
            csv_number(report.iteration_time_s) + "," + csv_number(r.busy_s) + "," +
@@ -155,7 +159,7 @@ std::string ranks_csv(const Report& report) {
            csv_number(r.optimizer_s) + "," + csv_number(r.static_layers_bytes / kGiB) + "," +
            csv_number(r.static_embeddings_bytes / kGiB) + "," +
            csv_number(r.static_other_bytes / kGiB) + "," + csv_number(r.static_fixed_bytes / kGiB) +
-           "\n";
+           "," + csv_number(r.cp_exposed_s) + "," + csv_number(r.ep_exposed_s) + "\n";
   return out;
 }
 
@@ -178,6 +182,13 @@ std::string simulate_table(const Report& r) {
          (uniform(r) ? std::string()
                      : "  (TP collectives take " + percent(r.tp_comm_rate) + " of the time)") +
          "\n";
+  // Context and expert parallelism, when the job has their collectives.
+  if (r.cp_comm_rate > 0)
+    out += "CP exposed       " + percent(r.cp_exposed_rate) + "  (CP collectives take " +
+           percent(r.cp_comm_rate) + " of the time)\n";
+  if (r.ep_comm_rate > 0)
+    out += "EP exposed       " + percent(r.ep_exposed_rate) + "  (EP collectives take " +
+           percent(r.ep_comm_rate) + " of the time)\n";
   out += "PP bubble        " + percent(r.pp_bubble_rate) + "\n";
   if (r.offload_stall_rate > 0) out += "offload stall    " + percent(r.offload_stall_rate) + "\n";
   if (!uniform(r)) {
@@ -199,15 +210,30 @@ std::string simulate_table(const Report& r) {
   }
   out += "\n";
   std::vector<std::vector<std::string>> rows;
+  const bool has_cp = r.cp_comm_rate > 0, has_ep = r.ep_comm_rate > 0;
+  // Inserts the CP and EP columns after tp_exposed, when the job has them.
+  auto with_groups = [&](std::vector<std::string> row, const std::string& cp_cell,
+                         const std::string& ep_cell) {
+    auto at = row.begin() + 3;
+    if (has_ep) at = row.insert(at, ep_cell);
+    if (has_cp) row.insert(at, cp_cell);
+    return row;
+  };
   if (uniform(r))
-    rows.push_back({"rank", "busy", "tp_exposed", "pp_idle", "offload_stall", "act_peak_Ma"});
+    rows.push_back(
+        with_groups({"rank", "busy", "tp_exposed", "pp_idle", "offload_stall", "act_peak_Ma"},
+                    "cp_exposed", "ep_exposed"));
   else
-    rows.push_back({"rank", head("busy"), head("tp_exposed"), head("pp_idle"),
-                    head("offload_stall"), head("dp_exposed"), head("optimizer"), "act_peak_Ma",
-                    "static_GiB", "layers/emb/other/fixed", "peak_GiB", "oom"});
+    rows.push_back(
+        with_groups({"rank", head("busy"), head("tp_exposed"), head("pp_idle"),
+                     head("offload_stall"), head("dp_exposed"), head("optimizer"), "act_peak_Ma",
+                     "static_GiB", "layers/emb/other/fixed", "peak_GiB", "oom"},
+                    head("cp_exposed"), head("ep_exposed")));
   for (const RankReport& rr : r.ranks) {
-    std::vector<std::string> row{std::to_string(rr.rank), cell(rr.busy_s), cell(rr.tp_exposed_s),
-                                 cell(rr.pp_idle_s), cell(rr.offload_stall_s)};
+    std::vector<std::string> row =
+        with_groups({std::to_string(rr.rank), cell(rr.busy_s), cell(rr.tp_exposed_s),
+                     cell(rr.pp_idle_s), cell(rr.offload_stall_s)},
+                    cell(rr.cp_exposed_s), cell(rr.ep_exposed_s));
     if (!uniform(r)) {
       row.push_back(cell(rr.dp_exposed_s));
       row.push_back(cell(rr.optimizer_s));
@@ -228,7 +254,7 @@ std::string simulate_table(const Report& r) {
   const CriticalPathSummary& cp = r.critical_path;
   const double total = r.iteration_time_s > 0 ? r.iteration_time_s : 1;
   out += "\ncritical path    " + std::to_string(cp.ops) + " ops: compute " +
-         percent(cp.compute_s / total) + ", TP collectives " + percent(cp.collective_s / total) +
+         percent(cp.compute_s / total) + ", collectives " + percent(cp.collective_s / total) +
          ", P2P " + percent(cp.p2p_s / total) + ", copies " + percent(cp.copy_s / total) + "\n";
   out += "path by rank     " + path_by_rank(cp, total, uniform(r)) + "\n";
   return out;
@@ -259,10 +285,24 @@ std::string compare_table(const std::vector<Report>& reports, const std::string&
   double longest = 0;
   for (const Report& r : reports) longest = std::max(longest, r.iteration_time_s);
   const Unit unit = unit_for(longest);  // one unit for the whole column
-  rows.push_back({"schedule", uni ? "iteration" : "iteration " + unit.name,
-                  base ? "speed-up vs " + baseline : "speed-up", "TP bubble", "PP bubble",
-                  "offload stall", "DP exposed", "MFU", "HFU", "tokens/s", "act peak Ma",
-                  "peak GiB", ""});
+  // CP and EP columns after the TP bubble when any run has their collectives.
+  bool has_cp = false, has_ep = false;
+  for (const Report& r : reports) {
+    has_cp = has_cp || r.cp_comm_rate > 0;
+    has_ep = has_ep || r.ep_comm_rate > 0;
+  }
+  auto with_groups = [&](std::vector<std::string> row, const std::string& cp_cell,
+                         const std::string& ep_cell) {
+    auto at = row.begin() + 4;
+    if (has_ep) at = row.insert(at, ep_cell);
+    if (has_cp) row.insert(at, cp_cell);
+    return row;
+  };
+  rows.push_back(with_groups(
+      {"schedule", uni ? "iteration" : "iteration " + unit.name,
+       base ? "speed-up vs " + baseline : "speed-up", "TP bubble", "PP bubble", "offload stall",
+       "DP exposed", "MFU", "HFU", "tokens/s", "act peak Ma", "peak GiB", ""},
+      "CP exposed", "EP exposed"));
   for (std::size_t i = 0; i < reports.size(); ++i) {
     const Report& r = reports[i];
     double peak_ma = 0;
@@ -270,13 +310,14 @@ std::string compare_table(const std::vector<Report>& reports, const std::string&
     const double ref = base ? base->iteration_time_s : reports.front().iteration_time_s;
     std::string mark = static_cast<int>(i) == best ? "<- best" : "";
     if (r.oom) mark = (mark.empty() ? "" : mark + ", ") + "OOM";
-    rows.push_back(
+    rows.push_back(with_groups(
         {r.schedule, uni ? fmt("%.6g", r.iteration_time_s) : in_unit(r.iteration_time_s, unit),
          fmt("%.3fx", r.iteration_time_s > 0 ? ref / r.iteration_time_s : 0),
          percent(r.tp_bubble_rate), percent(r.pp_bubble_rate), percent(r.offload_stall_rate),
          uni ? "-" : percent(r.dp_exposed_rate), uni ? "-" : percent(r.mfu),
          uni ? "-" : percent(r.hfu), uni ? "-" : fmt("%.0f", r.tokens_per_s), fmt("%.2f", peak_ma),
-         uni ? "-" : fmt("%.2f", r.max_peak_memory_gib), mark});
+         uni ? "-" : fmt("%.2f", r.max_peak_memory_gib), mark},
+        percent(r.cp_exposed_rate), percent(r.ep_exposed_rate)));
   }
   out += util::text_table(rows);
   return out;

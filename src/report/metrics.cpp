@@ -4,19 +4,24 @@
 // the first, after the last until the iteration ends). For the gap [g0, g1) before op X, the ops
 // X waits for on rank r are found by walking back from X through dependencies and stream order,
 // staying on rank r, skipping the compute stream (its ops ended by g0) and ops that ended by g0.
-// The part of the gap covered by a TP collective among them (running, or holding one that is
-// queued behind it) is tp_exposed; the part covered by a data-parallel sync op (gradient bucket,
-// parameter all-gather, tied-embedding all-reduce) and not already TP is dp_exposed; the part
-// covered by an offload/reload copy and neither of those is offload_stall; the rest — waiting on
-// a P2P, on another rank, start-up and drain — is pp_idle, computed as the remainder so the six
-// (with busy and the optimizer step, compute ops of their own) add up to the iteration time on
-// every rank. After the last compute op the "X" is the end of the iteration, which waits for
-// every op of the rank.
+// The part of the gap covered by a collective among them (running, or holding one that is queued
+// behind it) is exposed time of its stream's group: tp_exposed, then cp_exposed, ep_exposed and a
+// unit collective's dp share, each what the groups before it do not cover (kCollectiveStreams'
+// order); the part covered by a data-parallel sync op (gradient bucket, parameter all-gather,
+// tied-embedding all-reduce) and none of those is dp_exposed too; the part covered by an
+// offload/reload copy and none of those is offload_stall; the rest — waiting on a P2P, on another
+// rank, start-up and drain — is pp_idle, computed as the remainder so the eight (with busy and
+// the optimizer step, compute ops of their own) add up to the iteration time on every rank.
+// measured_pp_idle_s measures pp_idle from the gaps as well, independently. After the last compute
+// op the "X" is the end of the iteration, which waits for every op of the rank.
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <iterator>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -47,6 +52,20 @@ double union_length(std::vector<std::pair<double, double>>& iv) {
   return total;
 }
 
+// Where exposed time goes: per collective stream (tp, cp, ep, dp, in kCollectiveStreams order,
+// which is also their precedence), the DP sync ops' share and the copies'.
+struct Exposure {
+  double coll[std::size(kCollectiveStreams)] = {};
+  double dp_sync = 0, off = 0;
+};
+
+// The position of a collective stream in kCollectiveStreams; -1 for any other stream.
+constexpr int collective_index(StreamKind s) {
+  for (std::size_t k = 0; k < std::size(kCollectiveStreams); ++k)
+    if (kCollectiveStreams[k] == s) return static_cast<int>(k);
+  return -1;
+}
+
 class IdleAttribution {
  public:
   IdleAttribution(const Dag& dag, const Timeline& t) : dag_(dag), t_(t) {
@@ -55,11 +74,12 @@ class IdleAttribution {
 
   void rank(int r, RankReport& out) {
     const int cs = dag_.stream_id(r, StreamKind::Compute);
-    double busy = 0, opt = 0, tp = 0, dp = 0, off = 0, prev_end = 0;
-    out.tp_exposed_pieces.clear();
+    double busy = 0, opt = 0, prev_end = 0;
+    Exposure e;
+    out.exposed_pieces.clear();
     // Ranks have about as many pieces as each other: room for the last rank's, grown from there.
-    out.tp_exposed_pieces.reserve(last_pieces_);
-    pieces_ = &out.tp_exposed_pieces;
+    out.exposed_pieces.reserve(last_pieces_);
+    pieces_ = &out.exposed_pieces;
     const int stream_end = dag_.stream_begin[cs + 1];
     for (int k = dag_.stream_begin[cs]; k < stream_end; ++k) {
       const int x = dag_.stream_ops[k];
@@ -71,10 +91,10 @@ class IdleAttribution {
         if (ahead > 0) prefetch_labels(ahead - 1);
       }
       const double s = t_.start_s[x];
-      if (s > prev_end && !small_gap(r, x, prev_end, s, tp)) {
+      if (s > prev_end && !small_gap(r, x, prev_end, s, e)) {
         lists_.reset();
         push_waited_on(view(prev_end, s), lists_, x);
-        gap(r, prev_end, s, tp, dp, off);
+        gap(r, prev_end, s, e);
       }
       (dag_.ops[x].kind == OpKind::Optimizer ? opt : busy) += t_.end_s[x] - s;
       prev_end = t_.end_s[x];
@@ -88,23 +108,29 @@ class IdleAttribution {
         for (int k = dag_.stream_begin[sid]; k < dag_.stream_begin[sid + 1]; ++k)
           if (t_.end_s[dag_.stream_ops[k]] > prev_end) lists_.push(dag_.stream_ops[k]);
       }
-      gap(r, prev_end, end, tp, dp, off);
+      gap(r, prev_end, end, e);
     }
-    last_pieces_ = out.tp_exposed_pieces.size();
+    last_pieces_ = out.exposed_pieces.size();
     out.busy_s = busy;
     out.optimizer_s = opt;
-    out.tp_exposed_s = tp;
-    out.dp_exposed_s = dp;
-    out.offload_stall_s = off;
+    out.tp_exposed_s = e.coll[collective_index(StreamKind::Tp)];
+    out.cp_exposed_s = e.coll[collective_index(StreamKind::Cp)];
+    out.ep_exposed_s = e.coll[collective_index(StreamKind::Ep)];
+    out.dp_exposed_s = e.dp_sync + e.coll[collective_index(StreamKind::Dp)];
+    out.offload_stall_s = e.off;
     // The remainder; a rank that is never idle can come out a few ulps below zero (PP 1), which
     // is rounding, not idle time.
-    out.pp_idle_s = std::max(0.0, end - busy - opt - tp - dp - off);
+    out.pp_idle_s = std::max(0.0, end - busy - opt - out.tp_exposed_s - out.cp_exposed_s -
+                                      out.ep_exposed_s - out.dp_exposed_s - out.offload_stall_s);
   }
 
-  // The time of the TP collectives of the ranks so far, added in op order, when their tp streams
-  // list them in op order rank after rank (as lowering does); false when one does not.
-  bool collectives_in_op_order() const { return collectives_.in_order; }
-  double collectives_s() const { return collectives_.total_s; }
+  // The time of the ops of each collective stream of the ranks so far, added in op order, when the
+  // streams list them in op order rank after rank (as lowering does); false when one does not.
+  bool collectives_in_op_order() const {
+    return std::all_of(std::begin(comm_), std::end(comm_),
+                       [](const CollectiveSum& s) { return s.in_order; });
+  }
+  double comm_s(StreamKind s) const { return comm_[collective_index(s)].total_s; }
 
  private:
   static constexpr std::size_t kListed = 32;  // ops a gap meets before it uses the marks
@@ -116,22 +142,24 @@ class IdleAttribution {
     bool in_order = true;
   };
 
-  // The collectives are the ops of the tp streams (OpKind::Collective). Rank r's are added right
-  // after its compute pass, which has just read the times of the ops around them (a rank's part
-  // of the timeline stays in cache; a second pass over the whole timeline would not find it).
+  // The ops of rank r's collective streams. They are added right after its compute pass, which
+  // has just read the times of the ops around them (a rank's part of the timeline stays in cache;
+  // a second pass over the whole timeline would not find it).
   void add_collectives(int r) {
-    const int s = dag_.stream_id(r, StreamKind::Tp);
-    const int* i = dag_.stream_ops.data() + dag_.stream_begin[s];
-    const int* const stop = dag_.stream_ops.data() + dag_.stream_begin[s + 1];
-    const double* start = t_.start_s.data();
-    const double* end = t_.end_s.data();
-    CollectiveSum sum = collectives_;
-    for (; i != stop; ++i) {
-      sum.in_order = sum.in_order && *i > sum.last;
-      sum.last = *i;
-      sum.total_s += end[*i] - start[*i];
+    for (std::size_t c = 0; c < std::size(kCollectiveStreams); ++c) {
+      const int s = dag_.stream_id(r, kCollectiveStreams[c]);
+      const int* i = dag_.stream_ops.data() + dag_.stream_begin[s];
+      const int* const stop = dag_.stream_ops.data() + dag_.stream_begin[s + 1];
+      const double* start = t_.start_s.data();
+      const double* end = t_.end_s.data();
+      CollectiveSum sum = comm_[c];
+      for (; i != stop; ++i) {
+        sum.in_order = sum.in_order && *i > sum.last;
+        sum.last = *i;
+        sum.total_s += end[*i] - start[*i];
+      }
+      comm_[c] = sum;
     }
-    collectives_ = sum;
   }
 
   // The lines of op i's record that hold its kind, rank and stream (its labels, bytes 4 to 19 of
@@ -193,17 +221,18 @@ class IdleAttribution {
       if (!w.meet(y)) return false;
       const DagOp& op = v.ops[y];
       if (op.rank != r || op.stream == StreamKind::Compute) continue;
-      if (!w.record(v, op.kind, y) || !push_waited_on(v, w, y)) return false;
+      if (!w.record(v, op, y) || !push_waited_on(v, w, y)) return false;
     }
     return true;
   }
 
   // The storage of a walk that meets at most kSmallWalk ops and, of the rank's own, no DP sync
-  // op, no copy and at most two collectives (every gap of the qwen2 run): arrays on the stack,
-  // searched by a scan.
+  // op, no copy and at most two collectives of one stream (every gap of the qwen2 run): arrays on
+  // the stack, searched by a scan.
   struct SmallWalk {
     int stack[kSmallWalk], met_ops[kSmallWalk], coll[2];
     int depth = 0, n_met = 0, n_coll = 0;
+    StreamKind coll_stream = StreamKind::Tp;
     bool met(int y) const {
       for (int i = 0; i < n_met; ++i)
         if (met_ops[i] == y) return true;
@@ -224,13 +253,14 @@ class IdleAttribution {
       y = stack[--depth];
       return true;
     }
-    bool record(const WalkView&, OpKind kind, int y) {  // the intervals are read at the end
-      if (kind == OpKind::Collective) {
-        if (n_coll == 2) return false;
+    bool record(const WalkView&, const DagOp& op, int y) {  // the intervals are read at the end
+      if (op.kind == OpKind::Collective) {
+        if (n_coll == 2 || (n_coll == 1 && op.stream != coll_stream)) return false;
+        coll_stream = op.stream;
         coll[n_coll++] = y;
         return true;
       }
-      return kind != OpKind::DpSync && kind != OpKind::Offload && kind != OpKind::Reload;
+      return op.kind != OpKind::DpSync && op.kind != OpKind::Offload && op.kind != OpKind::Reload;
     }
   };
 
@@ -244,14 +274,19 @@ class IdleAttribution {
     bool marked = false;              // this gap met kListed ops: mark holds them
     std::vector<std::uint16_t> mark;  // per op, made by the first gap that needs it
     std::uint16_t generation = 0;
-    std::vector<std::pair<double, double>> tp_iv, dp_only, copy_iv;
-    std::vector<int> tp_ops;  // the collective of each tp_iv
+    // The collectives met (any collective stream), their ops and streams' indices, parallel.
+    std::vector<std::pair<double, double>> coll_iv, dp_only, copy_iv;
+    std::vector<int> coll_ops;
+    std::vector<int> coll_index;  // collective_index of each one's stream
+    bool one_stream = true;       // every collective met is on one stream
     void reset() {
       stack.clear();
       seen.clear();
       marked = false;
-      tp_iv.clear();
-      tp_ops.clear();
+      coll_iv.clear();
+      coll_ops.clear();
+      coll_index.clear();
+      one_stream = true;
       dp_only.clear();
       copy_iv.clear();
     }
@@ -289,13 +324,16 @@ class IdleAttribution {
       stack.pop_back();
       return true;
     }
-    bool record(const WalkView& v, OpKind kind, int y) {
-      if (kind == OpKind::Collective) {
-        tp_iv.push_back(v.interval(y));
-        tp_ops.push_back(y);
-      } else if (kind == OpKind::DpSync) {
+    bool record(const WalkView& v, const DagOp& op, int y) {
+      if (op.kind == OpKind::Collective) {
+        const int index = collective_index(op.stream);
+        one_stream = one_stream && (coll_index.empty() || coll_index.front() == index);
+        coll_iv.push_back(v.interval(y));
+        coll_ops.push_back(y);
+        coll_index.push_back(index);
+      } else if (op.kind == OpKind::DpSync) {
         dp_only.push_back(v.interval(y));
-      } else if (kind == OpKind::Offload || kind == OpKind::Reload) {
+      } else if (op.kind == OpKind::Offload || op.kind == OpKind::Reload) {
         copy_iv.push_back(v.interval(y));
       }
       return true;
@@ -305,100 +343,129 @@ class IdleAttribution {
   // The gap [g0, g1) before compute op x on SmallWalk's arrays, with the same pieces and sums as
   // gap() (they depend on which ops the walk meets, not on the order it meets them). False, with
   // nothing recorded, when the walk does not fit them.
-  bool small_gap(int r, int x, double g0, double g1, double& tp) {
+  bool small_gap(int r, int x, double g0, double g1, Exposure& e) {
     const WalkView v = view(g0, g1);
     SmallWalk w;
     if (!push_waited_on(v, w, x) || !walk_gap(v, w, r)) return false;
-    if (w.n_coll == 1) one_collective(v.interval(w.coll[0]), w.coll[0], tp);
+    if (w.n_coll == 0) return true;
+    double& total = e.coll[collective_index(w.coll_stream)];
+    if (w.n_coll == 1) one_collective(v.interval(w.coll[0]), w.coll[0], w.coll_stream, total);
     if (w.n_coll == 2)
-      two_collectives(v.interval(w.coll[0]), w.coll[0], v.interval(w.coll[1]), w.coll[1], tp);
+      two_collectives(v.interval(w.coll[0]), w.coll[0], v.interval(w.coll[1]), w.coll[1],
+                      w.coll_stream, total);
     return true;
   }
 
   // The gap [g0, g1) whose roots lists_ holds.
-  void gap(int r, double g0, double g1, double& tp, double& dp, double& off) {
+  void gap(int r, double g0, double g1, Exposure& e) {
     walk_gap(view(g0, g1), lists_, r);
-    std::vector<std::pair<double, double>>& tp_iv = lists_.tp_iv;
+    std::vector<std::pair<double, double>>& coll_iv = lists_.coll_iv;
     const std::vector<std::pair<double, double>>& dp_only = lists_.dp_only;
     const std::vector<std::pair<double, double>>& copy_iv = lists_.copy_iv;
-    if (tp_iv.size() <= 2 && dp_only.empty() && copy_iv.empty()) {
-      // The common gaps: one collective or none, or two (one queued behind the other). The same
-      // pieces and sums as the general case below.
-      const std::vector<int>& ops = lists_.tp_ops;
-      if (tp_iv.size() == 1) one_collective(tp_iv[0], ops[0], tp);
-      if (tp_iv.size() == 2) two_collectives(tp_iv[0], ops[0], tp_iv[1], ops[1], tp);
+    const std::vector<int>& ops = lists_.coll_ops;
+    if (lists_.one_stream && coll_iv.size() <= 2 && dp_only.empty() && copy_iv.empty()) {
+      // The common gaps: one collective or none, or two of one stream (one queued behind the
+      // other). The same pieces and sums as the general case below.
+      if (coll_iv.empty()) return;
+      const int c = lists_.coll_index.front();
+      const StreamKind s = kCollectiveStreams[c];
+      if (coll_iv.size() == 1) one_collective(coll_iv[0], ops[0], s, e.coll[c]);
+      if (coll_iv.size() == 2)
+        two_collectives(coll_iv[0], ops[0], coll_iv[1], ops[1], s, e.coll[c]);
       return;
     }
-    // Precedence TP, then DP, then copies: each category is its union minus the ones before.
-    // The TP union is recorded piece by piece (its collectives) before the sort below.
+    // Precedence tp, cp, ep, dp collectives (kCollectiveStreams' order), then DP sync ops, then
+    // copies: each category is its union with the ones before it, minus theirs. The collectives'
+    // union is recorded piece by piece before the sort below.
     split_among_collectives();
-    // The DP union is over the collectives and the DP sync ops, the last over those and the
-    // copies. The union sorts its intervals first, so the order they are gathered in changes
-    // nothing; one over the same intervals as the one before it (no DP sync op, no copy in the
-    // gap) would sum to the same value and is not measured again.
-    const double t = union_length(tp_iv);
+    // A union sorts its intervals first, so the order they are gathered in changes nothing; one
+    // over the same intervals as the one before it (no DP sync op, no copy in the gap) would sum
+    // to the same value and is not measured again.
+    double t = 0;
+    if (lists_.one_stream) {
+      t = union_length(coll_iv);
+      if (!coll_iv.empty()) e.coll[lists_.coll_index.front()] += t;
+    } else {
+      // Several streams: the union grows stream by stream in precedence order.
+      below_iv_.clear();
+      for (std::size_t c = 0; c < std::size(kCollectiveStreams); ++c) {
+        bool any = false;
+        for (std::size_t i = 0; i < coll_iv.size(); ++i)
+          if (lists_.coll_index[i] == static_cast<int>(c)) {
+            below_iv_.push_back(coll_iv[i]);
+            any = true;
+          }
+        if (!any) continue;
+        scratch_iv_.assign(below_iv_.begin(), below_iv_.end());
+        const double u = union_length(scratch_iv_);
+        e.coll[c] += u - t;
+        t = u;
+      }
+      coll_iv.assign(below_iv_.begin(), below_iv_.end());
+    }
     double td = t;
     if (!dp_only.empty()) {
-      dp_iv_.assign(tp_iv.begin(), tp_iv.end());
+      dp_iv_.assign(coll_iv.begin(), coll_iv.end());
       dp_iv_.insert(dp_iv_.end(), dp_only.begin(), dp_only.end());
       td = union_length(dp_iv_);
     }
     double all = td;
     if (!copy_iv.empty()) {
-      const auto& below = dp_only.empty() ? tp_iv : dp_iv_;
+      const auto& below = dp_only.empty() ? coll_iv : dp_iv_;
       all_iv_.assign(below.begin(), below.end());
       all_iv_.insert(all_iv_.end(), copy_iv.begin(), copy_iv.end());
       all = union_length(all_iv_);
     }
-    tp += t;
-    dp += td - t;
-    off += all - td;
+    e.dp_sync += td - t;
+    e.off += all - td;
   }
 
-  // A piece [b, e) of collective y, joined to the one before when it continues it.
-  void piece(int y, double b, double e) {
+  // A piece [b, e) of collective y on `stream`, joined to the one before when it continues it.
+  void piece(int y, StreamKind stream, double b, double e) {
     std::vector<ExposedPiece>& out = *pieces_;
     if (!out.empty() && out.back().op == y && out.back().end_s == b)
       out.back().end_s = e;
     else
-      out.push_back({y, b, e});
+      out.push_back({y, stream, b, e});
   }
 
   // split_among_collectives and union_length for a single interval [b, e) of collective y.
-  void one_collective(std::pair<double, double> iv, int y, double& tp) {
+  void one_collective(std::pair<double, double> iv, int y, StreamKind stream, double& total) {
     const auto [b, e] = iv;
     if (e <= b) return;
-    piece(y, b, e);
-    tp += e - b;
+    piece(y, stream, b, e);
+    total += e - b;
   }
 
-  // The same for the intervals of two collectives p and q: the one that started first (the
-  // lower op on a tie) holds all of its own; the other what lies after it. The union adds one
-  // length when they overlap or touch, else the two lengths in start order.
+  // The same for the intervals of two collectives p and q of one stream: the one that started
+  // first (the lower op on a tie) holds all of its own; the other what lies after it. The union
+  // adds one length when they overlap or touch, else the two lengths in start order.
   void two_collectives(std::pair<double, double> p_iv, int p, std::pair<double, double> q_iv, int q,
-                       double& tp) {
+                       StreamKind stream, double& total) {
     auto [pb, pe] = p_iv;
     auto [qb, qe] = q_iv;
-    if (qe <= qb) return one_collective(p_iv, p, tp);
-    if (pe <= pb) return one_collective(q_iv, q, tp);
+    if (qe <= qb) return one_collective(p_iv, p, stream, total);
+    if (pe <= pb) return one_collective(q_iv, q, stream, total);
     if (qb < pb || (qb == pb && q < p)) {
       std::swap(pb, qb);
       std::swap(pe, qe);
       std::swap(p, q);
     }
-    piece(p, pb, pe);
-    if (qe > pe) piece(q, std::max(qb, pe), qe);
-    tp += qb <= pe ? std::max(pe, qe) - pb : (pe - pb) + (qe - qb);
+    piece(p, stream, pb, pe);
+    if (qe > pe) piece(q, stream, std::max(qb, pe), qe);
+    total += qb <= pe ? std::max(pe, qe) - pb : (pe - pb) + (qe - qb);
   }
 
   // The union of this gap's collective intervals, each elementary segment given to the collective
-  // that covers it and started first (lists_.tp_iv and tp_ops are parallel, before sorting).
+  // that covers it on the stream first in precedence, then that started first, then the lowest op
+  // (lists_.coll_iv, coll_ops and coll_index are parallel, before sorting).
   void split_among_collectives() {
-    const std::vector<std::pair<double, double>>& tp_iv = lists_.tp_iv;
-    const std::vector<int>& tp_ops = lists_.tp_ops;
+    const std::vector<std::pair<double, double>>& iv = lists_.coll_iv;
+    const std::vector<int>& ops = lists_.coll_ops;
+    const std::vector<int>& index = lists_.coll_index;
     std::vector<double>& xs = xs_;  // kept between gaps: no allocation per gap
     xs.clear();
-    for (const auto& [b, e] : tp_iv) {
+    for (const auto& [b, e] : iv) {
       if (e <= b) continue;
       xs.push_back(b);
       xs.push_back(e);
@@ -407,14 +474,15 @@ class IdleAttribution {
     xs.erase(std::unique(xs.begin(), xs.end()), xs.end());
     for (std::size_t k = 0; k + 1 < xs.size(); ++k) {
       int holder = -1;
-      for (std::size_t i = 0; i < tp_iv.size(); ++i) {
-        const auto& [b, e] = tp_iv[i];
+      for (std::size_t i = 0; i < iv.size(); ++i) {
+        const auto& [b, e] = iv[i];
         if (b > xs[k] || e < xs[k + 1] || e <= b) continue;
-        if (holder < 0 || b < tp_iv[holder].first ||
-            (b == tp_iv[holder].first && tp_ops[i] < tp_ops[holder]))
+        if (holder < 0 || index[i] < index[holder] ||
+            (index[i] == index[holder] &&
+             (b < iv[holder].first || (b == iv[holder].first && ops[i] < ops[holder]))))
           holder = static_cast<int>(i);
       }
-      if (holder >= 0) piece(tp_ops[holder], xs[k], xs[k + 1]);
+      if (holder >= 0) piece(ops[holder], kCollectiveStreams[index[holder]], xs[k], xs[k + 1]);
     }
   }
 
@@ -429,10 +497,10 @@ class IdleAttribution {
   const Timeline& t_;
   GapLists lists_;          // the general walk's storage, kept between gaps
   std::vector<double> xs_;  // split_among_collectives' segment ends
-  std::vector<std::pair<double, double>> dp_iv_, all_iv_;
-  CollectiveSum collectives_;                    // the ranks' so far
-  std::vector<ExposedPiece>* pieces_ = nullptr;  // the rank's tp_exposed pieces
-  std::size_t last_pieces_ = 0;                  // how many the rank before had
+  std::vector<std::pair<double, double>> dp_iv_, all_iv_, below_iv_, scratch_iv_;
+  CollectiveSum comm_[std::size(kCollectiveStreams)];  // the ranks' so far, per stream
+  std::vector<ExposedPiece>* pieces_ = nullptr;        // the rank's exposed pieces
+  std::size_t last_pieces_ = 0;                        // how many the rank before had
 };
 
 // The lowest index among the latest ends of the n ops, in one pass: four independent running
@@ -543,20 +611,28 @@ void static_parts(const CostModel& cost, const Schedule& schedule, int r, RankRe
                     rr.static_fixed_bytes;
 }
 
-// attribute_idle, and the total time of the TP collectives, all ranks, added in op order: along
-// the tp streams as the attribution passes them, the same terms in the same order as a pass over
-// every op, which is made only when a stream lists them out of op order.
-double attribute_ranks(const Dag& dag, const Timeline& t, std::vector<RankReport>& ranks) {
+// The total time of the ops of each collective stream (kCollectiveStreams' order), all ranks.
+using CommSeconds = std::array<double, std::size(kCollectiveStreams)>;
+
+// attribute_idle, and the time of each collective stream's ops, all ranks, added in op order:
+// along the streams as the attribution passes them, the same terms in the same order as a pass
+// over every op, which is made only when a stream lists them out of op order.
+CommSeconds attribute_ranks(const Dag& dag, const Timeline& t, std::vector<RankReport>& ranks) {
   IdleAttribution attribution(dag, t);
   ranks.resize(dag.pp);
   for (int r = 0; r < dag.pp; ++r) {
     ranks[r].rank = r;
     attribution.rank(r, ranks[r]);
   }
-  if (attribution.collectives_in_op_order()) return attribution.collectives_s();
-  double total = 0;
+  CommSeconds total{};
+  if (attribution.collectives_in_op_order()) {
+    for (std::size_t c = 0; c < total.size(); ++c)
+      total[c] = attribution.comm_s(kCollectiveStreams[c]);
+    return total;
+  }
   for (int j = 0; j < dag.size(); ++j)
-    if (dag.ops[j].kind == OpKind::Collective) total += t.end_s[j] - t.start_s[j];
+    if (const int c = collective_index(dag.ops[j].stream); c >= 0)
+      total[static_cast<std::size_t>(c)] += t.end_s[j] - t.start_s[j];
   return total;
 }
 
@@ -566,9 +642,70 @@ void attribute_idle(const Dag& dag, const Timeline& timeline, std::vector<RankRe
   attribute_ranks(dag, timeline, ranks);
 }
 
-std::vector<TimeInterval> tp_exposed_intervals(const RankReport& rank) {
+namespace {
+
+// One idle gap [g0, g1) of rank r's compute stream whose compute op (or the iteration end) waits
+// directly on `roots`: its length less the union of the intervals, within it, of every op of rank
+// r off the compute stream that the roots reach (through dependencies and stream order, following
+// only ops that end after g0) and that holds the compute stream (a collective, DP sync or copy).
+double unexplained(const Dag& dag, const Timeline& t, int r, double g0, double g1,
+                   std::vector<int> roots) {
+  std::unordered_set<int> met;
+  std::vector<std::pair<double, double>> held;
+  while (!roots.empty()) {
+    const int y = roots.back();
+    roots.pop_back();
+    if (!met.insert(y).second) continue;
+    const DagOp& op = dag.ops[y];
+    if (op.rank != r || op.stream == StreamKind::Compute) continue;
+    if (op.kind == OpKind::Collective || op.kind == OpKind::DpSync || op.kind == OpKind::Offload ||
+        op.kind == OpKind::Reload)
+      held.emplace_back(std::max(t.start_s[y], g0), std::min(t.end_s[y], g1));
+    for (int j = dag.pred_begin[y]; j < dag.pred_begin[y + 1]; ++j)
+      if (t.end_s[dag.preds[j]] > g0) roots.push_back(dag.preds[j]);
+    if (const int prev = dag.stream_prev[y]; prev >= 0 && t.end_s[prev] > g0) roots.push_back(prev);
+  }
+  return (g1 - g0) - union_length(held);
+}
+
+}  // namespace
+
+std::vector<double> measured_pp_idle_s(const Dag& dag, const Timeline& t) {
+  std::vector<double> out(static_cast<std::size_t>(dag.pp), 0.0);
+  for (int r = 0; r < dag.pp; ++r) {
+    const int cs = dag.stream_id(r, StreamKind::Compute);
+    double prev_end = 0, idle = 0;
+    for (int k = dag.stream_begin[cs]; k < dag.stream_begin[cs + 1]; ++k) {
+      const int x = dag.stream_ops[k];
+      if (t.start_s[x] > prev_end) {
+        std::vector<int> roots;
+        for (int j = dag.pred_begin[x]; j < dag.pred_begin[x + 1]; ++j)
+          if (t.end_s[dag.preds[j]] > prev_end) roots.push_back(dag.preds[j]);
+        if (const int prev = dag.stream_prev[x]; prev >= 0 && t.end_s[prev] > prev_end)
+          roots.push_back(prev);
+        idle += unexplained(dag, t, r, prev_end, t.start_s[x], std::move(roots));
+      }
+      prev_end = t.end_s[x];
+    }
+    if (t.iteration_time_s > prev_end) {
+      std::vector<int> roots;
+      for (int s = 0; s < kStreamsPerRank; ++s) {
+        if (static_cast<StreamKind>(s) == StreamKind::Compute) continue;
+        const int sid = dag.stream_id(r, static_cast<StreamKind>(s));
+        for (int k = dag.stream_begin[sid]; k < dag.stream_begin[sid + 1]; ++k)
+          if (t.end_s[dag.stream_ops[k]] > prev_end) roots.push_back(dag.stream_ops[k]);
+      }
+      idle += unexplained(dag, t, r, prev_end, t.iteration_time_s, std::move(roots));
+    }
+    out[static_cast<std::size_t>(r)] = idle;
+  }
+  return out;
+}
+
+std::vector<TimeInterval> exposed_intervals(const RankReport& rank, StreamKind stream) {
   std::vector<TimeInterval> out;
-  for (const ExposedPiece& p : rank.tp_exposed_pieces) {
+  for (const ExposedPiece& p : rank.exposed_pieces) {
+    if (p.stream != stream) continue;
     if (!out.empty() && out.back().end_s == p.start_s)
       out.back().end_s = p.end_s;
     else
@@ -591,17 +728,19 @@ Report make_report(const std::string& study, const Schedule& schedule, const Cos
   rep.ops = dag.size();
   const double T = timeline.iteration_time_s;
   rep.iteration_time_s = T;
-  const double collectives_s = attribute_ranks(dag, timeline, rep.ranks);
+  const CommSeconds comm_s = attribute_ranks(dag, timeline, rep.ranks);
 
   double ma = 0;
   for (const ChunkCost& c : cost.chunks) ma += c.activation_bytes;
   rep.ma_bytes = cost.chunks.empty() ? 0 : ma / static_cast<double>(cost.chunks.size());
   rep.hbm_gib = cost.hbm_bytes / kGiB;
 
-  double tp = 0, pp = 0, off = 0, dp = 0, opt = 0;
+  double tp = 0, cp = 0, ep = 0, pp = 0, off = 0, dp = 0, opt = 0;
   for (int r = 0; r < schedule.pp; ++r) {
     RankReport& rr = rep.ranks[r];
     tp += rr.tp_exposed_s;
+    cp += rr.cp_exposed_s;
+    ep += rr.ep_exposed_s;
     pp += rr.pp_idle_s;
     off += rr.offload_stall_s;
     dp += rr.dp_exposed_s;
@@ -626,8 +765,13 @@ Report make_report(const std::string& study, const Schedule& schedule, const Cos
   if (denom > 0) {
     rep.dp_exposed_rate = dp / denom;
     rep.optimizer_rate = opt / denom;
-    rep.tp_comm_rate = collectives_s / denom;
+    rep.tp_comm_rate = comm_s[collective_index(StreamKind::Tp)] / denom;
+    rep.cp_comm_rate = comm_s[collective_index(StreamKind::Cp)] / denom;
+    rep.ep_comm_rate = comm_s[collective_index(StreamKind::Ep)] / denom;
+    rep.dp_comm_rate = comm_s[collective_index(StreamKind::Dp)] / denom;
     rep.tp_bubble_rate = tp / denom;
+    rep.cp_exposed_rate = cp / denom;
+    rep.ep_exposed_rate = ep / denom;
     rep.pp_bubble_rate = pp / denom;
     rep.offload_stall_rate = off / denom;
   }

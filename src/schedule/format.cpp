@@ -108,9 +108,13 @@ std::string to_json(const Schedule& schedule) {
     }
     ranks.push_back(json{{"rank", rank.rank}, {"instructions", std::move(list)}});
   }
-  json out{{"schedule", schedule.name}, {"pp", schedule.pp},
-           {"vpp", schedule.vpp},       {"microbatches", schedule.microbatches},
-           {"ranks", std::move(ranks)}, {"placement", name(schedule.placement)}};
+  json out{{"schedule", schedule.name},
+           {"pp", schedule.pp},
+           {"vpp", schedule.vpp},
+           {"microbatches", schedule.microbatches},
+           {"ranks", std::move(ranks)},
+           {"placement", name(schedule.placement)},
+           {"p2p_runtime", name(schedule.p2p_runtime)}};
   return out.dump();
 }
 

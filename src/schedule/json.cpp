@@ -112,6 +112,14 @@ Schedule read_schedule_json(std::istream& in, const std::string& file) {
     if (!given) reader.fail("placement", "expected \"loop\" or \"v\"");
     s.placement = *given;
   }
+  // "p2p_runtime" is written since the runtime became a field of the schedule; a file without it
+  // runs under braid's own rules (receives posted ahead), whatever its name says.
+  if (auto runtime = doc.find("p2p_runtime"); runtime != doc.end()) {
+    const std::optional<P2pRuntime> given =
+        runtime->is_string() ? parse_p2p_runtime(runtime->get<std::string>()) : std::nullopt;
+    if (!given) reader.fail("p2p_runtime", "expected \"megatron\" or \"posted-ahead\"");
+    s.p2p_runtime = *given;
+  }
   const json& ranks = reader.member(doc, "document", "ranks");
   if (!ranks.is_array() || static_cast<int>(ranks.size()) != s.pp)
     reader.fail("ranks", "expected an array of pp = " + std::to_string(s.pp) + " rank programs");

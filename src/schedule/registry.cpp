@@ -20,17 +20,26 @@ struct Entry {
 
 // In the order `compare` lists them: the classic ones, then the V-shaped ones, STP last; one
 // entry per ScheduleKind, in its order.
+constexpr P2pRuntime kMegatron = P2pRuntime::Megatron;
+constexpr P2pRuntime kAhead = P2pRuntime::PostedAhead;
+// The runtimes: Megatron-Core's schedules.py runs gpipe and 1f1b
+// (forward_backward_pipelining_without_interleaving) and 1f1b-i (_with_interleaving); the
+// zero-bubble runtime zb-h1 and zb-v, DeepSeek's DualPipe dualpipe-v and the STP trainer stp and
+// stp-offload post their receives ahead.
 constexpr Entry kEntries[] = {
-    {{ScheduleKind::GPipe, "gpipe", Placement::Loop, 1, false, false, 0}, detail::make_gpipe},
-    {{ScheduleKind::OneFOneB, "1f1b", Placement::Loop, 1, false, false, 0}, detail::make_1f1b},
-    {{ScheduleKind::Interleaved, "1f1b-i", Placement::Loop, 0, true, false, 0},
+    {{ScheduleKind::GPipe, "gpipe", Placement::Loop, 1, false, false, 0, kMegatron},
+     detail::make_gpipe},
+    {{ScheduleKind::OneFOneB, "1f1b", Placement::Loop, 1, false, false, 0, kMegatron},
+     detail::make_1f1b},
+    {{ScheduleKind::Interleaved, "1f1b-i", Placement::Loop, 0, true, false, 0, kMegatron},
      detail::make_1f1b_interleaved},
-    {{ScheduleKind::ZbH1, "zb-h1", Placement::Loop, 1, false, false, 0}, detail::make_zb_h1},
-    {{ScheduleKind::ZbV, "zb-v", Placement::V, 2, false, false, 0}, detail::make_zb_v},
-    {{ScheduleKind::DualPipeV, "dualpipe-v", Placement::V, 2, false, false, 2},
+    {{ScheduleKind::ZbH1, "zb-h1", Placement::Loop, 1, false, false, 0, kAhead},
+     detail::make_zb_h1},
+    {{ScheduleKind::ZbV, "zb-v", Placement::V, 2, false, false, 0, kAhead}, detail::make_zb_v},
+    {{ScheduleKind::DualPipeV, "dualpipe-v", Placement::V, 2, false, false, 2, kAhead},
      detail::make_dualpipe_v},
-    {{ScheduleKind::Stp, "stp", Placement::V, 2, false, false, 2}, detail::make_stp},
-    {{ScheduleKind::StpOffload, "stp-offload", Placement::V, 2, false, true, 2},
+    {{ScheduleKind::Stp, "stp", Placement::V, 2, false, false, 2, kAhead}, detail::make_stp},
+    {{ScheduleKind::StpOffload, "stp-offload", Placement::V, 2, false, true, 2, kAhead},
      detail::make_stp_offload},
 };
 
@@ -75,6 +84,15 @@ const std::vector<std::string>& schedule_names() {
 
 int fixed_vpp(std::string_view name) { return traits(parse_schedule_kind(name)).vpp; }
 
+int chunks_per_rank(ScheduleKind kind, int requested) {
+  const int fixed = traits(kind).vpp;
+  return fixed != 0 ? fixed : requested;
+}
+
+int chunks_per_rank(std::string_view name, int requested) {
+  return chunks_per_rank(parse_schedule_kind(name), requested);
+}
+
 int min_microbatches(std::string_view name, const ScheduleOptions& options) {
   const ScheduleTraits& t = traits(parse_schedule_kind(name));
   if (t.microbatches_per_pp > 0) return t.microbatches_per_pp * options.pp;
@@ -92,6 +110,7 @@ Schedule make_schedule(ScheduleKind kind, const ScheduleOptions& options) {
   detail::check_fraction("--offload", options.offload);
   Schedule s = e.make(options);
   s.name = e.traits.name;
+  s.p2p_runtime = e.traits.p2p_runtime;
   // --offload: the shared post-pass on any schedule that does not offload by its own option.
   if (options.offload > 0 && !e.traits.own_offload) {
     detail::insert_offload(s, options.offload);
@@ -126,20 +145,16 @@ void prune_microbatches(Schedule& schedule, int m) {
     std::vector<Instruction> kept;
     kept.reserve(rank.instructions.size());
     for (const Instruction& in : rank.instructions) {
-      const bool pair = is_braided(in.op);
-      bool keep_a = in.a.mb < m;
-      bool keep_b = pair && in.b.mb < m;
-      if (pair && keep_a && keep_b) {
+      PassPart parts[2];
+      const bool pair = parts_of(in, parts) == 2;
+      const bool keep_a = parts[0].pass.mb < m;
+      const bool keep_b = pair && parts[1].pass.mb < m;
+      if (pair && keep_a && keep_b)
         kept.push_back(in);
-      } else if (keep_a) {
-        const InstructionKind single = pair ? InstructionKind::F : in.op;
-        kept.push_back({single, in.a, {}});
-      } else if (keep_b) {
-        InstructionKind single = in.op == InstructionKind::FB   ? InstructionKind::B
-                                 : in.op == InstructionKind::FW ? InstructionKind::W
-                                                                : InstructionKind::F;
-        kept.push_back({single, in.b, {}});
-      }
+      else if (keep_a)
+        kept.push_back(single(parts[0]));
+      else if (keep_b)
+        kept.push_back(single(parts[1]));
     }
     rank.instructions = std::move(kept);
   }

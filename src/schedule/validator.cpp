@@ -16,9 +16,6 @@ namespace braid {
 
 namespace {
 
-using detail::Part;
-using detail::PassKind;
-
 std::string pass_text(const char* letter, const Pass& p) {
   return letter + std::to_string(p.chunk) + "." + std::to_string(p.mb);
 }
@@ -79,6 +76,9 @@ std::string check_sizes(const Schedule& s) {
            ", microbatches " + std::to_string(m) + ")";
   if (s.placement == Placement::V && v != 2)
     return "the V placement has exactly 2 chunks per rank, not " + std::to_string(v);
+  if (s.p2p_runtime == P2pRuntime::Megatron && s.placement != Placement::Loop)
+    return "p2p_runtime megatron runs loop-placed schedules only (Megatron-Core has no V-shaped "
+           "schedule); use posted-ahead";
   if (static_cast<int>(s.ranks.size()) != p)
     return "schedule has " + std::to_string(s.ranks.size()) + " rank programs, expected " +
            std::to_string(p);
@@ -87,7 +87,7 @@ std::string check_sizes(const Schedule& s) {
 
 // One pass against what already ran of its (rank, chunk, microbatch); empty when it may run here.
 // The text is built only for an error: a valid schedule runs this once per pass.
-std::string check_pass(const Part& part, int k, Slots& sl) {
+std::string check_pass(const PassPart& part, int k, Slots& sl) {
   const Pass& q = part.pass;
   const auto id = [&] {
     return "chunk " + std::to_string(q.chunk) + " microbatch " + std::to_string(q.mb);
@@ -138,8 +138,8 @@ std::string check_rank_order(const Schedule& s, SlotTable& slots) {
     if (prog.rank != r)
       return "rank program " + std::to_string(r) + " says it is rank " + std::to_string(prog.rank);
     for (int k = 0; k < static_cast<int>(prog.instructions.size()); ++k) {
-      Part parts[2];
-      const int n = detail::parts_of(prog.instructions[k], parts);
+      PassPart parts[2];
+      const int n = parts_of(prog.instructions[k], parts);
       for (int i = 0; i < n; ++i) {
         const Pass& q = parts[i].pass;
         if (q.chunk < 0 || q.chunk >= v || q.mb < 0 || q.mb >= m)
@@ -242,8 +242,8 @@ void measure_peaks(const Schedule& s, ValidationResult& result) {
   for (int r = 0; r < s.pp; ++r) {
     int in_flight = 0, on_device = 0, peak = 0, peak_device = 0;
     for (const Instruction& in : s.ranks[r].instructions) {
-      Part parts[2];
-      int n = detail::parts_of(in, parts);
+      PassPart parts[2];
+      int n = parts_of(in, parts);
       // Inside a braided block the B's release is counted before the F's allocation: the block
       // frees what its B no longer needs while its F fills in.
       for (int pass = 0; pass < 2; ++pass)

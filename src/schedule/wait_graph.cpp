@@ -5,39 +5,6 @@
 
 namespace braid::detail {
 
-int parts_of(const Instruction& in, Part out[2]) {
-  switch (in.op) {
-    case InstructionKind::F:
-      out[0] = {PassKind::F, in.a};
-      return 1;
-    case InstructionKind::B:
-      out[0] = {PassKind::B, in.a};
-      return 1;
-    case InstructionKind::W:
-      out[0] = {PassKind::W, in.a};
-      return 1;
-    case InstructionKind::FB:
-      out[0] = {PassKind::F, in.a};
-      out[1] = {PassKind::B, in.b};
-      return 2;
-    case InstructionKind::FW:
-      out[0] = {PassKind::F, in.a};
-      out[1] = {PassKind::W, in.b};
-      return 2;
-    case InstructionKind::FF:
-      out[0] = {PassKind::F, in.a};
-      out[1] = {PassKind::F, in.b};
-      return 2;
-    case InstructionKind::Offload:
-      out[0] = {PassKind::Offload, in.a};
-      return 1;
-    case InstructionKind::Reload:
-      out[0] = {PassKind::Reload, in.a};
-      return 1;
-  }
-  return 0;
-}
-
 WaitGraph::WaitGraph(const Schedule& s) {
   const int p = s.pp, stages = s.virtual_stages(), m = s.microbatches;
   first.assign(p + 1, 0);
@@ -50,7 +17,7 @@ WaitGraph::WaitGraph(const Schedule& s) {
   auto key = [&](int stage, int mb) { return static_cast<std::size_t>(stage) * m + mb; };
   for (int r = 0; r < p; ++r)
     for (int k = 0; k < static_cast<int>(s.ranks[r].instructions.size()); ++k) {
-      Part parts[2];
+      PassPart parts[2];
       const int n = parts_of(s.ranks[r].instructions[k], parts);
       for (int i = 0; i < n; ++i) {
         const Pass& q = parts[i].pass;
@@ -64,7 +31,7 @@ WaitGraph::WaitGraph(const Schedule& s) {
     for (int k = 0; k < static_cast<int>(s.ranks[r].instructions.size()); ++k) {
       const int self = first[r] + k;
       if (k > 0) out[self - 1].push_back(self);
-      Part parts[2];
+      PassPart parts[2];
       const int n = parts_of(s.ranks[r].instructions[k], parts);
       for (int i = 0; i < n; ++i) {
         const Pass& q = parts[i].pass;

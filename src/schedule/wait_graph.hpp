@@ -12,17 +12,6 @@
 
 namespace braid::detail {
 
-enum class PassKind { F, B, W, Offload, Reload };
-
-struct Part {
-  PassKind kind = PassKind::F;
-  Pass pass;
-};
-
-// The passes an instruction runs, in the order they are checked and lowered; returns how many
-// (1 or 2) were written to `out`.
-int parts_of(const Instruction& in, Part out[2]);
-
 struct WaitGraph {
   std::vector<int> first;               // first node of each rank; first[p] = node count
   std::vector<std::vector<int>> out;    // node -> nodes that wait for it, in insertion order

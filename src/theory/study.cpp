@@ -121,7 +121,8 @@ StudyExplain explain_study(const Study& study, const Profile& profile, const Sch
     std::map<std::string, double> unit, phase, collective;
     ExposedBreakdown b;
     b.rank = r;
-    for (const ExposedPiece& p : ranks[r].tp_exposed_pieces) {
+    for (const ExposedPiece& p : ranks[r].exposed_pieces) {
+      if (p.stream != StreamKind::Tp) continue;  // the TP bubble
       const DagOp& op = run.dag.ops[p.op];
       const double t = p.end_s - p.start_s;
       b.total_s += t;

@@ -1,0 +1,51 @@
+// A chunk's layers as spans of its layer units (cost_model.hpp: ChunkCost, LayerCost).
+#include <string>
+
+#include "braid/cost_model.hpp"
+#include "braid/error.hpp"
+
+namespace braid {
+
+double PhaseCost::collective_s() const {
+  double t = 0;
+  for (const Collective& c : collectives) t += c.time_s;
+  return t;
+}
+
+int PhaseCost::compute_steps() const {
+  int steps = 1;
+  for (const Collective& c : collectives) {
+    if (c.position != CollectivePosition::Inside) continue;
+    if (c.steps < 2 || (steps != 1 && c.steps != steps))
+      throw InternalError("a phase's collectives inside its compute run in " +
+                          std::to_string(c.steps) + " steps, not 2 or more agreeing ones");
+    steps = c.steps;
+  }
+  return steps;
+}
+
+std::span<const UnitCost> ChunkCost::layer(int l) const {
+  const LayerSpan& s = layers[static_cast<std::size_t>(l)];
+  return {layer_units.data() + s.first, static_cast<std::size_t>(s.units)};
+}
+
+std::span<UnitCost> ChunkCost::layer(int l) {
+  const LayerSpan& s = layers[static_cast<std::size_t>(l)];
+  return {layer_units.data() + s.first, static_cast<std::size_t>(s.units)};
+}
+
+std::span<const UnitCost> ChunkCost::first_half(int l) const {
+  return layer(l).first(static_cast<std::size_t>(layers[static_cast<std::size_t>(l)].half));
+}
+
+std::span<const UnitCost> ChunkCost::second_half(int l) const {
+  return layer(l).subspan(static_cast<std::size_t>(layers[static_cast<std::size_t>(l)].half));
+}
+
+void ChunkCost::add_layer(const LayerCost& layer) {
+  layers.push_back(
+      {static_cast<int>(layer_units.size()), static_cast<int>(layer.units.size()), layer.half});
+  layer_units.insert(layer_units.end(), layer.units.begin(), layer.units.end());
+}
+
+}  // namespace braid
