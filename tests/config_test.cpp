@@ -388,3 +388,91 @@ TEST_CASE("YamlMap reads numbers as yaml-cpp's conversions do", "[config]") {
       CHECK_THROWS_AS(map.integer("x"), InputError);
   }
 }
+
+// Megatron-Core's parallel_state (initialize_model_parallel's docstring and RankGenerator, order
+// tp-cp-ep-dp-pp): 16 GPUs, tp 2, pp 4 give 8 TP groups [g0, g1], ..., 8 DP groups [g0, g2],
+// [g1, g3], [g4, g6], ... and 4 pipeline groups [g0, g4, g8, g12], ...
+TEST_CASE("the rank layout numbers ranks as Megatron-Core: tp fastest, then cp, dp, pp",
+          "[config][layout]") {
+  const RankLayout l = make_rank_layout(16, 8, 2, 1, 4);
+  CHECK(l.dp == 2);
+  CHECK(l.world() == 16);
+  CHECK(l.ranks(Group::Tp, 0) == std::vector<int>{0, 1});
+  CHECK(l.ranks(Group::Tp, 7) == std::vector<int>{6, 7});
+  CHECK(l.ranks(Group::Dp, 0) == std::vector<int>{0, 2});
+  CHECK(l.ranks(Group::Dp, 5) == std::vector<int>{5, 7});
+  CHECK(l.ranks(Group::Pp, 1) == std::vector<int>{1, 5, 9, 13});
+  CHECK(l.first_rank_of_stage(3) == 12);
+  CHECK(l.node_of(l.first_rank_of_stage(2)) == 1);
+  // Its context-parallel example: 8 GPUs, tp 4, cp 2 give CP groups [g0, g4], ..., [g3, g7].
+  const RankLayout c = make_rank_layout(8, 8, 4, 2, 1);
+  CHECK(c.dp == 1);
+  CHECK(c.ranks(Group::Cp, 0) == std::vector<int>{0, 4});
+  CHECK(c.ranks(Group::Cp, 7) == std::vector<int>{3, 7});
+  // dp x cp: the group gradients are reduced over. 32 GPUs, tp 2, cp 2, pp 2: dp 4, and rank 0's
+  // dp-cp group holds the ranks 2 apart within its stage of 16.
+  const RankLayout dc = make_rank_layout(32, 8, 2, 2, 2);
+  CHECK(dc.dp == 4);
+  CHECK(dc.size(Group::DpCp) == 8);
+  CHECK(dc.ranks(Group::DpCp, 0) == std::vector<int>{0, 2, 4, 6, 8, 10, 12, 14});
+  CHECK(dc.ranks(Group::Dp, 0) == std::vector<int>{0, 4, 8, 12});
+}
+
+TEST_CASE("expert layers fold etp x ep x edp over the same ranks and the same pipeline",
+          "[config][layout]") {
+  // 64 GPUs, attention tp 4 pp 2 (dp 8), experts etp 1 ep 8: edp = 64 / (1 x 8 x 2) = 4. An EP
+  // group is 8 consecutive ranks; the expert DP group strides over them within the stage of 32.
+  const RankLayout l = make_rank_layout(64, 8, 4, 1, 2, 8, 1);
+  CHECK(l.dp == 8);
+  CHECK(l.etp == 1);
+  CHECK(l.ep == 8);
+  CHECK(l.edp == 4);
+  CHECK(l.ranks(Group::Ep, 0) == std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7});
+  CHECK(l.ranks(Group::Edp, 0) == std::vector<int>{0, 8, 16, 24});
+  CHECK(l.ranks(Group::Edp, 33) == std::vector<int>{33, 41, 49, 57});
+  // The pipeline groups are the dense layers' (Megatron-Core asserts the two agree).
+  CHECK(l.ranks(Group::Pp, 5) == std::vector<int>{5, 37});
+  // etp defaults to the dense tp, as expert_tensor_parallel_size does.
+  CHECK(make_rank_layout(64, 8, 4, 1, 2, 2).etp == 4);
+  CHECK(make_rank_layout(64, 8, 4, 1, 2, 2).edp == 4);
+}
+
+TEST_CASE("the rank layout says which groups cross nodes and who shares the node's NICs",
+          "[config][layout]") {
+  // tp 4 x dp 4 = 16 ranks per stage on 8-GPU nodes: a DP group spans both nodes of its stage
+  // with 2 members on each, and all 8 GPUs of the node sync at once.
+  const RankLayout l = make_rank_layout(32, 8, 4, 1, 2);
+  CHECK_FALSE(l.spans_nodes(Group::Tp));
+  CHECK(l.members_per_node(Group::Tp) == 4);
+  CHECK(l.nic_users(Group::Tp) == 0);
+  CHECK(l.spans_nodes(Group::Dp));
+  CHECK(l.members_per_node(Group::Dp) == 2);
+  CHECK(l.nic_users(Group::Dp) == 8);
+  CHECK(l.spans_nodes(Group::Pp));
+  // tp 8, dp 1 per stage: DP is one rank, inside its node.
+  const RankLayout one = make_rank_layout(16, 8, 8, 1, 2);
+  CHECK_FALSE(one.spans_nodes(Group::Dp));
+  CHECK(one.members_per_node(Group::Dp) == 1);
+  // tp 16 on 8-GPU nodes: the TP group itself crosses the network.
+  CHECK(make_rank_layout(32, 8, 16, 1, 2).spans_nodes(Group::Tp));
+  // tp 2, dp 8, pp 2 on 8-GPU nodes: a stage of 16 spans two nodes; a DP group has 4 members on
+  // each (2 apart), and every GPU of the node is in a group that crosses.
+  const RankLayout wide = make_rank_layout(32, 8, 2, 1, 2);
+  CHECK(wide.members_per_node(Group::Dp) == 4);
+  CHECK(wide.nic_users(Group::Dp) == 8);
+  // The group names read back.
+  for (Group g :
+       {Group::Tp, Group::Cp, Group::Dp, Group::Pp, Group::DpCp, Group::Etp, Group::Ep, Group::Edp})
+    CHECK(parse_group(name(g)) == g);
+  CHECK_FALSE(parse_group("xp").has_value());
+}
+
+TEST_CASE("a study's rank layout is its cluster's at its tp and pp", "[config][layout]") {
+  const Study s = load_study(kRoot / "configs/studies/default.yaml");
+  const RankLayout l = rank_layout(s);
+  CHECK(l.world() == s.cluster.gpus());
+  CHECK(l.tp == s.parallel.tp);
+  CHECK(l.pp == s.parallel.pp);
+  CHECK(l.dp == s.parallel.dp);
+  CHECK(l.gpus_per_node == s.cluster.gpus_per_node);
+}
