@@ -1,5 +1,6 @@
 // build_cost_model: a Study on a Profile -> per virtual stage, per unit and phase costs
 // (cost_model.hpp). Formulas: docs/cost-model.md.
+#include <array>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -324,6 +325,28 @@ void set_step(CostModel& cm, const Study& study, const Profile& profile, const S
 }
 
 }  // namespace
+
+std::vector<detail::LayerKernel> detail::lm_layer_kernels(const Study& study,
+                                                          const Profile& profile) {
+  std::vector<KernelCall> calls;
+  Roofline roof{&profile};
+  roof.log = &calls;
+  const LayerShape lm =
+      lm_layer_shape(study.model, study.training.micro_batch_size, study.training.seq);
+  layer_cost(lm, tp_setup(study, profile), roof, 0, false);
+  // layer_cost times the units in layer order, each unit's F, B and W in turn (units.cpp).
+  constexpr std::array<UnitKind, 4> kUnits = {UnitKind::PreAttn, UnitKind::Attn, UnitKind::PreMLP,
+                                              UnitKind::MLP};
+  std::vector<LayerKernel> out;
+  out.reserve(calls.size());
+  for (const KernelCall& c : calls) {
+    if (c.phase_index < 0 || c.phase_index >= 12)
+      throw InternalError("lm_layer_kernels: a kernel outside the layer's 12 timed phases");
+    out.push_back({kUnits[static_cast<std::size_t>(c.phase_index / 3)],
+                   static_cast<Phase>(c.phase_index % 3), c});
+  }
+  return out;
+}
 
 CostModel build_cost_model(const Study& study, const Profile& profile, int virtual_stages,
                            const LayerSplit& split) {
