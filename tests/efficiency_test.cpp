@@ -288,7 +288,7 @@ TEST_CASE("the per-layer kernel list accounts for every GEMM and attention FLOP 
     CAPTURE(c.study, c.recompute);
     StudyOverrides o;
     o.recompute = *parse_recompute(c.recompute);
-    const Study s = load_study(c.study, o);
+    const Study s = load_study(resolve_config("studies", c.study), o);
     const Profile p = load_profile(s.cluster.profile);
     const CostModel cm = build_cost_model(s, p, s.parallel.pp * s.parallel.vpp, {});
     const LayerCost* layer = nullptr;

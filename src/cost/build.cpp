@@ -42,6 +42,7 @@ detail::TpSetup tp_setup(const Study& study, const Profile& profile) {
   tp.recompute_full = tr.recompute == Recompute::Full;
   tp.main_grad_bytes =
       2 * tr.grad_bytes_per_param + (tr.gradient_accumulation_fusion ? 0 : 2 * tr.dtype_bytes);
+  tp.main_grad_fused = tr.gradient_accumulation_fusion;
   const bool tp_spans_nodes = par.tp > study.cluster.gpus_per_node;
   tp.link =
       &profile.link(tp_spans_nodes ? study.cluster.inter_node.name : study.cluster.intra_node.name);

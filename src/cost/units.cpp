@@ -101,9 +101,10 @@ struct LayerTerms {
     return s.norm_params == 1 ? roof.kernel_s(ElementwiseKernel::RmsNorm, bytes)
                               : roof.memory_s(bytes);
   }
-  // In the GEMM's epilogue (gradient-accumulation fusion): traffic, no kernel of its own.
+  // In the GEMM's epilogue with gradient-accumulation fusion (traffic, no kernel of its own);
+  // without, one add kernel.
   double main_grad_s(double weights) const {
-    return roof.memory_s(tp.main_grad_bytes * weights, 0);
+    return roof.memory_s(tp.main_grad_bytes * weights, tp.main_grad_fused ? 0 : 1);
   }
 };
 

@@ -45,6 +45,9 @@ struct TpSetup {
   // write of it with gradient-accumulation fusion (the GEMM accumulates into it), plus writing and
   // re-reading a bf16 gradient without. 0 = not modelled (theory checks).
   double main_grad_bytes = 0;
+  // With gradient-accumulation fusion the accumulation is the GEMM's epilogue (no kernel of its
+  // own); without, an add kernel re-reads the bf16 gradient.
+  bool main_grad_fused = true;
   Source source = Source::SpecDerived;
 };
 
