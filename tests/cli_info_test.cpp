@@ -111,3 +111,40 @@ TEST_CASE("bad input to braid info: exit code 2 and one line on stderr", "[cli][
     CHECK(r.out.empty());
   }
 }
+
+TEST_CASE("braid info lists one layer's GEMMs and attention kernels with their sources",
+          "[cli][info][efficiency]") {
+  // A100 (Megatron 22B, unfused attention): every GEMM with its waves and the tile model's
+  // source; H100 (Qwen2-7B, cuDNN by the profile's default): the attention rows used and theirs.
+  CliRun a = run_braid("info --study configs/studies/megatron/megatron-22b-full.yaml");
+  REQUIRE(a.exit_code == 0);
+  CHECK_THAT(a.out, Catch::Contains("kernels of one LM layer"));
+  // The QKV forward GEMM: 576 tiles of 256x128, 6 waves on 108 SMs, 0.741 of peak.
+  CHECK_THAT(a.out, Catch::Contains("PreAttn  F     gemm      8192x2304x6144"));
+  CHECK_THAT(a.out, Catch::Contains("0.741      6     1 256x128  tiles"));
+  // Megatron's unfused QK^T: 32 batched 2048x2048x96 GEMMs.
+  CHECK_THAT(a.out, Catch::Contains("2048x2048x96 b32"));
+  CHECK_THAT(a.out, Catch::Contains("gemm tiles: 256x128 on 108 SMs") &&
+                        Catch::Contains("source: G2 8192^2 (A100-SXM4-80GB)"));
+  CliRun h = run_braid(
+      "info --study configs/studies/qwen2-7b-h20x16.yaml --cluster h100x64 --tp 4 --pp 2 "
+      "--seq 4096");
+  REQUIRE(h.exit_code == 0);
+  CHECK_THAT(h.out, Catch::Contains("attention s4096 hd128 causal cudnn"));
+  CHECK_THAT(h.out, Catch::Contains("attention row cudnn hd128 causal: source: F3 Fig. 5"));
+  CliRun j = run_braid(
+      "info --study configs/studies/qwen2-7b-h20x16.yaml --cluster h100x64 --tp 4 --pp 2 "
+      "--seq 4096 --json");
+  REQUIRE(j.exit_code == 0);
+  const auto kernels = nlohmann::json::parse(j.out)["layer_kernels"];
+  REQUIRE(kernels.size() == 14);  // 12 linear GEMMs + the attention forward and backward
+  int attention = 0;
+  for (const auto& k : kernels) {
+    if (k["kernel"] != "attention") continue;
+    ++attention;
+    CHECK(k["impl"] == "cudnn");
+    CHECK(k["model"] == "rows");
+    CHECK(k["rows"][0]["source"] == "F3 Fig. 5 hd128 causal");
+  }
+  CHECK(attention == 2);
+}

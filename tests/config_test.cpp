@@ -476,3 +476,29 @@ TEST_CASE("a study's rank layout is its cluster's at its tp and pp", "[config][l
   CHECK(l.dp == s.parallel.dp);
   CHECK(l.gpus_per_node == s.cluster.gpus_per_node);
 }
+
+TEST_CASE("attention_impl names the fused kernel, and unfused is flash_attention false",
+          "[config]") {
+  CHECK(load_model(scratch("m.yaml", kModel7b)).attention_impl == AttentionImpl::Default);
+  const ModelConfig fa3 =
+      load_model(scratch("m.yaml", std::string(kModel7b) + "attention_impl: flash3\n"));
+  CHECK(fa3.attention_impl == AttentionImpl::Flash3);
+  CHECK(fa3.flash_attention);
+  const ModelConfig unfused =
+      load_model(scratch("m.yaml", std::string(kModel7b) + "attention_impl: unfused\n"));
+  CHECK_FALSE(unfused.flash_attention);
+  // flash_attention: false alone means unfused too.
+  CHECK(load_model(resolve_config("models", "megatron-22b")).attention_impl ==
+        AttentionImpl::Unfused);
+  InputError e = input_error([&] {
+    load_model(scratch("m.yaml",
+                       std::string(kModel7b) + "flash_attention: false\nattention_impl: cudnn\n"));
+  });
+  CHECK(e.field == "attention_impl");
+  CHECK_THAT(e.problem, Catch::Contains("unfused"));
+  e = input_error(
+      [&] { load_model(scratch("m.yaml", std::string(kModel7b) + "attention_impl: fa3\n")); });
+  CHECK(e.field == "attention_impl");
+  CHECK_THAT(e.problem, Catch::Contains("flash3"));
+  for (const std::string& n : attention_impl_names()) CHECK(name(*parse_attention_impl(n)) == n);
+}

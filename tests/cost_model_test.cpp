@@ -276,15 +276,21 @@ TEST_CASE("W is the weight-gradient GEMMs, and B adds attention backward and ele
   Profile p = load_profile("a800");
   CostModel cm = build_cost_model(s, p, 4);
   const auto l = cm.chunks[1].layer(0);
-  // MLP W: one FC2 weight-gradient GEMM of 2 x T x f x h / t FLOPs at the profile's efficiency,
-  // plus the read and write of its f x h / t fp32 main gradients (gradient-accumulation fusion).
+  // MLP W: one FC2 weight-gradient GEMM of 2 x T x f x h / t FLOPs by the tile model, plus the
+  // read and write of its f x h / t fp32 main gradients (gradient-accumulation fusion, in the
+  // GEMM's epilogue: no kernel of its own). The GEMM is h x f/t x T = 8192 x 3696 x 6144: as
+  // 256x128 tiles 32 x 29 = 928 tiles, 9 waves of 108 (as 128x256, 64 x 15 = 960: 9 waves too;
+  // the first orientation is kept), each tile K + 256 steps at 0.881 of an SM's share of peak.
   const double flops = 2.0 * 6144 * 29568 * 8192 / 8;
-  const double eff = p.gemm.max_efficiency * flops / (flops + p.gemm.half_flops);
+  const GemmTileModel& g = p.gemm.tiles;
+  REQUIRE(g.tile_m == 256);
+  REQUIRE(p.sms == 108);
+  const double gemm_s = g.fixed_s + 9 * 2.0 * 256 * 128 * (6144 + g.k_overhead) /
+                                        (p.peak_flops / 108 * g.wave_efficiency);
   REQUIRE(s.training.gradient_accumulation_fusion);
   const double main_grad_bytes = 2 * s.training.grad_bytes_per_param * 29568.0 * 8192 / 8;
   CHECK(l[3][Phase::W].time_s ==
-        Approx(flops / (p.peak_flops * eff) +
-               main_grad_bytes / (p.hbm_bandwidth_Bps * p.memory_bound_efficiency)));
+        Approx(gemm_s + main_grad_bytes / (p.hbm_bandwidth_Bps * p.memory_bound_efficiency)));
   CHECK(l[3][Phase::W].flops == flops);
   for (const auto& u : l) {
     // B runs the input-gradient GEMM (as many FLOPs as W's) and, in Attn, attention backward.

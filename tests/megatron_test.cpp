@@ -219,13 +219,22 @@ TEST_CASE("selective recomputation reruns the unfused core attention inside the 
   const PhaseCost& b0 = none.chunks[2].layer(1)[1][Phase::B];
   const PhaseCost& b1 = sel.chunks[2].layer(1)[1][Phase::B];
   // The core attention forward on one GPU: QK^T and P.V over the full s x s (unfused kernels
-  // mask, they do not skip): 4 x T x s x q / t FLOPs as GEMMs, and 13 bytes per score element
-  // (QK^T write 2, softmax 4, dropout 5, P.V read 2) of a / t x s x T elements.
+  // mask, they do not skip): 4 x T x s x q / t FLOPs as batched GEMMs, one per sample and head
+  // (12 on a GPU), and 13 bytes per score element (QK^T write 2, softmax 4, dropout 5, P.V read 2)
+  // of a / t x s x T elements in two kernels (softmax, dropout). By the tile model (a100: 256x128
+  // tiles, 108 SMs): QK^T (2048 x 2048 x 128) is 8 x 16 x 12 = 1536 tiles, 15 waves of K 128;
+  // P.V (2048 x 128 x 2048) is 8 x 1 x 12 = 96 tiles, one wave of K 2048 (under one wave split-K
+  // may apply, and is slower here: 2 waves of K 1024 + 256 > 1 wave of 2048 + 256).
   const double T = 2048, s = 2048, q = 12288, t = 8, a = 96;
   const double gemm_flops = 4 * T * s * q / t;
-  const double eff = p.gemm.max_efficiency * gemm_flops / (gemm_flops + p.gemm.half_flops);
+  const GemmTileModel& g = p.gemm.tiles;
+  REQUIRE(g.tile_m == 256);
+  REQUIRE(p.sms == 108);
+  const double step_s = 2.0 * 256 * 128 / (p.peak_flops / 108 * g.wave_efficiency);
+  const double gemm_s =
+      2 * g.fixed_s + 15 * (128 + g.k_overhead) * step_s + 1 * (2048 + g.k_overhead) * step_s;
   const double score_bytes = 13 * a / t * s * T;
-  const double rerun_s = gemm_flops / (p.peak_flops * eff) +
+  const double rerun_s = gemm_s + 2 * p.memory_kernel_s +
                          score_bytes / (p.hbm_bandwidth_Bps * p.memory_bound_efficiency);
   CHECK(b1.time_s - b0.time_s == Approx(rerun_s).epsilon(1e-9));
   CHECK(b1.hw_flops - b0.hw_flops == Approx(gemm_flops).epsilon(1e-12));

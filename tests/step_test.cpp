@@ -167,13 +167,14 @@ TEST_CASE("the optimizer step moves Adam's, the norm's and the zeroing's bytes a
   const double Bps = p.hbm_bandwidth_Bps * p.memory_bound_efficiency;
   // Plain optimizer: Adam reads g (4), reads + writes the 12 B state; the copy to the bf16 weights
   // reads the fp32 master (4) and writes 2; the norm reads g; zeroing writes g:
-  // 4 + 24 + 4 + 2 + 4 + 4 = 42 B per parameter.
+  // 4 + 24 + 4 + 2 + 4 + 4 = 42 B per parameter, as one memory-bound term (one kernel's fixed
+  // time).
   const CostModel plain = build_cost_model(study_on(c, 4, 1), p, 1);
   const double n = plain.chunks[0].params;
-  CHECK(plain.chunks[0].optimizer_s == Approx(42 * n / Bps));
+  CHECK(plain.chunks[0].optimizer_s == Approx(42 * n / Bps + p.memory_kernel_s));
   // Distributed optimizer over dp 4: Adam and the norm on a quarter, zeroing of the whole buffer.
   const CostModel dist = build_cost_model(study_on(c, 4, 1, false, true), p, 1);
-  CHECK(dist.chunks[0].optimizer_s == Approx((38 * n / 4 + 4 * n) / Bps));
+  CHECK(dist.chunks[0].optimizer_s == Approx((38 * n / 4 + 4 * n) / Bps + p.memory_kernel_s));
 }
 
 TEST_CASE("on slow NICs the iteration grows with DP by the exposed sync, less with overlap",
@@ -286,10 +287,12 @@ TEST_CASE("learned-position (GPT) models pay no RoPE", "[step][cost]") {
   rotary.model.position = PositionEmbedding::Rotary;
   const UnitCost a = build_cost_model(learned, p, 1).chunks[0].layer(0)[0];
   const UnitCost b = build_cost_model(rotary, p, 1).chunks[0].layer(0)[0];
-  // RoPE reads and writes q and k: 2 x T x (q + k) / t x 2 bytes, forward and backward.
+  // RoPE reads and writes q and k: 2 x T x (q + k) / t x 2 bytes, forward and backward, one
+  // kernel each.
   const double h = learned.model.hidden;
   const double rope =
-      2 * 2048 * (h + h) / 8 * 2 / (p.hbm_bandwidth_Bps * p.memory_bound_efficiency);
+      2 * 2048 * (h + h) / 8 * 2 / (p.hbm_bandwidth_Bps * p.memory_bound_efficiency) +
+      p.memory_kernel_s;
   CHECK(b[Phase::F].time_s - a[Phase::F].time_s == Approx(rope));
   CHECK(b[Phase::B].time_s - a[Phase::B].time_s == Approx(rope));
 }
@@ -325,35 +328,45 @@ TEST_CASE("a GPT layer's backward pays the residual adds, norm and bias gradient
   const auto l = cm.chunks[0].layer(0);
   const double T = 2048, h = 6144, t = 8, e = 2;
   const double Bps = p.hbm_bandwidth_Bps * p.memory_bound_efficiency;
-  auto gemm_s = [&](double flops) {
-    const double eff = p.gemm.max_efficiency * flops / (flops + p.gemm.half_flops);
-    return flops / (p.peak_flops * eff);
+  const double kernel = p.memory_kernel_s;  // each memory-bound kernel's fixed time
+  // The tile model (a100: 256x128 tiles in either orientation on 108 SMs): `waves` waves of tiles
+  // K + k_overhead steps long, plus the GEMM's fixed time.
+  const GemmTileModel& g = p.gemm.tiles;
+  REQUIRE(g.tile_m == 256);
+  REQUIRE(p.sms == 108);
+  auto gemm_s = [&](double waves, double k) {
+    return g.fixed_s +
+           waves * 2.0 * 256 * 128 * (k + g.k_overhead) / (p.peak_flops / 108 * g.wave_efficiency);
   };
   const double qkv = 3 * h / t;  // QKV output width per GPU
-  // PreAttn B: input-gradient GEMM, LayerNorm backward (3 T h e) and the residual-gradient add
-  // (3 T h e); no RoPE (learned positions).
+  // PreAttn B: input-gradient GEMM (T x h x qkv = 2048 x 6144 x 2304: 8 x 48 = 384 tiles, 4
+  // waves), LayerNorm backward (3 T h e) and the residual-gradient add (3 T h e), two kernels; no
+  // RoPE (learned positions).
   CHECK(l[0][Phase::B].time_s ==
-        Approx(gemm_s(2 * T * h * qkv) + 3 * T * h * e / Bps + 3 * T * h * e / Bps));
-  // PreAttn W: weight GEMM, LayerNorm weight + bias gradient (2 T h e), fp32 main gradient read +
-  // write (8 B per weight), QKV bias gradient (T x qkv x e).
-  CHECK(l[0][Phase::W].time_s == Approx(gemm_s(2 * T * h * qkv) + 2 * T * h * e / Bps +
-                                        8 * h * qkv / Bps + T * qkv * e / Bps));
-  // MLP W: FC2 weight GEMM, its main gradient, the FC2 bias gradient (read T h e).
+        Approx(gemm_s(4, qkv) + 3 * T * h * e / Bps + 3 * T * h * e / Bps + 2 * kernel));
+  // PreAttn W: weight GEMM (qkv x h x T = 2304 x 6144 x 2048: 9 x 48 = 432 tiles, 4 waves),
+  // LayerNorm weight + bias gradient (2 T h e), fp32 main gradient read + write (8 B per weight,
+  // in the GEMM's epilogue), QKV bias gradient (T x qkv x e): two kernels.
+  CHECK(l[0][Phase::W].time_s == Approx(gemm_s(4, T) + 2 * T * h * e / Bps + 8 * h * qkv / Bps +
+                                        T * qkv * e / Bps + 2 * kernel));
+  // MLP W: FC2 weight GEMM (h x 4h/t x T = 6144 x 3072 x 2048: 24 x 24 = 576 tiles, 6 waves), its
+  // main gradient (epilogue), the FC2 bias gradient (read T h e, one kernel).
   CHECK(l[3][Phase::W].time_s ==
-        Approx(gemm_s(2 * T * 4 * h / t * h) + 8 * 4 * h / t * h / Bps + T * h * e / Bps));
+        Approx(gemm_s(6, T) + 8 * 4 * h / t * h / Bps + T * h * e / Bps + kernel));
   // Dropout backward (read the gradient and the 1-byte mask, write the gradient: 5 B per
-  // element) on the MLP's hidden output; a model without dropout has none of it.
+  // element, one kernel) on the MLP's hidden output; a model without dropout has none of it.
   Study plain = s;
   plain.model.dropout = false;
   const CostModel plain_cm = build_cost_model(plain, p, 1);
   const auto n = plain_cm.chunks[0].layer(0);
-  CHECK(l[3][Phase::B].time_s - n[3][Phase::B].time_s == Approx(T * h * 5 / Bps));
-  // Without gradient-accumulation fusion the W GEMM also writes and re-reads a bf16 gradient.
+  CHECK(l[3][Phase::B].time_s - n[3][Phase::B].time_s == Approx(T * h * 5 / Bps + kernel));
+  // Without gradient-accumulation fusion the W GEMM also writes and re-reads a bf16 gradient,
+  // the accumulation an add kernel of its own.
   Study unfused = s;
   unfused.training.gradient_accumulation_fusion = false;
   const CostModel unfused_cm = build_cost_model(unfused, p, 1);
   const auto u = unfused_cm.chunks[0].layer(0);
-  CHECK(u[3][Phase::W].time_s - l[3][Phase::W].time_s == Approx(4 * 4 * h / t * h / Bps));
+  CHECK(u[3][Phase::W].time_s - l[3][Phase::W].time_s == Approx(4 * 4 * h / t * h / Bps + kernel));
 }
 
 TEST_CASE("the parameter gather overlap without the distributed optimizer is refused in one line",
@@ -416,10 +429,11 @@ TEST_CASE("a GPT embedding adds its learned positions and dropout", "[step][cost
   const UnitCost emb = build_cost_model(s, p, 1).chunks[0].prologue.back();
   REQUIRE(emb.kind == UnitKind::Embedding);
   const double b = 2048.0 * 6144 * 2, Bps = p.hbm_bandwidth_Bps * p.memory_bound_efficiency;
-  // Word lookup 2b, position lookup 2b, add 3b, dropout 2.5b (read, write, 1-byte mask).
-  CHECK(emb[Phase::F].time_s == Approx((2 + 2 + 3 + 2.5) * b / Bps));
-  // Dropout backward 2.5b, scatter-adds into the word and position gradients 3b each.
-  CHECK(emb[Phase::W].time_s == Approx((2.5 + 3 + 3) * b / Bps));
+  // Word lookup 2b, position lookup 2b, add 3b, dropout 2.5b (read, write, 1-byte mask): four
+  // kernels.
+  CHECK(emb[Phase::F].time_s == Approx((2 + 2 + 3 + 2.5) * b / Bps + 4 * p.memory_kernel_s));
+  // Dropout backward 2.5b, scatter-adds into the word and position gradients 3b each: three.
+  CHECK(emb[Phase::W].time_s == Approx((2.5 + 3 + 3) * b / Bps + 3 * p.memory_kernel_s));
   CHECK(emb[Phase::F].alloc_bytes == Approx(b / 2));  // the mask, freed by W
   CHECK(emb[Phase::W].free_bytes == Approx(b / 2));
 }

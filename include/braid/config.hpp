@@ -25,6 +25,12 @@ enum class VisionPlacement { Separate, FirstStage };
 // evenly, the remainder on earlier stages; a separate ViT alone on virtual stage 0), or by cost
 // (the contiguous split that minimises the slowest virtual stage's forward + backward time).
 enum class StageBalance { Uniform, Cost };
+// Which fused-attention kernel runs the core attention: the profile's default for the GPU
+// (Transformer Engine's choice: cuDNN on Hopper, FlashAttention-2 on Ampere), FlashAttention-2,
+// FlashAttention-3, cuDNN's fused attention, or Megatron's unfused core attention (batched GEMMs
+// and softmax kernels; the same as flash_attention: false). The profile's attention rows give
+// each fused kernel's rate by sequence length, head size and mask (profile.hpp).
+enum class AttentionImpl { Default, Flash2, Flash3, Cudnn, Unfused };
 
 // The YAML and command-line values of each enum above, in enum order: name() writes them,
 // parse_*() reads them back (std::nullopt for any other text).
@@ -37,6 +43,9 @@ std::optional<VisionPlacement> parse_vision_placement(std::string_view text);
 const std::vector<std::string>& stage_balance_names();  // uniform, cost
 const char* name(StageBalance b);
 std::optional<StageBalance> parse_stage_balance(std::string_view text);
+const std::vector<std::string>& attention_impl_names();  // default, flash2, flash3, cudnn, unfused
+const char* name(AttentionImpl a);
+std::optional<AttentionImpl> parse_attention_impl(std::string_view text);
 
 // The ViT encoder of a multimodal model (Qwen2-VL style).
 struct VisionConfig {
@@ -72,6 +81,9 @@ struct ModelConfig {
   // Fused FlashAttention (no s x s score matrix is stored) or Megatron's unfused core attention
   // (QK^T and P.V as batched GEMMs; softmax output, and with dropout its mask and output, saved).
   bool flash_attention = true;
+  // The fused kernel when flash_attention is on (model field attention_impl; `unfused` is
+  // flash_attention: false). Default: the profile's attention.default_impl.
+  AttentionImpl attention_impl = AttentionImpl::Default;
   std::optional<VisionConfig> vision;
 };
 

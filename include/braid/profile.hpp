@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "braid/config.hpp"
+
 namespace braid {
 
 // Where a number comes from. Published: another party's measurement (the published nccl-tests
@@ -67,19 +69,54 @@ struct LinkProfile {
   std::map<CollectiveKind, std::vector<std::string>> row_sources;
 };
 
-// Achieved GEMM efficiency as a function of size: eff = max_eff * flops / (flops + half_flops),
-// a saturation curve fitted to published measurements (small GEMMs run far below peak).
+// The tile and wave model of one GEMM (docs/cost-model.md, "GEMM"): the library computes the
+// output in tile_m x tile_n tiles (either orientation), one tile per SM at a time, in waves of
+// Profile::sms tiles; a tile costs (K + k_overhead) steps at wave_efficiency of the SM's share of
+// peak, split-K is used when it is faster, and every GEMM pays fixed_s. tile_m == 0: not given
+// (the saturation curve of GemmEfficiency answers).
+struct GemmTileModel {
+  int tile_m = 0, tile_n = 0;
+  double wave_efficiency = 0;  // achieved fraction of peak while a full wave runs
+  double k_overhead = 0;       // per-tile fixed cost (pipeline fill, epilogue), in units of K
+  double fixed_s = 0;          // per-GEMM fixed time (launch and ramp), seconds
+  std::string source;          // the measurements the parameters come from
+  bool enabled() const { return tile_m > 0; }
+};
+
+// Achieved GEMM efficiency: the tile model when the profile gives one, else a function of size
+// alone, eff = max_eff * flops / (flops + half_flops) (the older saturation curve).
 struct GemmEfficiency {
   double max_efficiency = 0.8;
   double half_flops = 0;  // FLOPs of a GEMM that reaches half of max_efficiency
+  GemmTileModel tiles;
+};
+
+// Published rates of one fused-attention kernel (attention.rows of a profile): for one head
+// size and mask, the forward (and, where published, backward) FLOP/s at each sequence length, as
+// FlashAttention counts FLOPs (forward 4 b s^2 h d, halved when causal; backward 2.5 x that).
+struct AttentionRow {
+  AttentionImpl impl = AttentionImpl::Flash2;
+  int head_dim = 0;
+  bool causal = false;
+  std::vector<double> seq;              // increasing
+  std::vector<double> fwd_flops_per_s;  // one per seq
+  std::vector<double> bwd_flops_per_s;  // one per seq, or empty: not published
+  std::string source;                   // where it was published
 };
 
 // Contention: while a collective (or P2P) and compute run together on one GPU, each runs this
-// many times slower than alone.
+// many times slower than alone. A spec-derived profile may give the SMs the communication
+// kernels hold instead (comm_sms): compute then runs on the others, sms / (sms - comm_sms)
+// times slower (docs/cost-model.md, "Compute/communication contention").
 struct Contention {
   double compute_slowdown = 1.0;
   double comm_slowdown = 1.0;
+  int comm_sms = 0;  // 0: not given (compute_slowdown as written)
 };
+
+// The fluid SM-share slowdown: compute on the sms - comm_sms SMs that communication kernels leave
+// runs sms / (sms - comm_sms) times slower. Requires 0 <= comm_sms < sms (InternalError else).
+double sm_share_slowdown(int sms, int comm_sms);
 
 // Copy contention on the host link: while a D2H and an H2D copy run at the same time on one GPU,
 // each runs this many times slower than alone (PCIe is full duplex, but measured bidirectional
@@ -97,10 +134,16 @@ struct Profile {
   double peak_flops = 0;         // dense bf16, FLOP/s
   double hbm_bytes = 0;          // device memory, bytes
   double hbm_bandwidth_Bps = 0;  // bytes/s
+  int sms = 0;                   // streaming multiprocessors (0: not given)
   GemmEfficiency gemm;
   double attention_fwd_efficiency = 0;  // fraction of peak for fused attention forward
   double attention_bwd_efficiency = 0;
+  // attention.default_impl: the kernel a model's `attention_impl: default` means on this GPU
+  // (Default: none named; the flat efficiencies above answer).
+  AttentionImpl attention_default_impl = AttentionImpl::Default;
+  std::vector<AttentionRow> attention_rows;  // attention.rows; may be empty
   double memory_bound_efficiency = 0.85;     // fraction of HBM bandwidth elementwise kernels reach
+  double memory_kernel_s = 0;  // fixed time of each memory-bound kernel (memory_kernel_us)
   std::map<std::string, LinkProfile> links;  // keyed by link class name (nvlink, ib, pcie, ...)
   double host_d2h_Bps = 0;                   // pinned copies over the host link, per direction
   double host_h2d_Bps = 0;

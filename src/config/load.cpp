@@ -53,6 +53,17 @@ ModelConfig read_model(YamlMap& m, const fs::path& file) {
                        : PositionEmbedding::Learned;
   model.dropout = m.boolean_or("dropout", false);
   model.flash_attention = m.boolean_or("flash_attention", true);
+  model.attention_impl =
+      static_cast<AttentionImpl>(m.choice_or("attention_impl", attention_impl_names(), 0));
+  if (model.attention_impl == AttentionImpl::Unfused) {
+    model.flash_attention = false;
+  } else if (!model.flash_attention && model.attention_impl != AttentionImpl::Default) {
+    m.fail("attention_impl",
+           std::string(name(model.attention_impl)) +
+               " is a fused kernel but flash_attention is false; give attention_impl: unfused "
+               "or drop flash_attention");
+  }
+  if (!model.flash_attention) model.attention_impl = AttentionImpl::Unfused;
   // Required for learned position embeddings, optional (and unused) for rotary ones.
   if (model.position == PositionEmbedding::Learned || m.has("max_positions")) {
     model.max_positions = m.positive_int("max_positions");
@@ -143,6 +154,11 @@ const std::vector<std::string>& stage_balance_names() {
   return names;
 }
 
+const std::vector<std::string>& attention_impl_names() {
+  static const std::vector<std::string> names = {"default", "flash2", "flash3", "cudnn", "unfused"};
+  return names;
+}
+
 const char* name(Recompute r) { return table_name(recompute_names(), r); }
 const char* name(VisionPlacement p) { return table_name(vision_placement_names(), p); }
 const char* name(StageBalance b) { return table_name(stage_balance_names(), b); }
@@ -154,6 +170,10 @@ std::optional<VisionPlacement> parse_vision_placement(std::string_view text) {
 }
 std::optional<StageBalance> parse_stage_balance(std::string_view text) {
   return table_parse<StageBalance>(stage_balance_names(), text);
+}
+const char* name(AttentionImpl a) { return table_name(attention_impl_names(), a); }
+std::optional<AttentionImpl> parse_attention_impl(std::string_view text) {
+  return table_parse<AttentionImpl>(attention_impl_names(), text);
 }
 
 void check_at_most(int value, int max, const std::string& where, const std::string& field) {

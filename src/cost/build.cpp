@@ -1,5 +1,6 @@
 // build_cost_model: a Study on a Profile -> per virtual stage, per unit and phase costs
 // (cost_model.hpp). Formulas: docs/cost-model.md.
+#include <array>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -32,6 +33,7 @@ detail::TpSetup tp_setup(const Study& study, const Profile& profile) {
   tp.recompute_full = tr.recompute == Recompute::Full;
   tp.main_grad_bytes =
       2 * tr.grad_bytes_per_param + (tr.gradient_accumulation_fusion ? 0 : 2 * tr.dtype_bytes);
+  tp.main_grad_fused = tr.gradient_accumulation_fusion;
   const bool tp_spans_nodes = rank_layout(study).spans_nodes(Group::Tp);
   tp.link =
       &profile.link(tp_spans_nodes ? study.cluster.inter_node.name : study.cluster.intra_node.name);
@@ -319,6 +321,30 @@ void set_step(CostModel& cm, const Study& study, const Profile& profile, const S
 }
 
 }  // namespace
+
+std::vector<detail::LayerKernel> detail::lm_layer_kernels(const Study& study,
+                                                          const Profile& profile) {
+  std::vector<KernelCall> calls;
+  Roofline roof{&profile};
+  roof.log = &calls;
+  const LayerShape lm =
+      lm_layer_shape(study.model, study.training.micro_batch_size, study.training.seq);
+  layer_cost(lm, tp_setup(study, profile), roof, 0, false);
+  // layer_cost times the dense layer's units in order, each unit's F, B and W in turn
+  // (units.cpp).
+  const std::span<const UnitRole> units = dense_layer().units;
+  const int phases = 3 * static_cast<int>(units.size());
+  std::vector<LayerKernel> out;
+  out.reserve(calls.size());
+  for (const KernelCall& c : calls) {
+    if (c.phase_index < 0 || c.phase_index >= phases)
+      throw InternalError("lm_layer_kernels: a kernel outside the layer's " +
+                          std::to_string(phases) + " timed phases");
+    out.push_back({units[static_cast<std::size_t>(c.phase_index / 3)].kind,
+                   static_cast<Phase>(c.phase_index % 3), c});
+  }
+  return out;
+}
 
 CostModel build_cost_model(const Study& study, const Profile& profile, int virtual_stages,
                            const LayerSplit& split) {

@@ -1,6 +1,8 @@
 // `braid info`'s rendering of a cost model (cost_model.hpp: cost_model_table, cost_model_json):
 // parameter counts, FLOPs, per-chunk memory, per-stage work and the distinct units' costs. Field
 // names of the JSON are documented in docs/cost-model.md.
+#include <algorithm>
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <span>
@@ -11,6 +13,7 @@
 
 #include "../util/units.hpp"
 #include "braid/cost_model.hpp"
+#include "units.hpp"
 
 namespace braid {
 
@@ -135,6 +138,117 @@ double collectives_bytes(const PhaseCost& p) {
   double bytes = 0;
   for (const Collective& c : p.collectives) bytes += c.bytes;
   return bytes;
+}
+
+// --- one LM layer's GEMMs and attention kernels, as the spec model times them ----------------
+
+// Which model answered a kernel: the measured table, the tile model, the saturation curve, the
+// attention rows or the flat attention efficiency.
+const char* kernel_model(const detail::KernelCall& c) {
+  if (c.measured) return "measured";
+  if (c.kind == detail::KernelKind::Gemm) return c.gemm.waves > 0 ? "tiles" : "curve";
+  return c.attention ? "rows" : "flat";
+}
+
+// "flash3 hd128 causal" for an attention row.
+std::string row_label(const AttentionRow& r) {
+  return std::string(name(r.impl)) + " hd" + std::to_string(r.head_dim) +
+         (r.causal ? " causal" : " full");
+}
+
+// The distinct attention rows the layer's kernels used, in first-use order.
+std::vector<const AttentionRow*> rows_used(const std::vector<detail::LayerKernel>& kernels) {
+  std::vector<const AttentionRow*> rows;
+  auto add = [&rows](const AttentionRow* r) {
+    if (r && std::find(rows.begin(), rows.end(), r) == rows.end()) rows.push_back(r);
+  };
+  for (const detail::LayerKernel& k : kernels)
+    if (k.call.attention) {
+      add(k.call.attention->lower);
+      add(k.call.attention->upper);
+    }
+  return rows;
+}
+
+// The table `braid info` prints after the unit costs (one row per kernel, then the sources).
+std::string layer_kernel_table(const Profile& prof,
+                               const std::vector<detail::LayerKernel>& kernels) {
+  std::string out;
+  appendf(out, "\nkernels of one LM layer (per microbatch, one GPU of the TP group):\n");
+  appendf(out, "%-8s %-5s %-9s %-28s %9s %9s %6s %6s %5s %-8s %-8s\n", "unit", "phase", "kernel",
+          "shape", "gflop", "time_ms", "eff", "waves", "split", "tile", "model");
+  for (const detail::LayerKernel& k : kernels) {
+    const detail::KernelCall& c = k.call;
+    char shape[64];
+    char tile[16] = "-";
+    if (c.kind == detail::KernelKind::Gemm) {
+      std::snprintf(shape, sizeof shape, "%.0fx%.0fx%.0f%s", c.m, c.n, c.k,
+                    c.batch > 1 ? (" b" + std::to_string(std::lround(c.batch))).c_str() : "");
+      if (c.gemm.waves > 0) std::snprintf(tile, sizeof tile, "%dx%d", c.gemm.tile_m, c.gemm.tile_n);
+    } else {
+      std::snprintf(shape, sizeof shape, "s%.0f hd%.0f %s %s", c.seq, c.head_dim,
+                    c.causal ? "causal" : "full", c.measured ? "" : name(c.impl));
+    }
+    const bool gemm_tiles = c.kind == detail::KernelKind::Gemm && c.gemm.waves > 0;
+    appendf(out, "%-8s %-5s %-9s %-28s %9.2f %9.4f %6.3f %6s %5s %-8s %-8s\n", name(k.unit),
+            name(k.phase), c.kind == detail::KernelKind::Gemm ? "gemm" : "attention", shape,
+            c.flops / 1e9, c.time_s * 1e3, c.efficiency,
+            gemm_tiles ? std::to_string(c.gemm.waves).c_str() : "-",
+            gemm_tiles ? std::to_string(c.gemm.split_k).c_str() : "-", tile, kernel_model(c));
+  }
+  const GemmTileModel& t = prof.gemm.tiles;
+  if (t.enabled()) {
+    appendf(out,
+            "gemm tiles: %dx%d on %d SMs, wave efficiency %.3f, k_overhead %.0f, fixed %.1f us; "
+            "source: %s\n",
+            t.tile_m, t.tile_n, prof.sms, t.wave_efficiency, t.k_overhead, t.fixed_s * 1e6,
+            t.source.c_str());
+  } else {
+    appendf(out, "gemm curve: max efficiency %.3f, half point %.1f GFLOP (profile comments)\n",
+            prof.gemm.max_efficiency, prof.gemm.half_flops / 1e9);
+  }
+  for (const AttentionRow* r : rows_used(kernels))
+    appendf(out, "attention row %s: source: %s\n", row_label(*r).c_str(), r->source.c_str());
+  return out;
+}
+
+nlohmann::ordered_json layer_kernel_json(const std::vector<detail::LayerKernel>& kernels) {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const detail::LayerKernel& k : kernels) {
+    const detail::KernelCall& c = k.call;
+    nlohmann::ordered_json j;
+    j["unit"] = name(k.unit);
+    j["phase"] = name(k.phase);
+    j["kernel"] = c.kind == detail::KernelKind::Gemm ? "gemm" : "attention";
+    j["model"] = kernel_model(c);
+    if (c.kind == detail::KernelKind::Gemm) {
+      j["m"] = c.m;
+      j["n"] = c.n;
+      j["k"] = c.k;
+      j["batch"] = c.batch;
+      j["waves"] = c.gemm.waves;
+      j["split_k"] = c.gemm.split_k;
+      j["tile"] = {c.gemm.tile_m, c.gemm.tile_n};
+    } else {
+      j["seq"] = c.seq;
+      j["head_dim"] = c.head_dim;
+      j["causal"] = c.causal;
+      j["backward"] = c.backward;
+      j["impl"] = name(c.impl);
+      nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+      if (c.attention)
+        for (const AttentionRow* r : {c.attention->lower, c.attention->upper})
+          if (rows.empty() || r != c.attention->lower)
+            rows.push_back({{"row", row_label(*r)}, {"source", r->source}});
+      j["rows"] = rows;
+      j["backward_from_forward"] = c.attention && c.attention->backward_from_forward;
+    }
+    j["flops"] = c.flops;
+    j["time_s"] = c.time_s;
+    j["efficiency"] = c.efficiency;
+    list.push_back(j);
+  }
+  return list;
 }
 
 nlohmann::json phase_json(const PhaseCost& p) {
@@ -268,6 +382,7 @@ std::string cost_model_json(const Study& s, const Profile& prof, const CostModel
                          {"source", r.source ? *r.source : ""}});
   }
   j["published_collective_rows"] = published;
+  j["layer_kernels"] = layer_kernel_json(detail::lm_layer_kernels(s, prof));
   return j.dump(2) + "\n";
 }
 
@@ -375,6 +490,7 @@ std::string cost_model_table(const Study& s, const Profile& prof, const CostMode
   appendf(out, beyond_tp ? "(collective '>' runs after the unit's compute, '<' before it, '~' "
                            "inside it; a group other than tp follows the mark)\n"
                          : "(collective '>' runs after the unit's compute, '<' before it)\n");
+  out += layer_kernel_table(prof, detail::lm_layer_kernels(s, prof));
   const auto published = published_rows(prof);
   if (!published.empty()) {
     appendf(out, "\npublished collective rows of profile %s (nccl-tests output by others):\n",

@@ -25,6 +25,7 @@ LayerShape lm_layer_shape(const ModelConfig& m, double samples, double seq) {
   s.mlp_bias = !s.gated;
   if (!s.gated) s.qkv_bias = true;
   s.flash = m.flash_attention;
+  s.attention_impl = m.attention_impl;
   s.dropout = m.dropout;
   s.rope = m.position == PositionEmbedding::Rotary;
   return s;

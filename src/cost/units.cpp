@@ -112,7 +112,11 @@ struct LayerTerms {
     return s.norm_params == 1 ? roof.kernel_s(ElementwiseKernel::RmsNorm, bytes)
                               : roof.memory_s(bytes);
   }
-  double main_grad_s(double weights) const { return roof.memory_s(tp.main_grad_bytes * weights); }
+  // In the GEMM's epilogue with gradient-accumulation fusion (traffic, no kernel of its own);
+  // without, one add kernel.
+  double main_grad_s(double weights) const {
+    return roof.memory_s(tp.main_grad_bytes * weights, tp.main_grad_fused ? 0 : 1);
+  }
 };
 
 LayerTerms layer_terms(const LayerShape& s, const TpSetup& tp, const Roofline& roof) {
@@ -181,7 +185,7 @@ void attn_cost(UnitCost& u, const LayerTerms& L) {
   const double samples = T / s.seq;
   auto attention = [&](bool backward, double flops) {
     return roof.attention_s(samples, s.seq, s.heads / t, s.kv_heads / t, s.head_dim, s.causal,
-                            backward, flops);
+                            backward, flops, s.attention_impl);
   };
   // The core attention forward (also its rerun) and backward: time, hardware FLOPs, and the
   // s x s bytes it saves. Times are computed inside `timed` so measured tables tag the phase.
@@ -202,14 +206,20 @@ void attn_cost(UnitCost& u, const LayerTerms& L) {
     // writes dP (2 B), reads P for dV (2 B), dropout backward (5 B), softmax backward reads
     // dP and P and writes dS (6 B), dQ and dK read dS (4 B). Saved: softmax output (2 B), and
     // with dropout its mask (1 B) and output (2 B) — Korthikanti et al.'s 5as^2b.
+    // The batched GEMMs, one per head and sample: QK^T (seq x seq x head_dim) and P.V (seq x
+    // head_dim x seq) forward; dP = dO.V^T (seq x seq x head_dim), dV, dQ and dK (seq x head_dim
+    // x seq) backward. Kernels: softmax (+ dropout) forward, their backwards.
     const double scores = s.heads / t * s.seq * T;
     const double full = 4 * T * s.seq * q / t;
     const double drop = s.dropout ? 5 : 0;
-    core_fwd_s = [&roof, full, drop, scores] {
-      return roof.gemm_s(full) + roof.memory_s((8 + drop) * scores);
+    const double kernels = s.dropout ? 2 : 1;
+    const GemmDims qk{s.seq, s.seq, s.head_dim, samples * s.heads / t};
+    const GemmDims pv{s.seq, s.head_dim, s.seq, samples * s.heads / t};
+    core_fwd_s = [&roof, qk, pv, drop, scores, kernels] {
+      return roof.gemms_s({qk, pv}) + roof.memory_s((8 + drop) * scores, kernels);
     };
-    core_bwd_s = [&roof, full, drop, scores] {
-      return roof.gemm_s(2 * full) + roof.memory_s((14 + drop) * scores);
+    core_bwd_s = [&roof, qk, pv, drop, scores, kernels] {
+      return roof.gemms_s({qk, pv, pv, pv}) + roof.memory_s((14 + drop) * scores, kernels);
     };
     core_hw = full;
     core_bwd_hw = 2 * full;
@@ -411,10 +421,13 @@ UnitCost embedding_cost(double tokens, double hidden, const TpSetup& tp, const R
   const double shard = tp.sp ? tokens / tp.tp * hidden : tokens * hidden;
   const double positions = learned_positions ? 2 * bytes + 3 * bytes : 0;
   const double drop_fwd = dropout ? shard * (2 * e + 1) : 0;
-  u[Phase::F].time_s = roof.memory_s(2 * bytes + positions + drop_fwd);
+  // Kernels: the lookup, with learned positions theirs and the add, the dropout.
+  const double kernels = 1 + (learned_positions ? 2 : 0) + (dropout ? 1 : 0);
+  u[Phase::F].time_s = roof.memory_s(2 * bytes + positions + drop_fwd, kernels);
   // W: scatter-add of the output gradient into the embedding gradient (read grad, read + write
   // the gradient rows), again for the position embedding; before them the dropout backward.
-  u[Phase::W].time_s = roof.memory_s(3 * bytes + (learned_positions ? 3 * bytes : 0) + drop_fwd);
+  u[Phase::W].time_s = roof.memory_s(3 * bytes + (learned_positions ? 3 * bytes : 0) + drop_fwd,
+                                     1 + (learned_positions ? 1 : 0) + (dropout ? 1 : 0));
   if (dropout) u[Phase::F].alloc_bytes = u[Phase::W].free_bytes = shard;  // the mask
   // Vocab-parallel: partial outputs are reduced like a row-parallel unit's.
   row_collectives(u, tp, bytes);

@@ -47,8 +47,9 @@ struct LayerShape {
   bool mlp_bias = false;   // FC1 bias (ViT)
   double norm_params = 1;  // parameters per norm per hidden unit: 1 RMSNorm, 2 LayerNorm
   bool flash = true;       // fused FlashAttention; false: Megatron's unfused core attention
-  bool dropout = false;    // attention-probability and two hidden dropouts (1-byte masks)
-  bool rope = true;        // rotary position embedding on q and k (not with learned positions)
+  AttentionImpl attention_impl = AttentionImpl::Default;  // which fused kernel (flash only)
+  bool dropout = false;  // attention-probability and two hidden dropouts (1-byte masks)
+  bool rope = true;      // rotary position embedding on q and k (not with learned positions)
 };
 
 // How the TP group runs the units.
@@ -66,6 +67,9 @@ struct TpSetup {
   // write of it with gradient-accumulation fusion (the GEMM accumulates into it), plus writing and
   // re-reading a bf16 gradient without. 0 = not modelled (theory checks).
   double main_grad_bytes = 0;
+  // With gradient-accumulation fusion the accumulation is the GEMM's epilogue (no kernel of its
+  // own); without, an add kernel re-reads the bf16 gradient.
+  bool main_grad_fused = true;
   Source source = Source::SpecDerived;
 };
 
@@ -89,5 +93,14 @@ UnitCost vision_patch_cost(double patches, double patch_inputs, double vision_hi
 // (column- then row-parallel).
 UnitCost vision_merger_cost(double patches, double merge_area, double vision_hidden, double hidden,
                             const TpSetup& tp, const Roofline& roof);
+
+// The GEMMs and attention kernels of one LM layer as the spec model times them, each with the
+// unit and phase it runs in (`braid info`'s per-layer kernel list; build.cpp).
+struct LayerKernel {
+  UnitKind unit = UnitKind::PreAttn;
+  Phase phase = Phase::F;
+  KernelCall call;
+};
+std::vector<LayerKernel> lm_layer_kernels(const Study& study, const Profile& profile);
 
 }  // namespace braid::detail

@@ -141,7 +141,102 @@ void read_measured_tables(const YAML::Node& node, Profile& profile) {
   }
 }
 
+// gemm: the tile and wave model (gemm.tiles) or the saturation curve (max_efficiency,
+// half_gflop), not both.
+void read_gemm(YamlMap& gemm, Profile& profile) {
+  if (auto tiles = gemm.map_if_present("tiles")) {
+    if (gemm.has("max_efficiency") || gemm.has("half_gflop"))
+      gemm.fail("tiles",
+                "give the tile model or the saturation curve (max_efficiency, "
+                "half_gflop), not both");
+    if (profile.sms <= 0) gemm.fail("tiles", "needs the profile's sms (SM count)");
+    GemmTileModel& t = profile.gemm.tiles;
+    t.tile_m = tiles->positive_int("tile_m");
+    t.tile_n = tiles->positive_int("tile_n");
+    t.wave_efficiency = tiles->positive_number("wave_efficiency");
+    if (t.wave_efficiency > 1) tiles->fail("wave_efficiency", "must be at most 1");
+    t.k_overhead = tiles->nonnegative_number("k_overhead");
+    t.fixed_s = tiles->nonnegative_number("fixed_us") * 1e-6;
+    t.source = tiles->string("source");
+    if (t.source.empty())
+      tiles->fail("source", "must name the measurements the parameters come from");
+    tiles->finish();
+  } else {
+    profile.gemm.max_efficiency = gemm.positive_number("max_efficiency");
+    if (profile.gemm.max_efficiency > 1) gemm.fail("max_efficiency", "must be at most 1");
+    profile.gemm.half_flops = gemm.nonnegative_number("half_gflop") * 1e9;
+  }
+  gemm.finish();
+}
+
+// attention.rows: per fused kernel, head size and mask, the published forward (and backward)
+// TFLOP/s at increasing sequence lengths, each with its source.
+void read_attention_rows(YamlMap& attn, Profile& profile) {
+  YAML::Node list = attn.node("rows");
+  const std::string field = attn.path("rows");
+  if (!list.IsSequence() || list.size() == 0)
+    throw InputError(attn.file(), field,
+                     "expected a list of {impl, head_dim, causal, seq, fwd_tflops, source} rows");
+  // The fused kernels only: `default` names none, `unfused` is not a row (Megatron's GEMMs).
+  const std::vector<std::string> kernels = {"flash2", "flash3", "cudnn"};
+  for (const auto& node : list) {
+    const std::string at = field + "[" + std::to_string(profile.attention_rows.size()) + "]";
+    YamlMap r(node, attn.file(), at);
+    AttentionRow row;
+    row.impl = *parse_attention_impl(kernels[static_cast<std::size_t>(r.choice("impl", kernels))]);
+    row.head_dim = r.positive_int("head_dim");
+    row.causal = r.boolean("causal");
+    row.seq = r.positive_number_list("seq");
+    for (double tf : r.positive_number_list("fwd_tflops")) row.fwd_flops_per_s.push_back(tf * 1e12);
+    if (r.has("bwd_tflops"))
+      for (double tf : r.positive_number_list("bwd_tflops"))
+        row.bwd_flops_per_s.push_back(tf * 1e12);
+    row.source = r.string("source");
+    if (row.source.empty()) r.fail("source", "must name where the row was published");
+    if (!std::is_sorted(row.seq.begin(), row.seq.end()) ||
+        std::adjacent_find(row.seq.begin(), row.seq.end()) != row.seq.end())
+      r.fail("seq", "must be increasing");
+    if (row.fwd_flops_per_s.size() != row.seq.size())
+      r.fail("fwd_tflops", "needs one value per seq entry");
+    if (!row.bwd_flops_per_s.empty() && row.bwd_flops_per_s.size() != row.seq.size())
+      r.fail("bwd_tflops", "needs one value per seq entry");
+    for (const AttentionRow& other : profile.attention_rows)
+      if (other.impl == row.impl && other.head_dim == row.head_dim && other.causal == row.causal)
+        r.fail("head_dim", "repeats the row of the same impl, head_dim and causal");
+    r.finish();
+    profile.attention_rows.push_back(std::move(row));
+  }
+}
+
+void read_contention(YamlMap& contention, Profile& profile) {
+  profile.contention.comm_slowdown = contention.positive_number("comm_slowdown");
+  if (profile.contention.comm_slowdown < 1)
+    contention.fail("comm_slowdown", "must be 1 or more (1 = no slowdown)");
+  if (contention.has("comm_sms")) {
+    // The SMs the communication kernels hold: compute runs on the rest.
+    if (contention.has("compute_slowdown"))
+      contention.fail("comm_sms", "give compute_slowdown or comm_sms, not both");
+    if (profile.sms <= 0) contention.fail("comm_sms", "needs the profile's sms (SM count)");
+    const int comm = contention.positive_int("comm_sms");
+    if (comm >= profile.sms)
+      contention.fail("comm_sms", "must be less than sms (" + std::to_string(profile.sms) + ")");
+    profile.contention.comm_sms = comm;
+    profile.contention.compute_slowdown = sm_share_slowdown(profile.sms, comm);
+  } else {
+    profile.contention.compute_slowdown = contention.positive_number("compute_slowdown");
+    if (profile.contention.compute_slowdown < 1)
+      contention.fail("compute_slowdown", "must be 1 or more (1 = no slowdown)");
+  }
+  contention.finish();
+}
+
 }  // namespace
+
+double sm_share_slowdown(int sms, int comm_sms) {
+  if (sms <= 0 || comm_sms < 0 || comm_sms >= sms)
+    throw InternalError("sm_share_slowdown: needs 0 <= comm_sms < sms");
+  return static_cast<double>(sms) / (sms - comm_sms);
+}
 
 const LinkProfile& Profile::link(const std::string& link_name) const {
   auto it = links.find(link_name);
@@ -170,18 +265,23 @@ Profile load_profile(const fs::path& name_or_file) {
   profile.hbm_bandwidth_Bps = p.positive_number("hbm_bandwidth_gbps") * kGB;
   profile.memory_bound_efficiency = p.positive_number("memory_bound_efficiency");
   if (profile.memory_bound_efficiency > 1) p.fail("memory_bound_efficiency", "must be at most 1");
+  profile.memory_kernel_s = p.nonnegative_number_or("memory_kernel_us", 0) * 1e-6;
+  profile.sms = p.positive_int_or("sms", 0);
 
   YamlMap gemm = p.map("gemm");
-  profile.gemm.max_efficiency = gemm.positive_number("max_efficiency");
-  if (profile.gemm.max_efficiency > 1) gemm.fail("max_efficiency", "must be at most 1");
-  profile.gemm.half_flops = gemm.nonnegative_number("half_gflop") * 1e9;
-  gemm.finish();
+  read_gemm(gemm, profile);
 
   YamlMap attn = p.map("attention");
   profile.attention_fwd_efficiency = attn.positive_number("fwd_efficiency");
   profile.attention_bwd_efficiency = attn.positive_number("bwd_efficiency");
   if (profile.attention_fwd_efficiency > 1) attn.fail("fwd_efficiency", "must be at most 1");
   if (profile.attention_bwd_efficiency > 1) attn.fail("bwd_efficiency", "must be at most 1");
+  if (attn.has("default_impl")) {
+    const std::vector<std::string> kernels = {"flash2", "flash3", "cudnn"};
+    profile.attention_default_impl = *parse_attention_impl(
+        kernels[static_cast<std::size_t>(attn.choice("default_impl", kernels))]);
+  }
+  if (attn.has("rows")) read_attention_rows(attn, profile);
   attn.finish();
 
   YamlMap links = p.map("links");
@@ -206,15 +306,7 @@ Profile load_profile(const fs::path& name_or_file) {
   host.finish();
 
   YamlMap contention = p.map("contention");
-  profile.contention.compute_slowdown = contention.positive_number("compute_slowdown");
-  profile.contention.comm_slowdown = contention.positive_number("comm_slowdown");
-  if (profile.contention.compute_slowdown < 1) {
-    contention.fail("compute_slowdown", "must be 1 or more (1 = no slowdown)");
-  }
-  if (profile.contention.comm_slowdown < 1) {
-    contention.fail("comm_slowdown", "must be 1 or more (1 = no slowdown)");
-  }
-  contention.finish();
+  read_contention(contention, profile);
 
   profile.fixed_overhead_bytes = p.nonnegative_number("fixed_overhead_gib") * kGiB;
   if (p.has("measured")) read_measured_tables(p.node("measured"), profile);

@@ -278,6 +278,23 @@ std::vector<std::string> YamlMap::string_list_or(const std::string& key,
   return out;
 }
 
+std::vector<double> YamlMap::positive_number_list(const std::string& key) {
+  YAML::Node n = lookup(key);
+  asked_.insert(key);
+  if (!n || n.IsNull()) fail(key, "missing (required list of numbers)");
+  if (!n.IsSequence() || n.size() == 0)
+    fail(key, "expected a non-empty list of numbers, e.g. [512, 1024]");
+  std::vector<double> out;
+  for (const auto& item : n) {
+    double v = 0;
+    if (!item.IsScalar() || !decode_number(item, v) || !std::isfinite(v) || v <= 0)
+      fail(key, "expected numbers greater than 0, got '" +
+                    (item.IsScalar() ? item.Scalar() : "a list or mapping") + "'");
+    out.push_back(v);
+  }
+  return out;
+}
+
 YamlMap YamlMap::map(const std::string& key) {
   asked_.insert(key);
   YAML::Node n = lookup(key);

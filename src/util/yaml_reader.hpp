@@ -48,6 +48,8 @@ class YamlMap {
   int choice_or(const std::string& key, const std::vector<std::string>& allowed, int fallback);
   std::vector<std::string> string_list_or(const std::string& key,
                                           const std::vector<std::string>& fallback);
+  // A non-empty list of numbers greater than 0 ([1.5, 2, 4]).
+  std::vector<double> positive_number_list(const std::string& key);
   YamlMap map(const std::string& key);
   std::optional<YamlMap> map_if_present(const std::string& key);
   // The raw node (for lists of maps); marks the key as known.
