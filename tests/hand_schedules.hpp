@@ -75,4 +75,58 @@ inline void keep_only_collective(CostModel& cost, int u, Phase ph, double t) {
         }
 }
 
+// A synthetic layer kind of five units, the lowering's only view of it being the data:
+//   PreAttn (F 1, B 1, W 1), Attn (F 1, then a TP All-Reduce of 1) | Dispatch (F 1, then an EP
+//   collective of 2 and a CP collective of 1: two groups in one phase), Experts (F 2, B 2, W 2),
+//   Combine (F 1, B 1 after an EP collective of 1, W 1).
+// Every other phase takes 1 with no collective; the halves braided blocks pair are the first two
+// units and the last three. One such layer per chunk, uniform-cost rules (no P2P time, no
+// contention, no step tail).
+inline Collective group_collective(Group g, CollectiveKind kind, CollectivePosition pos, double t) {
+  Collective c;
+  c.kind = kind;
+  c.group = g;
+  c.position = pos;
+  c.time_s = t;
+  return c;
+}
+
+inline LayerCost five_unit_layer(int layer) {
+  LayerCost l;
+  l.half = 2;
+  for (UnitKind k : {UnitKind::PreAttn, UnitKind::Attn, UnitKind::Dispatch, UnitKind::Experts,
+                     UnitKind::Combine}) {
+    UnitCost u;
+    u.kind = k;
+    u.layer = layer;
+    const double t = k == UnitKind::Experts ? 2 : 1;
+    for (Phase p : {Phase::F, Phase::B, Phase::W}) u[p].time_s = t;
+    l.units.push_back(u);
+  }
+  using K = CollectiveKind;
+  using P = CollectivePosition;
+  l.units[1][Phase::F].collectives.push_back(
+      group_collective(Group::Tp, K::AllReduce, P::After, 1));
+  l.units[2][Phase::F].collectives.push_back(
+      group_collective(Group::Ep, K::AllGather, P::After, 2));
+  l.units[2][Phase::F].collectives.push_back(
+      group_collective(Group::Cp, K::ReduceScatter, P::After, 1));
+  l.units[4][Phase::B].collectives.push_back(
+      group_collective(Group::Ep, K::AllGather, P::Before, 1));
+  return l;
+}
+
+inline CostModel five_unit_model(int chunks) {
+  CostModel cost;
+  cost.uniform = true;
+  cost.contention = Contention{1.0, 1.0};
+  for (int k = 0; k < chunks; ++k) {
+    ChunkCost c;
+    c.virtual_stage = k;
+    c.add_layer(five_unit_layer(k));
+    cost.chunks.push_back(std::move(c));
+  }
+  return cost;
+}
+
 }  // namespace braid::test

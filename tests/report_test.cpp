@@ -709,35 +709,11 @@ TEST_CASE("every group's exposed time is attributed to its own field", "[report]
 
 TEST_CASE("where two groups' collectives overlap, tp, then cp, then ep hold the time",
           "[report][groups]") {
-  // The five-unit layer of dag_test: Dispatch's EP collective 4-6 and CP collective 6-7 follow
-  // one another, so the gap 4-7 before Experts waits on both: CP holds 6-7 (its own), EP the
-  // rest. 1F1B p 1 m 2: per microbatch TP 1, CP 1, EP 2 + 1 (Combine's B waits 10-11 on EP).
-  LayerCost l;
-  l.half = 2;
-  for (UnitKind k : {UnitKind::PreAttn, UnitKind::Attn, UnitKind::Dispatch, UnitKind::Experts,
-                     UnitKind::Combine}) {
-    UnitCost u;
-    u.kind = k;
-    u.layer = 0;
-    for (Phase p : {Phase::F, Phase::B, Phase::W}) u[p].time_s = k == UnitKind::Experts ? 2 : 1;
-    l.units.push_back(u);
-  }
-  const auto add = [&](int unit, Phase ph, Group g, CollectivePosition pos, double t) {
-    Collective c;
-    c.group = g;
-    c.position = pos;
-    c.time_s = t;
-    l.units[unit][ph].collectives.push_back(c);
-  };
-  add(1, Phase::F, Group::Tp, CollectivePosition::After, 1);
-  add(2, Phase::F, Group::Ep, CollectivePosition::After, 2);
-  add(2, Phase::F, Group::Cp, CollectivePosition::After, 1);
-  add(4, Phase::B, Group::Ep, CollectivePosition::Before, 1);
-  CostModel cost;
-  cost.uniform = true;
-  ChunkCost chunk;
-  chunk.add_layer(l);
-  cost.chunks.push_back(chunk);
+  // The five-unit layer of hand_schedules.hpp: Dispatch's EP collective 4-6 and CP collective
+  // 6-7 follow one another, so the gap 4-7 before Experts waits on both: CP holds 6-7 (its own),
+  // EP the rest. 1F1B p 1 m 2: per microbatch TP 1, CP 1, EP 2 + 1 (Combine's B waits 10-11 on
+  // EP).
+  const CostModel cost = five_unit_model(1);
   const Schedule s = make("1f1b", 1, 1, 2, Placement::Loop, {{F(0, 0), B(0, 0), F(0, 1), B(0, 1)}});
   const Report r = run(s, cost);
   const RankReport& rr = r.ranks.at(0);
