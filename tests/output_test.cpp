@@ -1,7 +1,8 @@
 // Timeline outputs (timeline_output.hpp): the Chrome trace parses and has one process per rank,
 // one thread per used stream and one event per op; the SVG is well-formed XML with one lane per
 // rank, at least one box per instruction and a legend; both are byte-stable. And the checked-in
-// traces/ match what braid produces now (tools/make-traces --check).
+// traces/ match what braid produces now (tools/make-traces --check). And the text tables every
+// terminal rendering shares (src/util/text_table.hpp).
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -19,6 +20,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "../src/util/text_table.hpp"
 #include "braid/dag.hpp"
 #include "braid/report.hpp"
 #include "braid/schedule.hpp"
@@ -571,4 +573,26 @@ TEST_CASE("trace: a flow runs from each P2P send to the op on the peer rank that
     CHECK(to->pid != from->pid);        // lands on the peer rank
     CHECK(to->ts >= from->end - 1e-3);  // the consumer starts after the send ends
   }
+}
+
+TEST_CASE("text table: each column as wide as its widest cell, trailing spaces dropped",
+          "[output][table]") {
+  // Widths 3 and 2; the first column left-aligned, the rest as asked.
+  CHECK(util::text_table({{"a", "bb"}, {"ccc", "d"}}) == "a    bb\nccc   d\n");
+  CHECK(util::text_table({{"a", "bb", "c"}, {"ccc", "d", ""}}, util::Align::Left) ==
+        "a    bb  c\nccc  d\n");
+}
+
+TEST_CASE("fixed-width table: printf's fields, a longer cell pushes only its own row",
+          "[output][table]") {
+  // As printf("%-4s %3s  %s\n"): the third column one space beyond the gap, unpadded.
+  const std::vector<util::Column> printf_like{
+      util::left(4), util::right(3), {util::Align::Left, 0, 1}};
+  CHECK(util::fixed_width_table({{"a", "bb", "c"}, {"long-name", "1", "xyz"}}, printf_like) ==
+        "a     bb  c\n"
+        "long-name   1  xyz\n");
+  // A left-aligned last column keeps its padding ("%-3s\n"); cells beyond the columns are
+  // unpadded; gap 0 puts the fields side by side.
+  CHECK(util::fixed_width_table({{"x", "y", "z"}}, {util::left(2), util::left(3)}, 0) ==
+        "x y  z\n");
 }

@@ -3,14 +3,14 @@
 // names of the JSON are documented in docs/cost-model.md.
 #include <algorithm>
 #include <cmath>
-#include <cstdarg>
-#include <cstdio>
 #include <span>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "../util/format.hpp"
+#include "../util/text_table.hpp"
 #include "../util/units.hpp"
 #include "braid/cost_model.hpp"
 #include "units.hpp"
@@ -18,25 +18,6 @@
 namespace braid {
 
 namespace {
-
-// printf into `out` (the table's fixed-width columns).
-[[gnu::format(printf, 2, 3)]] void appendf(std::string& out, const char* format, ...) {
-  char buf[512];
-  va_list args;
-  va_start(args, format);
-  const int n = std::vsnprintf(buf, sizeof buf, format, args);
-  va_end(args);
-  if (n < 0) return;
-  if (static_cast<std::size_t>(n) < sizeof buf) {
-    out.append(buf, static_cast<std::size_t>(n));
-    return;
-  }
-  std::string big(static_cast<std::size_t>(n) + 1, '\0');
-  va_start(args, format);
-  std::vsnprintf(big.data(), big.size(), format, args);
-  va_end(args);
-  out.append(big.data(), static_cast<std::size_t>(n));
-}
 
 const char* source_name(Source s) {
   switch (s) {
@@ -170,45 +151,50 @@ std::vector<const AttentionRow*> rows_used(const std::vector<detail::LayerKernel
   return rows;
 }
 
+// A kernel's shape: "MxNxK" (" bB" for a batch of B GEMMs), or the attention's sequence, head
+// dimension, mask and implementation.
+std::string kernel_shape(const detail::KernelCall& c) {
+  if (c.kind == detail::KernelKind::Gemm)
+    return util::format("%.0fx%.0fx%.0f", c.m, c.n, c.k) +
+           (c.batch > 1 ? " b" + std::to_string(std::lround(c.batch)) : "");
+  return util::format("s%.0f hd%.0f %s %s", c.seq, c.head_dim, c.causal ? "causal" : "full",
+                      c.measured ? "" : name(c.impl));
+}
+
 // The table `braid info` prints after the unit costs (one row per kernel, then the sources).
 std::string layer_kernel_table(const Profile& prof,
                                const std::vector<detail::LayerKernel>& kernels) {
-  std::string out;
-  appendf(out, "\nkernels of one LM layer (per microbatch, one GPU of the TP group):\n");
-  appendf(out, "%-8s %-5s %-9s %-28s %9s %9s %6s %6s %5s %-8s %-8s\n", "unit", "phase", "kernel",
-          "shape", "gflop", "time_ms", "eff", "waves", "split", "tile", "model");
+  std::vector<std::vector<std::string>> rows{{"unit", "phase", "kernel", "shape", "gflop",
+                                              "time_ms", "eff", "waves", "split", "tile", "model"}};
   for (const detail::LayerKernel& k : kernels) {
     const detail::KernelCall& c = k.call;
-    char shape[64];
-    char tile[16] = "-";
-    if (c.kind == detail::KernelKind::Gemm) {
-      std::snprintf(shape, sizeof shape, "%.0fx%.0fx%.0f%s", c.m, c.n, c.k,
-                    c.batch > 1 ? (" b" + std::to_string(std::lround(c.batch))).c_str() : "");
-      if (c.gemm.waves > 0) std::snprintf(tile, sizeof tile, "%dx%d", c.gemm.tile_m, c.gemm.tile_n);
-    } else {
-      std::snprintf(shape, sizeof shape, "s%.0f hd%.0f %s %s", c.seq, c.head_dim,
-                    c.causal ? "causal" : "full", c.measured ? "" : name(c.impl));
-    }
-    const bool gemm_tiles = c.kind == detail::KernelKind::Gemm && c.gemm.waves > 0;
-    appendf(out, "%-8s %-5s %-9s %-28s %9.2f %9.4f %6.3f %6s %5s %-8s %-8s\n", name(k.unit),
-            name(k.phase), c.kind == detail::KernelKind::Gemm ? "gemm" : "attention", shape,
-            c.flops / 1e9, c.time_s * 1e3, c.efficiency,
-            gemm_tiles ? std::to_string(c.gemm.waves).c_str() : "-",
-            gemm_tiles ? std::to_string(c.gemm.split_k).c_str() : "-", tile, kernel_model(c));
+    const bool tiles = c.kind == detail::KernelKind::Gemm && c.gemm.waves > 0;
+    rows.push_back(
+        {name(k.unit), name(k.phase), c.kind == detail::KernelKind::Gemm ? "gemm" : "attention",
+         kernel_shape(c), util::format("%.2f", c.flops / 1e9), util::format("%.4f", c.time_s * 1e3),
+         util::format("%.3f", c.efficiency), tiles ? std::to_string(c.gemm.waves) : "-",
+         tiles ? std::to_string(c.gemm.split_k) : "-",
+         tiles ? util::format("%dx%d", c.gemm.tile_m, c.gemm.tile_n) : "-", kernel_model(c)});
   }
+  std::string out =
+      "\nkernels of one LM layer (per microbatch, one GPU of the TP group):\n" +
+      util::fixed_width_table(rows, {util::left(8), util::left(5), util::left(9), util::left(28),
+                                     util::right(9), util::right(9), util::right(6), util::right(6),
+                                     util::right(5), util::left(8), util::left(8)});
   const GemmTileModel& t = prof.gemm.tiles;
   if (t.enabled()) {
-    appendf(out,
-            "gemm tiles: %dx%d on %d SMs, wave efficiency %.3f, k_overhead %.0f, fixed %.1f us; "
-            "source: %s\n",
-            t.tile_m, t.tile_n, prof.sms, t.wave_efficiency, t.k_overhead, t.fixed_s * 1e6,
-            t.source.c_str());
+    out += util::format(
+        "gemm tiles: %dx%d on %d SMs, wave efficiency %.3f, k_overhead %.0f, fixed %.1f us; "
+        "source: %s\n",
+        t.tile_m, t.tile_n, prof.sms, t.wave_efficiency, t.k_overhead, t.fixed_s * 1e6,
+        t.source.c_str());
   } else {
-    appendf(out, "gemm curve: max efficiency %.3f, half point %.1f GFLOP (profile comments)\n",
-            prof.gemm.max_efficiency, prof.gemm.half_flops / 1e9);
+    out +=
+        util::format("gemm curve: max efficiency %.3f, half point %.1f GFLOP (profile comments)\n",
+                     prof.gemm.max_efficiency, prof.gemm.half_flops / 1e9);
   }
   for (const AttentionRow* r : rows_used(kernels))
-    appendf(out, "attention row %s: source: %s\n", row_label(*r).c_str(), r->source.c_str());
+    out += "attention row " + row_label(*r) + ": source: " + r->source + "\n";
   return out;
 }
 
@@ -386,123 +372,168 @@ std::string cost_model_json(const Study& s, const Profile& prof, const CostModel
   return j.dump(2) + "\n";
 }
 
-std::string cost_model_table(const Study& s, const Profile& prof, const CostModel& cm,
-                             const ParameterCount& pc) {
-  std::string out;
+namespace {
+
+// The study, model, cluster, parallel sizes, layout and training in a few lines, with the
+// parameter counts and the FLOPs per iteration.
+std::string study_lines(const Study& s, const Profile& prof, const CostModel& cm,
+                        const ParameterCount& pc) {
   const auto& m = s.model;
   const auto& p = s.parallel;
   const auto& t = s.training;
-  appendf(out, "study %s (%s)\n", s.name.c_str(), s.file.c_str());
-  appendf(out, "model %s: %d layers, hidden %d, heads %d, kv_heads %d, ffn %d, vocab %d%s\n",
-          m.name.c_str(), m.layers, m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab,
-          m.vision ? ", with ViT" : "");
-  appendf(out,
-          "  parameters: total %.3f B, non-embedding %.3f B (layers %.3f B, vision %.3f B), "
-          "embedding %.3f B, head %.3f B\n",
-          pc.total / 1e9, pc.non_embedding / 1e9, pc.layers / 1e9, pc.vision / 1e9,
-          pc.embedding / 1e9, pc.head / 1e9);
-  appendf(out, "cluster %s: %d x %d GPUs, profile %s (%s, %s)\n", s.cluster.name.c_str(),
-          s.cluster.nodes, s.cluster.gpus_per_node, prof.name.c_str(), prof.gpu.c_str(),
-          source_name(prof.source));
-  appendf(out, "parallel: tp %d, pp %d, vpp %d (%zu virtual stages), dp %d, sequence parallel %s\n",
-          p.tp, p.pp, p.vpp, cm.chunks.size(), p.dp, p.sequence_parallel ? "on" : "off");
-  appendf(out, "layout: %s%s\n",
-          !s.layout.layers_per_stage.empty()       ? "layers per stage by hand"
+  std::string out = "study " + s.name + " (" + s.file + ")\n";
+  out += util::format("model %s: %d layers, hidden %d, heads %d, kv_heads %d, ffn %d, vocab %d%s\n",
+                      m.name.c_str(), m.layers, m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab,
+                      m.vision ? ", with ViT" : "");
+  out += util::format(
+      "  parameters: total %.3f B, non-embedding %.3f B (layers %.3f B, vision %.3f B), "
+      "embedding %.3f B, head %.3f B\n",
+      pc.total / 1e9, pc.non_embedding / 1e9, pc.layers / 1e9, pc.vision / 1e9, pc.embedding / 1e9,
+      pc.head / 1e9);
+  out += util::format("cluster %s: %d x %d GPUs, profile %s (%s, %s)\n", s.cluster.name.c_str(),
+                      s.cluster.nodes, s.cluster.gpus_per_node, prof.name.c_str(), prof.gpu.c_str(),
+                      source_name(prof.source));
+  out += util::format(
+      "parallel: tp %d, pp %d, vpp %d (%zu virtual stages), dp %d, sequence parallel %s\n", p.tp,
+      p.pp, p.vpp, cm.chunks.size(), p.dp, p.sequence_parallel ? "on" : "off");
+  out += std::string("layout: ") +
+         (!s.layout.layers_per_stage.empty()       ? "layers per stage by hand"
           : s.layout.balance == StageBalance::Cost ? "balanced by cost"
-                                                   : "uniform",
-          !m.vision ? ""
+                                                   : "uniform") +
+         (!m.vision ? ""
           : s.layout.vision_placement == VisionPlacement::FirstStage
               ? ", ViT folded into the first stage"
-              : ", ViT on virtual stage(s) of its own");
+              : ", ViT on virtual stage(s) of its own") +
+         "\n";
   if (m.vision) {
-    appendf(out,
-            "  ViT: %d layers, hidden %d, heads %d, %d patches -> %d LM tokens per sample "
-            "(part of seq %d)\n",
-            m.vision->depth, m.vision->hidden, m.vision->heads,
-            m.vision->tokens_per_sample * m.vision->spatial_merge * m.vision->spatial_merge,
-            m.vision->tokens_per_sample, t.seq);
+    out += util::format(
+        "  ViT: %d layers, hidden %d, heads %d, %d patches -> %d LM tokens per sample "
+        "(part of seq %d)\n",
+        m.vision->depth, m.vision->hidden, m.vision->heads,
+        m.vision->tokens_per_sample * m.vision->spatial_merge * m.vision->spatial_merge,
+        m.vision->tokens_per_sample, t.seq);
   }
-  appendf(out,
-          "training: seq %d, micro-batch %d, %d microbatches x dp %d = %.0f samples, %.0f "
-          "tokens per iteration\n",
-          t.seq, t.micro_batch_size, t.microbatches, p.dp, cm.samples_per_iteration,
-          cm.tokens_per_iteration);
-  appendf(out,
-          "model FLOPs per iteration: %.4e (%.3f GFLOP per token; forward + backward, causal "
-          "attention halved, no recompute)\n",
-          cm.model_flops, cm.model_flops / cm.tokens_per_iteration / 1e9);
-  appendf(out,
-          "hardware FLOPs per iteration: %.4e (what the GPUs execute, recomputation included)\n",
-          cm.hardware_flops);
-  appendf(out, "\nchunks (per GPU of the TP group):\n");
-  appendf(out, "%5s %7s %-40s %12s %10s %-20s %10s %12s %8s %10s %9s\n", "stage", "layers",
-          "non-layer units", "params_M", "static_gib", "layers/emb/other", "M_a_gib", "output_mib",
-          "buckets", "dp_sync_ms", "optim_ms");
-  for (const auto& c : cm.chunks) {
-    // Non-layer units in order; the ViT's layers are summarised as ViTx<depth>.
-    std::string extra;
-    auto add = [&extra](const std::string& label) { extra += (extra.empty() ? "" : "+") + label; };
-    bool folded_vit = false;  // a folded ViT's layers are prologue units
-    for (const auto& u : c.prologue) {
-      if (u.layer < 0) {
-        add(name(u.kind));
-      } else if (u.vision && !folded_vit) {
-        add("ViTx" + std::to_string(m.vision ? m.vision->depth : 0));
-        folded_vit = true;
-      }
+  out += util::format(
+      "training: seq %d, micro-batch %d, %d microbatches x dp %d = %.0f samples, %.0f "
+      "tokens per iteration\n",
+      t.seq, t.micro_batch_size, t.microbatches, p.dp, cm.samples_per_iteration,
+      cm.tokens_per_iteration);
+  out += util::format(
+      "model FLOPs per iteration: %.4e (%.3f GFLOP per token; forward + backward, causal "
+      "attention halved, no recompute)\n",
+      cm.model_flops, cm.model_flops / cm.tokens_per_iteration / 1e9);
+  out += util::format(
+      "hardware FLOPs per iteration: %.4e (what the GPUs execute, recomputation included)\n",
+      cm.hardware_flops);
+  return out;
+}
+
+// A chunk's non-layer units in order, joined by '+'; a folded ViT's layers (prologue units) as
+// "ViTx<depth>".
+std::string non_layer_units(const ChunkCost& c, const ModelConfig& m) {
+  std::string out;
+  auto add = [&out](const std::string& label) { out += (out.empty() ? "" : "+") + label; };
+  bool folded_vit = false;
+  for (const auto& u : c.prologue) {
+    if (u.layer < 0) {
+      add(name(u.kind));
+    } else if (u.vision && !folded_vit) {
+      add("ViTx" + std::to_string(m.vision ? m.vision->depth : 0));
+      folded_vit = true;
     }
-    for (const auto& u : c.epilogue) add(name(u.kind));
-    char parts[64];
-    std::snprintf(parts, sizeof parts, "%.2f/%.2f/%.2f", c.parts.layers_bytes / kGiB,
-                  c.parts.embeddings_bytes / kGiB, c.parts.other_bytes / kGiB);
+  }
+  for (const auto& u : c.epilogue) add(name(u.kind));
+  return out.empty() ? "-" : out;
+}
+
+std::string chunk_table(const Study& s, const CostModel& cm) {
+  std::vector<std::vector<std::string>> rows{{"stage", "layers", "non-layer units", "params_M",
+                                              "static_gib", "layers/emb/other", "M_a_gib",
+                                              "output_mib", "buckets", "dp_sync_ms", "optim_ms"}};
+  for (const auto& c : cm.chunks) {
     double sync_s = 0;
     for (const GradBucket& b : c.grad_buckets) sync_s += b.reduce_s + b.gather_s;
-    appendf(out, "%5d %7zu %-40s %12.2f %10.3f %-20s %10.3f %12.2f %8zu %10.3f %9.3f\n",
-            c.virtual_stage, c.layers.size(), extra.empty() ? "-" : extra.c_str(), c.params / 1e6,
-            c.static_bytes / kGiB, parts, c.activation_bytes / kGiB, c.output_bytes / kMiB,
-            c.grad_buckets.size(), sync_s * 1e3, c.optimizer_s * 1e3);
+    rows.push_back({std::to_string(c.virtual_stage), std::to_string(c.layers.size()),
+                    non_layer_units(c, s.model), util::format("%.2f", c.params / 1e6),
+                    util::format("%.3f", c.static_bytes / kGiB),
+                    util::format("%.2f/%.2f/%.2f", c.parts.layers_bytes / kGiB,
+                                 c.parts.embeddings_bytes / kGiB, c.parts.other_bytes / kGiB),
+                    util::format("%.3f", c.activation_bytes / kGiB),
+                    util::format("%.2f", c.output_bytes / kMiB),
+                    std::to_string(c.grad_buckets.size()), util::format("%.3f", sync_s * 1e3),
+                    util::format("%.3f", c.optimizer_s * 1e3)});
   }
-  out += "\n" + stage_times_table(stage_times(cm));
-  appendf(out, "\nunit costs per microbatch on one GPU (time alone, no contention):\n");
-  appendf(out, "%-13s %-19s %-5s %9s %9s %-14s %10s %9s %9s %9s %-12s\n", "unit", "where", "phase",
-          "time_ms", "gflop", "collective", "coll_mib", "coll_ms", "alloc_mib", "free_mib",
-          "source");
+  // printf's fixed fields: a long list of non-layer units pushes the rest of its row only.
+  return "\nchunks (per GPU of the TP group):\n" +
+         util::fixed_width_table(rows,
+                                 {util::right(5), util::right(7), util::left(40), util::right(12),
+                                  util::right(10), util::left(20), util::right(10), util::right(12),
+                                  util::right(8), util::right(10), util::right(9)});
+}
+
+// One row per distinct unit and phase (F, B, W, then R: full recomputation's forward rerun
+// before the layer's backward), then the legend of the collective marks.
+std::string unit_cost_table(const CostModel& cm) {
+  std::vector<std::vector<std::string>> rows{{"unit", "where", "phase", "time_ms", "gflop",
+                                              "collective", "coll_mib", "coll_ms", "alloc_mib",
+                                              "free_mib", "source"}};
+  // The legend says what the table shows: '~' and group names only where a collective has them.
+  bool beyond_tp = false;
   for (const auto& row : distinct_units(cm)) {
     const bool rerun = cm.recompute == Recompute::Full && row.unit->layer >= 0;
     for (int k = 0; k < (rerun ? 4 : 3); ++k) {
-      // Phases F, B, W, then R: full recomputation's forward rerun before the layer's backward.
       const Phase ph = static_cast<Phase>(k < 3 ? k : 0);
       const PhaseCost& c = k < 3 ? (*row.unit)[ph] : row.unit->recompute;
-      appendf(out, "%-13s %-19s %-5s %9.4f %9.2f %-14s %10.2f %9.4f %9.2f %9.2f %-12s\n",
-              name(row.unit->kind), row.where.c_str(), k < 3 ? name(ph) : "R", c.time_s * 1e3,
-              c.flops / 1e9, collectives_label(c).c_str(), collectives_bytes(c) / kMiB,
-              c.collective_s() * 1e3, c.alloc_bytes / kMiB, c.free_bytes / kMiB,
-              source_name(c.source));
+      rows.push_back({name(row.unit->kind), row.where, k < 3 ? name(ph) : "R",
+                      util::format("%.4f", c.time_s * 1e3), util::format("%.2f", c.flops / 1e9),
+                      collectives_label(c), util::format("%.2f", collectives_bytes(c) / kMiB),
+                      util::format("%.4f", c.collective_s() * 1e3),
+                      util::format("%.2f", c.alloc_bytes / kMiB),
+                      util::format("%.2f", c.free_bytes / kMiB), source_name(c.source)});
     }
-  }
-  // The legend says what the table shows: '~' and group names only where a collective has them.
-  bool beyond_tp = false;
-  for (const auto& row : distinct_units(cm))
     for (const PhaseCost* p : {&(*row.unit)[Phase::F], &(*row.unit)[Phase::B],
                                &(*row.unit)[Phase::W], &row.unit->recompute})
       for (const Collective& c : p->collectives)
         beyond_tp = beyond_tp || c.group != Group::Tp || c.position == CollectivePosition::Inside;
-  appendf(out, beyond_tp ? "(collective '>' runs after the unit's compute, '<' before it, '~' "
-                           "inside it; a group other than tp follows the mark)\n"
-                         : "(collective '>' runs after the unit's compute, '<' before it)\n");
-  out += layer_kernel_table(prof, detail::lm_layer_kernels(s, prof));
-  const auto published = published_rows(prof);
-  if (!published.empty()) {
-    appendf(out, "\npublished collective rows of profile %s (nccl-tests output by others):\n",
-            prof.name.c_str());
-    appendf(out, "%-8s %-15s %5s %12s %11s %10s  %s\n", "link", "collective", "ranks", "bytes",
-            "time_us", "busbw_gbps", "source");
-    for (const PublishedRow& r : published)
-      appendf(out, "%-8s %-15s %5d %12.0f %11.2f %10.2f  %s\n", r.link.c_str(), name(r.kind),
-              r.row->ranks, r.row->bytes, r.row->time_s * 1e6, busbw_gbps(r),
-              r.source ? r.source->c_str() : "");
   }
-  return out;
+  return "\nunit costs per microbatch on one GPU (time alone, no contention):\n" +
+         util::fixed_width_table(
+             rows, {util::left(13), util::left(19), util::left(5), util::right(9), util::right(9),
+                    util::left(14), util::right(10), util::right(9), util::right(9), util::right(9),
+                    util::left(12)}) +
+         (beyond_tp ? "(collective '>' runs after the unit's compute, '<' before it, '~' inside "
+                      "it; a group other than tp follows the mark)\n"
+                    : "(collective '>' runs after the unit's compute, '<' before it)\n");
+}
+
+// The profile's published collective rows with their sources; empty when it has none.
+std::string published_table(const Profile& prof) {
+  const auto published = published_rows(prof);
+  if (published.empty()) return "";
+  std::vector<std::vector<std::string>> rows{
+      {"link", "collective", "ranks", "bytes", "time_us", "busbw_gbps", "source"}};
+  for (const PublishedRow& r : published)
+    rows.push_back({r.link, name(r.kind), std::to_string(r.row->ranks),
+                    util::format("%.0f", r.row->bytes), util::format("%.2f", r.row->time_s * 1e6),
+                    util::format("%.2f", busbw_gbps(r)), r.source ? *r.source : ""});
+  return "\npublished collective rows of profile " + prof.name +
+         " (nccl-tests output by others):\n" +
+         util::fixed_width_table(rows, {util::left(8),
+                                        util::left(15),
+                                        util::right(5),
+                                        util::right(12),
+                                        util::right(11),
+                                        util::right(10),
+                                        {util::Align::Left, 0, 1}});
+}
+
+}  // namespace
+
+std::string cost_model_table(const Study& s, const Profile& prof, const CostModel& cm,
+                             const ParameterCount& pc) {
+  return study_lines(s, prof, cm, pc) + chunk_table(s, cm) + "\n" +
+         stage_times_table(stage_times(cm)) + unit_cost_table(cm) +
+         layer_kernel_table(prof, detail::lm_layer_kernels(s, prof)) + published_table(prof);
 }
 
 }  // namespace braid

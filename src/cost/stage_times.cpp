@@ -2,10 +2,11 @@
 // work of one microbatch, so the imbalance between stages (a light ViT stage, a heavy LM-head
 // stage) is visible next to the simulated iteration.
 #include <algorithm>
-#include <cstdio>
 #include <string>
 #include <vector>
 
+#include "../util/format.hpp"
+#include "../util/text_table.hpp"
 #include "braid/cost_model.hpp"
 #include "layout.hpp"
 
@@ -47,23 +48,21 @@ std::string stage_times_table(const std::vector<StageTime>& stages) {
     sum += s.total_s();
   }
   const double mean = stages.empty() ? 0 : sum / stages.size();
-  std::string out =
-      "virtual stages (forward + backward of one microbatch, compute and TP collectives alone):\n";
-  char line[160];
-  std::snprintf(line, sizeof line, "%5s %10s %10s %12s %12s %10s %12s\n", "stage", "vit_layers",
-                "lm_layers", "compute_ms", "tp_comm_ms", "total_ms", "of_slowest");
-  out += line;
-  for (const StageTime& s : stages) {
-    std::snprintf(line, sizeof line, "%5d %10d %10d %12.3f %12.3f %10.3f %11.1f%%\n",
-                  s.virtual_stage, s.vision_layers, s.layers, s.compute_s * 1e3,
-                  s.collective_s * 1e3, s.total_s() * 1e3,
-                  slowest > 0 ? 100.0 * s.total_s() / slowest : 0.0);
-    out += line;
-  }
-  std::snprintf(line, sizeof line, "slowest %.3f ms, mean %.3f ms: imbalance %.3f (slowest/mean)\n",
-                slowest * 1e3, mean * 1e3, mean > 0 ? slowest / mean : 0.0);
-  out += line;
-  return out;
+  std::vector<std::vector<std::string>> rows{
+      {"stage", "vit_layers", "lm_layers", "compute_ms", "tp_comm_ms", "total_ms", "of_slowest"}};
+  for (const StageTime& s : stages)
+    rows.push_back({std::to_string(s.virtual_stage), std::to_string(s.vision_layers),
+                    std::to_string(s.layers), util::format("%.3f", s.compute_s * 1e3),
+                    util::format("%.3f", s.collective_s * 1e3),
+                    util::format("%.3f", s.total_s() * 1e3),
+                    util::format("%.1f%%", slowest > 0 ? 100.0 * s.total_s() / slowest : 0.0)});
+  return "virtual stages (forward + backward of one microbatch, compute and TP collectives "
+         "alone):\n" +
+         util::fixed_width_table(rows,
+                                 {util::right(5), util::right(10), util::right(10), util::right(12),
+                                  util::right(12), util::right(10), util::right(12)}) +
+         util::format("slowest %.3f ms, mean %.3f ms: imbalance %.3f (slowest/mean)\n",
+                      slowest * 1e3, mean * 1e3, mean > 0 ? slowest / mean : 0.0);
 }
 
 }  // namespace braid

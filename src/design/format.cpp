@@ -1,21 +1,17 @@
 // Renderings of a design result: JSON (the search trace and every seed) and a short table.
-#include <cstdio>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "../util/format.hpp"
+#include "../util/text_table.hpp"
 #include "../util/units.hpp"
 #include "braid/design.hpp"
 
 namespace braid {
 
 namespace {
-
-std::string fixed(const char* format, double x) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, x);
-  return buf;
-}
 
 double gain(const DesignResult& r) {
   return r.best_hand.empty() || r.report.iteration_time_s <= 0
@@ -67,25 +63,29 @@ std::string design_json(const DesignResult& r, const DesignOptions& o) {
 std::string design_table(const DesignResult& r, const DesignOptions& o) {
   std::string out = "study " + r.report.study + ": pp " + std::to_string(r.schedule.pp) + ", " +
                     std::to_string(r.schedule.microbatches) + " microbatches";
-  if (o.mem_cap_bytes >= 0) out += ", cap " + fixed("%.2f", o.mem_cap_bytes / kGiB) + " GiB";
-  if (o.mem_cap_ma >= 0) out += ", cap " + fixed("%g", o.mem_cap_ma) + " M_a";
-  out += "\n\nschedule              iteration   peak GiB  peak M_a  under cap\n";
-  auto row = [&](const std::string& name, double t, double bytes, double ma, bool fits) {
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "%-20s %10.6g %10.2f %9.2f  %s\n", name.c_str(), t, bytes / kGiB,
-                  ma, fits ? "yes" : "no");
-    out += buf;
+  if (o.mem_cap_bytes >= 0) out += ", cap " + util::format("%.2f", o.mem_cap_bytes / kGiB) + " GiB";
+  if (o.mem_cap_ma >= 0) out += ", cap " + util::format("%g", o.mem_cap_ma) + " M_a";
+  std::vector<std::vector<std::string>> rows{
+      {"schedule", "iteration", "peak GiB", "peak M_a", "under cap"}};
+  auto row = [&rows](const std::string& name, double t, double bytes, double ma, bool fits) {
+    rows.push_back({name, util::format("%.6g", t), util::format("%.2f", bytes / kGiB),
+                    util::format("%.2f", ma), fits ? "yes" : "no"});
   };
   for (std::size_t i = 0; i < r.hand.size(); ++i)
     row(r.hand[i].schedule, r.hand[i].iteration_time_s, r.hand_peak_bytes[i], r.hand_peak_ma[i],
         r.hand_fits[i]);
   row(kDesignedName, r.report.iteration_time_s, r.peak_bytes, r.peak_ma, true);
+  out += "\n\n" + util::fixed_width_table(rows, {util::left(20),
+                                                 util::right(10),
+                                                 util::right(10),
+                                                 util::right(9),
+                                                 {util::Align::Left, 0, 1}});
   out += "\ndesigned from " + r.seed + " after " + std::to_string(r.candidates) + " candidates (" +
          std::to_string(r.invalid) + " invalid, " + std::to_string(r.duplicates) + " repeated, " +
          std::to_string(r.over_cap) + " over the cap)";
   if (!r.best_hand.empty())
-    out += "; " + fixed("%+.2f", 100 * gain(r)) + " % over the best hand-designed (" + r.best_hand +
-           ")";
+    out += "; " + util::format("%+.2f", 100 * gain(r)) + " % over the best hand-designed (" +
+           r.best_hand + ")";
   return out + "\n";
 }
 

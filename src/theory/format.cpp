@@ -2,12 +2,12 @@
 // difference for PP bubble, TP bubble and peak activation), the scan table, and their JSON.
 // Fixed number formats (%.6g in tables, shortest round-trip in JSON): byte-stable output.
 #include <algorithm>
-#include <cstdio>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "../util/format.hpp"
 #include "../util/text_table.hpp"
 #include "braid/theory.hpp"
 
@@ -15,16 +15,8 @@ namespace braid {
 
 namespace {
 
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v == 0 ? 0.0 : v);  // no "-0"
-  return buf;
-}
-
-std::string pad(std::string s, std::size_t width) {
-  if (s.size() < width) s.append(width - s.size(), ' ');
-  return s;
-}
+// The tables' number: six significant digits, and no "-0".
+std::string num(double v) { return util::format("%.6g", v == 0 ? 0.0 : v); }
 
 std::string costs_line(const UniformCosts& c) {
   return "unit costs: T_F " + num(c.tf) + ", T_B " + num(c.tb) + ", T_W " + num(c.tw) + ", T_AR " +
@@ -42,11 +34,8 @@ std::vector<std::string> table_row(const std::string& quantity, const ClosedForm
           num(simulated), form.known ? num(simulated - form.value) : "-"};
 }
 
-std::string ms(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.3f", s == 0 ? 0.0 : s * 1e3);
-  return buf;
-}
+// Seconds as milliseconds with three decimals, and no "-0".
+std::string ms(double s) { return util::format("%.3f", s == 0 ? 0.0 : s * 1e3); }
 
 nlohmann::ordered_json costs_json(const UniformCosts& c) {
   nlohmann::ordered_json j;
@@ -146,10 +135,12 @@ std::string scan_table(const ScanResult& scan) {
            " (rank 0), " + num(s.worst_slope) + " (worst rank)";
     if (s.form.known) out += "; closed form " + s.form.formula;
     out += "\n";
-    out += pad(axis, 8) + pad("rank 0", 14) + pad("worst rank", 14) + "closed form\n";
+    std::vector<std::vector<std::string>> t{{axis, "rank 0", "worst rank", "closed form"}};
     for (const ScanPoint& p : s.points)
-      out += pad(std::to_string(p.x), 8) + pad(num(p.tp_bubble_s), 14) +
-             pad(num(p.worst_tp_bubble_s), 14) + (s.form.known ? num(p.form_s) : "-") + "\n";
+      t.push_back({std::to_string(p.x), num(p.tp_bubble_s), num(p.worst_tp_bubble_s),
+                   s.form.known ? num(p.form_s) : "-"});
+    // Fixed widths that include the spacing: the columns line up from one series to the next.
+    out += util::fixed_width_table(t, {util::left(8), util::left(14), util::left(14)}, 0);
     if (!s.skipped.empty()) {
       out += "skipped (sizes the schedule rejects):";
       for (int x : s.skipped) out += " " + std::to_string(x);
