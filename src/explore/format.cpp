@@ -56,7 +56,6 @@ std::vector<std::string> layout_cells(const Evaluation& e, double cap_gib) {
 
 namespace {
 
-
 std::string exact(double v) { return util::format("%.17g", v); }
 
 std::string csv_field(const std::string& s) {

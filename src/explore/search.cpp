@@ -40,7 +40,6 @@ double chunk_compute_s(const ChunkCost& c) {
   return t;
 }
 
-
 std::string pct(double rate) { return explore::percent(rate, 1); }
 std::string pts(double a, double b) { return pct(a) + " vs " + pct(b); }
 

@@ -17,7 +17,6 @@ namespace braid {
 
 namespace {
 
-
 constexpr double kWidth = 960, kHeight = 600;
 constexpr double kLeft = 90, kRight = 190, kTop = 56, kBottom = 64;
 
