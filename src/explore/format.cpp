@@ -1,12 +1,12 @@
 // Renderings of a sweep: the ranked terminal table (invalid rows listed after it with their
 // reasons), CSV and JSON with every metric. Fixed number formats: byte-stable output.
 #include <algorithm>
-#include <cstdio>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "../util/format.hpp"
 #include "../util/units.hpp"
 #include "braid/explore.hpp"
 #include "format.hpp"
@@ -14,12 +14,6 @@
 namespace braid {
 
 namespace explore {
-
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
 
 std::string describe(const Configuration& c) {
   return c.schedule + " tp " + std::to_string(c.tp) + " pp " + std::to_string(c.pp) + " vpp " +
@@ -49,22 +43,20 @@ std::vector<std::string> layout_cells(const Evaluation& e, double cap_gib) {
           std::to_string(e.dp * c.mbs * c.microbatches),
           c.sp ? "on" : "off",
           name(c.recompute),
-          fmt("%.3f", e.report.iteration_time_s),
-          fmt("%.0f", e.report.tokens_per_s),
+          util::format("%.3f", e.report.iteration_time_s),
+          util::format("%.0f", e.report.tokens_per_s),
           percent(e.report.mfu),
           percent(e.report.tp_bubble_rate),
           percent(e.report.pp_bubble_rate),
-          fmt("%.2f", e.report.max_peak_memory_gib),
-          fmt("%.2f", cap_gib - e.model_peak_gib)};
+          util::format("%.2f", e.report.max_peak_memory_gib),
+          util::format("%.2f", cap_gib - e.model_peak_gib)};
 }
 
 }  // namespace explore
 
 namespace {
 
-using explore::fmt;
-
-std::string exact(double v) { return fmt("%.17g", v); }
+std::string exact(double v) { return util::format("%.17g", v); }
 
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
@@ -102,7 +94,7 @@ std::string study_setting(const Study& st) {
          std::to_string(t.micro_batch_size) + ", m " + std::to_string(t.microbatches) +
          ", global batch " + std::to_string(p.dp * t.micro_batch_size * t.microbatches) + ", sp " +
          (p.sequence_parallel ? "on" : "off") + ", recompute " + name(t.recompute) + ", offload " +
-         fmt("%g", t.offload) + ", distributed optimizer " +
+         util::format("%g", t.offload) + ", distributed optimizer " +
          (t.distributed_optimizer ? "on" : "off");
 }
 
@@ -134,7 +126,7 @@ std::string sweep_table(const SweepResult& result, int top) {
     const Evaluation& e = rows[result.ranking[k]];
     std::vector<std::string> row{std::to_string(k + 1), e.group_best ? "*" : ""};
     for (std::string& cell : explore::layout_cells(e, result.mem_cap_gib)) row.push_back(cell);
-    row.push_back(e.speedup > 0 ? fmt("%.3fx", e.speedup) : "-");
+    row.push_back(e.speedup > 0 ? util::format("%.3fx", e.speedup) : "-");
     row.push_back(e.status == RowStatus::Oom ? "OOM" : "ok");
     table.push_back(row);
   }

@@ -9,7 +9,6 @@
 
 namespace braid::explore {
 
-std::string fmt(const char* format, double v);
 // "stp tp 8 pp 2 vpp 2 seq 6144 mbs 1 m 64 sp off recompute none"
 std::string describe(const Configuration& c);
 // The columns of one evaluated layout in the sweep and search tables (schedule .. margin GiB),

@@ -4,7 +4,6 @@
 // header (a magic line and one JSON line) followed by the rows as encode_rows() writes them.
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
 #include <exception>
 #include <string>
 #include <utility>
@@ -12,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../util/format.hpp"
 #include "braid/error.hpp"
 #include "braid/explore.hpp"
 #include "format.hpp"
@@ -30,9 +30,7 @@ std::string fingerprint(const std::string& text) {
     h ^= c;
     h *= 1099511628211ull;
   }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
+  return util::format("%016llx", static_cast<unsigned long long>(h));
 }
 
 // Everything the rows depend on besides the configurations: the study's files and the settings
@@ -44,7 +42,7 @@ std::string grid_text(const Study& base, const std::vector<Configuration>& confi
                   base.cluster.profile + "|" + std::to_string(base.cluster.gpus()) + "|";
   for (double v : {cap.cap_bytes, cap.fixed_overhead_bytes, t.offload, t.weight_bytes_per_param,
                    t.grad_bytes_per_param, t.optimizer_bytes_per_param})
-    s += explore::fmt("%.17g", v) + "|";
+    s += util::format("%.17g", v) + "|";
   s += std::to_string(t.dtype_bytes) + (t.distributed_optimizer ? "d" : "-") +
        std::to_string(static_cast<int>(base.layout.balance)) +
        std::to_string(static_cast<int>(base.layout.vision_placement)) + "|";
