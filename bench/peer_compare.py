@@ -20,9 +20,10 @@ Two figures for the peer in each single-run case (uniform, qwen), each with its 
   times only the simulation call: building the ScheduleConfig, generating the 1F1B-interleaved
   schedule, executing it and reading its iteration time, with time.process_time() (CPU time, user
   + system, of this process) and time.perf_counter() (wall) around it, after a gc.collect()
-  outside the timing. Python's start-up and the imports (about 50 ms of the peer's whole process)
-  are not counted. It prints the best and the median of --runs runs; the ratio is the peer's best
-  to braid's best (primary), and median to median beside it.
+  outside the timing. Python's start-up and the imports (a large share of the peer's whole
+  process, more on a loaded machine) are not counted. It prints the best and the median of
+  --runs runs; the ratio is the peer's best to braid's best (primary), and median to median
+  beside it.
 - "whole process", kept beside it as every round before measured: `python3 -c PEER_DRIVER` per
   run, CPU time (user + system, from the child's resource usage) and wall time of the whole
   process, interpreter start-up and imports included; medians of --runs runs and their ratio.
