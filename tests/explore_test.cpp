@@ -387,6 +387,31 @@ TEST_CASE(
   CHECK(r.pruned_memory >= 8);
 }
 
+TEST_CASE("the Configuration visitor lists every member for the row codec and differences()",
+          "[explore]") {
+  std::size_t n = 0;
+  Configuration blank;
+  visit_config_fields(blank, [&n](const ConfigField&, auto&) { ++n; });
+  CHECK(n == braid::test::member_count<Configuration>());
+  CHECK(braid::test::member_count<Configuration>() == 9);  // the count itself works
+  // Every field away from its default survives the row codec.
+  Evaluation a;
+  a.config = {"zb-v", 4, 8, 2, 4096, 2, 16, true, Recompute::Selective};
+  a.dp = 2;
+  Evaluation b;
+  b.config = {"1f1b", 1, 2, 1, 2048, 1, 8, false, Recompute::None};
+  b.dp = 1;
+  const std::vector<Evaluation> back = decode_rows(encode_rows({a, b}));
+  REQUIRE(back.size() == 2);
+  CHECK(back[0].config == a.config);
+  CHECK(back[1].config == b.config);
+  // Every field in the visitor's order, dp beside the tp and pp it comes from.
+  CHECK(differences(a, b) ==
+        "differs in schedule zb-v vs 1f1b, tp 4 vs 1, pp 8 vs 2, dp 2 vs 1, vpp 2 vs 1, seq 4096 "
+        "vs 2048, mbs 2 vs 1, m 16 vs 8, sp on vs off, recompute selective vs none");
+  CHECK(differences(a, a).empty());
+}
+
 TEST_CASE("the throughput bound is never below the simulated throughput", "[explore]") {
   const Fixture& f = fixture();
   SweepAxes axes = small_axes();
