@@ -36,6 +36,14 @@ namespace fs = std::filesystem;
 
 const std::vector<std::string> kHand = {"1f1b-i", "zb-v", "stp", "stp-offload", "dualpipe-v"};
 
+// A generated schedule of p 2, m 4 as braid's schedule JSON, parsed, for a test to edit.
+nlohmann::json schedule_doc(const std::string& name) {
+  ScheduleOptions o;
+  o.pp = 2;
+  o.microbatches = 4;
+  return nlohmann::json::parse(to_json(make_schedule(name, o)));
+}
+
 DesignProblem uniform_problem(int p, int m, UniformCosts c) {
   DesignProblem problem;
   problem.study = "uniform";
@@ -123,10 +131,7 @@ TEST_CASE("a schedule file reads back to the same schedule for every hand-design
 
 TEST_CASE("a schedule file without placement is read as V when it validates as V",
           "[design][schedule-file]") {
-  ScheduleOptions o;
-  o.pp = 2;
-  o.microbatches = 4;
-  nlohmann::json doc = nlohmann::json::parse(to_json(make_schedule("zb-v", o)));
+  nlohmann::json doc = schedule_doc("zb-v");
   doc.erase("placement");
   std::istringstream in(doc.dump());
   CHECK(read_schedule_json(in, "f.json").placement == Placement::V);
@@ -134,16 +139,13 @@ TEST_CASE("a schedule file without placement is read as V when it validates as V
 
 TEST_CASE("a malformed schedule file names the field and what is allowed",
           "[design][schedule-file]") {
-  ScheduleOptions o;
-  o.pp = 2;
-  o.microbatches = 4;
-  nlohmann::json doc = nlohmann::json::parse(to_json(make_schedule("1f1b", o)));
+  nlohmann::json doc = schedule_doc("1f1b");
   doc["ranks"][1]["instructions"][2]["op"] = "X";
   std::istringstream bad_op(doc.dump());
   CHECK_THROWS_WITH(read_schedule_json(bad_op, "f.json"),
                     "f.json: ranks[1].instructions[2].op: 'X' is not an instruction; known: F, "
                     "B, W, FB, FW, FF, OFFLOAD, RELOAD");
-  doc = nlohmann::json::parse(to_json(make_schedule("1f1b", o)));
+  doc = schedule_doc("1f1b");
   doc["ranks"][0]["instructions"].erase(0);  // rank 0 loses F0.0
   std::istringstream incomplete(doc.dump());
   CHECK_THROWS_WITH(read_schedule_json(incomplete, "f.json"),

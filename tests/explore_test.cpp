@@ -482,7 +482,9 @@ TEST_CASE("the throughput bound is never below the simulated throughput", "[expl
   const Fixture& f = fixture();
   SweepAxes axes = small_axes();
   axes.schedules = {"1f1b", "1f1b-i", "zb-h1", "zb-v", "stp", "stp-offload", "dualpipe-v"};
-  for (const Configuration& c : cross_product(axes)) {
+  const std::vector<Configuration> configs = cross_product(axes);
+  REQUIRE(configs.size() == 14);  // tp 4 and 8, seven schedules
+  for (const Configuration& c : configs) {
     const Study s = configure(f.study, c);
     ScheduleOptions o;
     o.pp = c.pp;

@@ -4,11 +4,21 @@
 
 using namespace braid;
 
-TEST_CASE("V placement puts stage r and 2p-1-r on rank r", "[schedule][placement]") {
+namespace {
+
+// A schedule of p ranks and vpp chunks per rank placed one way; no programs (placement only).
+Schedule placed(int pp, int vpp, Placement placement) {
   Schedule s;
-  s.pp = 4;
-  s.vpp = 2;
-  s.placement = Placement::V;
+  s.pp = pp;
+  s.vpp = vpp;
+  s.placement = placement;
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("V placement puts stage r and 2p-1-r on rank r", "[schedule][placement]") {
+  const Schedule s = placed(4, 2, Placement::V);
   CHECK(s.virtual_stage(0, 0) == 0);
   CHECK(s.virtual_stage(0, 1) == 7);
   CHECK(s.virtual_stage(3, 1) == 4);
@@ -16,10 +26,7 @@ TEST_CASE("V placement puts stage r and 2p-1-r on rank r", "[schedule][placement
 }
 
 TEST_CASE("loop placement puts stage c*p+r on rank r", "[schedule][placement]") {
-  Schedule s;
-  s.pp = 4;
-  s.vpp = 3;
-  s.placement = Placement::Loop;
+  const Schedule s = placed(4, 3, Placement::Loop);
   CHECK(s.virtual_stage(1, 2) == 9);
   CHECK(s.rank_of(9) == 1);
   CHECK(s.chunk_of(9) == 2);

@@ -1,9 +1,9 @@
 // The size guard (size_limit.hpp).
 #include "braid/size_limit.hpp"
 
-#include <cstdio>
 #include <iterator>
 
+#include "../util/format.hpp"
 #include "braid/error.hpp"
 
 namespace braid {
@@ -19,17 +19,9 @@ std::int64_t unit_ops(const UnitCost& unit, bool recomputed) {
   return ops;
 }
 
-std::string count(double ops) {
-  char text[64];
-  std::snprintf(text, sizeof text, "%.0f", ops);
-  return text;
-}
+std::string count(double ops) { return util::format("%.0f", ops); }
 
-std::string gib(double bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f GiB", bytes / (1ull << 30));
-  return text;
-}
+std::string gib(double bytes) { return util::format("%.1f GiB", bytes / (1ull << 30)); }
 
 SizeEstimate from_ops(double ops) { return {ops, ops * kEdgesPerOp, ops * kBytesPerOp}; }
 

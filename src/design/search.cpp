@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <functional>
 #include <map>
 #include <optional>
@@ -15,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../util/format.hpp"
 #include "blocks.hpp"
 #include "braid/design.hpp"
 #include "braid/error.hpp"
@@ -142,11 +142,7 @@ class Oracle {
   std::map<int, CostModel> costs_;
 };
 
-std::string share(double x) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", x);
-  return buf;
-}
+std::string share(double x) { return util::format("%g", x); }
 
 struct Seed {
   std::string label;

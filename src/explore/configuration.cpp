@@ -1,9 +1,9 @@
 // Configurations of the explorer: the cross product of the sweep axes, and a study with one
 // configuration's sizes applied and validated.
-#include <cstdio>
 #include <string>
 #include <vector>
 
+#include "../util/format.hpp"
 #include "../util/units.hpp"
 #include "braid/error.hpp"
 #include "braid/explore.hpp"
@@ -68,19 +68,16 @@ MemoryCap memory_cap(const Profile& profile, const ExploreOptions& options) {
 }
 
 std::string memory_cap_text(const MemoryCap& cap) {
-  char buf[256];
   if (cap.given)
-    std::snprintf(buf, sizeof buf,
-                  "memory cap %.2f GiB for model state + activations (--mem-cap); peak GiB adds "
-                  "the %.2f GiB fixed overhead",
-                  cap.cap_bytes / kGiB, cap.fixed_overhead_bytes / kGiB);
-  else
-    std::snprintf(buf, sizeof buf,
-                  "memory cap %.2f GiB for model state + activations = HBM %.2f - fixed overhead "
-                  "%.2f - allocator margin %.2f GiB; peak GiB adds the fixed overhead",
-                  cap.cap_bytes / kGiB, cap.hbm_bytes / kGiB, cap.fixed_overhead_bytes / kGiB,
-                  cap.margin_bytes / kGiB);
-  return buf;
+    return util::format(
+        "memory cap %.2f GiB for model state + activations (--mem-cap); peak GiB adds the %.2f "
+        "GiB fixed overhead",
+        cap.cap_bytes / kGiB, cap.fixed_overhead_bytes / kGiB);
+  return util::format(
+      "memory cap %.2f GiB for model state + activations = HBM %.2f - fixed overhead %.2f - "
+      "allocator margin %.2f GiB; peak GiB adds the fixed overhead",
+      cap.cap_bytes / kGiB, cap.hbm_bytes / kGiB, cap.fixed_overhead_bytes / kGiB,
+      cap.margin_bytes / kGiB);
 }
 
 void apply_memory_cap(Report& report, double cap_bytes, double fixed_overhead_bytes) {

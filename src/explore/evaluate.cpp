@@ -1,11 +1,11 @@
 // One configuration through the chain `braid simulate` uses (build_cost_model -> make_schedule ->
 // lower -> simulate -> make_report), with the explorer's validity checks and memory cap.
 #include <algorithm>
-#include <cstdio>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "../util/format.hpp"
 #include "../util/units.hpp"
 #include "braid/dag.hpp"
 #include "braid/error.hpp"
@@ -20,11 +20,7 @@ namespace braid::explore {
 
 namespace {
 
-std::string gib(double bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f GiB", bytes / kGiB);
-  return buf;
-}
+std::string gib(double bytes) { return util::format("%.2f GiB", bytes / kGiB); }
 
 }  // namespace
 
@@ -103,8 +99,8 @@ double max_static_bytes(const CostModel& cost, const Schedule& schedule) {
 
 std::string static_over_cap_reason(double static_bytes, double cap, const std::string& what) {
   return "static memory (weights, gradients, optimizer state) " +
-         fmt("%.2f GiB", static_bytes / kGiB) + " over the " + fmt("%.2f GiB", cap / kGiB) +
-         " cap; not " + what;
+         util::format("%.2f GiB", static_bytes / kGiB) + " over the " +
+         util::format("%.2f GiB", cap / kGiB) + " cap; not " + what;
 }
 
 ScheduleKey schedule_key(const Configuration& c, const ScheduleOptions& o) {

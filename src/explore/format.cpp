@@ -1,7 +1,6 @@
 // Renderings of a sweep: the ranked terminal table (invalid rows listed after it with their
 // reasons), CSV and JSON with every metric. Fixed number formats: byte-stable output.
 #include <algorithm>
-#include <cstdio>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -9,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../util/csv.hpp"
+#include "../util/format.hpp"
 #include "../util/units.hpp"
 #include "braid/explore.hpp"
 #include "format.hpp"
@@ -16,12 +16,6 @@
 namespace braid {
 
 namespace explore {
-
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
 
 std::string describe(const Configuration& c) {
   std::string out;
@@ -43,13 +37,13 @@ void layout_columns(const Evaluation& e, double cap_gib, F&& column) {
   visit_layout_fields(e,
                       [&](const ConfigField& f, const auto& v) { column(f.label, field_text(v)); });
   const Report& r = e.report;
-  column("step s", fmt("%.3f", r.iteration_time_s));
-  column("tokens/s", fmt("%.0f", r.tokens_per_s));
+  column("step s", util::format("%.3f", r.iteration_time_s));
+  column("tokens/s", util::format("%.0f", r.tokens_per_s));
   column("MFU", percent(r.mfu));
   column("TP bubble", percent(r.tp_bubble_rate));
   column("PP bubble", percent(r.pp_bubble_rate));
-  column("peak GiB", fmt("%.2f", r.max_peak_memory_gib));
-  column("margin GiB", fmt("%.2f", cap_gib - e.model_peak_gib));
+  column("peak GiB", util::format("%.2f", r.max_peak_memory_gib));
+  column("margin GiB", util::format("%.2f", cap_gib - e.model_peak_gib));
 }
 
 }  // namespace
@@ -75,9 +69,7 @@ std::vector<std::string> layout_cells(const Evaluation& e, double cap_gib) {
 
 namespace {
 
-using explore::fmt;
-
-std::string exact(double v) { return fmt("%.17g", v); }
+std::string exact(double v) { return util::format("%.17g", v); }
 
 double max_peak_ma(const Report& r) {
   double peak = 0;
@@ -105,7 +97,7 @@ std::string study_setting(const Study& st) {
          std::to_string(t.micro_batch_size) + ", m " + std::to_string(t.microbatches) +
          ", global batch " + std::to_string(p.dp * t.micro_batch_size * t.microbatches) + ", sp " +
          (p.sequence_parallel ? "on" : "off") + ", recompute " + name(t.recompute) + ", offload " +
-         fmt("%g", t.offload) + ", distributed optimizer " +
+         util::format("%g", t.offload) + ", distributed optimizer " +
          (t.distributed_optimizer ? "on" : "off");
 }
 
@@ -137,7 +129,7 @@ std::string sweep_table(const SweepResult& result, int top) {
     const Evaluation& e = rows[result.ranking[k]];
     std::vector<std::string> row{std::to_string(k + 1), e.group_best ? "*" : ""};
     for (std::string& cell : explore::layout_cells(e, result.mem_cap_gib)) row.push_back(cell);
-    row.push_back(e.speedup > 0 ? fmt("%.3fx", e.speedup) : "-");
+    row.push_back(e.speedup > 0 ? util::format("%.3fx", e.speedup) : "-");
     row.push_back(e.status == RowStatus::Oom ? "OOM" : "ok");
     table.push_back(row);
   }

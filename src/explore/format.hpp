@@ -13,8 +13,6 @@
 
 namespace braid::explore {
 
-std::string fmt(const char* format, double v);
-
 // A Configuration field's value as text and tables write it ("stp", "8", "on", "selective") and
 // as JSON holds it (strings, numbers, booleans; an enum by its name).
 inline std::string field_text(const std::string& v) { return v; }

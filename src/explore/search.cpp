@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../util/format.hpp"
 #include "../util/units.hpp"
 #include "braid/error.hpp"
 #include "braid/explore.hpp"
@@ -42,7 +43,6 @@ double chunk_compute_s(const ChunkCost& c) {
 
 using explore::field_json;
 using explore::field_text;
-using explore::fmt;
 
 std::string pct(double rate) { return explore::percent(rate, 1); }
 std::string pts(double a, double b) { return pct(a) + " vs " + pct(b); }
@@ -55,7 +55,7 @@ std::string why_slower(const Evaluation& best, const Evaluation& second) {
   const Report& b = second.report;
   const double slower = 1 - b.tokens_per_s / a.tokens_per_s;
   std::string s = "the runner-up (" + explore::describe(second.config) + ", dp " +
-                  std::to_string(second.dp) + ") is " + fmt("%.2f%%", slower * 100) +
+                  std::to_string(second.dp) + ") is " + util::format("%.2f%%", slower * 100) +
                   " slower; it " + differences(second, best) + ": ";
   const double d_pp = b.pp_bubble_rate - a.pp_bubble_rate;
   const double d_tp = b.tp_bubble_rate - a.tp_bubble_rate;
@@ -70,8 +70,9 @@ std::string why_slower(const Evaluation& best, const Evaluation& second) {
     s += "bubbles alike (PP " + pts(b.pp_bubble_rate, a.pp_bubble_rate) + ", TP " +
          pts(b.tp_bubble_rate, a.tp_bubble_rate) + "), its compute is slower";
   }
-  s += "; MFU " + pts(b.mfu, a.mfu) + "; peak memory " + fmt("%.1f", b.max_peak_memory_gib) +
-       " vs " + fmt("%.1f", a.max_peak_memory_gib) + " GiB";
+  s += "; MFU " + pts(b.mfu, a.mfu) + "; peak memory " +
+       util::format("%.1f", b.max_peak_memory_gib) + " vs " +
+       util::format("%.1f", a.max_peak_memory_gib) + " GiB";
   if (b.max_peak_memory_gib < a.max_peak_memory_gib - 0.05) s += " (its advantage)";
   return s;
 }
@@ -182,7 +183,7 @@ std::string setting_of(const Study& study, const SearchSpace& space) {
          std::to_string(study.cluster.nodes) + " x " + std::to_string(study.cluster.gpus_per_node) +
          "), model " + study.model.name + ", global batch " + std::to_string(space.global_batch) +
          ", seq " + std::to_string(study.training.seq) + ", sp " + sp + ", recompute " + rc +
-         ", offload " + fmt("%g", study.training.offload) + ", distributed optimizer " +
+         ", offload " + util::format("%g", study.training.offload) + ", distributed optimizer " +
          (study.training.distributed_optimizer ? "on" : "off");
 }
 
@@ -413,7 +414,7 @@ std::string differences(const Evaluation& a, const Evaluation& b) {
 namespace {
 
 std::string margin_gib(const Evaluation& e, const MemoryCap& cap) {
-  return fmt("%.2f", cap.cap_bytes / kGiB - e.model_peak_gib);
+  return util::format("%.2f", cap.cap_bytes / kGiB - e.model_peak_gib);
 }
 
 std::string levers_text(const SearchResult& r) {
@@ -424,12 +425,13 @@ std::string levers_text(const SearchResult& r) {
     if (l.fits) {
       const Evaluation& e = l.best.front();
       out += "fits: " + explore::describe(e.config) + ", dp " + std::to_string(e.dp) + ", " +
-             fmt("%.3f s", e.report.iteration_time_s) + " per step, peak " +
-             fmt("%.2f GiB", e.report.max_peak_memory_gib) + " (margin " + margin_gib(e, r.cap) +
-             " GiB)";
+             util::format("%.3f s", e.report.iteration_time_s) + " per step, peak " +
+             util::format("%.2f GiB", e.report.max_peak_memory_gib) + " (margin " +
+             margin_gib(e, r.cap) + " GiB)";
       if (ref > 0)
-        out += "; cost: " + fmt("%+.1f%%", (e.report.iteration_time_s / ref - 1) * 100) +
-               " step time against the fastest layout over the cap (" + fmt("%.3f s", ref) + ")";
+        out += "; cost: " + util::format("%+.1f%%", (e.report.iteration_time_s / ref - 1) * 100) +
+               " step time against the fastest layout over the cap (" +
+               util::format("%.3f s", ref) + ")";
     } else {
       out += l.detail;
     }
@@ -471,7 +473,7 @@ std::string search_text(const SearchResult& r) {
   }
   if (r.has_fastest_oom)
     out += "faster but over the cap: " + explore::describe(r.fastest_oom.config) + " (" +
-           fmt("%.3f s", r.fastest_oom.report.iteration_time_s) + " per step; " +
+           util::format("%.3f s", r.fastest_oom.report.iteration_time_s) + " per step; " +
            r.fastest_oom.reason + ")\n";
   if (!r.levers.empty()) out += levers_text(r);
   std::vector<const Evaluation*> invalid;

@@ -4,7 +4,6 @@
 // header (a magic line and one JSON line) followed by the rows as encode_rows() writes them.
 #include <algorithm>
 #include <cstdint>
-#include <cstdio>
 #include <exception>
 #include <fstream>
 #include <optional>
@@ -17,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../util/format.hpp"
 #include "braid/error.hpp"
 #include "braid/explore.hpp"
 #include "format.hpp"
@@ -38,9 +38,7 @@ std::string fingerprint(const std::string& text) {
     h ^= c;
     h *= 1099511628211ull;
   }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
+  return util::format("%016llx", static_cast<unsigned long long>(h));
 }
 
 template <typename T>
@@ -72,7 +70,7 @@ struct CanonicalText {
     else if constexpr (std::is_integral_v<T>)
       line(path, std::to_string(v));
     else if constexpr (std::is_floating_point_v<T>)
-      line(path, explore::fmt("%.17g", v));
+      line(path, util::format("%.17g", v));
     else if constexpr (IsOptional<T>::value) {
       if (v)
         member(path, *v);

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "../util/format.hpp"
 #include "braid/design.hpp"
 #include "braid/explore.hpp"
 #include "braid/schedule.hpp"
@@ -15,8 +16,6 @@
 namespace braid {
 
 namespace {
-
-using explore::fmt;
 
 constexpr double kWidth = 960, kHeight = 600;
 constexpr double kLeft = 90, kRight = 190, kTop = 56, kBottom = 64;
@@ -57,8 +56,8 @@ Axis make_axis(double lo, double hi, int target) {
 }
 
 std::string tokens_label(double v) {
-  if (std::fabs(v) >= 1000) return fmt("%gk", std::round(v / 100) / 10);
-  return fmt("%g", v);
+  if (std::fabs(v) >= 1000) return util::format("%gk", std::round(v / 100) / 10);
+  return util::format("%g", v);
 }
 
 }  // namespace
@@ -96,39 +95,43 @@ std::string sweep_svg(const SweepResult& result, const std::string& title) {
   auto Y = [&](double v) { return ya.map(v, y0, y1); };
 
   std::string s;
-  s += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + fmt("%.0f", kWidth) + "\" height=\"" +
-       fmt("%.0f", kHeight) + "\" viewBox=\"0 0 " + fmt("%.0f", kWidth) + " " +
-       fmt("%.0f", kHeight) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  s += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + util::format("%.0f", kWidth) +
+       "\" height=\"" + util::format("%.0f", kHeight) + "\" viewBox=\"0 0 " +
+       util::format("%.0f", kWidth) + " " + util::format("%.0f", kHeight) +
+       "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   s += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  s += "<text x=\"" + fmt("%.1f", (x0 + x1) / 2) + "\" y=\"28\" text-anchor=\"middle\" " +
+  s += "<text x=\"" + util::format("%.1f", (x0 + x1) / 2) + "\" y=\"28\" text-anchor=\"middle\" " +
        "font-size=\"16\">" + xml_escape(title) + "</text>\n";
   // Grid and ticks.
   for (double v = xa.lo; v <= xa.hi + xa.step * 1e-9; v += xa.step) {
     const double x = X(v);
-    s += "<line x1=\"" + fmt("%.1f", x) + "\" y1=\"" + fmt("%.1f", y0) + "\" x2=\"" +
-         fmt("%.1f", x) + "\" y2=\"" + fmt("%.1f", y1) + "\" stroke=\"#e5e5e5\"/>\n";
-    s += "<text x=\"" + fmt("%.1f", x) + "\" y=\"" + fmt("%.1f", y0 + 18) +
-         "\" text-anchor=\"middle\">" + fmt("%g", v) + "</text>\n";
+    s += "<line x1=\"" + util::format("%.1f", x) + "\" y1=\"" + util::format("%.1f", y0) +
+         "\" x2=\"" + util::format("%.1f", x) + "\" y2=\"" + util::format("%.1f", y1) +
+         "\" stroke=\"#e5e5e5\"/>\n";
+    s += "<text x=\"" + util::format("%.1f", x) + "\" y=\"" + util::format("%.1f", y0 + 18) +
+         "\" text-anchor=\"middle\">" + util::format("%g", v) + "</text>\n";
   }
   for (double v = ya.lo; v <= ya.hi + ya.step * 1e-9; v += ya.step) {
     const double y = Y(v);
-    s += "<line x1=\"" + fmt("%.1f", x0) + "\" y1=\"" + fmt("%.1f", y) + "\" x2=\"" +
-         fmt("%.1f", x1) + "\" y2=\"" + fmt("%.1f", y) + "\" stroke=\"#e5e5e5\"/>\n";
-    s += "<text x=\"" + fmt("%.1f", x0 - 8) + "\" y=\"" + fmt("%.1f", y + 4) +
+    s += "<line x1=\"" + util::format("%.1f", x0) + "\" y1=\"" + util::format("%.1f", y) +
+         "\" x2=\"" + util::format("%.1f", x1) + "\" y2=\"" + util::format("%.1f", y) +
+         "\" stroke=\"#e5e5e5\"/>\n";
+    s += "<text x=\"" + util::format("%.1f", x0 - 8) + "\" y=\"" + util::format("%.1f", y + 4) +
          "\" text-anchor=\"end\">" + tokens_label(v) + "</text>\n";
   }
-  s += "<rect x=\"" + fmt("%.1f", x0) + "\" y=\"" + fmt("%.1f", y1) + "\" width=\"" +
-       fmt("%.1f", x1 - x0) + "\" height=\"" + fmt("%.1f", y0 - y1) +
-       "\" fill=\"none\" stroke=\"#333\"/>\n";
-  s += "<text x=\"" + fmt("%.1f", (x0 + x1) / 2) + "\" y=\"" + fmt("%.1f", kHeight - 18) +
+  s += "<rect x=\"" + util::format("%.1f", x0) + "\" y=\"" + util::format("%.1f", y1) +
+       "\" width=\"" + util::format("%.1f", x1 - x0) + "\" height=\"" +
+       util::format("%.1f", y0 - y1) + "\" fill=\"none\" stroke=\"#333\"/>\n";
+  s += "<text x=\"" + util::format("%.1f", (x0 + x1) / 2) + "\" y=\"" +
+       util::format("%.1f", kHeight - 18) +
        "\" text-anchor=\"middle\">peak memory per GPU (GiB)</text>\n";
-  s += "<text transform=\"translate(24 " + fmt("%.1f", (y0 + y1) / 2) +
+  s += "<text transform=\"translate(24 " + util::format("%.1f", (y0 + y1) / 2) +
        ") rotate(-90)\" text-anchor=\"middle\">throughput (tokens/s)</text>\n";
 
   // The memory cap.
   if (cap_peak >= xa.lo && cap_peak <= xa.hi) {
-    s += "<line x1=\"" + fmt("%.1f", X(cap_peak)) + "\" y1=\"" + fmt("%.1f", y0) + "\" x2=\"" +
-         fmt("%.1f", X(cap_peak)) + "\" y2=\"" + fmt("%.1f", y1) +
+    s += "<line x1=\"" + util::format("%.1f", X(cap_peak)) + "\" y1=\"" + util::format("%.1f", y0) +
+         "\" x2=\"" + util::format("%.1f", X(cap_peak)) + "\" y2=\"" + util::format("%.1f", y1) +
          "\" stroke=\"#444\" stroke-dasharray=\"6 4\"/>\n";
   }
 
@@ -137,12 +140,13 @@ std::string sweep_svg(const SweepResult& result, const std::string& title) {
     const Evaluation& e = result.rows[*it];
     const char* c = colour(e.config.schedule);
     const bool oom = e.status == RowStatus::Oom;
-    s += "<circle cx=\"" + fmt("%.1f", X(e.report.max_peak_memory_gib)) + "\" cy=\"" +
-         fmt("%.1f", Y(e.report.tokens_per_s)) + "\" r=\"4\" fill=\"" + (oom ? "none" : c) +
-         "\" stroke=\"" + c + "\" stroke-width=\"1.5\"><title>" +
-         xml_escape(explore::describe(e.config)) + ": " + fmt("%.0f", e.report.tokens_per_s) +
-         " tokens/s, " + fmt("%.2f", e.report.max_peak_memory_gib) + " GiB" +
-         (oom ? " (oom)" : "") + "</title></circle>\n";
+    s += "<circle cx=\"" + util::format("%.1f", X(e.report.max_peak_memory_gib)) + "\" cy=\"" +
+         util::format("%.1f", Y(e.report.tokens_per_s)) + "\" r=\"4\" fill=\"" +
+         (oom ? "none" : c) + "\" stroke=\"" + c + "\" stroke-width=\"1.5\"><title>" +
+         xml_escape(explore::describe(e.config)) + ": " +
+         util::format("%.0f", e.report.tokens_per_s) + " tokens/s, " +
+         util::format("%.2f", e.report.max_peak_memory_gib) + " GiB" + (oom ? " (oom)" : "") +
+         "</title></circle>\n";
   }
 
   // Pareto front of the rows that fit: by memory ascending, each faster than all before.
@@ -162,8 +166,9 @@ std::string sweep_svg(const SweepResult& result, const std::string& title) {
     const Report& r = result.rows[i].report;
     if (r.tokens_per_s <= best) continue;
     const double x = X(r.max_peak_memory_gib), y = Y(r.tokens_per_s);
-    if (best >= 0) front += " " + fmt("%.1f", x) + "," + fmt("%.1f", Y(best));  // step
-    front += (front.empty() ? "" : " ") + fmt("%.1f", x) + "," + fmt("%.1f", y);
+    if (best >= 0)
+      front += " " + util::format("%.1f", x) + "," + util::format("%.1f", Y(best));  // step
+    front += (front.empty() ? "" : " ") + util::format("%.1f", x) + "," + util::format("%.1f", y);
     best = r.tokens_per_s;
   }
   if (!front.empty())
@@ -176,37 +181,38 @@ std::string sweep_svg(const SweepResult& result, const std::string& title) {
     bool present = false;
     for (int i : result.ranking) present = present || result.rows[i].config.schedule == name;
     if (!present) continue;
-    s += "<circle cx=\"" + fmt("%.1f", lx + 6) + "\" cy=\"" + fmt("%.1f", ly) +
+    s += "<circle cx=\"" + util::format("%.1f", lx + 6) + "\" cy=\"" + util::format("%.1f", ly) +
          "\" r=\"5\" fill=\"" + colour(name) + "\"/>\n";
-    s += "<text x=\"" + fmt("%.1f", lx + 18) + "\" y=\"" + fmt("%.1f", ly + 4) + "\">" + name +
-         "</text>\n";
+    s += "<text x=\"" + util::format("%.1f", lx + 18) + "\" y=\"" + util::format("%.1f", ly + 4) +
+         "\">" + name + "</text>\n";
     ly += 20;
   }
   ly += 8;
-  s += "<circle cx=\"" + fmt("%.1f", lx + 6) + "\" cy=\"" + fmt("%.1f", ly) +
+  s += "<circle cx=\"" + util::format("%.1f", lx + 6) + "\" cy=\"" + util::format("%.1f", ly) +
        "\" r=\"5\" fill=\"none\" stroke=\"#555\" stroke-width=\"1.5\"/>\n";
-  s += "<text x=\"" + fmt("%.1f", lx + 18) + "\" y=\"" + fmt("%.1f", ly + 4) +
+  s += "<text x=\"" + util::format("%.1f", lx + 18) + "\" y=\"" + util::format("%.1f", ly + 4) +
        "\">over the cap</text>\n";
   ly += 20;
-  s += "<line x1=\"" + fmt("%.1f", lx) + "\" y1=\"" + fmt("%.1f", ly) + "\" x2=\"" +
-       fmt("%.1f", lx + 14) + "\" y2=\"" + fmt("%.1f", ly) +
+  s += "<line x1=\"" + util::format("%.1f", lx) + "\" y1=\"" + util::format("%.1f", ly) +
+       "\" x2=\"" + util::format("%.1f", lx + 14) + "\" y2=\"" + util::format("%.1f", ly) +
        "\" stroke=\"#222\" stroke-width=\"1.5\"/>\n";
-  s += "<text x=\"" + fmt("%.1f", lx + 18) + "\" y=\"" + fmt("%.1f", ly + 4) +
+  s += "<text x=\"" + util::format("%.1f", lx + 18) + "\" y=\"" + util::format("%.1f", ly + 4) +
        "\">Pareto front</text>\n";
   ly += 20;
-  s += "<line x1=\"" + fmt("%.1f", lx) + "\" y1=\"" + fmt("%.1f", ly) + "\" x2=\"" +
-       fmt("%.1f", lx + 14) + "\" y2=\"" + fmt("%.1f", ly) +
+  s += "<line x1=\"" + util::format("%.1f", lx) + "\" y1=\"" + util::format("%.1f", ly) +
+       "\" x2=\"" + util::format("%.1f", lx + 14) + "\" y2=\"" + util::format("%.1f", ly) +
        "\" stroke=\"#444\" stroke-dasharray=\"6 4\"/>\n";
   // Worded as every header words it (memory_cap_text); the line sits at cap + fixed overhead
   // because the x axis is the whole peak.
-  s += "<text x=\"" + fmt("%.1f", lx + 18) + "\" y=\"" + fmt("%.1f", ly + 4) + "\">memory cap " +
-       fmt("%.2f", result.mem_cap_gib) + " GiB</text>\n";
-  s += "<text x=\"" + fmt("%.1f", lx + 18) + "\" y=\"" + fmt("%.1f", ly + 20) +
-       "\" fill=\"#555\">+ " + fmt("%.2f", result.fixed_overhead_gib) + " GiB overhead</text>\n";
+  s += "<text x=\"" + util::format("%.1f", lx + 18) + "\" y=\"" + util::format("%.1f", ly + 4) +
+       "\">memory cap " + util::format("%.2f", result.mem_cap_gib) + " GiB</text>\n";
+  s += "<text x=\"" + util::format("%.1f", lx + 18) + "\" y=\"" + util::format("%.1f", ly + 20) +
+       "\" fill=\"#555\">+ " + util::format("%.2f", result.fixed_overhead_gib) +
+       " GiB overhead</text>\n";
   if (hidden > 0) {
-    s += "<text x=\"" + fmt("%.1f", x1 - 6) + "\" y=\"" + fmt("%.1f", y1 + 16) +
+    s += "<text x=\"" + util::format("%.1f", x1 - 6) + "\" y=\"" + util::format("%.1f", y1 + 16) +
          "\" text-anchor=\"end\" fill=\"#555\">" + std::to_string(hidden) +
-         " rows over the cap beyond " + fmt("%.0f", xa.hi) + " GiB not drawn</text>\n";
+         " rows over the cap beyond " + util::format("%.0f", xa.hi) + " GiB not drawn</text>\n";
   }
   s += "</svg>\n";
   return s;

@@ -6,13 +6,13 @@
 // each re-timing the DAG the one before it lowered. Every row equals what evaluate() returns for it
 // alone (tests/explore_test.cpp checks this).
 #include <algorithm>
-#include <cstdio>
 #include <limits>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "../util/format.hpp"
 #include "../util/units.hpp"
 #include "braid/error.hpp"
 #include "braid/explore.hpp"
@@ -77,13 +77,10 @@ void check_static_cap(const std::vector<double>& static_bytes, double cap) {
   if (static_bytes.empty()) return;
   const double least = *std::min_element(static_bytes.begin(), static_bytes.end());
   if (least > cap) {
-    char cap_text[32], text[160];
-    std::snprintf(cap_text, sizeof cap_text, "%.2f GiB", cap / kGiB);
-    std::snprintf(text, sizeof text,
-                  "below the static memory (weights, gradients, optimizer state) of every "
-                  "configuration; the smallest needs %.2f GiB",
-                  least / kGiB);
-    throw InputError("--mem-cap", cap_text, text);
+    throw InputError("--mem-cap", util::format("%.2f GiB", cap / kGiB),
+                     util::format("below the static memory (weights, gradients, optimizer state) "
+                                  "of every configuration; the smallest needs %.2f GiB",
+                                  least / kGiB));
   }
 }
 

@@ -2,8 +2,8 @@
 // relative-error least squares, with the error of every measured point under the fitted model.
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 
+#include "../util/format.hpp"
 #include "braid/error.hpp"
 #include "braid/measured.hpp"
 
@@ -44,17 +44,10 @@ double fit_proportional(const std::vector<std::pair<double, double>>& xt) {
   return den > 0 ? num / den : 0;
 }
 
-std::string bytes_label(double b) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%.0f B", b);
-  return buf;
-}
+std::string bytes_label(double b) { return util::format("%.0f B", b); }
 
 std::string attention_label(const AttentionPoint& a) {
-  char buf[96];
-  std::snprintf(buf, sizeof buf, "b%d s%d h%d/%d d%d", a.batch, a.seq, a.heads, a.kv_heads,
-                a.head_dim);
-  return buf;
+  return util::format("b%d s%d h%d/%d d%d", a.batch, a.seq, a.heads, a.kv_heads, a.head_dim);
 }
 
 }  // namespace

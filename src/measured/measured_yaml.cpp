@@ -1,10 +1,10 @@
 // YAML text form of MeasuredTables (the `measured:` section of a profile). Rows are flow maps so
 // a table stays one line per measurement; numbers use %.9g so the text is deterministic.
 #include <cmath>
-#include <cstdio>
 
 #include <yaml-cpp/yaml.h>
 
+#include "../util/format.hpp"
 #include "../util/yaml_reader.hpp"
 #include "braid/error.hpp"
 #include "braid/measured.hpp"
@@ -15,12 +15,7 @@ namespace {
 
 // Integers (bytes, FLOPs) exactly, everything else to 9 significant digits.
 std::string num(double x) {
-  char buf[40];
-  if (x == std::floor(x) && std::fabs(x) < 1e15)
-    std::snprintf(buf, sizeof buf, "%.0f", x);
-  else
-    std::snprintf(buf, sizeof buf, "%.9g", x);
-  return buf;
+  return util::format(x == std::floor(x) && std::fabs(x) < 1e15 ? "%.0f" : "%.9g", x);
 }
 
 void meta_field(YAML::Emitter& e, const char* key, const std::string& v) {

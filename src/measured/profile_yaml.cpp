@@ -1,10 +1,10 @@
 // measured_profile_yaml: the profile file braid-profile writes — the spec-derived schema with the
 // fitted parameters, plus the measured tables — and the known-peak table it takes the peak from.
 #include <cmath>
-#include <cstdio>
 
 #include <yaml-cpp/yaml.h>
 
+#include "../util/format.hpp"
 #include "braid/error.hpp"
 #include "braid/measured.hpp"
 
@@ -24,11 +24,7 @@ std::optional<double> known_peak_flops(const std::string& gpu_name) {
 
 namespace {
 
-std::string num(double x, const char* fmt = "%.6g") {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, fmt, x);
-  return buf;
-}
+std::string num(double x, const char* fmt = "%.6g") { return util::format(fmt, x); }
 
 }  // namespace
 

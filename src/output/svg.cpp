@@ -14,12 +14,12 @@
 // thin-lane pieces only where they touch (gap below the 0.01 px print resolution).
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <set>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "../util/format.hpp"
 #include "../util/units.hpp"
 #include "braid/svg_text.hpp"
 #include "braid/timeline_output.hpp"
@@ -42,9 +42,7 @@ constexpr double kAxisH = 40;     // time axis below the last rank
 
 // ---- number formatting (fixed, locale-free) ---------------------------------------------------
 std::string num(double v, int decimals = 2) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  std::string s = buf;
+  std::string s = util::format("%.*f", decimals, v);
   if (s.find('.') != std::string::npos) {
     while (s.back() == '0') s.pop_back();
     if (s.back() == '.') s.pop_back();
@@ -53,11 +51,7 @@ std::string num(double v, int decimals = 2) {
   return s;
 }
 
-std::string fixed(double v, int decimals) {
-  char buf[48];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
+std::string fixed(double v, int decimals) { return util::format("%.*f", decimals, v); }
 
 // ---- colours ----------------------------------------------------------------------------------
 struct Rgb {
@@ -76,10 +70,8 @@ Rgb chunk_colour(Phase p, int chunk, int vpp) {
 }
 
 std::string hex(const Rgb& c) {
-  char buf[8];
-  std::snprintf(buf, sizeof buf, "#%02x%02x%02x", static_cast<int>(std::lround(c.r)),
-                static_cast<int>(std::lround(c.g)), static_cast<int>(std::lround(c.b)));
-  return buf;
+  return util::format("#%02x%02x%02x", static_cast<int>(std::lround(c.r)),
+                      static_cast<int>(std::lround(c.g)), static_cast<int>(std::lround(c.b)));
 }
 
 bool dark(const Rgb& c) { return 0.299 * c.r + 0.587 * c.g + 0.114 * c.b < 150; }

@@ -2,7 +2,6 @@
 // tables of `simulate` (summary + per-rank detail) and `compare` (one row per schedule). Numbers
 // are printed with fixed formats so the output is byte-stable for the same input.
 #include <algorithm>
-#include <cstdio>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -10,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../util/csv.hpp"
+#include "../util/format.hpp"
 #include "../util/text_table.hpp"
 #include "../util/units.hpp"
 #include "braid/report.hpp"
@@ -54,18 +54,12 @@ nlohmann::ordered_json to_json(const T& value) {
   return j;
 }
 
-std::string fmt(const char* format, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, format, v);
-  return buf;
-}
-
 // Seconds with a unit that suits the magnitude (fixed digits, so byte-stable).
 std::string seconds(double s) {
   if (s == 0) return "0";
-  if (s >= 1) return fmt("%.3f s", s);
-  if (s >= 1e-3) return fmt("%.3f ms", s * 1e3);
-  return fmt("%.3f us", s * 1e6);
+  if (s >= 1) return util::format("%.3f s", s);
+  if (s >= 1e-3) return util::format("%.3f ms", s * 1e3);
+  return util::format("%.3f us", s * 1e6);
 }
 
 // A time unit for a column: the one seconds() would pick for its largest value.
@@ -78,7 +72,7 @@ Unit unit_for(double largest_s) {
   if (largest_s >= 1e-3) return {"ms", 1e3};
   return {"us", 1e6};
 }
-std::string in_unit(double s, const Unit& u) { return fmt("%.3f", s * u.per_s); }
+std::string in_unit(double s, const Unit& u) { return util::format("%.3f", s * u.per_s); }
 
 // "r0 75.1% (18.760 ms), r1 24.9% (6.168 ms); 5 visits: r0 -> r1 -> r0 -> r1 -> r0": the time the
 // critical path spends on each rank, then the order in which it visits them.
@@ -87,8 +81,8 @@ std::string path_by_rank(const CriticalPathSummary& cp, double total_s, bool sym
   for (std::size_t k = 0; k < cp.rank_s.size(); ++k) {
     if (cp.rank_s[k] <= 0) continue;
     out += (out.empty() ? "" : ", ") + std::string("r") + std::to_string(k) + " " +
-           fmt("%.1f%%", cp.rank_s[k] / total_s * 100) + " (" +
-           (symbolic ? fmt("%.6g", cp.rank_s[k]) : seconds(cp.rank_s[k])) + ")";
+           util::format("%.1f%%", cp.rank_s[k] / total_s * 100) + " (" +
+           (symbolic ? util::format("%.6g", cp.rank_s[k]) : seconds(cp.rank_s[k])) + ")";
   }
   constexpr std::size_t kShown = 12;
   const std::size_t n = cp.rank_sequence.size();
@@ -103,7 +97,7 @@ using util::percent;
 
 bool uniform(const Report& r) { return r.uniform; }
 
-std::string csv_number(double v) { return fmt("%.9g", v); }
+std::string csv_number(double v) { return util::format("%.9g", v); }
 
 }  // namespace
 
@@ -202,10 +196,10 @@ std::string simulate_table(const Report& r) {
          (uniform(r) ? std::string() : ", " + std::to_string(r.gpus) + " GPUs") + ", " +
          std::to_string(r.ops) + " ops\n";
   // Uniform mode has symbolic times: print them as plain numbers.
-  auto time = [&](double s) { return uniform(r) ? fmt("%.6g", s) : seconds(s); };
+  auto time = [&](double s) { return uniform(r) ? util::format("%.6g", s) : seconds(s); };
   // The per-rank columns share one unit (the iteration time's), named in the header.
   const Unit unit = unit_for(r.iteration_time_s);
-  auto cell = [&](double s) { return uniform(r) ? fmt("%.6g", s) : in_unit(s, unit); };
+  auto cell = [&](double s) { return uniform(r) ? util::format("%.6g", s) : in_unit(s, unit); };
   auto head = [&](const std::string& name) { return uniform(r) ? name : name + " " + unit.name; };
   out += "iteration time   " + time(r.iteration_time_s) + "\n";
   out += "TP bubble        " + percent(r.tp_bubble_rate) +
@@ -228,13 +222,13 @@ std::string simulate_table(const Report& r) {
   if (!uniform(r)) {
     out += "MFU              " + percent(r.mfu) + "\n";
     out += "HFU              " + percent(r.hfu) + "  (hardware FLOPs: recomputation included)\n";
-    out += "throughput       " + fmt("%.0f tokens/s", r.tokens_per_s) + ", " +
-           fmt("%.2f samples/s", r.samples_per_s) + ", " +
-           fmt("%.1f TFLOP/s per GPU", r.tflops_per_gpu) + "\n";
-    out += "peak memory      " + fmt("%.2f GiB", r.max_peak_memory_gib) + " of " +
-           fmt("%.2f GiB", r.hbm_gib) +
+    out += "throughput       " + util::format("%.0f tokens/s", r.tokens_per_s) + ", " +
+           util::format("%.2f samples/s", r.samples_per_s) + ", " +
+           util::format("%.1f TFLOP/s per GPU", r.tflops_per_gpu) + "\n";
+    out += "peak memory      " + util::format("%.2f GiB", r.max_peak_memory_gib) + " of " +
+           util::format("%.2f GiB", r.hbm_gib) +
            (r.oom ? "  OUT OF MEMORY on rank " + std::to_string(r.oom_rank) + " by " +
-                        fmt("%.2f GiB", r.oom_over_gib)
+                        util::format("%.2f GiB", r.oom_over_gib)
                   : std::string()) +
            "\n";
   }
@@ -268,15 +262,15 @@ std::string simulate_table(const Report& r) {
       row.push_back(cell(rr.dp_exposed_s));
       row.push_back(cell(rr.optimizer_s));
     }
-    row.push_back(fmt("%.2f", rr.activation_peak_ma));
+    row.push_back(util::format("%.2f", rr.activation_peak_ma));
     if (!uniform(r)) {
-      row.push_back(fmt("%.2f", rr.static_bytes / kGiB));
-      row.push_back(fmt("%.2f", rr.static_layers_bytes / kGiB) + "/" +
-                    fmt("%.2f", rr.static_embeddings_bytes / kGiB) + "/" +
-                    fmt("%.2f", rr.static_other_bytes / kGiB) + "/" +
-                    fmt("%.2f", rr.static_fixed_bytes / kGiB));
-      row.push_back(fmt("%.2f", rr.peak_memory_gib));
-      row.push_back(rr.oom ? fmt("+%.2f GiB", rr.over_bytes / kGiB) : "");
+      row.push_back(util::format("%.2f", rr.static_bytes / kGiB));
+      row.push_back(util::format("%.2f", rr.static_layers_bytes / kGiB) + "/" +
+                    util::format("%.2f", rr.static_embeddings_bytes / kGiB) + "/" +
+                    util::format("%.2f", rr.static_other_bytes / kGiB) + "/" +
+                    util::format("%.2f", rr.static_fixed_bytes / kGiB));
+      row.push_back(util::format("%.2f", rr.peak_memory_gib));
+      row.push_back(rr.oom ? util::format("+%.2f GiB", rr.over_bytes / kGiB) : "");
     }
     rows.push_back(row);
   }
@@ -341,12 +335,14 @@ std::string compare_table(const std::vector<Report>& reports, const std::string&
     std::string mark = static_cast<int>(i) == best ? "<- best" : "";
     if (r.oom) mark = (mark.empty() ? "" : mark + ", ") + "OOM";
     rows.push_back(with_groups(
-        {r.schedule, uni ? fmt("%.6g", r.iteration_time_s) : in_unit(r.iteration_time_s, unit),
-         fmt("%.3fx", r.iteration_time_s > 0 ? ref / r.iteration_time_s : 0),
+        {r.schedule,
+         uni ? util::format("%.6g", r.iteration_time_s) : in_unit(r.iteration_time_s, unit),
+         util::format("%.3fx", r.iteration_time_s > 0 ? ref / r.iteration_time_s : 0),
          percent(r.tp_bubble_rate), percent(r.pp_bubble_rate), percent(r.offload_stall_rate),
          uni ? "-" : percent(r.dp_exposed_rate), uni ? "-" : percent(r.mfu),
-         uni ? "-" : percent(r.hfu), uni ? "-" : fmt("%.0f", r.tokens_per_s), fmt("%.2f", peak_ma),
-         uni ? "-" : fmt("%.2f", r.max_peak_memory_gib), mark},
+         uni ? "-" : percent(r.hfu), uni ? "-" : util::format("%.0f", r.tokens_per_s),
+         util::format("%.2f", peak_ma), uni ? "-" : util::format("%.2f", r.max_peak_memory_gib),
+         mark},
         percent(r.cp_exposed_rate), percent(r.ep_exposed_rate)));
   }
   out += util::text_table(rows);

@@ -18,13 +18,13 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <cstdio>
 #include <iterator>
 #include <string>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
+#include "../util/format.hpp"
 #include "../util/units.hpp"
 #include "braid/report.hpp"
 
@@ -590,11 +590,8 @@ CriticalPathSummary summarize_critical_path(const Dag& dag, const Timeline& t) {
   cp.wait_s = t.iteration_time_s - covered;
   // "r0 1.2 s > r1 0.4 s > r0 ..." for the first visits, then how many follow.
   constexpr std::size_t kShown = 16;
-  for (std::size_t k = 0; k < visits.size() && k < kShown; ++k) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%sr%d %.4g", k ? " > " : "", visits[k].first, visits[k].second);
-    cp.text += buf;
-  }
+  for (std::size_t k = 0; k < visits.size() && k < kShown; ++k)
+    cp.text += util::format("%sr%d %.4g", k ? " > " : "", visits[k].first, visits[k].second);
   if (visits.size() > kShown)
     cp.text += " > ... (" + std::to_string(visits.size() - kShown) + " more)";
   return cp;

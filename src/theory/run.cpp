@@ -80,14 +80,8 @@ TheoryMeasured simulate_uniform(const Schedule& schedule, const UniformCosts& co
 TheoryRow run_theory(std::string_view schedule, const ScheduleOptions& options,
                      const UniformCosts& costs) {
   const Schedule s = make_schedule(schedule, options);
-  TheoryRow row;
-  row.schedule = s.name;
-  row.pp = s.pp;
-  row.vpp = s.vpp;
-  row.microbatches = s.microbatches;
-  row.costs = costs;
+  TheoryRow row = run_theory(s, costs);
   row.forms = closed_forms(schedule, s.pp, s.vpp, s.microbatches, costs);
-  row.simulated = simulate_uniform(s, costs);
   return row;
 }
 

@@ -4,10 +4,10 @@
 // schedule's least-squares slope. No scripts, fonts or external references; fixed number formats.
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <string>
 #include <vector>
 
+#include "../util/format.hpp"
 #include "braid/svg_text.hpp"
 #include "braid/theory.hpp"
 
@@ -15,11 +15,7 @@ namespace braid {
 
 namespace {
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v == 0 ? 0.0 : v);
-  return buf;
-}
+std::string fmt(const char* f, double v) { return util::format(f, v == 0 ? 0.0 : v); }  // no "-0"
 std::string px(double v) { return fmt("%.2f", v); }
 std::string label(double v) { return fmt("%.6g", v); }
 
