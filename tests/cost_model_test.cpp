@@ -22,15 +22,8 @@ namespace {
 
 Study study_of(const std::string& model, const std::string& cluster, int tp, int pp, int seq,
                bool sp, int mbs = 1) {
-  StudyOverrides o;
-  o.model = model;
-  o.cluster = cluster;
-  o.tp = tp;
-  o.pp = pp;
-  o.vpp = 1;
-  o.seq = seq;
+  StudyOverrides o = test::layout_overrides(model, cluster, tp, pp, seq, sp);
   o.mbs = mbs;
-  o.sequence_parallel = sp;
   return load_study(resolve_config("studies", "default"), o);
 }
 

@@ -226,10 +226,7 @@ TEST_CASE("lowering a misordered schedule reports the validator's own message", 
 TEST_CASE("every send goes to the rank that peer_of derives from its rank and stream", "[dag]") {
   for (const char* name : {"1f1b", "1f1b-i", "zb-v", "dualpipe-v"})
     for (const int pp : {2, 3, 4}) {
-      ScheduleOptions o;
-      o.pp = pp;
-      o.microbatches = 2 * pp;
-      const Schedule s = make_schedule(name, o);
+      const Schedule s = generated(name, pp, 2 * pp);
       const Dag dag = lower(s, uniform_cost_model(unit_costs(), s.virtual_stages()));
       const Successors succ = successors(dag);
       int sends = 0;
@@ -638,10 +635,7 @@ TEST_CASE("every dependency list is sorted without duplicates and the successors
   for (const char* name : {"dualpipe-v", "stp"})
     for (const bool fold : {false, true}) {
       INFO(name << ", uniform" << (fold ? ", folded" : ""));
-      ScheduleOptions o;
-      o.pp = 3;
-      o.microbatches = 9;
-      const Schedule s = make_schedule(name, o);
+      const Schedule s = generated(name, 3, 9);
       LowerOptions options;
       options.p2p = P2pMode::Batched;
       options.fold_zero_time = fold;

@@ -28,6 +28,21 @@ struct StudyFixture {
   Profile profile;
 };
 
+// The default study's settings with `model` on `cluster`, tp and pp given, one chunk per rank,
+// sequence `seq`, SP on or off: the layout most scenario tests start from.
+inline StudyOverrides layout_overrides(const std::string& model, const std::string& cluster, int tp,
+                                       int pp, int seq = 2048, bool sp = false) {
+  StudyOverrides o;
+  o.model = model;
+  o.cluster = cluster;
+  o.tp = tp;
+  o.pp = pp;
+  o.vpp = 1;
+  o.seq = seq;
+  o.sequence_parallel = sp;
+  return o;
+}
+
 // Loaded once per test binary.
 inline const StudyFixture& short_default_study() {
   static const StudyFixture f = [] {

@@ -33,6 +33,14 @@ inline Schedule make(const std::string& name, int pp, int vpp, int m, Placement 
   return s;
 }
 
+// A generated schedule (`braid schedule NAME --pp P --microbatches M`, default chunks per rank).
+inline Schedule generated(const std::string& name, int pp, int m) {
+  ScheduleOptions o;
+  o.pp = pp;
+  o.microbatches = m;
+  return make_schedule(name, o);
+}
+
 // 1F1B, p = 2, m = 2 (Megatron's order: warm-up p-1-r forwards, then one F one B), run by
 // Megatron's runtime as the generator's is.
 inline Schedule one_f_one_b_p2_m2() {

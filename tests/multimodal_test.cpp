@@ -24,9 +24,11 @@
 #include "braid/schedule.hpp"
 #include "braid/simulator.hpp"
 #include "fixtures.hpp"
+#include "hand_schedules.hpp"
 
 using namespace braid;
 using test::collective_of;
+using test::generated;
 
 namespace {
 
@@ -215,10 +217,7 @@ TEST_CASE("braided blocks pair ViT and LM layers by index, the surplus unbraided
   // (5 layers) — FB blocks there pair units of different widths.
   Study s = vl_study("qwen2-vl-14.9b", 8, 2);
   const CostModel cm = build_cost_model(s, profile_of(s), 4);
-  ScheduleOptions o;
-  o.pp = 2;
-  o.microbatches = 8;
-  const Schedule sched = make_schedule("stp", o);
+  const Schedule sched = generated("stp", 2, 8);
   const Dag dag = lower(sched, cm);
   // Find an FB on rank 0 whose F is chunk 0 (the ViT) and whose B is chunk 0 too: both 32
   // layers; and one F of chunk 1 (5 LM layers) with B of chunk 1.

@@ -326,10 +326,7 @@ namespace {
 std::vector<std::pair<std::string, Run>> every_schedule_p4_m8() {
   std::vector<std::pair<std::string, Run>> runs;
   for (const std::string& name : schedule_names()) {
-    ScheduleOptions o;
-    o.pp = 4;
-    o.microbatches = 8;
-    const Schedule s = make_schedule(name, o);
+    const Schedule s = generated(name, 4, 8);
     runs.emplace_back(name, run(s, uniform_cost_model(unit_costs(), s.pp * s.vpp)));
   }
   return runs;
@@ -426,10 +423,7 @@ TEST_CASE("svg: the legend lists only what the picture draws", "[output][svg]") 
 
 TEST_CASE("svg: labels of any width fit their box or are left out, as --labels says",
           "[output][svg]") {
-  ScheduleOptions o;
-  o.pp = 2;
-  o.microbatches = 16;
-  const Schedule s = make_schedule("1f1b-i", o);
+  const Schedule s = generated("1f1b-i", 2, 16);
   const Run r = run(s, uniform_cost_model(unit_costs(), s.pp * s.vpp));
   SvgOptions so;
   so.detail = SvgDetail::Instruction;

@@ -160,10 +160,7 @@ TEST_CASE("megatron's 1f1b warm-up posts the next receive once its send has comp
   // recv_forward(F1), so rank 0's send of F1 (ready at 11) waits for rank 1's send of F0 to end
   // (14), not only for rank 1's F0 (11). Across phases (F then B, B then F) the receive goes in the
   // batch with the sends.
-  ScheduleOptions o;
-  o.pp = 3;
-  o.microbatches = 3;
-  const Schedule s = make_schedule("1f1b", o);
+  const Schedule s = generated("1f1b", 3, 3);
   const CostModel cost = send_cost(3);
   const Dag dag = lower(s, cost, LowerOptions{P2pMode::Batched});
   const Timeline t = simulate(dag);

@@ -245,11 +245,7 @@ TEST_CASE("reports render as JSON with units in the names, CSV and tables", "[re
 namespace {
 
 Report run_generated(const std::string& name, int p, int m, const UniformCosts& costs) {
-  ScheduleOptions o;
-  o.pp = p;
-  o.vpp = 2;
-  o.microbatches = m;
-  const Schedule s = make_schedule(name, o);
+  const Schedule s = generated(name, p, m);  // 2 chunks per rank where the schedule chooses
   return run(s, uniform_cost_model(costs, s.virtual_stages()));
 }
 

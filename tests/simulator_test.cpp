@@ -601,10 +601,7 @@ TEST_CASE("the lowering finds the memory sums exact rank by rank, not only for t
           "[sim][fold]") {
   // 1F1B, p 8, m 8, M_a = 2^36 bytes: a rank's allocs and frees, times the microbatches, stay
   // within the 2^42 that memory_sums_exact allows per rank; the eight ranks together do not.
-  ScheduleOptions o;
-  o.pp = 8;
-  o.microbatches = 8;
-  const Schedule s = make_schedule("1f1b", o);
+  const Schedule s = generated("1f1b", 8, 8);
   const CostModel cost = uniform_cost_model(UniformCosts{4, 8, 8, 2, 68719476736.0}, 8);
   const Dag dag = lower(s, cost);
   CHECK(memory_sums_exact(dag));

@@ -42,22 +42,9 @@ fs::path cluster_file(const std::string& name, int nodes, int nics, double gbps)
   return file;
 }
 
-// `model` on `cluster` with tp and pp given, one chunk per rank, sequence 2048, no SP.
-StudyOverrides layout(const std::string& model, const std::string& cluster, int tp, int pp) {
-  StudyOverrides o;
-  o.model = model;
-  o.cluster = cluster;
-  o.tp = tp;
-  o.pp = pp;
-  o.vpp = 1;
-  o.seq = 2048;
-  o.sequence_parallel = false;
-  return o;
-}
-
 // qwen2-7b (28 heads: tp 1, 2, 4) on `cluster`, pp and tp given, dp from the node count.
 Study study_on(const fs::path& cluster, int tp, int pp, bool overlap = false, bool dist = false) {
-  StudyOverrides o = layout("qwen2-7b", cluster.string(), tp, pp);
+  StudyOverrides o = test::layout_overrides("qwen2-7b", cluster.string(), tp, pp);
   o.microbatches = 8;
   o.overlap_grad_reduce = overlap;
   o.distributed_optimizer = dist;
@@ -67,7 +54,7 @@ Study study_on(const fs::path& cluster, int tp, int pp, bool overlap = false, bo
 // megatron-22b (GPT: learned positions, tied embeddings, dropout) on one a100-selene node,
 // sequence 2048, micro-batch 1, no SP.
 StudyOverrides gpt22b(int tp, int pp) {
-  StudyOverrides o = layout("megatron-22b", "a100-selene", tp, pp);
+  StudyOverrides o = test::layout_overrides("megatron-22b", "a100-selene", tp, pp);
   o.nodes = 1;
   o.mbs = 1;
   return o;
