@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""braid side by side with PP-Schedule-Visualization, whole process, CPU time.
+"""braid side by side with PP-Schedule-Visualization: the peer in-process (primary) and whole.
 
-The peer is https://github.com/Victarry/PP-Schedule-Visualization (measured at commit 1dd92bf).
-Get it with
+The peer is https://github.com/Victarry/PP-Schedule-Visualization, measured at commit 1dd92bf
+("Make P2P in warmup/cooldown stage to sync comm.", still its newest on 2026-12-05). Get it with
 
     git clone https://github.com/Victarry/PP-Schedule-Visualization /tmp/pp-schedule-visualization
+    git -C /tmp/pp-schedule-visualization checkout 1dd92bf
 
 Its simulator (src/execution_model.py, src/strategies.py) imports only the Python standard
 library; the dashboard around it (dash, hydra) is not needed and not imported here.
@@ -13,17 +14,36 @@ library; the dashboard around it (dash, hydra) is not needed and not imported he
                           [--cases uniform,qwen,sweep]
     bench/peer_compare.py --base /tmp/braid-before [--braid build/braid] --runs 60 --cases qwen
 
+Two figures for the peer in each single-run case (uniform, qwen), each with its ratio to braid:
+
+- "in-process", the PRIMARY figure. This script imports the peer once, into its own process, then
+  times only the simulation call: building the ScheduleConfig, generating the 1F1B-interleaved
+  schedule, executing it and reading its iteration time, with time.process_time() (CPU time, user
+  + system, of this process) and time.perf_counter() (wall) around it, after a gc.collect()
+  outside the timing. Python's start-up and the imports (a large share of the peer's whole
+  process, more on a loaded machine) are not counted. It prints the best and the median of
+  --runs runs; the ratio is the peer's best to braid's best (primary), and median to median
+  beside it.
+- "whole process", kept beside it as every round before measured: `python3 -c PEER_DRIVER` per
+  run, CPU time (user + system, from the child's resource usage) and wall time of the whole
+  process, interpreter start-up and imports included; medians of --runs runs and their ratio.
+
+braid is always timed as a whole process (CPU time from the child's resource usage): its own
+start-up, reading the study and cluster, the report and the JSON output are all inside its figure,
+so the in-process ratio leans towards the peer. Every run of a case times the peer's whole
+process, the peer in-process, then braid (paired runs, so load changes hit all three; braid runs
+right after another process, as in the rounds before). Without --peer only braid's figures are
+printed. The sweep case prints braid's CPU time per configuration. A Release build (tools/setup)
+is assumed.
+
 With --base, two braid builds are compared instead (A/B of a change): both are copied into one
 temporary folder first (a binary just linked in build/ ran 0.1 ms slower than an identical copy
 in /tmp), and which of the two runs first alternates from pair to pair. It prints both medians
 and the median of the paired differences (base - braid: positive when braid is faster).
-
-Every case runs the peer and braid alternately (paired runs, so load changes hit both) and reports
-the median CPU time (user + system, from the child's resource usage) and wall time of each whole
-process, and their ratio. Without --peer only braid's figures are printed. The sweep case prints
-braid's CPU time per configuration. A Release build (tools/setup) is assumed.
 """
 import argparse
+import collections
+import gc
 import os
 import resource
 import shutil
@@ -33,7 +53,11 @@ import sys
 import tempfile
 import time
 
-# 1F1B-interleaved as the peer models it: 8 devices, 16 stages (2 per device), F = 1, B = 2.
+# 1F1B-interleaved as the peer models it: 8 devices, 16 stages (2 per device), F = 1, B = 2. The
+# same pipeline serves both cases (the peer's run time does not depend on the F and B values).
+PEER_PIPELINE = (8, 256, 1.0, 2.0)  # devices, microbatches, forward, backward
+
+# The peer's whole process: start-up, imports and the simulation of peer_simulation() below.
 PEER_DRIVER = r"""
 import sys
 sys.path.insert(0, sys.argv[1])
@@ -62,6 +86,42 @@ CASES = {
 }
 
 
+# The peer as measured: its whole process (a command) and its simulation in this process.
+Peer = collections.namedtuple("Peer", "command simulation")
+
+
+def import_peer(peer_dir):
+    """Imports the peer's simulator into this process, once; returns its simulation of
+    PEER_PIPELINE as a function giving the iteration time (the steps PEER_DRIVER runs)."""
+    sys.path.insert(0, peer_dir)
+    import src.execution_model as model  # pylint: disable=import-outside-toplevel
+    import src.strategies as strategies  # pylint: disable=import-outside-toplevel
+    if not os.path.samefile(os.path.dirname(model.__file__), os.path.join(peer_dir, "src")):
+        sys.exit(f"peer_compare: --peer {peer_dir}: imported {model.__file__} instead")
+    devices, microbatches, forward, backward = PEER_PIPELINE
+
+    def peer_simulation():
+        config = model.ScheduleConfig(num_devices=devices, num_stages=2 * devices,
+                                      num_batches=microbatches, p2p_latency=0.0,
+                                      placement_strategy="interleave",
+                                      op_times={"forward": forward, "backward": backward})
+        schedule = strategies.generate_1f1b_interleave_schedule(config)
+        schedule.execute()
+        return schedule.get_total_execution_time()
+
+    return peer_simulation
+
+
+def timed_in_process(simulation):
+    """Runs simulation() in this process; returns (cpu seconds, wall seconds, its result). The
+    garbage of the run before is collected first, outside the timing."""
+    gc.collect()
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    result = simulation()
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    return cpu, wall, result
+
+
 def timed(cmd, cwd):
     """Runs cmd; returns (cpu seconds, wall seconds, stdout)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -77,22 +137,42 @@ def median_ms(xs):
     return statistics.median(xs) * 1e3
 
 
-def paired(name, braid_cmd, peer_cmd, runs, root):
-    braid_cpu, braid_wall, peer_cpu, peer_wall = [], [], [], []
+def best_ms(xs):
+    return min(xs) * 1e3
+
+
+def paired(name, braid_cmd, peer, runs, root):
+    """Times braid's whole process and, with a Peer, the peer's whole process and its simulation
+    in-process, runs times in turn; prints each with its ratio to braid."""
+    braid_cpu, braid_wall = [], []
+    whole_cpu, whole_wall = [], []  # the peer's whole process
+    inproc_cpu, inproc_wall = [], []  # the peer's simulation in this process (primary)
     for _ in range(runs):
-        if peer_cmd:
-            c, w, _ = timed(peer_cmd, root)
-            peer_cpu.append(c)
-            peer_wall.append(w)
+        if peer:
+            c, w, _ = timed(peer.command, root)
+            whole_cpu.append(c)
+            whole_wall.append(w)
+            c, w, _ = timed_in_process(peer.simulation)
+            inproc_cpu.append(c)
+            inproc_wall.append(w)
         c, w, _ = timed(braid_cmd, root)
         braid_cpu.append(c)
         braid_wall.append(w)
-    line = f"{name}: braid {median_ms(braid_cpu):.1f} ms CPU ({median_ms(braid_wall):.1f} ms wall)"
-    if peer_cmd:
-        line += (f", peer {median_ms(peer_cpu):.1f} ms CPU ({median_ms(peer_wall):.1f} ms wall)"
-                 f", ratio {statistics.median(peer_cpu) / statistics.median(braid_cpu):.1f}x CPU"
-                 f" ({statistics.median(peer_wall) / statistics.median(braid_wall):.1f}x wall)")
-    print(line, flush=True)
+    if not peer:
+        print(f"{name}: braid {median_ms(braid_cpu):.1f} ms CPU ({median_ms(braid_wall):.1f} ms "
+              "wall)", flush=True)
+        return
+    med = statistics.median
+    print(f"{name}, {runs} paired runs:\n"
+          f"  braid, whole process: best {best_ms(braid_cpu):.1f} ms, median "
+          f"{median_ms(braid_cpu):.1f} ms CPU ({median_ms(braid_wall):.1f} ms wall)\n"
+          f"  peer in-process (primary): best {best_ms(inproc_cpu):.1f} ms, median "
+          f"{median_ms(inproc_cpu):.1f} ms CPU (best {best_ms(inproc_wall):.1f} ms, median "
+          f"{median_ms(inproc_wall):.1f} ms wall), ratio {min(inproc_cpu) / min(braid_cpu):.1f}x "
+          f"best to best, {med(inproc_cpu) / med(braid_cpu):.1f}x median to median (CPU)\n"
+          f"  peer whole process: median {median_ms(whole_cpu):.1f} ms CPU "
+          f"({median_ms(whole_wall):.1f} ms wall), ratio {med(whole_cpu) / med(braid_cpu):.1f}x "
+          f"CPU ({med(whole_wall) / med(braid_wall):.1f}x wall), medians", flush=True)
 
 
 def against_base(name, base_cmd, braid_cmd, runs, root):
@@ -140,9 +220,16 @@ def main():
         if not os.path.isfile(os.path.join(a.peer, "src", "execution_model.py")):
             sys.exit(f"peer_compare: --peer {a.peer}: no src/execution_model.py there; clone "
                      "https://github.com/Victarry/PP-Schedule-Visualization")
-        peer = [sys.executable, "-c", PEER_DRIVER, os.path.abspath(a.peer), "8", "256", "1", "2"]
-        check = subprocess.run(peer, check=True, stdout=subprocess.PIPE, text=True).stdout
-        print(f"peer iteration time (F 1, B 2): {float(check):g}")
+        peer_dir = os.path.abspath(a.peer)
+        peer = Peer([sys.executable, "-c", PEER_DRIVER, peer_dir]
+                    + [f"{x:g}" for x in PEER_PIPELINE], import_peer(peer_dir))
+        whole = float(subprocess.run(peer.command, check=True, stdout=subprocess.PIPE,
+                                     text=True).stdout)
+        inproc = peer.simulation()
+        if whole != inproc:
+            sys.exit(f"peer_compare: the peer's iteration time {whole:g} (whole process) differs "
+                     f"from {inproc:g} (in-process)")
+        print(f"peer iteration time (F 1, B 2): {whole:g} (whole process and in-process)")
     uniform = [braid] + CASES["uniform"]
     out = subprocess.run(uniform, cwd=root, check=True, stdout=subprocess.PIPE, text=True).stdout
     print("braid iteration time (uniform 1,2,0,0):", out.split('"iteration_time_s":')[1].split(",")[0])

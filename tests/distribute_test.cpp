@@ -271,23 +271,7 @@ TEST_CASE("a search shared by 2 processes gives the single-process result", "[di
 
 namespace {
 
-// The number of members of an aggregate: the most initializers T{...} accepts, each one a value
-// that converts to any member type (so no brace elision into a nested aggregate can absorb one).
-struct AnyMember {
-  template <typename T>
-  operator T() const;  // NOLINT(google-explicit-constructor): only used unevaluated
-};
-template <typename T, std::size_t... I>
-constexpr bool initializable(std::index_sequence<I...>) {
-  return requires { T{(void(I), AnyMember{})...}; };
-}
-template <typename T, std::size_t N = 0>
-constexpr std::size_t member_count() {
-  if constexpr (initializable<T>(std::make_index_sequence<N + 1>{}))
-    return member_count<T, N + 1>();
-  else
-    return N;
-}
+using braid::test::member_count;
 
 template <typename T>
 std::size_t visited_count() {

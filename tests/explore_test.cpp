@@ -22,6 +22,7 @@ using braid::test::slurp;
 
 #include <nlohmann/json.hpp>
 
+#include "../src/explore/study_fields.hpp"
 #include "braid/config.hpp"
 #include "braid/cost_model.hpp"
 #include "braid/dag.hpp"
@@ -385,6 +386,96 @@ TEST_CASE(
   }
   CHECK(static_rows == r.pruned_memory);
   CHECK(r.pruned_memory >= 8);
+}
+
+TEST_CASE("the Configuration visitor lists every member for the row codec and differences()",
+          "[explore]") {
+  std::size_t n = 0;
+  Configuration blank;
+  visit_config_fields(blank, [&n](const ConfigField&, auto&) { ++n; });
+  CHECK(n == braid::test::member_count<Configuration>());
+  CHECK(braid::test::member_count<Configuration>() == 9);  // the count itself works
+  // Every field away from its default survives the row codec.
+  Evaluation a;
+  a.config = {"zb-v", 4, 8, 2, 4096, 2, 16, true, Recompute::Selective};
+  a.dp = 2;
+  Evaluation b;
+  b.config = {"1f1b", 1, 2, 1, 2048, 1, 8, false, Recompute::None};
+  b.dp = 1;
+  const std::vector<Evaluation> back = decode_rows(encode_rows({a, b}));
+  REQUIRE(back.size() == 2);
+  CHECK(back[0].config == a.config);
+  CHECK(back[1].config == b.config);
+  // Every field in the visitor's order, dp beside the tp and pp it comes from.
+  CHECK(differences(a, b) ==
+        "differs in schedule zb-v vs 1f1b, tp 4 vs 1, pp 8 vs 2, dp 2 vs 1, vpp 2 vs 1, seq 4096 "
+        "vs 2048, mbs 2 vs 1, m 16 vs 8, sp on vs off, recompute selective vs none");
+  CHECK(differences(a, a).empty());
+}
+
+TEST_CASE("the shard fingerprint's visitors list every member of the study's structs",
+          "[explore][shard]") {
+  using braid::test::member_count;
+  auto visited = [](const auto& value) {
+    std::size_t n = 0;
+    explore::visit_study_fields(value, [&n](const char*, const auto&) { ++n; });
+    return n;
+  };
+  CHECK(visited(Study{}) == member_count<Study>());
+  CHECK(visited(ModelConfig{}) == member_count<ModelConfig>());
+  CHECK(visited(VisionConfig{}) == member_count<VisionConfig>());
+  CHECK(visited(ClusterConfig{}) == member_count<ClusterConfig>());
+  CHECK(visited(LinkConfig{}) == member_count<LinkConfig>());
+  CHECK(visited(NetworkConfig{}) == member_count<NetworkConfig>());
+  CHECK(visited(ParallelConfig{}) == member_count<ParallelConfig>());
+  CHECK(visited(TrainingConfig{}) == member_count<TrainingConfig>());
+  CHECK(visited(LayoutConfig{}) == member_count<LayoutConfig>());
+  CHECK(visited(LowerOptions{}) == member_count<LowerOptions>());
+  CHECK(visited(SimOptions{}) == member_count<SimOptions>());
+  CHECK(visited(MemoryCap{}) == member_count<MemoryCap>());
+  // The explorer's options: those that change a row and those that do not, together.
+  std::size_t options = 0;
+  auto count = [&options](const char*, const auto&) { ++options; };
+  explore::visit_study_fields(ExploreOptions{}, count, count);
+  CHECK(options == member_count<ExploreOptions>());
+  CHECK(member_count<TrainingConfig>() == 16);  // the count itself works
+  CHECK(member_count<ModelConfig>() == 18);     // std::optional<VisionConfig> counts as one
+}
+
+TEST_CASE("shards of studies that differ only in gradient_accumulation_fusion refuse to merge",
+          "[explore][shard]") {
+  const Fixture& f = fixture();
+  const Study& fused = f.study;
+  REQUIRE(fused.training.gradient_accumulation_fusion);  // Megatron's default
+  Study unfused = fused;
+  unfused.training.gradient_accumulation_fusion = false;
+  SweepAxes axes = small_axes();
+  axes.schedules = {"1f1b-i", "stp"};
+  const std::vector<Configuration> configs = cross_product(axes);
+  REQUIRE(configs.size() == 4);
+  ExploreOptions o;
+  o.jobs = 1;
+  // The field changes every row: unfused, each W unit also reads and writes the gradients.
+  const SweepResult a = sweep(fused, f.profile, configs, o);
+  const SweepResult b = sweep(unfused, f.profile, configs, o);
+  REQUIRE(a.valid == 4);
+  for (std::size_t i = 0; i < configs.size(); ++i)
+    CHECK(a.rows[i].report.iteration_time_s < b.rows[i].report.iteration_time_s);
+  const SweepShard first = sweep_shard(fused, f.profile, configs, o, 1, 2, "t");
+  const SweepShard foreign = sweep_shard(unfused, f.profile, configs, o, 2, 2, "t");
+  CHECK_THROWS_WITH(merge_shards({first, foreign}, {"fused-1.bin", "unfused-2.bin"}),
+                    "unfused-2.bin: shard: from another sweep than fused-1.bin (grid, study, "
+                    "profile, cap, options or shard count differ); merge the shards of one sweep");
+  // The shards of one study merge into its sweep.
+  const SweepShard second = sweep_shard(fused, f.profile, configs, o, 2, 2, "t");
+  CHECK(sweep_csv(merge_shards({first, second}, {"fused-1.bin", "fused-2.bin"})) == sweep_csv(a));
+  // The other fields the DP sync reads change the fingerprint too.
+  std::vector<Study> others(3, fused);
+  others[0].training.overlap_grad_reduce = !fused.training.overlap_grad_reduce;
+  others[1].training.overlap_param_gather = !fused.training.overlap_param_gather;
+  others[2].training.bucket_params = fused.training.bucket_params + 1e6;
+  for (const Study& s : others)
+    CHECK(sweep_shard(s, f.profile, configs, o, 1, 2, "t").grid != first.grid);
 }
 
 TEST_CASE("the throughput bound is never below the simulated throughput", "[explore]") {

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include <unistd.h>
@@ -121,6 +122,25 @@ inline Collective collective_of(const PhaseCost& p) {
 inline void write_file(const std::filesystem::path& file, const std::string& text) {
   std::filesystem::create_directories(file.parent_path());
   std::ofstream(file) << text;
+}
+
+// The number of members of an aggregate: the most initializers T{...} accepts, each one a value
+// that converts to any member type (so no brace elision into a nested aggregate can absorb one).
+// The field visitors' tests compare it with the number of members a visitor lists.
+struct AnyMember {
+  template <typename T>
+  operator T() const;  // NOLINT(google-explicit-constructor): only used unevaluated
+};
+template <typename T, std::size_t... I>
+constexpr bool initializable(std::index_sequence<I...>) {
+  return requires { T{(void(I), AnyMember{})...}; };
+}
+template <typename T, std::size_t N = 0>
+constexpr std::size_t member_count() {
+  if constexpr (initializable<T>(std::make_index_sequence<N + 1>{}))
+    return member_count<T, N + 1>();
+  else
+    return N;
 }
 
 }  // namespace braid::test

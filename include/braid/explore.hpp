@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -36,8 +37,38 @@ struct Configuration {
   bool operator==(const Configuration&) const = default;
 };
 
+// One field of a Configuration as its visitor names it: the key of its CSV column and JSON member
+// ("microbatches"), and its label in text and table headers ("m").
+struct ConfigField {
+  const char* key;
+  const char* label;
+};
+
+// The field visitor: f(ConfigField, member) for every member, in this order. This one list is
+// the row codec's (MPI exchange, shard files), describe()'s, differences()', the sweep and
+// search tables', CSV's and JSON's, so a new field is in all of them (explore_test counts the
+// members). cross_product() and configure() are the two places that cannot use it: the first
+// runs its axes in its own order (schedule innermost), the second maps each field onto the study
+// member it replaces.
+template <typename C, typename F>
+requires std::is_same_v<std::remove_const_t<C>, Configuration>
+void visit_config_fields(C& c, F&& f) {
+  f(ConfigField{"schedule", "schedule"}, c.schedule);
+  f(ConfigField{"tp", "tp"}, c.tp);
+  f(ConfigField{"pp", "pp"}, c.pp);
+  f(ConfigField{"vpp", "vpp"}, c.vpp);
+  f(ConfigField{"seq", "seq"}, c.seq);
+  f(ConfigField{"mbs", "mbs"}, c.mbs);
+  f(ConfigField{"microbatches", "m"}, c.microbatches);
+  f(ConfigField{"sp", "sp"}, c.sp);
+  f(ConfigField{"recompute", "recompute"}, c.recompute);
+}
+
 // The values of each dimension; the cross product is taken in this field order (schedule last,
-// so the schedules of one set of sizes sit together). Lists are used as given (no sorting).
+// so the schedules of one set of sizes sit together). Lists are used as given (no sorting). Not
+// on the field visitor: the axes' order is the sweep's row order (schedule innermost), not the
+// Configuration's, and a new Configuration field needs its axis here and its loop in
+// cross_product() by hand.
 struct SweepAxes {
   std::vector<int> tp, pp, vpp, seq, mbs, microbatches;
   std::vector<bool> sp;

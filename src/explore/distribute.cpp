@@ -129,8 +129,7 @@ struct IO : Base {
     }
   }
   void evaluation(Evaluation& e) {
-    Configuration& c = e.config;
-    put_or_get(c.schedule, c.tp, c.pp, c.vpp, c.seq, c.mbs, c.microbatches, c.sp, c.recompute);
+    visit_config_fields(e.config, [&](const ConfigField&, auto& v) { put_or_get(v); });
     put_or_get(e.dp, e.gpus, e.status, e.reason, e.static_gib, e.model_peak_gib, e.speedup,
                e.group_best);
     report(e.report);

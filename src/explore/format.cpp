@@ -2,10 +2,12 @@
 // reasons), CSV and JSON with every metric. Fixed number formats: byte-stable output.
 #include <algorithm>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "../util/csv.hpp"
 #include "../util/format.hpp"
 #include "../util/units.hpp"
 #include "braid/explore.hpp"
@@ -16,40 +18,51 @@ namespace braid {
 namespace explore {
 
 std::string describe(const Configuration& c) {
-  return c.schedule + " tp " + std::to_string(c.tp) + " pp " + std::to_string(c.pp) + " vpp " +
-         std::to_string(c.vpp) + " seq " + std::to_string(c.seq) + " mbs " + std::to_string(c.mbs) +
-         " m " + std::to_string(c.microbatches) + " sp " + (c.sp ? "on" : "off") + " recompute " +
-         name(c.recompute);
+  std::string out;
+  visit_config_fields(c, [&out](const ConfigField& f, const auto& v) {
+    // The schedule leads, bare: "stp tp 8 ...".
+    out += out.empty() && std::string_view(f.key) == "schedule"
+               ? field_text(v)
+               : " " + std::string(f.label) + " " + field_text(v);
+  });
+  return out;
 }
 
+namespace {
+
+// The columns of the sweep and search tables: column(label, cell) for each, header and cells from
+// this one list.
+template <typename F>
+void layout_columns(const Evaluation& e, double cap_gib, F&& column) {
+  visit_layout_fields(e,
+                      [&](const ConfigField& f, const auto& v) { column(f.label, field_text(v)); });
+  const Report& r = e.report;
+  column("step s", util::format("%.3f", r.iteration_time_s));
+  column("tokens/s", util::format("%.0f", r.tokens_per_s));
+  column("MFU", percent(r.mfu));
+  column("TP bubble", percent(r.tp_bubble_rate));
+  column("PP bubble", percent(r.pp_bubble_rate));
+  column("peak GiB", util::format("%.2f", r.max_peak_memory_gib));
+  column("margin GiB", util::format("%.2f", cap_gib - e.model_peak_gib));
+}
+
+}  // namespace
+
 const std::vector<std::string>& layout_header() {
-  static const std::vector<std::string> header = {
-      "schedule", "tp",  "pp",           "vpp",       "dp",        "seq",
-      "mbs",      "m",   "global batch", "sp",        "recompute", "step s",
-      "tokens/s", "MFU", "TP bubble",    "PP bubble", "peak GiB",  "margin GiB"};
+  static const std::vector<std::string> header = [] {
+    std::vector<std::string> h;
+    layout_columns(Evaluation{}, 0,
+                   [&h](const char* label, const std::string&) { h.push_back(label); });
+    return h;
+  }();
   return header;
 }
 
 std::vector<std::string> layout_cells(const Evaluation& e, double cap_gib) {
-  const Configuration& c = e.config;
-  return {c.schedule,
-          std::to_string(c.tp),
-          std::to_string(c.pp),
-          std::to_string(c.vpp),
-          std::to_string(e.dp),
-          std::to_string(c.seq),
-          std::to_string(c.mbs),
-          std::to_string(c.microbatches),
-          std::to_string(e.dp * c.mbs * c.microbatches),
-          c.sp ? "on" : "off",
-          name(c.recompute),
-          util::format("%.3f", e.report.iteration_time_s),
-          util::format("%.0f", e.report.tokens_per_s),
-          percent(e.report.mfu),
-          percent(e.report.tp_bubble_rate),
-          percent(e.report.pp_bubble_rate),
-          util::format("%.2f", e.report.max_peak_memory_gib),
-          util::format("%.2f", cap_gib - e.model_peak_gib)};
+  std::vector<std::string> cells;
+  layout_columns(e, cap_gib,
+                 [&cells](const char*, std::string cell) { cells.push_back(std::move(cell)); });
+  return cells;
 }
 
 }  // namespace explore
@@ -57,16 +70,6 @@ std::vector<std::string> layout_cells(const Evaluation& e, double cap_gib) {
 namespace {
 
 std::string exact(double v) { return util::format("%.17g", v); }
-
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string out = "\"";
-  for (char ch : s) {
-    if (ch == '"') out += '"';
-    out += ch;
-  }
-  return out + "\"";
-}
 
 double max_peak_ma(const Report& r) {
   double peak = 0;
@@ -142,41 +145,64 @@ std::string sweep_table(const SweepResult& result, int top) {
   return out;
 }
 
+namespace {
+
+// One row of sweep_csv: the evaluation and its place in the output (0 for an invalid row).
+struct CsvRow {
+  const Evaluation* e = nullptr;
+  int rank = 0;
+};
+
+// The columns of sweep_csv (and search_csv): column(key, cell) for each, header and cells from
+// this one list. An invalid row has empty metric cells.
+template <typename F>
+void sweep_columns(const CsvRow& row, F&& column) {
+  const Evaluation& e = *row.e;
+  const Report& r = e.report;
+  const bool sim = e.status != RowStatus::Invalid;
+  column("rank", sim ? std::to_string(row.rank) : std::string());
+  column("status", name(e.status));
+  column("reason", util::csv_quoted(e.reason));
+  column("group_best", e.group_best ? "1" : "0");
+  column("speedup_vs_1f1b_i", e.speedup > 0 ? exact(e.speedup) : std::string());
+  // The layout without the derived global batch (the sweep's columns never had it).
+  explore::visit_layout_fields(e, [&](const ConfigField& f, const auto& v) {
+    if (std::string_view(f.key) != "global_batch") column(f.key, explore::field_text(v));
+  });
+  column("gpus", std::to_string(e.gpus));
+  auto metric = [&](const char* key, const std::string& cell) {
+    column(key, sim ? cell : std::string());
+  };
+  metric("iteration_time_s", exact(r.iteration_time_s));
+  metric("tokens_per_s", exact(r.tokens_per_s));
+  metric("samples_per_s", exact(r.samples_per_s));
+  metric("tflops_per_gpu", exact(r.tflops_per_gpu));
+  metric("mfu", exact(r.mfu));
+  metric("tp_bubble_rate", exact(r.tp_bubble_rate));
+  metric("pp_bubble_rate", exact(r.pp_bubble_rate));
+  metric("offload_stall_rate", exact(r.offload_stall_rate));
+  metric("max_peak_memory_gib", exact(r.max_peak_memory_gib));
+  metric("model_peak_gib", exact(e.model_peak_gib));
+  metric("static_gib", exact(e.static_gib));
+  metric("max_activation_peak_ma", exact(max_peak_ma(r)));
+  metric("ma_gib", exact(r.ma_bytes / kGiB));
+  metric("hbm_gib", exact(r.hbm_gib));
+  metric("ops", std::to_string(r.ops));
+  metric("tp_comm_rate", exact(r.tp_comm_rate));
+  metric("dp_exposed_rate", exact(r.dp_exposed_rate));
+  metric("optimizer_rate", exact(r.optimizer_rate));
+}
+
+}  // namespace
+
 std::string sweep_csv(const SweepResult& result) {
-  std::string out =
-      "rank,status,reason,group_best,speedup_vs_1f1b_i,schedule,tp,pp,vpp,dp,seq,mbs,"
-      "microbatches,sp,recompute,gpus,iteration_time_s,tokens_per_s,samples_per_s,"
-      "tflops_per_gpu,mfu,tp_bubble_rate,pp_bubble_rate,offload_stall_rate,max_peak_memory_gib,"
-      "model_peak_gib,static_gib,max_activation_peak_ma,ma_gib,hbm_gib,ops,tp_comm_rate,"
-      "dp_exposed_rate,optimizer_rate\n";
   const std::vector<int> order = output_order(result);
-  for (std::size_t k = 0; k < order.size(); ++k) {
-    const Evaluation& e = result.rows[order[k]];
-    const Configuration& c = e.config;
-    const bool sim = e.status != RowStatus::Invalid;
-    const Report& r = e.report;
-    out += (sim ? std::to_string(k + 1) : std::string()) + "," + name(e.status) + "," +
-           csv_field(e.reason) + "," + (e.group_best ? "1" : "0") + "," +
-           (e.speedup > 0 ? exact(e.speedup) : "") + "," + c.schedule + "," + std::to_string(c.tp) +
-           "," + std::to_string(c.pp) + "," + std::to_string(c.vpp) + "," + std::to_string(e.dp) +
-           "," + std::to_string(c.seq) + "," + std::to_string(c.mbs) + "," +
-           std::to_string(c.microbatches) + "," + (c.sp ? "on" : "off") + "," + name(c.recompute) +
-           "," + std::to_string(e.gpus);
-    if (sim) {
-      out += "," + exact(r.iteration_time_s) + "," + exact(r.tokens_per_s) + "," +
-             exact(r.samples_per_s) + "," + exact(r.tflops_per_gpu) + "," + exact(r.mfu) + "," +
-             exact(r.tp_bubble_rate) + "," + exact(r.pp_bubble_rate) + "," +
-             exact(r.offload_stall_rate) + "," + exact(r.max_peak_memory_gib) + "," +
-             exact(e.model_peak_gib) + "," + exact(e.static_gib) + "," + exact(max_peak_ma(r)) +
-             "," + exact(r.ma_bytes / kGiB) + "," + exact(r.hbm_gib) + "," + std::to_string(r.ops) +
-             "," + exact(r.tp_comm_rate) + "," + exact(r.dp_exposed_rate) + "," +
-             exact(r.optimizer_rate);
-    } else {
-      out += ",,,,,,,,,,,,,,,,,,";
-    }
-    out += "\n";
-  }
-  return out;
+  std::vector<CsvRow> rows;
+  for (std::size_t k = 0; k < order.size(); ++k)
+    rows.push_back({&result.rows[order[k]], static_cast<int>(k + 1)});
+  const Evaluation none;
+  return util::csv_text(CsvRow{&none}, rows,
+                        [](const CsvRow& row, auto&& column) { sweep_columns(row, column); });
 }
 
 std::string sweep_json(const SweepResult& result) {
@@ -196,7 +222,6 @@ std::string sweep_json(const SweepResult& result) {
   const std::vector<int> order = output_order(result);
   for (std::size_t k = 0; k < order.size(); ++k) {
     const Evaluation& e = result.rows[order[k]];
-    const Configuration& c = e.config;
     const bool sim = e.status != RowStatus::Invalid;
     nlohmann::ordered_json row;
     row["rank"] = sim ? nlohmann::ordered_json(k + 1) : nlohmann::ordered_json(nullptr);
@@ -205,16 +230,10 @@ std::string sweep_json(const SweepResult& result) {
     row["group_best"] = e.group_best;
     row["speedup_vs_1f1b_i"] =
         e.speedup > 0 ? nlohmann::ordered_json(e.speedup) : nlohmann::ordered_json(nullptr);
-    row["schedule"] = c.schedule;
-    row["tp"] = c.tp;
-    row["pp"] = c.pp;
-    row["vpp"] = c.vpp;
-    row["dp"] = e.dp;
-    row["seq"] = c.seq;
-    row["mbs"] = c.mbs;
-    row["microbatches"] = c.microbatches;
-    row["sp"] = c.sp;
-    row["recompute"] = name(c.recompute);
+    // The layout as in sweep_csv, without the derived global batch.
+    explore::visit_layout_fields(e, [&row](const ConfigField& f, const auto& v) {
+      if (std::string_view(f.key) != "global_batch") row[f.key] = explore::field_json(v);
+    });
     row["gpus"] = e.gpus;
     if (sim) {
       row["static_gib"] = e.static_gib;

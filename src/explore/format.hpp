@@ -2,12 +2,44 @@
 #pragma once
 
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "../util/text_table.hpp"
 #include "braid/explore.hpp"
 
 namespace braid::explore {
+
+// A Configuration field's value as text and tables write it ("stp", "8", "on", "selective") and
+// as JSON holds it (strings, numbers, booleans; an enum by its name).
+inline std::string field_text(const std::string& v) { return v; }
+inline std::string field_text(int v) { return std::to_string(v); }
+inline std::string field_text(bool v) { return v ? "on" : "off"; }
+inline std::string field_text(Recompute v) { return name(v); }
+template <typename T>
+nlohmann::ordered_json field_json(const T& v) {
+  if constexpr (std::is_enum_v<T>)
+    return name(v);
+  else
+    return v;
+}
+
+// The layout of an evaluated row as the sweep's and search's tables, CSV and JSON show it: the
+// configuration's fields (visit_config_fields) with two derived ones, dp after vpp and the
+// global batch (dp x mbs x microbatches) after the microbatches.
+template <typename F>
+void visit_layout_fields(const Evaluation& e, F&& f) {
+  visit_config_fields(e.config, [&](const ConfigField& field, const auto& v) {
+    f(field, v);
+    const std::string_view key = field.key;
+    if (key == "vpp") f(ConfigField{"dp", "dp"}, e.dp);
+    if (key == "microbatches")
+      f(ConfigField{"global_batch", "global batch"}, e.dp * e.config.mbs * e.config.microbatches);
+  });
+}
 
 // "stp tp 8 pp 2 vpp 2 seq 6144 mbs 1 m 64 sp off recompute none"
 std::string describe(const Configuration& c);

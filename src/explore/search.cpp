@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <numeric>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -39,6 +40,9 @@ double chunk_compute_s(const ChunkCost& c) {
   });
   return t;
 }
+
+using explore::field_json;
+using explore::field_text;
 
 std::string pct(double rate) { return explore::percent(rate, 1); }
 std::string pts(double a, double b) { return pct(a) + " vs " + pct(b); }
@@ -388,28 +392,22 @@ SearchResult search(const Study& base, const Profile& profile, const SearchSpace
 }
 
 std::string differences(const Evaluation& a, const Evaluation& b) {
-  const Configuration& x = a.config;
-  const Configuration& y = b.config;
   std::vector<std::string> d;
-  auto num = [&d](const char* field, int u, int v) {
-    if (u != v)
-      d.push_back(std::string(field) + " " + std::to_string(u) + " vs " + std::to_string(v));
+  auto differ = [&d](const char* label, const std::string& u, const std::string& v) {
+    if (u != v) d.push_back(std::string(label) + " " + u + " vs " + v);
   };
-  if (x.schedule != y.schedule) d.push_back("schedule " + x.schedule + " vs " + y.schedule);
-  num("tp", x.tp, y.tp);
-  num("pp", x.pp, y.pp);
-  num("dp", a.dp, b.dp);
-  num("vpp", x.vpp, y.vpp);
-  num("seq", x.seq, y.seq);
-  num("mbs", x.mbs, y.mbs);
-  num("m", x.microbatches, y.microbatches);
-  if (x.sp != y.sp)
-    d.push_back(std::string("sp ") + (x.sp ? "on" : "off") + " vs " + (y.sp ? "on" : "off"));
-  if (x.recompute != y.recompute)
-    d.push_back(std::string("recompute ") + name(x.recompute) + " vs " + name(y.recompute));
+  // Field by field, b's fields in step with a's; dp (derived) beside the tp and pp it comes from.
+  std::vector<std::string> theirs;
+  visit_config_fields(
+      b.config, [&theirs](const ConfigField&, const auto& v) { theirs.push_back(field_text(v)); });
+  std::size_t k = 0;
+  visit_config_fields(a.config, [&](const ConfigField& f, const auto& v) {
+    differ(f.label, field_text(v), theirs[k++]);
+    if (std::string_view(f.key) == "pp") differ("dp", field_text(a.dp), field_text(b.dp));
+  });
   if (d.empty()) return "";
   std::string s = "differs in ";
-  for (std::size_t k = 0; k < d.size(); ++k) s += (k ? ", " : "") + d[k];
+  for (std::size_t i = 0; i < d.size(); ++i) s += (i ? ", " : "") + d[i];
   return s;
 }
 
@@ -493,16 +491,15 @@ namespace {
 
 nlohmann::ordered_json row_json(const Evaluation& e, const MemoryCap& cap) {
   nlohmann::ordered_json b;
-  b["schedule"] = e.config.schedule;
-  b["tp"] = e.config.tp;
-  b["pp"] = e.config.pp;
-  b["dp"] = e.dp;
-  b["vpp"] = e.config.vpp;
-  b["mbs"] = e.config.mbs;
-  b["microbatches"] = e.config.microbatches;
-  b["global_batch"] = e.dp * e.config.mbs * e.config.microbatches;
-  b["sp"] = e.config.sp;
-  b["recompute"] = name(e.config.recompute);
+  // The configuration's fields less seq (the search's setting names it: every row has the
+  // study's), dp beside the tp and pp it comes from, the global batch after the microbatches.
+  visit_config_fields(e.config, [&](const ConfigField& f, const auto& v) {
+    const std::string_view key = f.key;
+    if (key == "seq") return;
+    if (key == "vpp") b["dp"] = e.dp;
+    b[f.key] = field_json(v);
+    if (key == "microbatches") b["global_batch"] = e.dp * e.config.mbs * e.config.microbatches;
+  });
   if (e.status == RowStatus::Invalid) {
     b["reason"] = e.reason;
     return b;

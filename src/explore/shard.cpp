@@ -5,7 +5,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <exception>
+#include <fstream>
+#include <optional>
+#include <sstream>
 #include <string>
+#include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -16,12 +21,15 @@
 #include "braid/explore.hpp"
 #include "format.hpp"
 #include "pipeline.hpp"
+#include "study_fields.hpp"
 
 namespace braid {
 
 namespace {
 
-constexpr const char* kMagic = "braid-sweep-shard 2";  // 2: rows in visit_fields() order
+// 2: rows in visit_fields() order; 3: the grid fingerprints the whole study and the profile's
+// contents (study_fields.hpp).
+constexpr const char* kMagic = "braid-sweep-shard 3";
 
 // FNV-1a, 64 bits: a stable fingerprint (not a security measure) of what the shards must share.
 std::string fingerprint(const std::string& text) {
@@ -33,25 +41,80 @@ std::string fingerprint(const std::string& text) {
   return util::format("%016llx", static_cast<unsigned long long>(h));
 }
 
-// Everything the rows depend on besides the configurations: the study's files and the settings
-// no axis varies, the cap, and the explorer options that change a row.
-std::string grid_text(const Study& base, const std::vector<Configuration>& configs,
-                      const MemoryCap& cap, const ExploreOptions& options) {
-  const TrainingConfig& t = base.training;
-  std::string s = base.name + "|" + base.model.file + "|" + base.cluster.file + "|" +
-                  base.cluster.profile + "|" + std::to_string(base.cluster.gpus()) + "|";
-  for (double v : {cap.cap_bytes, cap.fixed_overhead_bytes, t.offload, t.weight_bytes_per_param,
-                   t.grad_bytes_per_param, t.optimizer_bytes_per_param})
-    s += util::format("%.17g", v) + "|";
-  s += std::to_string(t.dtype_bytes) + (t.distributed_optimizer ? "d" : "-") +
-       std::to_string(static_cast<int>(base.layout.balance)) +
-       std::to_string(static_cast<int>(base.layout.vision_placement)) + "|";
-  for (int n : base.layout.layers_per_stage) s += std::to_string(n) + ",";
-  s += std::string("|") + (options.tp_across_nodes ? "x" : "-") +
-       std::to_string(static_cast<int>(options.lower.p2p)) + (options.sim.contention ? "c" : "-") +
-       "\n";
-  for (const Configuration& c : configs) s += explore::describe(c) + "\n";
-  return s;
+template <typename T>
+struct IsOptional : std::false_type {};
+template <typename T>
+struct IsOptional<std::optional<T>> : std::true_type {};
+template <typename T>
+struct IsVector : std::false_type {};
+template <typename T>
+struct IsVector<std::vector<T>> : std::true_type {};
+
+// A canonical text of whole structs, by their visitors (study_fields.hpp): one "path=value" line
+// per member, nested structs as "outer.inner", lists by index, numbers exactly. Where a config
+// file was read from is left out (its contents are all in the structs): shards run from another
+// directory, or naming the file another way, still merge.
+struct CanonicalText {
+  std::string text;
+  void line(const std::string& path, const std::string& value) {
+    text += path + "=" + value + "\n";
+  }
+  template <typename T>
+  void member(const std::string& path, const T& v) {
+    if constexpr (std::is_same_v<T, std::string>)
+      line(path, v);
+    else if constexpr (std::is_same_v<T, bool>)
+      line(path, v ? "true" : "false");
+    else if constexpr (std::is_enum_v<T>)
+      line(path, std::to_string(static_cast<long long>(v)));
+    else if constexpr (std::is_integral_v<T>)
+      line(path, std::to_string(v));
+    else if constexpr (std::is_floating_point_v<T>)
+      line(path, util::format("%.17g", v));
+    else if constexpr (IsOptional<T>::value) {
+      if (v)
+        member(path, *v);
+      else
+        line(path, "none");
+    } else if constexpr (IsVector<T>::value) {
+      line(path + ".size", std::to_string(v.size()));
+      for (std::size_t i = 0; i < v.size(); ++i) member(path + "[" + std::to_string(i) + "]", v[i]);
+    } else {
+      explore::visit_study_fields(v, [&](const char* name, const auto& m) {
+        if (std::string_view(name) != "file") member(path + "." + name, m);
+      });
+    }
+  }
+};
+
+// The profile as its file holds it (every table and source the cost model may read); a profile
+// made in code (no file) by its name.
+std::string profile_text(const Profile& profile) {
+  if (profile.file.empty()) return "name " + profile.name;
+  std::ifstream in(profile.file, std::ios::binary);
+  if (!in)
+    throw InputError(profile.file, "profile",
+                     "cannot be read again to fingerprint the shard; is it still there?");
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+// Everything the rows depend on: the whole study, the profile's contents, the cap, the explorer
+// options that change a row, and the configurations.
+std::string grid_text(const Study& base, const Profile& profile,
+                      const std::vector<Configuration>& configs, const MemoryCap& cap,
+                      const ExploreOptions& options) {
+  CanonicalText t;
+  t.member("study", base);
+  t.line("profile", profile_text(profile));
+  t.member("cap", cap);
+  explore::visit_study_fields(
+      options,
+      [&t](const char* name, const auto& v) { t.member(std::string("options.") + name, v); },
+      [](const char*, const auto&) {});
+  for (const Configuration& c : configs) t.line("configuration", explore::describe(c));
+  return t.text;
 }
 
 nlohmann::ordered_json cap_json(const MemoryCap& c) {
@@ -95,7 +158,7 @@ SweepShard sweep_shard(const Study& base, const Profile& profile,
   out.shards = shards;
   out.configurations = static_cast<int>(configs.size());
   out.cap = memory_cap(profile, options);
-  out.grid = fingerprint(grid_text(base, configs, out.cap, options));
+  out.grid = fingerprint(grid_text(base, profile, configs, out.cap, options));
   out.title = title;
   std::vector<double> costs(configs.size());
   for (std::size_t i = 0; i < configs.size(); ++i)
@@ -178,8 +241,8 @@ SweepResult merge_shards(const std::vector<SweepShard>& shards,
         s.configurations != first.configurations)
       throw InputError(files[k], "shard",
                        "from another sweep than " + files[0] +
-                           " (grid, study, cap or shard count differ); merge the shards of one "
-                           "sweep");
+                           " (grid, study, profile, cap, options or shard count differ); merge "
+                           "the shards of one sweep");
     if (seen[s.shard] >= 0)
       throw InputError(files[k], "shard",
                        "shard " + std::to_string(s.shard) + "/" + std::to_string(s.shards) +

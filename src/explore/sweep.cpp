@@ -16,6 +16,7 @@
 #include "../util/units.hpp"
 #include "braid/error.hpp"
 #include "braid/explore.hpp"
+#include "format.hpp"
 #include "pipeline.hpp"
 
 namespace braid {
@@ -43,12 +44,15 @@ void rank_rows(SweepResult& result) {
   result.oom = static_cast<int>(oom.size());
   result.invalid = n - result.valid;
 
-  // Speed-up over the first simulated 1f1b-i row (configuration order) with the same sizes.
-  using SizeKey = std::tuple<int, int, int, int, int, bool, int>;
-  auto size_key = [](const Configuration& c) {
-    return SizeKey{c.tp, c.pp, c.seq, c.mbs, c.microbatches, c.sp, static_cast<int>(c.recompute)};
+  // Speed-up over the first simulated 1f1b-i row (configuration order) with the same sizes: every
+  // field but the schedule and its chunks per rank (the text of the rest is the key, so a new
+  // field is a size without a change here).
+  auto size_key = [](Configuration c) {
+    c.schedule.clear();
+    c.vpp = 0;
+    return explore::describe(c);
   };
-  std::map<SizeKey, int> baseline;
+  std::map<std::string, int> baseline;
   for (int i = 0; i < n; ++i)
     if (rows[i].status != RowStatus::Invalid &&
         rows[i].config.schedule == name(ScheduleKind::Interleaved))

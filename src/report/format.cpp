@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../util/csv.hpp"
 #include "../util/format.hpp"
 #include "../util/text_table.hpp"
 #include "../util/units.hpp"
@@ -109,52 +110,81 @@ std::string reports_json(const std::vector<Report>& reports) {
   return j.dump(2) + "\n";
 }
 
+namespace {
+
+// The columns of reports_csv: column(key, cell) for each, header and cells from this one list.
+template <typename F>
+void report_columns(const Report& r, F&& column) {
+  double peak_ma = 0;
+  for (const RankReport& rr : r.ranks) peak_ma = std::max(peak_ma, rr.activation_peak_ma);
+  column("study", r.study);
+  column("schedule", r.schedule);
+  column("pp", std::to_string(r.pp));
+  column("vpp", std::to_string(r.vpp));
+  column("tp", std::to_string(r.tp));
+  column("microbatches", std::to_string(r.microbatches));
+  column("gpus", std::to_string(r.gpus));
+  column("iteration_time_s", csv_number(r.iteration_time_s));
+  column("tp_bubble_rate", csv_number(r.tp_bubble_rate));
+  column("pp_bubble_rate", csv_number(r.pp_bubble_rate));
+  column("offload_stall_rate", csv_number(r.offload_stall_rate));
+  column("mfu", csv_number(r.mfu));
+  column("hfu", csv_number(r.hfu));
+  column("tokens_per_s", csv_number(r.tokens_per_s));
+  column("samples_per_s", csv_number(r.samples_per_s));
+  column("tflops_per_gpu", csv_number(r.tflops_per_gpu));
+  column("max_peak_memory_gib", csv_number(r.max_peak_memory_gib));
+  column("max_activation_peak_ma", csv_number(peak_ma));
+  column("oom", r.oom ? "true" : "false");
+  column("oom_rank", r.oom ? std::to_string(r.oom_rank) : std::string());
+  column("oom_over_gib", csv_number(r.oom_over_gib));
+  column("tp_comm_rate", csv_number(r.tp_comm_rate));
+  column("dp_exposed_rate", csv_number(r.dp_exposed_rate));
+  column("optimizer_rate", csv_number(r.optimizer_rate));
+  column("cp_exposed_rate", csv_number(r.cp_exposed_rate));
+  column("cp_comm_rate", csv_number(r.cp_comm_rate));
+  column("ep_exposed_rate", csv_number(r.ep_exposed_rate));
+  column("ep_comm_rate", csv_number(r.ep_comm_rate));
+  column("dp_comm_rate", csv_number(r.dp_comm_rate));
+}
+
+// The columns of ranks_csv (one row per rank of `report`), as report_columns.
+template <typename F>
+void rank_columns(const Report& report, const RankReport& r, F&& column) {
+  column("schedule", report.schedule);
+  column("rank", std::to_string(r.rank));
+  column("iteration_time_s", csv_number(report.iteration_time_s));
+  column("busy_s", csv_number(r.busy_s));
+  column("tp_exposed_s", csv_number(r.tp_exposed_s));
+  column("pp_idle_s", csv_number(r.pp_idle_s));
+  column("offload_stall_s", csv_number(r.offload_stall_s));
+  column("static_gib", csv_number(r.static_bytes / kGiB));
+  column("activation_peak_gib", csv_number(r.activation_peak_bytes / kGiB));
+  column("activation_peak_ma", csv_number(r.activation_peak_ma));
+  column("peak_memory_gib", csv_number(r.peak_memory_gib));
+  column("oom", r.oom ? "true" : "false");
+  column("over_gib", csv_number(r.over_bytes / kGiB));
+  column("dp_exposed_s", csv_number(r.dp_exposed_s));
+  column("optimizer_s", csv_number(r.optimizer_s));
+  column("static_layers_gib", csv_number(r.static_layers_bytes / kGiB));
+  column("static_embeddings_gib", csv_number(r.static_embeddings_bytes / kGiB));
+  column("static_other_gib", csv_number(r.static_other_bytes / kGiB));
+  column("static_fixed_gib", csv_number(r.static_fixed_bytes / kGiB));
+  column("cp_exposed_s", csv_number(r.cp_exposed_s));
+  column("ep_exposed_s", csv_number(r.ep_exposed_s));
+}
+
+}  // namespace
+
 std::string reports_csv(const std::vector<Report>& reports) {
-  std::string out =
-      "study,schedule,pp,vpp,tp,microbatches,gpus,iteration_time_s,tp_bubble_rate,"
-      "pp_bubble_rate,offload_stall_rate,mfu,hfu,tokens_per_s,samples_per_s,tflops_per_gpu,"
-      "max_peak_memory_gib,max_activation_peak_ma,oom,oom_rank,oom_over_gib,tp_comm_rate,"
-      "dp_exposed_rate,optimizer_rate,cp_exposed_rate,cp_comm_rate,ep_exposed_rate,ep_comm_rate,"
-      "dp_comm_rate\n";
-  for (const Report& r : reports) {
-    double peak_ma = 0;
-    for (const RankReport& rr : r.ranks) peak_ma = std::max(peak_ma, rr.activation_peak_ma);
-    out += r.study + "," + r.schedule + "," + std::to_string(r.pp) + "," + std::to_string(r.vpp) +
-           "," + std::to_string(r.tp) + "," + std::to_string(r.microbatches) + "," +
-           std::to_string(r.gpus) + "," + csv_number(r.iteration_time_s) + "," +
-           csv_number(r.tp_bubble_rate) + "," + csv_number(r.pp_bubble_rate) + "," +
-           csv_number(r.offload_stall_rate) + "," + csv_number(r.mfu) + "," + csv_number(r.hfu) +
-           "," + csv_number(r.tokens_per_s) + "," + csv_number(r.samples_per_s) + "," +
-           csv_number(r.tflops_per_gpu) + "," + csv_number(r.max_peak_memory_gib) + "," +
-           csv_number(peak_ma) + "," + (r.oom ? "true" : "false") + "," +
-           (r.oom ? std::to_string(r.oom_rank) : std::string()) + "," + csv_number(r.oom_over_gib) +
-           "," + csv_number(r.tp_comm_rate) + "," + csv_number(r.dp_exposed_rate) + "," +
-           csv_number(r.optimizer_rate) + "," + csv_number(r.cp_exposed_rate) + "," +
-           csv_number(r.cp_comm_rate) + "," + csv_number(r.ep_exposed_rate) + "," +
-           csv_number(r.ep_comm_rate) + "," + csv_number(r.dp_comm_rate) + "\n";
-  }
-  return out;
+  return util::csv_text(Report{}, reports,
+                        [](const Report& r, auto&& column) { report_columns(r, column); });
 }
 
 std::string ranks_csv(const Report& report) {
-  std::string out =
-      "schedule,rank,iteration_time_s,busy_s,tp_exposed_s,pp_idle_s,offload_stall_s,static_gib,"
-      "activation_peak_gib,activation_peak_ma,peak_memory_gib,oom,over_gib,dp_exposed_s,"
-      "optimizer_s,static_layers_gib,static_embeddings_gib,static_other_gib,static_fixed_gib,"
-      "cp_exposed_s,ep_exposed_s\n";
-  for (const RankReport& r : report.ranks)
-    out += report.schedule + "," + std::to_string(r.rank) + "," +
-           csv_number(report.iteration_time_s) + "," + csv_number(r.busy_s) + "," +
-           csv_number(r.tp_exposed_s) + "," + csv_number(r.pp_idle_s) + "," +
-           csv_number(r.offload_stall_s) + "," + csv_number(r.static_bytes / kGiB) + "," +
-           csv_number(r.activation_peak_bytes / kGiB) + "," + csv_number(r.activation_peak_ma) +
-           "," + csv_number(r.peak_memory_gib) + "," + (r.oom ? "true" : "false") + "," +
-           csv_number(r.over_bytes / kGiB) + "," + csv_number(r.dp_exposed_s) + "," +
-           csv_number(r.optimizer_s) + "," + csv_number(r.static_layers_bytes / kGiB) + "," +
-           csv_number(r.static_embeddings_bytes / kGiB) + "," +
-           csv_number(r.static_other_bytes / kGiB) + "," + csv_number(r.static_fixed_bytes / kGiB) +
-           "," + csv_number(r.cp_exposed_s) + "," + csv_number(r.ep_exposed_s) + "\n";
-  return out;
+  return util::csv_text(RankReport{}, report.ranks, [&report](const RankReport& r, auto&& column) {
+    rank_columns(report, r, column);
+  });
 }
 
 std::string simulate_table(const Report& r) {
