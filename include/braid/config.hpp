@@ -202,6 +202,29 @@ std::filesystem::path resolve_config(const std::string& kind, const std::string&
 
 ModelConfig load_model(const std::filesystem::path& file);
 ClusterConfig load_cluster(const std::filesystem::path& file);
+
+// A model translated from a Hugging Face `config.json` (hf_import.cpp; the field mapping is in
+// docs/configuration.md, "Hugging Face configs"): the model, the class it was read as, and one
+// line per feature of it that braid reads but does not model (a sliding window, qk-norm, ...).
+struct HfModel {
+  ModelConfig model;
+  std::string architecture;  // "LlamaForCausalLM"
+  std::vector<std::string> notes;
+};
+// A model reference of this form names a Hugging Face config: `hf:PATH` (so does a path ending
+// in .json).
+inline constexpr std::string_view kHfModelPrefix = "hf:";
+// Reads `path`: a config.json, or a folder holding one. Throws InputError(file, field, ...) for
+// a missing or malformed file, a missing or invalid field, an unknown architecture (the known
+// ones listed) and a Mixture-of-Experts model (the field braid cannot model named).
+HfModel import_hf_model(const std::filesystem::path& path);
+// The imported model as a model YAML file that load_model reads back to the same model, with the
+// source and the notes as comments.
+std::string model_yaml(const HfModel& imported);
+// A model named by `ref` ("qwen2-7b", a .yaml path, `hf:PATH` or a .json path), as --model
+// (where "--model") or a study's `model:` (where = the study file, relative_to its folder) name it.
+ModelConfig load_model_ref(const std::string& ref, const std::string& where,
+                           const std::filesystem::path& relative_to = {});
 // Loads a study and applies overrides, then validates the whole (divisibility, sizes). Throws
 // InputError naming the file and field.
 Study load_study(const std::filesystem::path& file, const StudyOverrides& overrides = {});

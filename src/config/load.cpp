@@ -316,6 +316,19 @@ ModelConfig load_model(const fs::path& file) {
   return read_model(m, file);
 }
 
+ModelConfig load_model_ref(const std::string& ref, const std::string& where,
+                           const fs::path& relative_to) {
+  return detail::load_model_at(detail::resolve_model_ref(ref, where, relative_to));
+}
+
+namespace detail {
+
+ModelConfig load_model_at(const ModelRef& ref) {
+  return ref.hf ? import_hf_model(ref.file).model : load_model(ref.file);
+}
+
+}  // namespace detail
+
 ClusterConfig load_cluster(const fs::path& file) {
   YamlMap c(detail::load_yaml_file(file), file.string(), "");
   return read_cluster(c, file);
@@ -330,14 +343,14 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
   // Model and cluster: by name or path; an override replaces the study's choice.
   std::string model_name = s.string("model");
   std::string cluster_name = s.string("cluster");
-  fs::path model_file = o.model ? detail::resolve_named("models", *o.model, "--model", "model")
-                                : detail::resolve_named("models", model_name, study.file, "model",
-                                                        file.parent_path());
+  const detail::ModelRef model_ref =
+      o.model ? detail::resolve_model_ref(*o.model, "--model")
+              : detail::resolve_model_ref(model_name, study.file, file.parent_path());
   fs::path cluster_file =
       o.cluster ? detail::resolve_named("clusters", *o.cluster, "--cluster", "cluster")
                 : detail::resolve_named("clusters", cluster_name, study.file, "cluster",
                                         file.parent_path());
-  study.model = load_model(model_file);
+  study.model = detail::load_model_at(model_ref);
   study.cluster = load_cluster(cluster_file);
   // A study may use part of a cluster (or more nodes of the same kind).
   if (s.has("nodes")) study.cluster.nodes = s.positive_int("nodes");
