@@ -193,7 +193,30 @@ struct StudyOverrides {
   std::optional<double> offload;
   std::optional<bool> distributed_optimizer, overlap_grad_reduce, overlap_param_gather;
   std::optional<bool> p2p_scatter_gather, p2p_batched;
+  std::optional<bool> gradient_accumulation_fusion;
+  // A model given whole (Megatron-LM arguments' sizes) instead of by name; replaces `model`.
+  std::optional<ModelConfig> model_config;
+  // Megatron's --global-batch-size: microbatches per replica = global batch / (mbs x dp), dp
+  // from the cluster's GPUs and tp x pp; replaces `microbatches`.
+  std::optional<int> global_batch;
 };
+
+// A Megatron-LM launch (megatron_args.cpp; docs/megatron.md, "Megatron-LM arguments"): the flags
+// of a pretrain_gpt.py command line as settings of a study. `model` when the sizes are given
+// (--num-layers, --hidden-size, --num-attention-heads); `not_modelled` lists each flag braid
+// reads but cannot model (context and expert parallelism, FP8, ...) or does not know, as given.
+struct MegatronLaunch {
+  StudyOverrides overrides;
+  std::vector<std::string> not_modelled;
+};
+// `text`: the flags (--megatron-args), or a launch script (--megatron-args-file: continuation
+// lines, comments, variables and bash arrays read as bash would; the flags are the words after
+// the command's .py file). `where` names the source in errors. Throws InputError for a flag
+// value that is not a number where one is needed, a model missing a required size, or a
+// vocabulary size that cannot be known.
+MegatronLaunch parse_megatron_args(const std::string& text, const std::string& where);
+// Later overrides win: `top`'s set fields replace `base`'s.
+void merge_overrides(StudyOverrides& base, const StudyOverrides& top);
 
 // Where named configs live: $BRAID_HOME if set, else the source tree braid was built from.
 std::filesystem::path data_root();
