@@ -2,6 +2,7 @@
 // flags, their defaults and the derived sizes (the SwiGLU ffn width, kv_channels) are read as
 // megatron/training/arguments.py defines them; the table is in docs/megatron.md.
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <set>
 #include <string>
@@ -266,7 +267,9 @@ Flags parse_flags(const std::vector<std::string>& words, const std::string& wher
 
 ModelConfig model_of(const FlagReader& f, std::vector<std::string>& not_modelled) {
   ModelConfig m;
-  m.name = "megatron";
+  // Named after the launch script (train_llama3_8b.sh -> train_llama3_8b), else "megatron".
+  m.name =
+      f.where().rfind("--", 0) == 0 ? "megatron" : std::filesystem::path(f.where()).stem().string();
   m.file = f.where();
   m.layers = f.positive("--num-layers");
   m.hidden = f.positive("--hidden-size");
