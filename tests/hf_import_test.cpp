@@ -64,7 +64,7 @@ TEST_CASE("Llama 2 7B (LlamaForCausalLM, MHA) imports with 6.74 B parameters", "
   CHECK(count_parameters(m.model).total == Approx(6.74e9).epsilon(0.005));
 }
 
-TEST_CASE("Llama 3 8B imports with 8.03 B parameters; its Neuron-only keys are ignored", "[hf]") {
+TEST_CASE("Llama 3 8B imports with 8.03 B parameters and its Neuron-only keys ignored", "[hf]") {
   // Published: 8.03 B (Meta Llama 3 model card, "8B"; 8,030,261,248 in the safetensors metadata).
   // This copy carries keys of the AWS Neuron example it comes from (sequence_parallel_enabled,
   // selective_checkpoint_enabled): braid ignores keys it does not need.

@@ -91,7 +91,8 @@ TEST_CASE("Megatron model form: SwiGLU, GQA, RoPE, RMSNorm, untied, QKV bias", "
                                                        "linear biases (no --disable-bias-linear)"});
 }
 
-TEST_CASE("Megatron parallelism: tp, pp, virtual stages, SP; cp and ep listed", "[megatron-args]") {
+TEST_CASE("Megatron parallelism: tp, pp, virtual stages and SP read, cp and ep listed",
+          "[megatron-args]") {
   const MegatronLaunch l =
       args(std::string(kGpt) +
            "--vocab-size 100 --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 "
