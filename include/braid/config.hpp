@@ -193,7 +193,30 @@ struct StudyOverrides {
   std::optional<double> offload;
   std::optional<bool> distributed_optimizer, overlap_grad_reduce, overlap_param_gather;
   std::optional<bool> p2p_scatter_gather, p2p_batched;
+  std::optional<bool> gradient_accumulation_fusion;
+  // A model given whole (Megatron-LM arguments' sizes) instead of by name; replaces `model`.
+  std::optional<ModelConfig> model_config;
+  // Megatron's --global-batch-size: microbatches per replica = global batch / (mbs x dp), dp
+  // from the cluster's GPUs and tp x pp; replaces `microbatches`.
+  std::optional<int> global_batch;
 };
+
+// A Megatron-LM launch (megatron_args.cpp; docs/megatron.md, "Megatron-LM arguments"): the flags
+// of a pretrain_gpt.py command line as settings of a study. `model` when the sizes are given
+// (--num-layers, --hidden-size, --num-attention-heads); `not_modelled` lists each flag braid
+// reads but cannot model (context and expert parallelism, FP8, ...) or does not know, as given.
+struct MegatronLaunch {
+  StudyOverrides overrides;
+  std::vector<std::string> not_modelled;
+};
+// `text`: the flags (--megatron-args), or a launch script (--megatron-args-file: continuation
+// lines, comments, variables and bash arrays read as bash would; the flags are the words after
+// the command's .py file). `where` names the source in errors. Throws InputError for a flag
+// value that is not a number where one is needed, a model missing a required size, or a
+// vocabulary size that cannot be known.
+MegatronLaunch parse_megatron_args(const std::string& text, const std::string& where);
+// Later overrides win: `top`'s set fields replace `base`'s.
+void merge_overrides(StudyOverrides& base, const StudyOverrides& top);
 
 // Where named configs live: $BRAID_HOME if set, else the source tree braid was built from.
 std::filesystem::path data_root();
@@ -202,6 +225,29 @@ std::filesystem::path resolve_config(const std::string& kind, const std::string&
 
 ModelConfig load_model(const std::filesystem::path& file);
 ClusterConfig load_cluster(const std::filesystem::path& file);
+
+// A model translated from a Hugging Face `config.json` (hf_import.cpp; the field mapping is in
+// docs/configuration.md, "Hugging Face configs"): the model, the class it was read as, and one
+// line per feature of it that braid reads but does not model (a sliding window, qk-norm, ...).
+struct HfModel {
+  ModelConfig model;
+  std::string architecture;  // "LlamaForCausalLM"
+  std::vector<std::string> notes;
+};
+// A model reference of this form names a Hugging Face config: `hf:PATH` (so does a path ending
+// in .json).
+inline constexpr std::string_view kHfModelPrefix = "hf:";
+// Reads `path`: a config.json, or a folder holding one. Throws InputError(file, field, ...) for
+// a missing or malformed file, a missing or invalid field, an unknown architecture (the known
+// ones listed) and a Mixture-of-Experts model (the field braid cannot model named).
+HfModel import_hf_model(const std::filesystem::path& path);
+// The imported model as a model YAML file that load_model reads back to the same model, with the
+// source and the notes as comments.
+std::string model_yaml(const HfModel& imported);
+// A model named by `ref` ("qwen2-7b", a .yaml path, `hf:PATH` or a .json path), as --model
+// (where "--model") or a study's `model:` (where = the study file, relative_to its folder) name it.
+ModelConfig load_model_ref(const std::string& ref, const std::string& where,
+                           const std::filesystem::path& relative_to = {});
 // Loads a study and applies overrides, then validates the whole (divisibility, sizes). Throws
 // InputError naming the file and field.
 Study load_study(const std::filesystem::path& file, const StudyOverrides& overrides = {});

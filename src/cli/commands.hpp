@@ -20,5 +20,6 @@ void register_search(CLI::App& app);
 void register_merge(CLI::App& app);
 void register_report(CLI::App& app);
 void register_design(CLI::App& app);
+void register_import(CLI::App& app);
 
 }  // namespace braid::cli

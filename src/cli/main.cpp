@@ -126,6 +126,7 @@ constexpr Command kCommands[] = {
     {"calibrate", braid::cli::register_calibrate}, {"sweep", braid::cli::register_sweep},
     {"search", braid::cli::register_search},       {"merge", braid::cli::register_merge},
     {"report", braid::cli::register_report},       {"design", braid::cli::register_design},
+    {"import", braid::cli::register_import},
 };
 
 // Only the invoked command when the first word names one: building every command's options

@@ -2,11 +2,15 @@
 #include "study_options.hpp"
 
 #include <algorithm>
+#include <fstream>
+#include <iostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "braid/error.hpp"
 #include "braid/schedule.hpp"
+#include "distributed.hpp"
 
 namespace braid::cli {
 
@@ -76,6 +80,14 @@ void add_study_options(CLI::App& cmd, StudyArgs& args) {
       "--offload", [&o](double v) { o.offload = v; },
       "activation offloading for schedules other than stp-offload: share (0..1) of the "
       "microbatches whose chunk-0 activations go to host memory; default: the study's (0 = off)");
+  cmd.add_option("--megatron-args", args.megatron_args,
+                 "Megatron-LM pretrain_gpt.py flags (\"--num-layers 32 --hidden-size 4096 ...\"): "
+                 "model, parallel, batch and memory settings; other options override them");
+  cmd.add_option("--megatron-args-file", args.megatron_args_file,
+                 "a Megatron-LM launch script (train.sh): its pretrain_gpt.py flags, with "
+                 "variables, arrays and continuation lines read as bash does");
+  cmd.add_flag("--strict", args.strict,
+               "refuse Megatron-LM flags braid does not model (default: one warning line)");
   auto on_off = [&cmd](const char* flag, std::optional<bool>& field, const char* help) {
     cmd.add_option_function<std::string>(
            flag, [&field](const std::string& v) { field = (v == "on"); }, help)
@@ -117,8 +129,46 @@ std::vector<int> parse_layers_per_stage(const std::string& text) {
   return out;
 }
 
+namespace {
+
+// The overrides with Megatron-LM arguments, when given, beneath the other options.
+StudyOverrides with_megatron_args(const StudyArgs& args) {
+  if (args.megatron_args.empty() && args.megatron_args_file.empty()) {
+    if (args.strict) throw InputError("--strict", "", "applies to --megatron-args(-file) only");
+    return args.overrides;
+  }
+  if (!args.megatron_args.empty() && !args.megatron_args_file.empty())
+    throw InputError("--megatron-args", "",
+                     "give --megatron-args or --megatron-args-file, not both");
+  std::string where = "--megatron-args";
+  std::string text = args.megatron_args;
+  if (!args.megatron_args_file.empty()) {
+    where = args.megatron_args_file;
+    std::ifstream in(args.megatron_args_file, std::ios::binary);
+    if (!in) throw InputError("--megatron-args-file", args.megatron_args_file, "cannot read it");
+    std::ostringstream all;
+    all << in.rdbuf();
+    text = all.str();
+  }
+  const MegatronLaunch launch = parse_megatron_args(text, where);
+  if (launch.overrides.model_config && args.overrides.model)
+    throw InputError("--model", *args.overrides.model,
+                     "the Megatron-LM arguments give the model's sizes too; drop one");
+  if (!launch.not_modelled.empty()) {
+    const std::string list = CLI::detail::join(launch.not_modelled, ", ");
+    if (args.strict) throw InputError(where, "not modelled", list + " (--strict)");
+    if (is_root())
+      std::cerr << "braid: warning: " << where << ": not modelled, ignored: " << list << "\n";
+  }
+  StudyOverrides merged = launch.overrides;
+  merge_overrides(merged, args.overrides);
+  return merged;
+}
+
+}  // namespace
+
 Study resolve_study(const StudyArgs& args) {
-  Study study = load_study(resolve_config("studies", args.study), args.overrides);
+  Study study = load_study(resolve_config("studies", args.study), with_megatron_args(args));
   // The study's own list (compare's default, sweep's and search's too): an unknown name is the
   // file's error, not the --schedules option's, and never silently dropped.
   const std::vector<std::string>& known = schedule_names();

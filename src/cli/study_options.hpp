@@ -17,6 +17,10 @@ struct StudyArgs {
   std::string study = "configs/studies/default.yaml";  // path or name under configs/studies
   std::string profile;                                 // overrides the cluster's profile
   StudyOverrides overrides;
+  // Megatron-LM arguments as the base of the overrides (docs/megatron.md): the flags as text, or
+  // a launch script; --strict refuses the flags braid does not model instead of warning.
+  std::string megatron_args, megatron_args_file;
+  bool strict = false;
 };
 
 void add_study_options(CLI::App& cmd, StudyArgs& args);

@@ -309,12 +309,40 @@ void validate(Study& s, const StudyOverrides* ov) {
   p.dp = rank_layout(s).dp;
 }
 
+// Megatron's global batch = micro-batch size x dp x microbatches (dp: the GPUs per tp x pp).
+int microbatches_of_global_batch(const Study& s, int global_batch) {
+  const int model_parallel = s.parallel.tp * s.parallel.pp;
+  const int gpus = s.cluster.gpus();
+  if (model_parallel <= 0 || gpus % model_parallel != 0) return 1;  // validate() reports it
+  const int per_step = s.training.micro_batch_size * (gpus / model_parallel);
+  if (global_batch <= 0 || global_batch % per_step != 0)
+    throw InputError("--global-batch-size", std::to_string(global_batch),
+                     "is not a multiple of micro-batch size x dp = " +
+                         std::to_string(s.training.micro_batch_size) + " x " +
+                         std::to_string(gpus / model_parallel) + " on cluster " + s.cluster.name +
+                         " (" + std::to_string(gpus) + " GPUs)");
+  return global_batch / per_step;
+}
+
 }  // namespace
 
 ModelConfig load_model(const fs::path& file) {
   YamlMap m(detail::load_yaml_file(file), file.string(), "");
   return read_model(m, file);
 }
+
+ModelConfig load_model_ref(const std::string& ref, const std::string& where,
+                           const fs::path& relative_to) {
+  return detail::load_model_at(detail::resolve_model_ref(ref, where, relative_to));
+}
+
+namespace detail {
+
+ModelConfig load_model_at(const ModelRef& ref) {
+  return ref.hf ? import_hf_model(ref.file).model : load_model(ref.file);
+}
+
+}  // namespace detail
 
 ClusterConfig load_cluster(const fs::path& file) {
   YamlMap c(detail::load_yaml_file(file), file.string(), "");
@@ -330,14 +358,15 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
   // Model and cluster: by name or path; an override replaces the study's choice.
   std::string model_name = s.string("model");
   std::string cluster_name = s.string("cluster");
-  fs::path model_file = o.model ? detail::resolve_named("models", *o.model, "--model", "model")
-                                : detail::resolve_named("models", model_name, study.file, "model",
-                                                        file.parent_path());
+  const detail::ModelRef model_ref =
+      o.model_config ? detail::ModelRef{}
+      : o.model      ? detail::resolve_model_ref(*o.model, "--model")
+                     : detail::resolve_model_ref(model_name, study.file, file.parent_path());
   fs::path cluster_file =
       o.cluster ? detail::resolve_named("clusters", *o.cluster, "--cluster", "cluster")
                 : detail::resolve_named("clusters", cluster_name, study.file, "cluster",
                                         file.parent_path());
-  study.model = load_model(model_file);
+  study.model = o.model_config ? *o.model_config : detail::load_model_at(model_ref);
   study.cluster = load_cluster(cluster_file);
   // A study may use part of a cluster (or more nodes of the same kind).
   if (s.has("nodes")) study.cluster.nodes = s.positive_int("nodes");
@@ -408,6 +437,9 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
   if (o.overlap_param_gather) t.overlap_param_gather = *o.overlap_param_gather;
   if (o.p2p_scatter_gather) t.p2p_scatter_gather = *o.p2p_scatter_gather;
   if (o.p2p_batched) t.p2p_batched = *o.p2p_batched;
+  if (o.gradient_accumulation_fusion)
+    t.gradient_accumulation_fusion = *o.gradient_accumulation_fusion;
+  if (o.global_batch) t.microbatches = microbatches_of_global_batch(study, *o.global_batch);
 
   validate(study, &o);
   return study;

@@ -83,6 +83,50 @@ fs::path resolve_named(const std::string& kind, const std::string& name_or_path,
                        "'; known: " + join(known_names(kind)) + " (or a path to a .yaml file)");
 }
 
+namespace {
+
+// The Hugging Face config a `hf:` reference names: PATH itself, or PATH/config.json for a folder;
+// a relative PATH next to `relative_to` first, then in the current directory, then under the data
+// root (as resolve_named).
+fs::path resolve_hf_path(const std::string& text, const std::string& where,
+                         const fs::path& relative_to) {
+  if (text.empty())
+    throw InputError(where, "model",
+                     "hf: needs a path: a Hugging Face config.json or a folder holding one");
+  const fs::path given(text);
+  std::vector<fs::path> candidates;
+  if (given.is_relative()) {
+    if (!relative_to.empty()) candidates.push_back(relative_to / given);
+    candidates.push_back(given);
+    candidates.push_back(data_root() / given);
+  } else {
+    candidates.push_back(given);
+  }
+  std::error_code ec;
+  for (const fs::path& c : candidates) {
+    if (fs::is_regular_file(c, ec)) return c;
+    if (fs::is_directory(c, ec)) {
+      if (fs::is_regular_file(c / "config.json", ec)) return c / "config.json";
+      throw InputError(where, "model",
+                       "folder '" + text +
+                           "' holds no config.json; give hf:FILE or a folder holding config.json");
+    }
+  }
+  throw InputError(where, "model",
+                   "no such file or folder '" + text +
+                       "' (hf: names a Hugging Face config.json or a folder holding one)");
+}
+
+}  // namespace
+
+ModelRef resolve_model_ref(const std::string& ref, const std::string& where,
+                           const fs::path& relative_to) {
+  if (ref.rfind(kHfModelPrefix, 0) == 0)
+    return {resolve_hf_path(ref.substr(kHfModelPrefix.size()), where, relative_to), true};
+  if (fs::path(ref).extension() == ".json") return {resolve_hf_path(ref, where, relative_to), true};
+  return {resolve_named("models", ref, where, "model", relative_to), false};
+}
+
 }  // namespace detail
 
 fs::path resolve_config(const std::string& kind, const std::string& name_or_path) {

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "braid/config.hpp"
+
 namespace braid::detail {
 
 // Named configs (paths.cpp). kind: "models", "clusters", "studies" or "profiles".
@@ -19,5 +21,17 @@ std::string singular(const std::string& kind);  // "studies" -> "study"
 std::filesystem::path resolve_named(const std::string& kind, const std::string& name_or_path,
                                     const std::string& where, const std::string& field,
                                     const std::filesystem::path& relative_to = {});
+
+// Where a model reference points: a model YAML file, or a Hugging Face config.json (`hf:PATH`,
+// PATH a file or a folder holding config.json; or a path ending in .json). Relative paths are
+// looked up as in resolve_named. Throws InputError(where, "model", ...) when nothing is there.
+struct ModelRef {
+  std::filesystem::path file;
+  bool hf = false;
+};
+ModelRef resolve_model_ref(const std::string& ref, const std::string& where,
+                           const std::filesystem::path& relative_to = {});
+// Loads the model a resolved reference points at (load.cpp).
+ModelConfig load_model_at(const ModelRef& ref);
 
 }  // namespace braid::detail

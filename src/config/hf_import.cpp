@@ -1,0 +1,331 @@
+// Hugging Face config.json -> ModelConfig (config.hpp: import_hf_model, model_yaml). Each model
+// class transformers defines is read the way its modeling file builds the layers: which
+// keys it has, their defaults when absent, which projections carry biases, whether the MLP is
+// gated. Keys braid does not need are ignored; a feature braid reads but cannot model becomes a
+// note (kept as a comment by `braid import hf`); a Mixture-of-Experts model is refused naming the
+// field. The mapping table is in docs/configuration.md, "Hugging Face configs".
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "braid/config.hpp"
+#include "braid/error.hpp"
+
+namespace braid {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+// How transformers builds the decoder layers of one model class.
+enum class Family {
+  Llama,     // LlamaForCausalLM, MistralForCausalLM: RMSNorm, SwiGLU, attention_bias on q/k/v/o
+  Qwen2,     // Qwen2ForCausalLM: as Llama, with q/k/v biases always on
+  Qwen3,     // Qwen3ForCausalLM: as Llama, with RMSNorm on q and k (qk-norm)
+  Gemma,     // Gemma/Gemma2/Gemma3ForCausalLM: gated GELU (GeGLU), tied embeddings by default
+  Nemotron,  // NemotronForCausalLM: LayerNorm (1p), squared-ReLU plain MLP, no biases
+  Moe,       // refused: experts are not modelled yet
+};
+
+struct Architecture {
+  const char* name;
+  Family family;
+  const char* moe_field = "";  // for Family::Moe: the key holding the expert count
+};
+
+constexpr Architecture kArchitectures[] = {
+    {"LlamaForCausalLM", Family::Llama},
+    {"MistralForCausalLM", Family::Llama},
+    {"Qwen2ForCausalLM", Family::Qwen2},
+    {"Qwen3ForCausalLM", Family::Qwen3},
+    {"GemmaForCausalLM", Family::Gemma},
+    {"Gemma2ForCausalLM", Family::Gemma},
+    {"Gemma3ForCausalLM", Family::Gemma},
+    {"NemotronForCausalLM", Family::Nemotron},
+    {"MixtralForCausalLM", Family::Moe, "num_local_experts"},
+    {"Qwen2MoeForCausalLM", Family::Moe, "num_experts"},
+    {"Qwen3MoeForCausalLM", Family::Moe, "num_experts"},
+    {"DeepseekV2ForCausalLM", Family::Moe, "n_routed_experts"},
+    {"DeepseekV3ForCausalLM", Family::Moe, "n_routed_experts"},
+};
+
+std::string known_architectures() {
+  std::string out;
+  for (const Architecture& a : kArchitectures) {
+    if (a.family == Family::Moe) continue;
+    if (!out.empty()) out += ", ";
+    out += a.name;
+  }
+  return out;
+}
+
+// Typed reads of one config.json object; every error names the file and the key.
+class HfFields {
+ public:
+  HfFields(const json& root, std::string file, std::string architecture)
+      : root_(root), file_(std::move(file)), architecture_(std::move(architecture)) {}
+
+  bool present(const char* key) const { return root_.contains(key) && !root_[key].is_null(); }
+
+  int positive_int(const char* key) const {
+    if (!present(key))
+      throw InputError(file_, key,
+                       std::string("missing (") + architecture_ +
+                           " needs it); copy the model's config.json whole, not an excerpt");
+    return checked_int(key);
+  }
+  int positive_int_or(const char* key, int fallback) const {
+    return present(key) ? checked_int(key) : fallback;
+  }
+  bool boolean_or(const char* key, bool fallback) const {
+    if (!present(key)) return fallback;
+    if (!root_[key].is_boolean())
+      throw InputError(file_, key, "must be true or false, got " + root_[key].dump());
+    return root_[key].get<bool>();
+  }
+  std::string string_or(const char* key, const std::string& fallback) const {
+    if (!present(key)) return fallback;
+    if (!root_[key].is_string())
+      throw InputError(file_, key, "must be a string, got " + root_[key].dump());
+    return root_[key].get<std::string>();
+  }
+  [[noreturn]] void fail(const char* key, const std::string& problem) const {
+    throw InputError(file_, key, problem);
+  }
+
+ private:
+  int checked_int(const char* key) const {
+    const json& v = root_[key];
+    if (!v.is_number_integer() || v.get<long long>() <= 0 || v.get<long long>() > (1LL << 30))
+      throw InputError(file_, key, "must be a positive integer, got " + v.dump());
+    return static_cast<int>(v.get<long long>());
+  }
+
+  const json& root_;
+  std::string file_;
+  std::string architecture_;
+};
+
+json read_json(const fs::path& file) {
+  std::error_code ec;
+  if (!fs::is_regular_file(file, ec))
+    throw InputError(file.string(), "",
+                     "no such file (give a Hugging Face config.json or a folder holding one)");
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw InputError(file.string(), "", "cannot read the file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  try {
+    json root = json::parse(text.str());
+    if (!root.is_object())
+      throw InputError(file.string(), "", "not a Hugging Face config: the top level is no object");
+    return root;
+  } catch (const json::parse_error& e) {
+    // nlohmann's message starts with its own tag ("[json.exception.parse_error.101] ").
+    std::string what = e.what();
+    if (const std::size_t close = what.find("] "); close != std::string::npos)
+      what = what.substr(close + 2);
+    throw InputError(file.string(), "", "not valid JSON: " + what);
+  }
+}
+
+const Architecture& architecture_of(const json& root, const std::string& file) {
+  if (!root.contains("architectures") || !root["architectures"].is_array() ||
+      root["architectures"].empty() || !root["architectures"][0].is_string())
+    throw InputError(file, "architectures",
+                     "missing; a Hugging Face config.json names its model class there, e.g. "
+                     "[\"LlamaForCausalLM\"]; known: " +
+                         known_architectures());
+  const std::string name = root["architectures"][0].get<std::string>();
+  for (const Architecture& a : kArchitectures)
+    if (name == a.name) return a;
+  throw InputError(file, "architectures",
+                   "'" + name + "' is not a known architecture; known: " + known_architectures());
+}
+
+// The MLP activation of a gated MLP: SiLU (SwiGLU) or a GELU (GeGLU), both braid's gated MLP
+// (the same shapes and FLOPs; the activation itself is an elementwise kernel either way).
+void check_gated_activation(const HfFields& f, const char* key, const std::string& act) {
+  static const std::vector<std::string> gated = {
+      "silu", "swish", "gelu", "gelu_new", "gelu_fast", "gelu_pytorch_tanh", "gelu_python"};
+  if (std::find(gated.begin(), gated.end(), act) == gated.end())
+    f.fail(key, "'" + act +
+                    "' is not modelled for a gated MLP; braid models silu (SwiGLU) and gelu "
+                    "(GeGLU) gated MLPs");
+}
+
+std::string model_name(const fs::path& file) {
+  if (file.filename() == "config.json" && file.has_parent_path() &&
+      !file.parent_path().filename().empty() && file.parent_path().filename() != ".")
+    return file.parent_path().filename().string();
+  return file.stem().string();
+}
+
+// The sliding-window note: braid models every layer's attention as full causal attention, which
+// is the same work while seq is within the window.
+void note_sliding_window(const HfFields& f, HfModel& out, const std::string& which_layers) {
+  if (!f.present("sliding_window")) return;
+  const int window = f.positive_int("sliding_window");
+  out.notes.push_back("sliding_window " + std::to_string(window) + " (" + which_layers +
+                      "): modelled as full causal attention, the same work up to seq " +
+                      std::to_string(window));
+}
+
+}  // namespace
+
+HfModel import_hf_model(const fs::path& path) {
+  std::error_code ec;
+  const fs::path file = fs::is_directory(path, ec) ? path / "config.json" : path;
+  const std::string where = file.string();
+  const json root = read_json(file);
+  const Architecture& arch = architecture_of(root, where);
+  const HfFields f(root, where, arch.name);
+  if (arch.family == Family::Moe) {
+    f.fail(arch.moe_field, std::string("Mixture-of-Experts models are not modelled yet (") +
+                               arch.name +
+                               "); braid imports dense models: " + known_architectures());
+  }
+
+  HfModel out;
+  out.architecture = arch.name;
+  ModelConfig& m = out.model;
+  m.file = where;
+  m.name = model_name(file);
+  m.layers = f.positive_int("num_hidden_layers");
+  m.hidden = f.positive_int("hidden_size");
+  m.heads = f.positive_int("num_attention_heads");
+  m.kv_heads = f.positive_int_or("num_key_value_heads", m.heads);
+  if (m.heads % m.kv_heads != 0)
+    f.fail("num_key_value_heads", std::to_string(m.kv_heads) + " does not divide " +
+                                      "num_attention_heads " + std::to_string(m.heads));
+  if (f.present("head_dim")) {
+    m.head_dim = f.positive_int("head_dim");
+  } else if (m.hidden % m.heads == 0) {
+    m.head_dim = m.hidden / m.heads;
+  } else {
+    f.fail("head_dim", "missing, and hidden_size is not divisible by num_attention_heads");
+  }
+  m.ffn = f.positive_int("intermediate_size");
+  m.vocab = f.positive_int("vocab_size");
+  m.position = PositionEmbedding::Rotary;  // every class here: rotary (rope_theta not needed)
+
+  switch (arch.family) {
+    case Family::Llama:
+    case Family::Qwen2:
+    case Family::Qwen3: {
+      check_gated_activation(f, "hidden_act", f.string_or("hidden_act", "silu"));
+      m.activation = MlpActivation::SwiGLU;
+      m.tied_embeddings = f.boolean_or("tie_word_embeddings", false);
+      if (f.boolean_or("mlp_bias", false))
+        f.fail("mlp_bias", "true is not modelled: braid's gated MLP has no biases");
+      if (arch.family == Family::Qwen2) {
+        m.qkv_bias = true;  // Qwen2Attention: q/k/v projections always carry a bias
+        if (f.boolean_or("use_sliding_window", false))
+          note_sliding_window(f, out, "layers from max_window_layers on");
+      } else {
+        m.qkv_bias = f.boolean_or("attention_bias", false);
+        if (m.qkv_bias)
+          out.notes.push_back(
+              "attention_bias: the o_proj bias (hidden_size per layer) is not "
+              "counted, the q/k/v biases are");
+        if (arch.family == Family::Qwen3) {
+          out.notes.push_back(
+              "q_norm, k_norm (qk-norm): 2 x head_dim parameters per layer not "
+              "counted");
+          if (f.boolean_or("use_sliding_window", false))
+            note_sliding_window(f, out, "layers from max_window_layers on");
+        } else {
+          note_sliding_window(f, out, "every layer");
+        }
+      }
+      break;
+    }
+    case Family::Gemma: {
+      // Gemma 2 and 3 name it hidden_activation; Gemma 1 hidden_act.
+      const char* key = f.present("hidden_activation") ? "hidden_activation" : "hidden_act";
+      check_gated_activation(f, key, f.string_or(key, "gelu_pytorch_tanh"));
+      m.activation = MlpActivation::SwiGLU;
+      m.tied_embeddings = f.boolean_or("tie_word_embeddings", true);
+      m.qkv_bias = f.boolean_or("attention_bias", false);
+      out.notes.push_back(
+          "gated GELU MLP (GeGLU): modelled as braid's gated MLP, the same shapes and FLOPs");
+      if (std::string(arch.name) != "GemmaForCausalLM") {
+        out.notes.push_back(
+            "pre/post-feedforward norms: 2 x hidden_size parameters per layer not "
+            "counted");
+        note_sliding_window(f, out,
+                            std::string(arch.name) == "Gemma2ForCausalLM"
+                                ? "every other layer"
+                                : "local layers, sliding_window_pattern");
+      }
+      if (std::string(arch.name) == "Gemma3ForCausalLM")
+        out.notes.push_back(
+            "q_norm, k_norm (qk-norm): 2 x head_dim parameters per layer not "
+            "counted");
+      break;
+    }
+    case Family::Nemotron: {
+      const std::string act = f.string_or("hidden_act", "relu2");
+      if (act != "relu2")
+        f.fail("hidden_act", "'" + act + "' is not modelled for NemotronForCausalLM (relu2)");
+      m.activation = MlpActivation::GeLU;  // braid's plain (not gated) MLP, LayerNorm
+      m.tied_embeddings = f.boolean_or("tie_word_embeddings", false);
+      out.notes.push_back(
+          "relu2 plain MLP: modelled as braid's plain MLP (gelu form), the same "
+          "shapes and FLOPs; its linear biases (absent here) are counted");
+      if (f.present("partial_rotary_factor"))
+        out.notes.push_back("partial_rotary_factor: rotary embedding modelled on the whole head");
+      break;
+    }
+    case Family::Moe:
+      break;  // refused above
+  }
+  return out;
+}
+
+namespace {
+
+// A YAML plain scalar when safe, else a double-quoted one.
+std::string yaml_scalar(const std::string& text) {
+  const bool plain = !text.empty() && text.find_first_not_of(
+                                          "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                          "0123456789._-") == std::string::npos;
+  if (plain && text.find_first_not_of("0123456789.-") != std::string::npos) return text;
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string model_yaml(const HfModel& imported) {
+  const ModelConfig& m = imported.model;
+  std::ostringstream y;
+  y << "# Imported by `braid import hf` from " << m.file << " (" << imported.architecture << ").\n";
+  if (!imported.notes.empty()) {
+    y << "# Read but not modelled:\n";
+    for (const std::string& note : imported.notes) y << "# - " << note << "\n";
+  }
+  y << "name: " << yaml_scalar(m.name) << "\n"
+    << "layers: " << m.layers << "\n"
+    << "hidden: " << m.hidden << "\n"
+    << "heads: " << m.heads << "\n"
+    << "kv_heads: " << m.kv_heads << "\n"
+    << "head_dim: " << m.head_dim << "\n"
+    << "ffn: " << m.ffn << "\n"
+    << "vocab: " << m.vocab << "\n"
+    << "tied_embeddings: " << (m.tied_embeddings ? "true" : "false") << "\n"
+    << "qkv_bias: " << (m.qkv_bias ? "true" : "false") << "\n"
+    << "activation: " << (m.activation == MlpActivation::SwiGLU ? "swiglu" : "gelu") << "\n";
+  return y.str();
+}
+
+}  // namespace braid

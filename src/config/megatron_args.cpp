@@ -1,0 +1,429 @@
+// Megatron-LM's pretrain_gpt.py flags -> study overrides (config.hpp: parse_megatron_args). The
+// flags, their defaults and the derived sizes (the SwiGLU ffn width, kv_channels) are read as
+// megatron/training/arguments.py defines them; the table is in docs/megatron.md.
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "braid/config.hpp"
+#include "braid/error.hpp"
+#include "shell_words.hpp"
+
+namespace braid {
+
+namespace {
+
+// The flags of one command line: each --flag with the words up to the next --flag.
+using Flags = std::map<std::string, std::vector<std::string>>;
+
+// The flags read below, and those that set nothing braid simulates (optimizer hyper-parameters,
+// data, tokenizer files, logging, checkpoints, initialization, numerics of no cost): any other
+// flag is listed as not modelled.
+const std::set<std::string>& known_flags() {
+  static const std::set<std::string> names = {"--lr",
+                                              "--min-lr",
+                                              "--lr-decay-style",
+                                              "--lr-decay-iters",
+                                              "--lr-decay-samples",
+                                              "--lr-warmup-fraction",
+                                              "--lr-warmup-iters",
+                                              "--lr-warmup-samples",
+                                              "--lr-wsd-decay-style",
+                                              "--lr-wsd-decay-iters",
+                                              "--lr-wsd-decay-samples",
+                                              "--weight-decay",
+                                              "--start-weight-decay",
+                                              "--end-weight-decay",
+                                              "--weight-decay-incr-style",
+                                              "--adam-beta1",
+                                              "--adam-beta2",
+                                              "--adam-eps",
+                                              "--clip-grad",
+                                              "--init-method-std",
+                                              "--train-iters",
+                                              "--train-samples",
+                                              "--exit-interval",
+                                              "--exit-duration-in-mins",
+                                              "--seed",
+                                              "--data-path",
+                                              "--train-data-path",
+                                              "--valid-data-path",
+                                              "--test-data-path",
+                                              "--data-cache-path",
+                                              "--mock-data",
+                                              "--split",
+                                              "--vocab-file",
+                                              "--merge-file",
+                                              "--tokenizer-model",
+                                              "--num-workers",
+                                              "--log-interval",
+                                              "--log-throughput",
+                                              "--log-timers-to-tensorboard",
+                                              "--log-memory-to-tensorboard",
+                                              "--log-validation-ppl-to-tensorboard",
+                                              "--log-params-norm",
+                                              "--log-num-zeros-in-grad",
+                                              "--timing-log-level",
+                                              "--tensorboard-dir",
+                                              "--tensorboard-log-interval",
+                                              "--wandb-project",
+                                              "--wandb-exp-name",
+                                              "--wandb-save-dir",
+                                              "--save",
+                                              "--load",
+                                              "--save-interval",
+                                              "--eval-interval",
+                                              "--eval-iters",
+                                              "--no-load-optim",
+                                              "--no-load-rng",
+                                              "--no-save-optim",
+                                              "--no-save-rng",
+                                              "--ckpt-format",
+                                              "--finetune",
+                                              "--pretrained-checkpoint",
+                                              "--use-checkpoint-args",
+                                              "--distributed-backend",
+                                              "--distributed-timeout-minutes",
+                                              "--norm-epsilon",
+                                              "--rotary-base",
+                                              "--rotary-percent",
+                                              "--rotary-seq-len-interpolation-factor",
+                                              "--use-rope-scaling",
+                                              "--rope-scaling-factor",
+                                              "--make-vocab-size-divisible-by",
+                                              "--attention-softmax-in-fp32",
+                                              "--accumulate-allreduce-grads-in-fp32",
+                                              "--use-mcore-models",
+                                              "--transformer-impl",
+                                              "--bf16",
+                                              "--fp16",
+                                              "--loss-scale",
+                                              "--initial-loss-scale",
+                                              "--min-loss-scale",
+                                              "--loss-scale-window",
+                                              "--hysteresis",
+                                              "--rampup-batch-size",
+                                              "--max-position-embeddings",
+                                              "--use-legacy-models",
+                                              "--ckpt-fully-parallel-save",
+                                              "--ckpt-fully-parallel-load",
+                                              "--async-save",
+                                              "--dataloader-type",
+                                              "--reset-position-ids",
+                                              "--reset-attention-mask",
+                                              "--eod-mask-loss",
+                                              "--no-create-attention-mask-in-dataloader",
+                                              "--manual-gc",
+                                              "--manual-gc-interval",
+                                              "--num-dataset-builder-threads",
+                                              "--apply-layernorm-1p",
+                                              "--untie-embeddings-and-output-weights",
+                                              "--swiglu",
+                                              "--disable-bias-linear",
+                                              "--add-qkv-bias",
+                                              "--group-query-attention",
+                                              "--num-query-groups",
+                                              "--num-layers",
+                                              "--hidden-size",
+                                              "--ffn-hidden-size",
+                                              "--num-attention-heads",
+                                              "--kv-channels",
+                                              "--seq-length",
+                                              "--position-embedding-type",
+                                              "--use-rotary-position-embeddings",
+                                              "--normalization",
+                                              "--vocab-size",
+                                              "--tokenizer-type",
+                                              "--micro-batch-size",
+                                              "--global-batch-size",
+                                              "--tensor-model-parallel-size",
+                                              "--pipeline-model-parallel-size",
+                                              "--num-layers-per-virtual-pipeline-stage",
+                                              "--virtual-pipeline-model-parallel-size",
+                                              "--sequence-parallel",
+                                              "--context-parallel-size",
+                                              "--expert-model-parallel-size",
+                                              "--recompute-granularity",
+                                              "--recompute-method",
+                                              "--recompute-num-layers",
+                                              "--recompute-activations",
+                                              "--use-distributed-optimizer",
+                                              "--overlap-grad-reduce",
+                                              "--overlap-param-gather",
+                                              "--use-flash-attn",
+                                              "--attention-backend",
+                                              "--attention-dropout",
+                                              "--hidden-dropout",
+                                              "--no-gradient-accumulation-fusion",
+                                              "--fp8-format",
+                                              "--tp-comm-overlap",
+                                              "--decoupled-lr",
+                                              "--decoupled-min-lr",
+                                              "--calculate-per-token-loss",
+                                              "--tiktoken-pattern",
+                                              "--no-mmap-bin-files",
+                                              "--profile",
+                                              "--profile-step-start",
+                                              "--profile-step-end",
+                                              "--profile-ranks",
+                                              "--empty-unused-memory-level",
+                                              "--fp8-amax-history-len",
+                                              "--fp8-amax-compute-algo",
+                                              "--log-progress",
+                                              "--log-straggler"};
+  return names;
+}
+
+// The vocabulary of tokenizers whose size does not need their files: GPT-2's BPE (also what a
+// --vocab-file with a --merge-file and no --tokenizer-type is).
+int tokenizer_vocab(const std::string& type) {
+  if (type == "GPT2BPETokenizer") return 50257;
+  return 0;
+}
+
+class FlagReader {
+ public:
+  FlagReader(Flags flags, std::string where) : flags_(std::move(flags)), where_(std::move(where)) {}
+
+  bool has(const std::string& flag) const { return flags_.count(flag) > 0; }
+  std::string text(const std::string& flag, const std::string& fallback) const {
+    const auto f = flags_.find(flag);
+    if (f == flags_.end()) return fallback;
+    if (f->second.empty()) fail(flag, "needs a value");
+    return f->second.front();
+  }
+  int positive(const std::string& flag) const {
+    if (!has(flag))
+      fail(flag, "missing; a model needs --num-layers, --hidden-size, --num-attention-heads");
+    const std::string value = text(flag, "");
+    try {
+      std::size_t used = 0;
+      const long long v = std::stoll(value, &used);
+      if (used != value.size() || v <= 0 || v > (1LL << 30)) throw std::invalid_argument(value);
+      return static_cast<int>(v);
+    } catch (const std::exception&) {
+      fail(flag, "must be a positive integer, got '" + value + "'");
+    }
+  }
+  double number(const std::string& flag, double fallback) const {
+    if (!has(flag)) return fallback;
+    const std::string value = text(flag, "");
+    try {
+      std::size_t used = 0;
+      const double v = std::stod(value, &used);
+      if (used != value.size() || v < 0) throw std::invalid_argument(value);
+      return v;
+    } catch (const std::exception&) {
+      fail(flag, "must be a number (0 or more), got '" + value + "'");
+    }
+  }
+  [[noreturn]] void fail(const std::string& flag, const std::string& problem) const {
+    throw InputError(where_, flag, problem);
+  }
+  const Flags& all() const { return flags_; }
+  const std::string& where() const { return where_; }
+
+ private:
+  Flags flags_;
+  std::string where_;
+};
+
+// The words of the command that runs a .py file (pretrain_gpt.py under torchrun), after it; or
+// every command's words when none does (--megatron-args "--num-layers 32 ...").
+std::vector<std::string> flag_words(const detail::ShellScript& script) {
+  for (const std::vector<std::string>& command : script.commands) {
+    const auto py = std::find_if(command.begin(), command.end(), [](const std::string& w) {
+      return w.size() > 3 && w.compare(w.size() - 3, 3, ".py") == 0;
+    });
+    if (py != command.end()) return {py + 1, command.end()};
+  }
+  std::vector<std::string> all;
+  for (const std::vector<std::string>& command : script.commands)
+    all.insert(all.end(), command.begin(), command.end());
+  return all;
+}
+
+Flags parse_flags(const std::vector<std::string>& words, const std::string& where) {
+  Flags flags;
+  std::string current;
+  for (const std::string& w : words) {
+    if (w.rfind("--", 0) == 0 && w.size() > 2) {
+      const std::size_t eq = w.find('=');
+      current = w.substr(0, eq);
+      flags[current];  // later occurrences replace earlier ones, as argparse does
+      flags[current].clear();
+      if (eq != std::string::npos) flags[current].push_back(w.substr(eq + 1));
+    } else if (!current.empty()) {
+      flags[current].push_back(w);
+    } else {
+      throw InputError(where, w, "not a flag: Megatron-LM arguments are --flag [value]");
+    }
+  }
+  return flags;
+}
+
+ModelConfig model_of(const FlagReader& f, std::vector<std::string>& not_modelled) {
+  ModelConfig m;
+  // Named after the launch script (train_llama3_8b.sh -> train_llama3_8b), else "megatron".
+  m.name =
+      f.where().rfind("--", 0) == 0 ? "megatron" : std::filesystem::path(f.where()).stem().string();
+  m.file = f.where();
+  m.layers = f.positive("--num-layers");
+  m.hidden = f.positive("--hidden-size");
+  m.heads = f.positive("--num-attention-heads");
+  m.kv_heads = f.has("--group-query-attention") && f.has("--num-query-groups")
+                   ? f.positive("--num-query-groups")
+                   : m.heads;
+  if (m.heads % m.kv_heads != 0)
+    f.fail("--num-query-groups", std::to_string(m.kv_heads) + " does not divide " +
+                                     "--num-attention-heads " + std::to_string(m.heads));
+  if (f.has("--kv-channels")) {
+    m.head_dim = f.positive("--kv-channels");
+  } else if (m.hidden % m.heads == 0) {
+    m.head_dim = m.hidden / m.heads;
+  } else {
+    f.fail("--num-attention-heads",
+           "does not divide --hidden-size; give --kv-channels (Megatron asserts the same)");
+  }
+  const bool swiglu = f.has("--swiglu");
+  m.activation = swiglu ? MlpActivation::SwiGLU : MlpActivation::GeLU;
+  // arguments.py: 4h, or for SwiGLU two thirds of it rounded down to a multiple of 64.
+  m.ffn = f.has("--ffn-hidden-size") ? f.positive("--ffn-hidden-size")
+          : swiglu                   ? (4 * m.hidden * 2 / 3) / 64 * 64
+                                     : 4 * m.hidden;
+  m.tied_embeddings = !f.has("--untie-embeddings-and-output-weights");
+  m.qkv_bias = f.has("--add-qkv-bias");
+  const std::string position = f.has("--use-rotary-position-embeddings")
+                                   ? "rope"
+                                   : f.text("--position-embedding-type", "learned_absolute");
+  if (position == "learned_absolute") {
+    m.position = PositionEmbedding::Learned;
+    m.max_positions = f.has("--max-position-embeddings") ? f.positive("--max-position-embeddings")
+                                                         : f.positive("--seq-length");
+  } else if (position == "rope" || position == "yarn") {
+    m.position = PositionEmbedding::Rotary;
+  } else {
+    m.position = PositionEmbedding::Rotary;
+    not_modelled.push_back("--position-embedding-type " + position);
+  }
+  // Megatron's defaults are 0.1 for both; braid's dropout is all or nothing.
+  m.dropout = f.number("--hidden-dropout", 0.1) > 0 || f.number("--attention-dropout", 0.1) > 0;
+  const std::string backend = f.text("--attention-backend", "auto");
+  m.flash_attention = f.has("--use-flash-attn") || !(backend == "unfused" || backend == "local");
+  if (!m.flash_attention) m.attention_impl = AttentionImpl::Unfused;
+  // braid ties the norm and the biases to the MLP: SwiGLU with RMSNorm and no biases but QKV's,
+  // GELU with LayerNorm and biases everywhere. Other combinations are listed.
+  const std::string norm = f.text("--normalization", "LayerNorm");
+  if ((norm == "RMSNorm") != swiglu) not_modelled.push_back("--normalization " + norm);
+  if (swiglu && !f.has("--disable-bias-linear"))
+    not_modelled.push_back("linear biases (no --disable-bias-linear)");
+  if (!swiglu && f.has("--disable-bias-linear")) not_modelled.push_back("--disable-bias-linear");
+  if (f.has("--vocab-size")) {
+    m.vocab = f.positive("--vocab-size");
+  } else if (const int v = tokenizer_vocab(
+                 f.text("--tokenizer-type", f.has("--merge-file") ? "GPT2BPETokenizer" : ""));
+             v > 0) {
+    m.vocab = v;
+  } else {
+    f.fail("--vocab-size", "missing: the vocabulary of tokenizer '" +
+                               f.text("--tokenizer-type", "(none given)") +
+                               "' is in files braid does not read; add --vocab-size N");
+  }
+  return m;
+}
+
+}  // namespace
+
+MegatronLaunch parse_megatron_args(const std::string& text, const std::string& where) {
+  const FlagReader f(parse_flags(flag_words(detail::shell_commands(text, where)), where), where);
+  MegatronLaunch out;
+  StudyOverrides& o = out.overrides;
+  if (f.has("--num-layers") || f.has("--hidden-size") || f.has("--num-attention-heads"))
+    o.model_config = model_of(f, out.not_modelled);
+  if (f.has("--seq-length")) o.seq = f.positive("--seq-length");
+  if (f.has("--micro-batch-size")) o.mbs = f.positive("--micro-batch-size");
+  if (f.has("--global-batch-size")) o.global_batch = f.positive("--global-batch-size");
+  if (f.has("--tensor-model-parallel-size")) o.tp = f.positive("--tensor-model-parallel-size");
+  if (f.has("--pipeline-model-parallel-size")) o.pp = f.positive("--pipeline-model-parallel-size");
+  if (f.has("--virtual-pipeline-model-parallel-size"))
+    o.vpp = f.positive("--virtual-pipeline-model-parallel-size");
+  if (f.has("--num-layers-per-virtual-pipeline-stage")) {
+    const int per_chunk = f.positive("--num-layers-per-virtual-pipeline-stage");
+    if (!o.model_config || !o.pp || o.model_config->layers % (*o.pp * per_chunk) != 0)
+      f.fail("--num-layers-per-virtual-pipeline-stage",
+             "needs --num-layers and --pipeline-model-parallel-size with num-layers a multiple "
+             "of pp x " +
+                 std::to_string(per_chunk));
+    o.vpp = o.model_config->layers / (*o.pp * per_chunk);
+  }
+  if (f.has("--sequence-parallel")) o.sequence_parallel = true;
+  for (const char* flag : {"--context-parallel-size", "--expert-model-parallel-size"})
+    if (f.has(flag) && f.positive(flag) > 1)
+      out.not_modelled.push_back(std::string(flag) + " " + f.text(flag, ""));
+  const std::string granularity = f.text("--recompute-granularity", "");
+  if (granularity == "full") {
+    o.recompute = Recompute::Full;
+    // braid recomputes every layer; Megatron's block method with fewer layers recomputes some.
+    if (f.text("--recompute-method", "uniform") == "block" && f.has("--recompute-num-layers"))
+      out.not_modelled.push_back("--recompute-method block --recompute-num-layers " +
+                                 f.text("--recompute-num-layers", ""));
+  } else if (granularity == "selective" || f.has("--recompute-activations")) {
+    o.recompute = Recompute::Selective;
+  } else if (!granularity.empty()) {
+    f.fail("--recompute-granularity", "'" + granularity + "': Megatron allows full or selective");
+  }
+  if (f.has("--use-distributed-optimizer")) o.distributed_optimizer = true;
+  if (f.has("--overlap-grad-reduce")) o.overlap_grad_reduce = true;
+  if (f.has("--overlap-param-gather")) o.overlap_param_gather = true;
+  if (f.has("--no-gradient-accumulation-fusion")) o.gradient_accumulation_fusion = false;
+  if (f.has("--fp8-format"))
+    out.not_modelled.push_back("--fp8-format " + f.text("--fp8-format", ""));
+  if (f.has("--tp-comm-overlap")) out.not_modelled.push_back("--tp-comm-overlap");
+  // Flags neither used above nor known to set nothing braid simulates.
+  for (const auto& [flag, values] : f.all()) {
+    if (known_flags().count(flag) > 0) continue;
+    std::string given = flag;
+    for (const std::string& v : values) given += " " + v;
+    out.not_modelled.push_back(given);
+  }
+  return out;
+}
+
+void merge_overrides(StudyOverrides& base, const StudyOverrides& top) {
+  auto take = [](auto& into, const auto& from) {
+    if (from) into = from;
+  };
+  take(base.model, top.model);
+  take(base.cluster, top.cluster);
+  take(base.tp, top.tp);
+  take(base.pp, top.pp);
+  take(base.vpp, top.vpp);
+  take(base.seq, top.seq);
+  take(base.mbs, top.mbs);
+  take(base.nodes, top.nodes);
+  take(base.sequence_parallel, top.sequence_parallel);
+  take(base.recompute, top.recompute);
+  take(base.vision_placement, top.vision_placement);
+  take(base.balance, top.balance);
+  take(base.layers_per_stage, top.layers_per_stage);
+  take(base.offload, top.offload);
+  take(base.distributed_optimizer, top.distributed_optimizer);
+  take(base.overlap_grad_reduce, top.overlap_grad_reduce);
+  take(base.overlap_param_gather, top.overlap_param_gather);
+  take(base.p2p_scatter_gather, top.p2p_scatter_gather);
+  take(base.p2p_batched, top.p2p_batched);
+  take(base.gradient_accumulation_fusion, top.gradient_accumulation_fusion);
+  // A model by name replaces one given whole, and microbatches a global batch, and back.
+  if (top.model) base.model_config.reset();
+  take(base.model_config, top.model_config);
+  if (top.model_config) base.model.reset();
+  if (top.microbatches) base.global_batch.reset();
+  take(base.microbatches, top.microbatches);
+  take(base.global_batch, top.global_batch);
+  if (top.global_batch) base.microbatches.reset();
+}
+
+}  // namespace braid

@@ -1,0 +1,348 @@
+// Hugging Face config.json import (config.hpp: import_hf_model, model_yaml, load_model_ref): the
+// real config.json of each supported architecture (tests/data/hf, sources in tests/data/README.md)
+// gives braid's parameter count within 0.5 % of the published one; Mixture-of-Experts and unknown
+// classes are refused in one line; `hf:` works wherever a model is named; `braid import hf`
+// writes a YAML file that loads back to the same model.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "braid/config.hpp"
+#include "braid/cost_model.hpp"
+#include "braid/error.hpp"
+#include "cli_run.hpp"
+#include "fixtures.hpp"
+
+namespace fs = std::filesystem;
+using namespace braid;
+using braid::test::CliRun;
+using braid::test::count_lines;
+using braid::test::run_braid;
+
+namespace {
+
+fs::path hf(const std::string& model) {
+  return fs::path(BRAID_SOURCE_DIR) / "tests/data/hf" / model / "config.json";
+}
+
+ParameterCount params_of(const std::string& model) {
+  return count_parameters(import_hf_model(hf(model)).model);
+}
+
+// The InputError text of importing `file`, "" when it imports.
+std::string import_error(const fs::path& file) {
+  try {
+    import_hf_model(file);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+fs::path write_scratch(const std::string& name, const std::string& text) {
+  const fs::path file = braid::test::scratch_dir() / name;
+  fs::create_directories(file.parent_path());
+  std::ofstream(file) << text;
+  return file;
+}
+
+}  // namespace
+
+// ---- one test per model: braid's count against the published one ----------------------------
+
+TEST_CASE("Llama 2 7B (LlamaForCausalLM, MHA) imports with 6.74 B parameters", "[hf]") {
+  // Published: 6.74 B (Touvron et al. 2023, "Llama 2", the 7B model; 6,738,415,616 in the
+  // Hugging Face safetensors metadata of meta-llama/Llama-2-7b-hf).
+  const HfModel m = import_hf_model(hf("llama-2-7b"));
+  CHECK(m.architecture == "LlamaForCausalLM");
+  CHECK(m.model.kv_heads == 32);  // multi-head attention
+  CHECK_FALSE(m.model.tied_embeddings);
+  // By hand: 32 x (4 x 4096^2 + 3 x 4096 x 11008 + 2 x 4096) + 2 x 32000 x 4096 + 4096.
+  CHECK(count_parameters(m.model).total == 6'738'415'616);
+  CHECK(count_parameters(m.model).total == Approx(6.74e9).epsilon(0.005));
+}
+
+TEST_CASE("Llama 3 8B imports with 8.03 B parameters and its Neuron-only keys ignored", "[hf]") {
+  // Published: 8.03 B (Meta Llama 3 model card, "8B"; 8,030,261,248 in the safetensors metadata).
+  // This copy carries keys of the AWS Neuron example it comes from (sequence_parallel_enabled,
+  // selective_checkpoint_enabled): braid ignores keys it does not need.
+  const ModelConfig m = import_hf_model(hf("llama-3-8b")).model;
+  CHECK(m.kv_heads == 8);
+  CHECK(count_parameters(m).total == Approx(8.03e9).epsilon(0.005));
+}
+
+TEST_CASE("Llama 3.1 8B imports with 8.03 B parameters (GQA 32/8, 128 K vocabulary)", "[hf]") {
+  // Published: 8.03 B (Llama 3.1 model card; Grattafiori et al. 2024, "The Llama 3 Herd of
+  // Models", Table 3: 8B).
+  const ModelConfig m = import_hf_model(hf("llama-3.1-8b")).model;
+  CHECK(m.name == "llama-3.1-8b");
+  CHECK(m.layers == 32);
+  CHECK(m.hidden == 4096);
+  CHECK(m.heads == 32);
+  CHECK(m.kv_heads == 8);
+  CHECK(m.head_dim == 128);
+  CHECK(m.ffn == 14336);
+  CHECK(m.vocab == 128256);
+  CHECK_FALSE(m.qkv_bias);
+  CHECK(m.activation == MlpActivation::SwiGLU);
+  CHECK(m.position == PositionEmbedding::Rotary);
+  // By hand: 32 x 218,112,000 + 2 x 128256 x 4096 + 4096.
+  CHECK(count_parameters(m).per_layer == 218'112'000);
+  CHECK(count_parameters(m).total == 8'030'261'248);
+  CHECK(count_parameters(m).total == Approx(8.03e9).epsilon(0.005));
+}
+
+TEST_CASE("Llama 3.1 70B imports with 70.6 B parameters (the architecture of Llama 3.3 70B)",
+          "[hf]") {
+  // Published: 70.6 B (Llama 3.1 model card, "70B"; 70,553,706,496 in the safetensors metadata).
+  CHECK(params_of("llama-3.1-70b").total == Approx(70.6e9).epsilon(0.005));
+}
+
+TEST_CASE("Llama 3.2 1B imports tied, with head_dim 64 given explicitly, at 1.23 B", "[hf]") {
+  // Published: 1.23 B (Llama 3.2 model card, its table of model sizes).
+  const ModelConfig m = import_hf_model(hf("llama-3.2-1b")).model;
+  CHECK(m.tied_embeddings);
+  CHECK(m.head_dim == 64);
+  CHECK(count_parameters(m).total == Approx(1.23e9).epsilon(0.005));
+}
+
+TEST_CASE("Llama 3.2 3B imports tied at 3.21 B", "[hf]") {
+  // Published: 3.21 B (Llama 3.2 model card, its table of model sizes).
+  const ModelConfig m = import_hf_model(hf("llama-3.2-3b")).model;
+  CHECK(m.tied_embeddings);
+  CHECK(m.heads == 24);
+  CHECK(count_parameters(m).total == Approx(3.21e9).epsilon(0.005));
+}
+
+TEST_CASE("Mistral 7B v0.3 (MistralForCausalLM) imports with 7.25 B parameters", "[hf]") {
+  // Published: 7.25 B (mistralai/Mistral-7B-v0.3 model page, safetensors metadata; the v0.1
+  // paper, Jiang et al. 2023, says 7.3 B with the smaller 32000 vocabulary).
+  const HfModel m = import_hf_model(hf("mistral-7b-v0.3"));
+  CHECK(m.model.vocab == 32768);
+  CHECK(m.notes.empty());  // sliding_window is null in v0.3
+  CHECK(count_parameters(m.model).total == Approx(7.25e9).epsilon(0.005));
+}
+
+TEST_CASE("Qwen2.5 7B (Qwen2ForCausalLM) imports with QKV bias at 7.61 B", "[hf]") {
+  // Published: 7.61 B, 6.53 B non-embedding (Qwen2.5-7B model card).
+  const HfModel m = import_hf_model(hf("qwen2.5-7b"));
+  CHECK(m.model.qkv_bias);  // Qwen2Attention's q/k/v always carry a bias; no key says so
+  CHECK(m.notes.empty());   // use_sliding_window: false
+  const ParameterCount p = count_parameters(m.model);
+  CHECK(p.per_layer == 233'057'792);  // the same layer as configs/models/qwen2-7b.yaml
+  CHECK(p.total == Approx(7.61e9).epsilon(0.005));
+  CHECK(p.non_embedding == Approx(6.53e9).epsilon(0.005));
+}
+
+TEST_CASE("Qwen2.5 3B imports tied at 3.09 B", "[hf]") {
+  // Published: 3.09 B, 2.77 B non-embedding (Qwen2.5-3B model card).
+  const ParameterCount p = params_of("qwen2.5-3b");
+  CHECK(p.total == Approx(3.09e9).epsilon(0.005));
+  CHECK(p.non_embedding == Approx(2.77e9).epsilon(0.005));
+}
+
+TEST_CASE("Qwen3 8B (Qwen3ForCausalLM) imports without QKV bias, qk-norm noted, at 8.2 B", "[hf]") {
+  // Published: 8.2 B, 6.95 B non-embedding (Qwen3-8B model card).
+  const HfModel m = import_hf_model(hf("qwen3-8b"));
+  CHECK_FALSE(m.model.qkv_bias);
+  CHECK(m.model.head_dim == 128);
+  REQUIRE(m.notes.size() == 1);
+  CHECK_THAT(m.notes[0], Catch::StartsWith("q_norm, k_norm (qk-norm)"));
+  const ParameterCount p = count_parameters(m.model);
+  CHECK(p.total == Approx(8.2e9).epsilon(0.005));
+  CHECK(p.non_embedding == Approx(6.95e9).epsilon(0.005));
+}
+
+TEST_CASE("Gemma 2 9B imports tied (no key: Gemma's default), head_dim 256 != 3584/16", "[hf]") {
+  // Published: 917,504,000 embedding + 8,324,201,984 non-embedding parameters (Gemma Team 2024,
+  // "Gemma 2", Table 2).
+  const HfModel m = import_hf_model(hf("gemma-2-9b"));
+  CHECK(m.model.tied_embeddings);
+  CHECK(m.model.head_dim == 256);
+  CHECK(m.model.activation == MlpActivation::SwiGLU);  // GeGLU: braid's gated MLP
+  CHECK(m.notes.size() == 3);                          // GeGLU, the extra norms, the sliding window
+  const ParameterCount p = count_parameters(m.model);
+  CHECK(p.total == Approx(917'504'000.0 + 8'324'201'984.0).epsilon(0.005));
+  CHECK(p.non_embedding == Approx(8'324'201'984.0).epsilon(0.005));
+}
+
+TEST_CASE("Gemma 2 2B imports at 2.61 B", "[hf]") {
+  // Published: 590,118,912 embedding + 2,024,517,888 non-embedding (Gemma 2 report, Table 2).
+  CHECK(params_of("gemma-2-2b-it").total == Approx(2'614'636'800.0).epsilon(0.005));
+}
+
+TEST_CASE("Gemma 3 1B (Gemma3ForCausalLM) imports at 1.0 B with MQA", "[hf]") {
+  // Published: 302 M embedding + 698 M non-embedding (Gemma Team 2025, "Gemma 3", Table 1).
+  const ModelConfig m = import_hf_model(hf("gemma-3-1b-it")).model;
+  CHECK(m.kv_heads == 1);
+  const ParameterCount p = count_parameters(m);
+  CHECK(p.total == Approx(1.0e9).epsilon(0.005));
+  CHECK(p.non_embedding == Approx(698e6).epsilon(0.005));
+}
+
+// ---- refusals ---------------------------------------------------------------------------------
+
+TEST_CASE("Mixture-of-Experts configs are refused naming the expert field", "[hf]") {
+  CHECK(import_error(hf("mixtral-8x7b-v0.1")) ==
+        hf("mixtral-8x7b-v0.1").string() +
+            ": num_local_experts: Mixture-of-Experts models are not modelled yet "
+            "(MixtralForCausalLM); braid imports dense models: LlamaForCausalLM, "
+            "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, GemmaForCausalLM, "
+            "Gemma2ForCausalLM, Gemma3ForCausalLM, NemotronForCausalLM");
+  CHECK_THAT(import_error(hf("qwen3-30b-a3b")),
+             Catch::Contains(": num_experts: Mixture-of-Experts models are not modelled yet "
+                             "(Qwen3MoeForCausalLM)"));
+}
+
+TEST_CASE("an unknown architecture is refused with the known ones", "[hf]") {
+  const fs::path file = write_scratch(
+      "unknown/config.json", R"({"architectures": ["FalconForCausalLM"], "hidden_size": 8})");
+  CHECK(import_error(file) ==
+        file.string() +
+            ": architectures: 'FalconForCausalLM' is not a known architecture; known: "
+            "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+            "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, NemotronForCausalLM");
+}
+
+TEST_CASE("a missing or malformed field names the file and the key", "[hf]") {
+  const fs::path missing = write_scratch(
+      "missing/config.json",
+      R"({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2, "num_attention_heads": 4,
+          "intermediate_size": 64, "vocab_size": 100})");
+  CHECK(import_error(missing) ==
+        missing.string() +
+            ": hidden_size: missing (LlamaForCausalLM needs it); copy the model's config.json "
+            "whole, not an excerpt");
+  const fs::path negative = write_scratch(
+      "negative/config.json",
+      R"({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": -2, "hidden_size": 64,
+          "num_attention_heads": 4, "intermediate_size": 64, "vocab_size": 100})");
+  CHECK(import_error(negative) ==
+        negative.string() + ": num_hidden_layers: must be a positive integer, got -2");
+  const fs::path no_arch = write_scratch("noarch/config.json", R"({"hidden_size": 64})");
+  CHECK_THAT(import_error(no_arch), Catch::Contains(": architectures: missing; a Hugging Face "
+                                                    "config.json names its model class there"));
+  const fs::path broken = write_scratch("broken/config.json", R"({"architectures": [)");
+  CHECK_THAT(import_error(broken), Catch::StartsWith(broken.string() + ": not valid JSON: "));
+  CHECK(count_lines(import_error(broken)) <= 1);
+  const fs::path biased = write_scratch(
+      "biased/config.json",
+      R"({"architectures": ["LlamaForCausalLM"], "num_hidden_layers": 2, "hidden_size": 64,
+          "num_attention_heads": 4, "intermediate_size": 64, "vocab_size": 100,
+          "mlp_bias": true})");
+  CHECK(import_error(biased) ==
+        biased.string() + ": mlp_bias: true is not modelled: braid's gated MLP has no biases");
+}
+
+TEST_CASE("NemotronForCausalLM maps to LayerNorm and a plain MLP", "[hf]") {
+  // The transformers NemotronConfig defaults (Nemotron-4 15B's shape) written out.
+  const fs::path file = write_scratch(
+      "nemotron/config.json",
+      R"({"architectures": ["NemotronForCausalLM"], "hidden_act": "relu2", "hidden_size": 6144,
+          "intermediate_size": 24576, "num_attention_heads": 48, "num_hidden_layers": 32,
+          "num_key_value_heads": 8, "vocab_size": 256000, "partial_rotary_factor": 0.5,
+          "norm_eps": 1e-05, "tie_word_embeddings": false})");
+  const HfModel m = import_hf_model(file);
+  CHECK(m.model.activation == MlpActivation::GeLU);  // plain MLP, LayerNorm
+  CHECK_FALSE(m.model.tied_embeddings);
+  CHECK(m.notes.size() == 2);
+  // Nemotron-4 15B: 12.5 B non-embedding + 3.2 B embedding (Parmar et al. 2024, Table 1); braid
+  // counts its (absent) linear biases too, 0.04 % more.
+  const ParameterCount p = count_parameters(m.model);
+  CHECK(p.non_embedding == Approx(12.5e9).epsilon(0.005));
+}
+
+// ---- where a model is named -------------------------------------------------------------------
+
+TEST_CASE("hf:PATH names a config.json or its folder, on the command line and in a study", "[hf]") {
+  const ModelConfig by_folder = load_model_ref("hf:tests/data/hf/qwen3-8b", "--model");
+  const ModelConfig by_file = load_model_ref("hf:tests/data/hf/qwen3-8b/config.json", "--model");
+  const ModelConfig by_json = load_model_ref("tests/data/hf/qwen3-8b/config.json", "--model");
+  CHECK(by_folder.name == "qwen3-8b");
+  CHECK(by_folder.layers == 36);
+  CHECK(by_file.layers == 36);
+  CHECK(by_json.layers == 36);
+  CHECK_THROWS_WITH(load_model_ref("hf:tests/data/hf/nothing-here", "--model"),
+                    "--model: model: no such file or folder 'tests/data/hf/nothing-here' (hf: "
+                    "names a Hugging Face config.json or a folder holding one)");
+  // In a study, a relative hf: path is read next to the study file.
+  const fs::path dir = braid::test::scratch_dir() / "hf-study";
+  fs::create_directories(dir / "llama");
+  fs::copy_file(hf("llama-3.2-1b"), dir / "llama/config.json",
+                fs::copy_options::overwrite_existing);
+  std::ofstream(dir / "study.yaml") << "model: hf:llama\ncluster: a800x16\n"
+                                       "parallel: {tp: 8, pp: 2}\n"
+                                       "training: {seq: 4096, microbatches: 8}\n";
+  const Study s = load_study(dir / "study.yaml");
+  CHECK(s.model.name == "llama");
+  CHECK(s.model.layers == 16);
+  CHECK(s.parallel.dp == 1);
+}
+
+TEST_CASE("model_yaml writes a model file that loads back to the same model", "[hf]") {
+  for (const char* name : {"llama-3.2-1b", "qwen2.5-7b", "gemma-2-9b", "qwen3-8b"}) {
+    INFO(name);
+    const HfModel imported = import_hf_model(hf(name));
+    const fs::path file = write_scratch(std::string(name) + ".yaml", model_yaml(imported));
+    const ModelConfig back = load_model(file);
+    const ModelConfig& m = imported.model;
+    CHECK(back.name == m.name);
+    CHECK(back.layers == m.layers);
+    CHECK(back.hidden == m.hidden);
+    CHECK(back.heads == m.heads);
+    CHECK(back.kv_heads == m.kv_heads);
+    CHECK(back.head_dim == m.head_dim);
+    CHECK(back.ffn == m.ffn);
+    CHECK(back.vocab == m.vocab);
+    CHECK(back.tied_embeddings == m.tied_embeddings);
+    CHECK(back.qkv_bias == m.qkv_bias);
+    CHECK(back.activation == m.activation);
+    CHECK(back.position == m.position);
+    CHECK(count_parameters(back).total == count_parameters(m).total);
+  }
+}
+
+// ---- the CLI ----------------------------------------------------------------------------------
+
+TEST_CASE("braid simulate --model hf:... runs a Hugging Face model on a cluster", "[hf][cli]") {
+  const CliRun r = run_braid(
+      "simulate --model hf:tests/data/hf/llama-3.2-1b --cluster a800x16 --schedule 1f1b-i");
+  CHECK(r.err.empty());
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out, Catch::Contains("llama-3.2-1b"));
+  const CliRun info = run_braid("info --model hf:tests/data/hf/llama-3.1-8b --tp 8 --pp 2");
+  REQUIRE(info.exit_code == 0);
+  CHECK_THAT(info.out, Catch::Contains("parameters: total 8.030 B"));
+}
+
+TEST_CASE("braid import hf writes the YAML, and refuses MoE in one line with exit code 2",
+          "[hf][cli]") {
+  const fs::path out = braid::test::scratch_dir() / "imported-qwen2.5-7b.yaml";
+  const CliRun r = run_braid("import hf tests/data/hf/qwen2.5-7b -o " + out.string());
+  CHECK(r.err.empty());
+  REQUIRE(r.exit_code == 0);
+  const ModelConfig back = load_model(out);
+  CHECK(back.name == "qwen2.5-7b");
+  CHECK(back.qkv_bias);
+  CHECK(count_parameters(back).total ==
+        count_parameters(import_hf_model(hf("qwen2.5-7b")).model).total);
+  // The written file is what a plain print shows.
+  const CliRun printed = run_braid("import hf tests/data/hf/qwen2.5-7b");
+  REQUIRE(printed.exit_code == 0);
+  CHECK(printed.out == braid::test::slurp(out));
+  // And the file works as --model.
+  CHECK(run_braid("info --model " + out.string() + " --tp 4 --pp 2").exit_code == 0);
+
+  const CliRun moe = run_braid("import hf tests/data/hf/mixtral-8x7b-v0.1 -o " +
+                               (braid::test::scratch_dir() / "mixtral.yaml").string());
+  CHECK(moe.exit_code == 2);
+  CHECK(count_lines(moe.err) == 1);
+  CHECK_THAT(moe.err, Catch::Contains("num_local_experts: Mixture-of-Experts models are not "
+                                      "modelled yet"));
+  CHECK_FALSE(fs::exists(braid::test::scratch_dir() / "mixtral.yaml"));
+  const CliRun sim = run_braid("simulate --model hf:tests/data/hf/qwen3-30b-a3b --schedule stp");
+  CHECK(sim.exit_code == 2);
+  CHECK(count_lines(sim.err) == 1);
+}

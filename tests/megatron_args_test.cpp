@@ -1,0 +1,277 @@
+// Megatron-LM arguments (config.hpp: parse_megatron_args, merge_overrides): one test per flag
+// group (sizes, model form, parallelism, batch, memory and overlap, precision), the shell reading
+// of launch scripts, two real launch scripts of Megatron-LM's examples read end to end
+// (tests/data/megatron, sources in tests/data/README.md), and the CLI's --megatron-args(-file),
+// warning line and --strict.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "braid/config.hpp"
+#include "braid/cost_model.hpp"
+#include "braid/error.hpp"
+#include "cli_run.hpp"
+
+using namespace braid;
+using braid::test::CliRun;
+using braid::test::count_lines;
+using braid::test::run_braid;
+
+namespace {
+
+MegatronLaunch args(const std::string& text) {
+  return parse_megatron_args(text, "--megatron-args");
+}
+
+std::string args_error(const std::string& text) {
+  try {
+    args(text);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string script(const std::string& name) {
+  return braid::test::slurp(std::string(BRAID_SOURCE_DIR) + "/tests/data/megatron/" + name);
+}
+
+const char* kGpt = "--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 ";
+
+}  // namespace
+
+TEST_CASE("Megatron sizes: a GPT model with Megatron's defaults", "[megatron-args]") {
+  const MegatronLaunch l = args(std::string(kGpt) + "--tokenizer-type GPT2BPETokenizer");
+  REQUIRE(l.overrides.model_config);
+  const ModelConfig& m = *l.overrides.model_config;
+  CHECK(m.layers == 24);
+  CHECK(m.hidden == 2048);
+  CHECK(m.heads == 16);
+  CHECK(m.kv_heads == 16);                          // no --group-query-attention
+  CHECK(m.head_dim == 128);                         // kv_channels = hidden / heads
+  CHECK(m.ffn == 8192);                             // 4 x hidden
+  CHECK(m.vocab == 50257);                          // GPT-2's BPE
+  CHECK(m.activation == MlpActivation::GeLU);       // no --swiglu
+  CHECK(m.position == PositionEmbedding::Learned);  // learned_absolute
+  CHECK(m.max_positions == 2048);  // --seq-length when no --max-position-embeddings
+  CHECK(m.tied_embeddings);        // no --untie-embeddings-and-output-weights
+  CHECK(m.dropout);                // hidden and attention dropout default 0.1
+  CHECK(m.flash_attention);        // --attention-backend auto
+  CHECK(l.overrides.seq == 2048);
+  CHECK(l.not_modelled.empty());
+  CHECK(args_error(std::string(kGpt) + "--tokenizer-type HuggingFaceTokenizer") ==
+        "--megatron-args: --vocab-size: missing: the vocabulary of tokenizer "
+        "'HuggingFaceTokenizer' is in files braid does not read; add --vocab-size N");
+  CHECK(args_error("--num-layers 24 --hidden-size 2048 --vocab-size 100") ==
+        "--megatron-args: --num-attention-heads: missing; a model needs --num-layers, "
+        "--hidden-size, --num-attention-heads");
+}
+
+TEST_CASE("Megatron model form: SwiGLU, GQA, RoPE, RMSNorm, untied, QKV bias", "[megatron-args]") {
+  const MegatronLaunch l =
+      args(std::string(kGpt) +
+           "--vocab-size 32000 --swiglu --group-query-attention --num-query-groups 4 "
+           "--position-embedding-type rope --normalization RMSNorm --disable-bias-linear "
+           "--add-qkv-bias --untie-embeddings-and-output-weights --attention-dropout 0 "
+           "--hidden-dropout 0.0 --attention-backend unfused");
+  const ModelConfig& m = *l.overrides.model_config;
+  CHECK(m.activation == MlpActivation::SwiGLU);
+  CHECK(m.ffn == 5440);  // arguments.py: int((4 x 2048 x 2 / 3) / 64) x 64
+  CHECK(m.kv_heads == 4);
+  CHECK(m.position == PositionEmbedding::Rotary);
+  CHECK_FALSE(m.tied_embeddings);
+  CHECK(m.qkv_bias);
+  CHECK_FALSE(m.dropout);
+  CHECK_FALSE(m.flash_attention);
+  CHECK(l.not_modelled.empty());  // RMSNorm and no biases: braid's SwiGLU layer
+  // SwiGLU with LayerNorm and biases: braid's gated layer has neither; listed.
+  const MegatronLaunch mixed = args(std::string(kGpt) + "--vocab-size 32000 --swiglu");
+  CHECK(mixed.not_modelled == std::vector<std::string>{"--normalization LayerNorm",
+                                                       "linear biases (no --disable-bias-linear)"});
+}
+
+TEST_CASE("Megatron parallelism: tp, pp, virtual stages and SP read, cp and ep listed",
+          "[megatron-args]") {
+  const MegatronLaunch l =
+      args(std::string(kGpt) +
+           "--vocab-size 100 --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 "
+           "--num-layers-per-virtual-pipeline-stage 3 --sequence-parallel "
+           "--context-parallel-size 2 --expert-model-parallel-size 1");
+  CHECK(l.overrides.tp == 4);
+  CHECK(l.overrides.pp == 2);
+  CHECK(l.overrides.vpp == 4);  // 24 layers / (2 x 3)
+  CHECK(l.overrides.sequence_parallel == true);
+  CHECK(l.not_modelled == std::vector<std::string>{"--context-parallel-size 2"});
+  CHECK(args("--virtual-pipeline-model-parallel-size 3").overrides.vpp == 3);
+  CHECK_THAT(args_error(std::string(kGpt) + "--vocab-size 100 --pipeline-model-parallel-size 2 "
+                                            "--num-layers-per-virtual-pipeline-stage 5"),
+             Catch::StartsWith("--megatron-args: --num-layers-per-virtual-pipeline-stage: needs"));
+}
+
+TEST_CASE("Megatron batch: the global batch gives the microbatches per replica",
+          "[megatron-args]") {
+  // The default study: a800x16 (16 GPUs), tp 8, pp 2 -> dp 1.
+  StudyOverrides o = args("--micro-batch-size 2 --global-batch-size 64").overrides;
+  CHECK(o.mbs == 2);
+  CHECK(o.global_batch == 64);
+  CHECK(load_study(resolve_config("studies", "default"), o).training.microbatches == 32);
+  o.tp = 4;  // dp 2: 64 / (2 x 2)
+  CHECK(load_study(resolve_config("studies", "default"), o).training.microbatches == 16);
+  o.global_batch = 30;
+  CHECK_THROWS_WITH(load_study(resolve_config("studies", "default"), o),
+                    "--global-batch-size: 30: is not a multiple of micro-batch size x dp = 2 x 2 "
+                    "on cluster a800x16 (16 GPUs)");
+}
+
+TEST_CASE("Megatron memory and overlap switches", "[megatron-args]") {
+  const StudyOverrides o =
+      args(
+          "--recompute-granularity full --recompute-method uniform --recompute-num-layers 1 "
+          "--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather "
+          "--no-gradient-accumulation-fusion")
+          .overrides;
+  CHECK(o.recompute == Recompute::Full);
+  CHECK(o.distributed_optimizer == true);
+  CHECK(o.overlap_grad_reduce == true);
+  CHECK(o.overlap_param_gather == true);
+  CHECK(o.gradient_accumulation_fusion == false);
+  CHECK(args("--recompute-activations").overrides.recompute == Recompute::Selective);
+  CHECK(args("--recompute-granularity selective").overrides.recompute == Recompute::Selective);
+  CHECK(args("--recompute-granularity full --recompute-method block --recompute-num-layers 2")
+            .not_modelled ==
+        std::vector<std::string>{"--recompute-method block --recompute-num-layers 2"});
+  CHECK(args("--tp-comm-overlap").not_modelled == std::vector<std::string>{"--tp-comm-overlap"});
+}
+
+TEST_CASE("Megatron precision and unknown flags: bf16 is braid's, fp8 and the unknown listed",
+          "[megatron-args]") {
+  CHECK(args("--bf16 --lr 1e-4 --train-iters 10 --save /x").not_modelled.empty());
+  CHECK(args("--fp8-format hybrid --fp8-amax-history-len 1024 --frobnicate 3").not_modelled ==
+        std::vector<std::string>{"--fp8-format hybrid", "--frobnicate 3"});
+  CHECK(args_error("32 --num-layers 2") ==
+        "--megatron-args: 32: not a flag: Megatron-LM arguments are --flag [value]");
+  CHECK(args_error("--micro-batch-size two") ==
+        "--megatron-args: --micro-batch-size: must be a positive integer, got 'two'");
+}
+
+TEST_CASE("launch scripts: continuation lines, variables, arithmetic, arrays and if/else",
+          "[megatron-args]") {
+  const std::string sh =
+      "#!/bin/bash\n"
+      "TP=4   # tensor parallel\n"
+      "NODES=2\n"
+      "GPUS=$((TP*NODES))\n"
+      "MODE=${MODE:-\"small\"}\n"
+      "ARGS=(\n  --tensor-model-parallel-size $TP\n)\n"
+      "if [[ \"$MODE\" == \"small\" ]]; then\n  ARGS+=(--micro-batch-size ${GPUS})\n"
+      "else\n  ARGS+=(--micro-batch-size 1)\nfi\n"
+      "if [ ! -f \"$X\" ]; then\n  exit 1\nfi\n"
+      "torchrun --nnodes $NODES pretrain_gpt.py \\\n    ${ARGS[@]} \\\n"
+      "    --global-batch-size '64'\n";
+  const StudyOverrides o = parse_megatron_args(sh, "train.sh").overrides;
+  CHECK(o.tp == 4);
+  CHECK(o.mbs == 8);  // $((4*2)), from the taken branch
+  CHECK(o.global_batch == 64);
+  CHECK_FALSE(o.model_config);  // no sizes: the study's model stays
+}
+
+TEST_CASE("Megatron-LM's GPT-3 175B launch script reads end to end", "[megatron-args]") {
+  const MegatronLaunch l =
+      parse_megatron_args(script("train_gpt3_175b_distributed.sh"), "train_gpt3_175b.sh");
+  CHECK(l.not_modelled.empty());
+  REQUIRE(l.overrides.model_config);
+  const ModelConfig& m = *l.overrides.model_config;
+  // configs/models/gpt3-175b.yaml but for the vocabulary (GPT-2's 50257 here, padded 51200
+  // there) and the attention kernel (auto: fused; the 2021 runs: unfused).
+  const ModelConfig ref = load_model(resolve_config("models", "gpt3-175b"));
+  CHECK(m.layers == ref.layers);
+  CHECK(m.hidden == ref.hidden);
+  CHECK(m.heads == ref.heads);
+  CHECK(m.kv_heads == ref.kv_heads);
+  CHECK(m.ffn == ref.ffn);
+  CHECK(m.activation == ref.activation);
+  CHECK(m.position == ref.position);
+  CHECK(m.max_positions == ref.max_positions);
+  CHECK(m.tied_embeddings == ref.tied_embeddings);
+  CHECK(m.dropout == ref.dropout);
+  CHECK(m.vocab == 50257);
+  CHECK(count_parameters(m).total == Approx(175e9).epsilon(0.005));
+  StudyOverrides o = l.overrides;
+  o.cluster = "a100-selene";  // 512 GPUs: tp 8 x pp 16 leaves dp 4
+  const Study s = load_study(resolve_config("studies", "default"), o);
+  CHECK(s.parallel.tp == 8);
+  CHECK(s.parallel.pp == 16);
+  CHECK(s.parallel.dp == 4);
+  CHECK(s.training.seq == 2048);
+  CHECK(s.training.micro_batch_size == 1);
+  CHECK(s.training.microbatches == 384);  // 1536 / (1 x 4)
+}
+
+TEST_CASE("Megatron-LM's Llama 3 8B FP8 launch script reads end to end", "[megatron-args]") {
+  const MegatronLaunch l =
+      parse_megatron_args(script("train_llama3_8b_h100_fp8.sh"), "train_llama3_8b.sh");
+  REQUIRE(l.overrides.model_config);
+  const ModelConfig& m = *l.overrides.model_config;
+  CHECK(m.layers == 32);
+  CHECK(m.hidden == 4096);
+  CHECK(m.heads == 32);
+  CHECK(m.kv_heads == 8);
+  CHECK(m.head_dim == 128);
+  CHECK(m.ffn == 14336);
+  CHECK(m.vocab == 128256);  // the mock-data branch: NullTokenizer with --vocab-size
+  CHECK(m.activation == MlpActivation::SwiGLU);
+  CHECK(m.position == PositionEmbedding::Rotary);
+  CHECK_FALSE(m.tied_embeddings);
+  CHECK_FALSE(m.dropout);
+  // Llama 3 8B: 8.03 B (Meta's model card) -- the same count as its Hugging Face config.
+  CHECK(count_parameters(m).total == 8'030'261'248);
+  const StudyOverrides& o = l.overrides;
+  CHECK(o.tp == 1);
+  CHECK_FALSE(o.pp);  // commented out in the script
+  CHECK(o.seq == 8192);
+  CHECK(o.mbs == 1);
+  CHECK(o.global_batch == 128);
+  CHECK(o.sequence_parallel == true);
+  CHECK(o.distributed_optimizer == true);
+  CHECK(o.overlap_grad_reduce == true);
+  CHECK(o.overlap_param_gather == true);
+  CHECK(l.not_modelled == std::vector<std::string>{"--normalization LayerNorm",
+                                                   "--fp8-format hybrid",
+                                                   "--cross-entropy-loss-fusion",
+                                                   "--fp8-param-gather", "--grad-reduce-in-bf16"});
+}
+
+TEST_CASE("the command line beats Megatron-LM arguments, field by field", "[megatron-args]") {
+  StudyOverrides base = args("--tensor-model-parallel-size 8 --global-batch-size 64").overrides;
+  StudyOverrides top;
+  top.tp = 2;
+  top.microbatches = 5;
+  merge_overrides(base, top);
+  CHECK(base.tp == 2);
+  CHECK(base.microbatches == 5);
+  CHECK_FALSE(base.global_batch);  // --microbatches replaces the global batch
+}
+
+TEST_CASE("braid simulate --megatron-args-file warns in one line, --strict refuses",
+          "[megatron-args][cli]") {
+  const std::string file = "tests/data/megatron/train_llama3_8b_h100_fp8.sh";
+  const CliRun r = run_braid("simulate --megatron-args-file " + file +
+                             " --cluster h100x64 --pp 2 --schedule 1f1b-i");
+  REQUIRE(r.exit_code == 0);
+  CHECK(count_lines(r.err) == 1);
+  CHECK(r.err == "braid: warning: " + file +
+                     ": not modelled, ignored: --normalization LayerNorm, --fp8-format hybrid, "
+                     "--cross-entropy-loss-fusion, --fp8-param-gather, --grad-reduce-in-bf16\n");
+  CHECK_THAT(r.out, Catch::Contains("tp 1, pp 2, dp 32"));
+  const CliRun strict = run_braid("simulate --megatron-args-file " + file +
+                                  " --cluster h100x64 --pp 2 --schedule 1f1b-i --strict");
+  CHECK(strict.exit_code == 2);
+  CHECK(count_lines(strict.err) == 1);
+  CHECK_THAT(strict.err, Catch::Contains("not modelled: --normalization LayerNorm"));
+  const CliRun inline_args = run_braid(
+      "info --megatron-args \"--tensor-model-parallel-size 4 --micro-batch-size 1 "
+      "--global-batch-size 32\"");
+  REQUIRE(inline_args.exit_code == 0);
+  CHECK(inline_args.err.empty());
+}
