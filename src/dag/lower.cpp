@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "../util/pipeline_sizes.hpp"
 #include "braid/dag.hpp"
 #include "braid/error.hpp"
 #include "builder.hpp"
@@ -91,9 +92,7 @@ class Lowerer final : public detail::StepEmitter {
         retiming_(retiming) {
     if (retiming_) found_.assign(dag.preds.size(), 0);
     dag_.schedule = schedule.name;
-    dag_.pp = schedule.pp;
-    dag_.vpp = schedule.vpp;
-    dag_.microbatches = schedule.microbatches;
+    copy_pipeline_sizes(dag_, schedule);
     dag_.placement = schedule.placement;
     dag_.contention = cost.uniform ? Contention{1.0, 1.0} : cost.contention;
     dag_.copy_contention = cost.uniform ? CopyContention{} : cost.copy_contention;
