@@ -245,10 +245,7 @@ TEST_CASE("every send goes to the rank that peer_of derives from its rank and st
       CHECK(sends > 0);
     }
   // p = 4, loop placement: the backward of stage 4 (rank 0, chunk 1) sends to rank 3.
-  ScheduleOptions o;
-  o.pp = 4;
-  o.microbatches = 4;
-  const Dag dag = lower(make_schedule("1f1b-i", o), uniform_cost_model(unit_costs(), 8));
+  const Dag dag = lower(generated("1f1b-i", 4, 4), uniform_cost_model(unit_costs(), 8));
   CHECK(peer_of(dag, find_op(dag, "send B1.0 r0->r3")) == 3);
 }
 

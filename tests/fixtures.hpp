@@ -19,6 +19,7 @@
 #include "braid/dag.hpp"
 #include "braid/profile.hpp"
 #include "braid/report.hpp"
+#include "braid/schedule.hpp"
 #include "braid/simulator.hpp"
 
 namespace braid::test {
@@ -53,6 +54,24 @@ inline const StudyFixture& short_default_study() {
     return x;
   }();
   return f;
+}
+
+// A schedule lowered on `cost`, simulated (with the memory track unless told not to) and reported
+// as study "hand": what the output and HTML tests draw.
+struct Simulated {
+  Dag dag;
+  Timeline timeline;
+  Report report;
+};
+
+inline Simulated simulated(const Schedule& s, const CostModel& cost, bool record_memory = true) {
+  Simulated r;
+  r.dag = lower(s, cost);
+  SimOptions o;
+  o.record_memory = record_memory;
+  r.timeline = simulate(r.dag, o);
+  r.report = make_report("hand", s, cost, r.dag, r.timeline);
+  return r;
 }
 
 // A folder of this test process's own under the temp folder, removed when the process exits.

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "../src/schedule/builder.hpp"
 #include "braid/cost_model.hpp"
 #include "braid/schedule.hpp"
 
@@ -23,12 +24,8 @@ inline Instruction Reload(int c, int i) { return {InstructionKind::Reload, {c, i
 
 inline Schedule make(const std::string& name, int pp, int vpp, int m, Placement placement,
                      std::vector<std::vector<Instruction>> programs) {
-  Schedule s;
+  Schedule s = detail::empty_schedule(pp, vpp, m, placement);
   s.name = name;
-  s.pp = pp;
-  s.vpp = vpp;
-  s.microbatches = m;
-  s.placement = placement;
   for (int r = 0; r < pp; ++r) s.ranks.push_back(RankProgram{r, programs[r]});
   return s;
 }

@@ -18,6 +18,7 @@
 #include "braid/report.hpp"
 #include "braid/simulator.hpp"
 #include "cli_run.hpp"
+#include "fixtures.hpp"
 #include "hand_schedules.hpp"
 
 using namespace braid;
@@ -26,23 +27,6 @@ using json = nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-
-struct Simulated {
-  Dag dag;
-  Timeline timeline;
-  Report report;
-};
-
-Simulated simulated(const Schedule& s, int virtual_stages) {
-  Simulated r;
-  const CostModel cost = uniform_cost_model(unit_costs(), virtual_stages);
-  r.dag = lower(s, cost);
-  SimOptions o;
-  o.record_memory = true;
-  r.timeline = simulate(r.dag, o);
-  r.report = make_report("hand", s, cost, r.dag, r.timeline);
-  return r;
-}
 
 fs::path temp_dir(const std::string& name) {
   fs::path d =
@@ -60,7 +44,7 @@ int count(const std::string& text, const std::string& needle) {
 }  // namespace
 
 TEST_CASE("html: the run data holds every op, the report and its exposed intervals", "[html]") {
-  const Simulated r = simulated(interleaved_p2_m2(), 4);
+  const Simulated r = simulated(interleaved_p2_m2(), uniform_cost_model(unit_costs(), 4));
   const json run = json::parse(html_run_data(r.dag, r.timeline, r.report));
   const json& ops = run["ops"];
   REQUIRE(ops["start"].size() == static_cast<std::size_t>(r.dag.size()));
@@ -88,7 +72,9 @@ TEST_CASE("html: the run data holds every op, the report and its exposed interva
 }
 
 TEST_CASE("html: one self-contained, byte-stable page with the data inline", "[html]") {
-  const Simulated a = simulated(interleaved_p2_m2(), 4), b = simulated(interleaved_p2_m2(), 4);
+  const CostModel cost = uniform_cost_model(unit_costs(), 4);
+  const Simulated a = simulated(interleaved_p2_m2(), cost),
+                  b = simulated(interleaved_p2_m2(), cost);
   const std::string page_a =
       html_report(html_report_data("t", {html_run_data(a.dag, a.timeline, a.report)}));
   const std::string page_b =

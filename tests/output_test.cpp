@@ -27,6 +27,7 @@
 #include "braid/simulator.hpp"
 #include "braid/timeline_output.hpp"
 #include "cli_run.hpp"
+#include "fixtures.hpp"
 #include "hand_schedules.hpp"
 
 using namespace braid;
@@ -34,22 +35,6 @@ using namespace braid::test;
 using json = nlohmann::json;
 
 namespace {
-
-struct Run {
-  Dag dag;
-  Timeline timeline;
-  Report report;
-};
-
-Run run(const Schedule& s, const CostModel& cost, bool record_memory = true) {
-  Run r;
-  r.dag = lower(s, cost);
-  SimOptions o;
-  o.record_memory = record_memory;
-  r.timeline = simulate(r.dag, o);
-  r.report = make_report("hand", s, cost, r.dag, r.timeline);
-  return r;
-}
 
 // STP-like braided schedule on one rank: F0.0, FB(F0.1, B0.0 with W), B0.1 (W deferred), W0.1.
 Schedule braided_one_rank() {
@@ -91,7 +76,7 @@ int compute_instructions(const Schedule& s) {
 TEST_CASE("trace: one process per rank, one thread per used stream, one event per op",
           "[output][trace]") {
   const Schedule s = interleaved_p2_m2();
-  const Run r = run(s, uniform_cost_model(unit_costs(), 4));
+  const Simulated r = simulated(s, uniform_cost_model(unit_costs(), 4));
   const json trace = json::parse(chrome_trace_json(r.dag, r.timeline, r.report));
 
   REQUIRE(trace.contains("traceEvents"));
@@ -126,7 +111,7 @@ TEST_CASE("trace: one process per rank, one thread per used stream, one event pe
 
 TEST_CASE("trace: op names, times and args", "[output][trace]") {
   const Schedule s = braided_one_rank();
-  const Run r = run(s, uniform_cost_model(unit_costs(), 1));
+  const Simulated r = simulated(s, uniform_cost_model(unit_costs(), 1));
   const json trace = json::parse(chrome_trace_json(r.dag, r.timeline, r.report));
   std::vector<json> ops;
   for (const json& e : trace["traceEvents"])
@@ -173,14 +158,14 @@ TEST_CASE("trace: op names, times and args", "[output][trace]") {
 }
 
 TEST_CASE("trace: no counter track without recorded memory", "[output][trace]") {
-  const Run r = run(one_f_one_b_p2_m2(), uniform_cost_model(unit_costs(), 2), false);
+  const Simulated r = simulated(one_f_one_b_p2_m2(), uniform_cost_model(unit_costs(), 2), false);
   const json trace = json::parse(chrome_trace_json(r.dag, r.timeline, r.report));
   for (const json& e : trace["traceEvents"]) CHECK(e["ph"] != "C");
 }
 
 TEST_CASE("svg: well-formed, one lane per rank, a box per instruction, a legend", "[output][svg]") {
   const Schedule s = interleaved_p2_m2();
-  const Run r = run(s, uniform_cost_model(unit_costs(), 4));
+  const Simulated r = simulated(s, uniform_cost_model(unit_costs(), 4));
   for (SvgDetail detail : {SvgDetail::Auto, SvgDetail::Unit, SvgDetail::Instruction}) {
     SvgOptions o;
     o.detail = detail;
@@ -205,7 +190,7 @@ TEST_CASE("svg: well-formed, one lane per rank, a box per instruction, a legend"
 }
 
 TEST_CASE("svg: unit level draws at least as many boxes as instruction level", "[output][svg]") {
-  const Run r = run(braided_one_rank(), uniform_cost_model(unit_costs(), 1));
+  const Simulated r = simulated(braided_one_rank(), uniform_cost_model(unit_costs(), 1));
   static const std::regex box("<rect [^>]*class=\"[FBW][0-9]+\"/>");
   auto boxes = [&](SvgDetail d) {
     SvgOptions o;
@@ -219,7 +204,7 @@ TEST_CASE("svg: unit level draws at least as many boxes as instruction level", "
 }
 
 TEST_CASE("svg: a braided block is split, side a on top, side b below", "[output][svg]") {
-  const Run r = run(braided_one_rank(), uniform_cost_model(unit_costs(), 1));
+  const Simulated r = simulated(braided_one_rank(), uniform_cost_model(unit_costs(), 1));
   SvgOptions o;
   o.detail = SvgDetail::Instruction;
   const std::string svg = timeline_svg(r.dag, r.timeline, r.report, o);
@@ -234,11 +219,11 @@ TEST_CASE("svg: a braided block is split, side a on top, side b below", "[output
 TEST_CASE("svg: exposed TP time is drawn, and only when compute idles", "[output][svg]") {
   // Plain F exposes its two All-Reduces (the compute stream waits), so the TP lane has exposed
   // pieces; with no collectives there are none.
-  const Run r = run(one_f_one_b_p2_m2(), uniform_cost_model(unit_costs(), 2));
+  const Simulated r = simulated(one_f_one_b_p2_m2(), uniform_cost_model(unit_costs(), 2));
   CHECK(count(timeline_svg(r.dag, r.timeline, r.report), "class=\"ex\"") > 1);
   UniformCosts no_ar = unit_costs();
   no_ar.tar = 0;
-  const Run q = run(one_f_one_b_p2_m2(), uniform_cost_model(no_ar, 2));
+  const Simulated q = simulated(one_f_one_b_p2_m2(), uniform_cost_model(no_ar, 2));
   CHECK(count(timeline_svg(q.dag, q.timeline, q.report), "class=\"ex\"") == 0);  // no legend either
 }
 
@@ -246,7 +231,7 @@ TEST_CASE("svg: the exposed TP drawn on each rank adds up to the report's tp_exp
           "[output][svg]") {
   // 1F1B, p = 2, m = 2, unit costs: tp_exposed is 4 on each rank (report_test.cpp). At 1600 px
   // the plot is 1600 - 58 - 104 = 1438 px wide for the whole iteration.
-  const Run r = run(one_f_one_b_p2_m2(), uniform_cost_model(unit_costs(), 2));
+  const Simulated r = simulated(one_f_one_b_p2_m2(), uniform_cost_model(unit_costs(), 2));
   const double units_per_px = r.report.iteration_time_s / 1438.0;
   const std::string svg = timeline_svg(r.dag, r.timeline, r.report);
   static const std::regex ex("width=\"([0-9.]+)\" height=\"[0-9.]+\" class=\"ex\"");
@@ -265,7 +250,7 @@ TEST_CASE("svg: the exposed TP drawn on each rank adds up to the report's tp_exp
 }
 
 TEST_CASE("svg: no sparkline without recorded memory", "[output][svg]") {
-  const Run r = run(one_f_one_b_p2_m2(), uniform_cost_model(unit_costs(), 2), false);
+  const Simulated r = simulated(one_f_one_b_p2_m2(), uniform_cost_model(unit_costs(), 2), false);
   const std::string svg = timeline_svg(r.dag, r.timeline, r.report);
   CHECK(xmllint(svg, "nomem.svg") == 0);
   CHECK(count(svg, "class=\"mem\"") == 0);
@@ -273,8 +258,8 @@ TEST_CASE("svg: no sparkline without recorded memory", "[output][svg]") {
 
 TEST_CASE("trace and svg are byte-identical across runs", "[output][determinism]") {
   const Schedule s = interleaved_p2_m2();
-  const Run a = run(s, uniform_cost_model(unit_costs(), 4));
-  const Run b = run(s, uniform_cost_model(unit_costs(), 4));
+  const Simulated a = simulated(s, uniform_cost_model(unit_costs(), 4));
+  const Simulated b = simulated(s, uniform_cost_model(unit_costs(), 4));
   CHECK(chrome_trace_json(a.dag, a.timeline, a.report) ==
         chrome_trace_json(b.dag, b.timeline, b.report));
   CHECK(timeline_svg(a.dag, a.timeline, a.report) == timeline_svg(b.dag, b.timeline, b.report));
@@ -325,11 +310,11 @@ TEST_CASE("traces/ matches what braid produces now", "[output][traces]") {
 namespace {
 
 // Every schedule braid knows at p = 4, m = 8 on uniform unit costs (one-unit All-Reduces).
-std::vector<std::pair<std::string, Run>> every_schedule_p4_m8() {
-  std::vector<std::pair<std::string, Run>> runs;
+std::vector<std::pair<std::string, Simulated>> every_schedule_p4_m8() {
+  std::vector<std::pair<std::string, Simulated>> runs;
   for (const std::string& name : schedule_names()) {
     const Schedule s = generated(name, 4, 8);
-    runs.emplace_back(name, run(s, uniform_cost_model(unit_costs(), s.pp * s.vpp)));
+    runs.emplace_back(name, simulated(s, uniform_cost_model(unit_costs(), s.pp * s.vpp)));
   }
   return runs;
 }
@@ -405,7 +390,7 @@ TEST_CASE("svg: the red TP drawn on every schedule adds up to the report's tp_ex
 TEST_CASE("svg: the legend lists only what the picture draws", "[output][svg]") {
   // 1F1B at v = 1 has F and B boxes only: no W, no chunk numbers, no braided halves, no copies.
   // At instruction level a full backward is one B box (at unit level its W units show).
-  const Run plain = run(one_f_one_b_p2_m2(), uniform_cost_model(unit_costs(), 2));
+  const Simulated plain = simulated(one_f_one_b_p2_m2(), uniform_cost_model(unit_costs(), 2));
   SvgOptions instruction;
   instruction.detail = SvgDetail::Instruction;
   const std::string svg = timeline_svg(plain.dag, plain.timeline, plain.report, instruction);
@@ -418,7 +403,7 @@ TEST_CASE("svg: the legend lists only what the picture draws", "[output][svg]") 
   CHECK(head.find("offload") == std::string::npos);
   CHECK(head.find("TP exposed") != std::string::npos);
   // The braided schedule draws halves, so its legend has the braided entry.
-  const Run braided = run(braided_one_rank(), uniform_cost_model(unit_costs(), 1));
+  const Simulated braided = simulated(braided_one_rank(), uniform_cost_model(unit_costs(), 1));
   CHECK(timeline_svg(braided.dag, braided.timeline, braided.report).find("braided (top") !=
         std::string::npos);
 }
@@ -426,7 +411,7 @@ TEST_CASE("svg: the legend lists only what the picture draws", "[output][svg]") 
 TEST_CASE("svg: labels of any width fit their box or are left out, as --labels says",
           "[output][svg]") {
   const Schedule s = generated("1f1b-i", 2, 16);
-  const Run r = run(s, uniform_cost_model(unit_costs(), s.pp * s.vpp));
+  const Simulated r = simulated(s, uniform_cost_model(unit_costs(), s.pp * s.vpp));
   SvgOptions so;
   so.detail = SvgDetail::Instruction;
   const std::string mb = timeline_svg(r.dag, r.timeline, r.report, so);
@@ -450,7 +435,7 @@ TEST_CASE("svg: labels of any width fit their box or are left out, as --labels s
 }
 
 TEST_CASE("svg: --from and --to draw a window of the iteration at full width", "[output][svg]") {
-  const Run r = run(interleaved_p2_m2(), uniform_cost_model(unit_costs(), 4));
+  const Simulated r = simulated(interleaved_p2_m2(), uniform_cost_model(unit_costs(), 4));
   SvgOptions o;
   o.width_px = 1000;
   o.from_s = 10;

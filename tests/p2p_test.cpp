@@ -242,11 +242,7 @@ TEST_CASE("every generated schedule lowers without a cycle under batched sends",
 
 TEST_CASE("megatron's interleaved steady state sends a forward's output after the next backward",
           "[p2p]") {
-  ScheduleOptions o;
-  o.pp = 4;
-  o.vpp = 2;
-  o.microbatches = 8;
-  const Schedule s = make_schedule("1f1b-i", o);
+  const Schedule s = generated("1f1b-i", 4, 8);  // two chunks per rank
   const CostModel cost = send_cost(s.virtual_stages());
   for (P2pMode mode : {P2pMode::Batched, P2pMode::Blocking}) {
     const Dag dag = lower(s, cost, LowerOptions{mode});

@@ -378,6 +378,13 @@ TEST_CASE("tp_comm_rate adds every collective's time in op order, for built and 
 
 namespace {
 
+// Rank 0's attribution of its idle time on a Dag and timeline built by hand.
+RankReport rank0_idle(const Dag& dag, const Timeline& t) {
+  std::vector<RankReport> ranks;
+  attribute_idle(dag, t, ranks);
+  return ranks[0];
+}
+
 // One rank: compute op 0 in [0, 1), collectives 1 and 2 (and 3, which starts after the gap, when
 // `third`), compute op X = the last, in [4.1, 5), waiting for all of them. The timeline is set by
 // hand (the two collectives may overlap, which one tp stream never does).
@@ -413,9 +420,7 @@ RankReport gap_with_collectives(double b1, double e1, double b2, double e2, bool
   t.start_s.push_back(4.1);
   t.end_s.push_back(5);
   t.iteration_time_s = 5;
-  std::vector<RankReport> ranks;
-  attribute_idle(dag, t, ranks);
-  return ranks[0];
+  return rank0_idle(dag, t);
 }
 
 }  // namespace
@@ -509,9 +514,7 @@ RankReport gap_behind_sends(int k, bool chain) {
     t.end_s.push_back(i == 0 ? 1 : i == x ? 5 : i == coll ? 3 : 2);
   }
   t.iteration_time_s = 5;
-  std::vector<RankReport> ranks;
-  attribute_idle(dag, t, ranks);
-  return ranks[0];
+  return rank0_idle(dag, t);
 }
 
 }  // namespace
@@ -579,9 +582,7 @@ RankReport long_gaps(int chain) {
   dag.stream_prev[2] = 1;
   for (std::size_t k = 1; k < tp_ops.size(); ++k) dag.stream_prev[tp_ops[k]] = tp_ops[k - 1];
   t.iteration_time_s = 11;
-  std::vector<RankReport> ranks;
-  attribute_idle(dag, t, ranks);
-  return ranks[0];
+  return rank0_idle(dag, t);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "../util/pipeline_sizes.hpp"
 #include "braid/design.hpp"
 #include "braid/error.hpp"
 #include "commands.hpp"
@@ -35,9 +36,7 @@ struct DesignArgs {
 DesignProblem problem_of(const SimulationContext& ctx) {
   DesignProblem p;
   p.study = ctx.study_name;
-  p.pp = ctx.pp;
-  p.vpp = ctx.vpp;
-  p.microbatches = ctx.microbatches;
+  copy_pipeline_sizes(p, ctx);
   p.lower = ctx.lower;
   p.sim = ctx.sim;
   if (ctx.study) p.offload = ctx.study->training.offload;

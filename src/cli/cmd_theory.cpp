@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../util/pipeline_sizes.hpp"
 #include "braid/error.hpp"
 #include "braid/explore.hpp"
 #include "braid/schedule.hpp"
@@ -186,9 +187,7 @@ void run(const TheoryArgs& a) {
   if (a.scan.empty()) check_theory_size(a, costs, nullptr);
 
   ScheduleOptions options;
-  options.pp = a.pp;
-  options.microbatches = a.microbatches;
-  options.vpp = a.vpp;
+  copy_pipeline_sizes(options, a);
   if (!a.scan.empty() && !a.schedule_csv.empty())
     throw InputError("--scan", a.scan, "a --schedule-csv fixes p and m; scan named schedules");
   if (a.scan.empty()) {

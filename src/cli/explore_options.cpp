@@ -9,6 +9,7 @@
 #include <optional>
 #include <sstream>
 
+#include "../util/units.hpp"
 #include "braid/design.hpp"
 #include "braid/error.hpp"
 #include "braid/html_report.hpp"
@@ -113,12 +114,7 @@ void add_explore_study_options(CLI::App& cmd, ExploreStudyArgs& args) {
          },
          "layers per virtual stage: uniform or cost; default: the study's")
       ->check(CLI::IsMember(stage_balance_names()));
-  cmd.add_option("--mem-cap", args.mem_cap_gib,
-                 "GiB a GPU may use for weights, gradients, optimizer state and activations; "
-                 "default: HBM less the profile's fixed overhead less --mem-margin");
-  cmd.add_option("--mem-margin", args.mem_margin_gib,
-                 "GiB kept free for the allocator (fragmentation); default 5% of HBM "
-                 "(docs/configuration.md, Memory cap)");
+  add_memory_cap_options(cmd, args.mem_cap_gib, args.mem_margin_gib);
   args.jobs_option = cmd.add_option("--jobs", args.jobs,
                                     "worker threads (default: all cores); results do not depend "
                                     "on it");
@@ -130,23 +126,38 @@ void add_explore_study_options(CLI::App& cmd, ExploreStudyArgs& args) {
       ->check(CLI::PositiveNumber);
 }
 
-void check_mem_margin(double margin_gib, bool cap_given) {
-  if (margin_gib == -1) return;
-  if (!(margin_gib >= 0) || margin_gib > 1e6)
+void add_memory_cap_options(CLI::App& cmd, double& cap_gib, double& margin_gib) {
+  cmd.add_option("--mem-cap", cap_gib,
+                 "GiB a GPU may use for weights, gradients, optimizer state and activations "
+                 "before a rank is reported oom; default: HBM less the profile's fixed overhead "
+                 "less --mem-margin");
+  cmd.add_option("--mem-margin", margin_gib,
+                 "GiB kept free for the allocator (fragmentation); default 5% of HBM "
+                 "(docs/configuration.md, Memory cap)");
+}
+
+void check_memory_cap(double cap_gib, double margin_gib) {
+  if (cap_gib != -1 && !(cap_gib > 0))
+    throw InputError("--mem-cap", std::to_string(cap_gib), "must be a positive GiB count");
+  if (margin_gib != -1 && (!(margin_gib >= 0) || margin_gib > 1e6))
     throw InputError("--mem-margin", std::to_string(margin_gib),
                      "must be a GiB count of 0 or more");
-  if (cap_given)
+  if (margin_gib != -1 && cap_gib != -1)
     throw InputError("--mem-margin", std::to_string(margin_gib),
                      "--mem-cap replaces the whole cap (HBM - fixed overhead - margin); give one "
                      "of the two");
 }
 
+void set_memory_cap(ExploreOptions& options, double cap_gib, double margin_gib) {
+  check_memory_cap(cap_gib, margin_gib);
+  options.mem_cap_bytes = cap_gib > 0 ? cap_gib * kGiB : -1;
+  options.mem_margin_bytes = margin_gib >= 0 ? margin_gib * kGiB : -1;
+}
+
 ExploreBase load_explore_base(const ExploreStudyArgs& args, bool need_own, bool own_any_layout) {
   if (args.jobs_option != nullptr && args.jobs_option->count() > 0 && args.jobs < 1)
     throw InputError("--jobs", std::to_string(args.jobs), "must be 1 or more");
-  if (args.mem_cap_gib != -1 && !(args.mem_cap_gib > 0))
-    throw InputError("--mem-cap", std::to_string(args.mem_cap_gib), "must be a positive GiB count");
-  check_mem_margin(args.mem_margin_gib, args.mem_cap_gib != -1);
+  check_memory_cap(args.mem_cap_gib, args.mem_margin_gib);  // before the study loads
   StudyArgs sa;
   sa.study = args.study;
   sa.profile = args.profile;
@@ -175,9 +186,7 @@ ExploreBase load_explore_base(const ExploreStudyArgs& args, bool need_own, bool 
 
 ExploreOptions explore_options(const ExploreStudyArgs& args) {
   ExploreOptions options;
-  options.mem_cap_bytes = args.mem_cap_gib > 0 ? args.mem_cap_gib * 1024.0 * 1024.0 * 1024.0 : -1;
-  options.mem_margin_bytes =
-      args.mem_margin_gib >= 0 ? args.mem_margin_gib * 1024.0 * 1024.0 * 1024.0 : -1;
+  set_memory_cap(options, args.mem_cap_gib, args.mem_margin_gib);
   options.jobs = args.jobs;
   options.tp_across_nodes = args.tp_across_nodes;
   options.design_budget_s = args.design_budget_s;

@@ -51,8 +51,14 @@ struct ExploreBase {
 ExploreBase load_explore_base(const ExploreStudyArgs& args, bool need_own,
                               bool own_any_layout = false);
 ExploreOptions explore_options(const ExploreStudyArgs& args);
-// --mem-margin: -1 (not given), else a GiB count >= 0, and not together with --mem-cap.
-void check_mem_margin(double margin_gib, bool cap_given);
+// --mem-cap and --mem-margin (explore.hpp, MemoryCap), alike for the commands that simulate and
+// those that explore; -1 is "not given".
+void add_memory_cap_options(CLI::App& cmd, double& cap_gib, double& margin_gib);
+// Refuses a cap that is not a positive GiB count and a margin that is not one of 0 or more or is
+// given with the cap (which replaces the whole formula).
+void check_memory_cap(double cap_gib, double margin_gib);
+// Checks them, then sets `options`' cap and margin.
+void set_memory_cap(ExploreOptions& options, double cap_gib, double margin_gib);
 
 // What a sweep (or `braid merge` of its shards) writes: --csv, --svg files and the table or JSON
 // on stdout. Paths are checked writable by check_sweep_outputs() before any work.

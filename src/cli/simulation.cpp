@@ -9,9 +9,10 @@
 #include <utility>
 #include <vector>
 
-#include "../util/units.hpp"
+#include "../util/pipeline_sizes.hpp"
 #include "braid/error.hpp"
 #include "braid/size_limit.hpp"
+#include "explore_options.hpp"
 #include "output.hpp"
 
 namespace braid::cli {
@@ -35,12 +36,7 @@ void add_simulation_options(CLI::App& cmd, SimulationArgs& args) {
   args.offload_fraction_option =
       cmd.add_option("--offload-fraction", args.offload_fraction,
                      "stp-offload: share of microbatches whose chunk-0 activations are offloaded");
-  cmd.add_option("--mem-cap", args.mem_cap_gib,
-                 "GiB a GPU may use for model state + activations before a rank is reported oom; "
-                 "default: HBM less the profile's fixed overhead less --mem-margin");
-  cmd.add_option("--mem-margin", args.mem_margin_gib,
-                 "GiB kept free for the allocator (fragmentation); default 5% of HBM "
-                 "(docs/configuration.md, Memory cap)");
+  add_memory_cap_options(cmd, args.mem_cap_gib, args.mem_margin_gib);
   cmd.add_flag("--force", args.force,
                "simulate even when the estimated memory is above the size limit (see "
                "docs/limits.md)");
@@ -74,15 +70,8 @@ void check_context_size(const SimulationContext& ctx, const SimulationArgs& args
 }
 
 MemoryCap memory_cap_of(const Profile& profile, const SimulationArgs& args) {
-  if (args.mem_cap_gib != -1 && !(args.mem_cap_gib > 0))
-    throw InputError("--mem-cap", std::to_string(args.mem_cap_gib), "must be a positive GiB count");
-  if (args.mem_margin_gib != -1 && (!(args.mem_margin_gib >= 0) || args.mem_cap_gib != -1))
-    throw InputError("--mem-margin", std::to_string(args.mem_margin_gib),
-                     "must be a GiB count of 0 or more, and not with --mem-cap (which replaces "
-                     "the whole cap)");
   ExploreOptions o;
-  o.mem_cap_bytes = args.mem_cap_gib > 0 ? args.mem_cap_gib * kGiB : -1;
-  o.mem_margin_bytes = args.mem_margin_gib >= 0 ? args.mem_margin_gib * kGiB : -1;
+  set_memory_cap(o, args.mem_cap_gib, args.mem_margin_gib);
   return memory_cap(profile, o);
 }
 
@@ -194,9 +183,7 @@ SimulationContext resolve_context(const SimulationArgs& args) {
 
 ScheduleOptions schedule_options(const SimulationContext& ctx, const SimulationArgs& args) {
   ScheduleOptions options;
-  options.pp = ctx.pp;
-  options.vpp = ctx.vpp;
-  options.microbatches = ctx.microbatches;
+  copy_pipeline_sizes(options, ctx);
   options.group_size = args.group_size;
   options.offload_fraction = args.offload_fraction;
   if (ctx.study) options.offload = ctx.study->training.offload;

@@ -137,36 +137,73 @@ LayerTerms layer_terms(const LayerShape& s, const TpSetup& tp, const Roofline& r
   return L;
 }
 
+// A norm, then a column-parallel GEMM of `g.width` output columns per GPU: PreAttn (QKV) and
+// PreMLP (FC1). `extra_s` times the unit's own elementwise work (RoPE) after the GEMM in F and
+// before it in B; it is called inside the phase's timing, which logs the kernels it runs.
+struct NormColumnGemm {
+  double width = 0, flops = 0;
+  double weights = 0;   // the GEMM's weights per GPU (main-gradient traffic)
+  double grad_out = 0;  // bytes of the GEMM's output gradient
+  bool bias = false;
+};
+
+template <typename Extra>
+void norm_column_gemm_cost(UnitCost& u, const LayerTerms& L, const NormColumnGemm& g,
+                           Extra extra_s) {
+  const Roofline& roof = L.roof;
+  const double e = L.e, T = L.T, Ts = L.Ts, h = L.h;
+  const double norm_in = Ts * h * e, gemm_in = Ts * h * e;
+  timed(u[Phase::F], roof, [&] {
+    return L.norm_s(2 * Ts * h * e) + roof.linear_s(T, h, g.width, Phase::F) + extra_s();
+  });
+  set_flops(u[Phase::F], g.flops);
+  u[Phase::F].alloc_bytes = norm_in + gemm_in;
+  timed(u[Phase::B], roof, [&] {
+    return extra_s() + roof.linear_s(T, h, g.width, Phase::B) + L.norm_s(3 * Ts * h * e) +
+           L.residual_grad_s;
+  });
+  set_flops(u[Phase::B], g.flops);
+  u[Phase::B].alloc_bytes = g.grad_out;
+  u[Phase::B].free_bytes = norm_in;
+  timed(u[Phase::W], roof, [&] {
+    return roof.linear_s(T, h, g.width, Phase::W) + L.norm_param_grad_s + L.main_grad_s(g.weights) +
+           (g.bias ? roof.memory_s(g.grad_out) : 0);
+  });
+  set_flops(u[Phase::W], g.flops);
+  u[Phase::W].free_bytes = gemm_in + g.grad_out;
+}
+
 // PreAttn: norm, QKV GEMM (column-parallel), RoPE on q and k.
 void pre_attn_cost(UnitCost& u, const LayerTerms& L) {
   const LayerShape& s = L.s;
   const Roofline& roof = L.roof;
-  const double t = L.t, e = L.e, T = L.T, Ts = L.Ts, h = L.h, q = L.q, k = L.k;
-  const double gemm = 2 * T * h * (q + 2 * k) / t;
-  const double norm_in = Ts * h * e, gemm_in = Ts * h * e;
-  const double grad_out = T * (q + 2 * k) / t * e;
+  const double t = L.t, e = L.e, T = L.T, h = L.h, q = L.q, k = L.k;
   // Read + write q and k; learned positions (GPT) are added at the embedding instead.
   const double rope_bytes = s.rope ? 2 * T * (q + k) / t * e : 0;
   auto rope_s = [&] { return s.rope ? roof.kernel_s(ElementwiseKernel::Rope, rope_bytes) : 0.0; };
   const double qkv_width = (q + 2 * k) / t;
-  timed(u[Phase::F], roof, [&] {
-    return L.norm_s(2 * Ts * h * e) + roof.linear_s(T, h, qkv_width, Phase::F) + rope_s();
-  });
-  set_flops(u[Phase::F], gemm);
-  u[Phase::F].alloc_bytes = norm_in + gemm_in;
-  timed(u[Phase::B], roof, [&] {
-    return rope_s() + roof.linear_s(T, h, qkv_width, Phase::B) + L.norm_s(3 * Ts * h * e) +
-           L.residual_grad_s;
-  });
-  set_flops(u[Phase::B], gemm);
-  u[Phase::B].alloc_bytes = grad_out;
-  u[Phase::B].free_bytes = norm_in;
+  norm_column_gemm_cost(u, L,
+                        {.width = qkv_width,
+                         .flops = 2 * T * h * (q + 2 * k) / t,
+                         .weights = h * qkv_width,
+                         .grad_out = T * (q + 2 * k) / t * e,
+                         .bias = s.qkv_bias},
+                        rope_s);
+}
+
+// W of a row-parallel GEMM from `in_width` columns per GPU to the hidden size (Attn's
+// out-projection, MLP's FC2): the weight GEMM, its main gradient and the bias gradient; it frees
+// `freed_bytes` (the GEMM's saved input and the output gradient).
+void row_gemm_weight_grad(UnitCost& u, const LayerTerms& L, double in_width, double flops,
+                          double freed_bytes) {
+  const Roofline& roof = L.roof;
+  const double e = L.e, T = L.T, Ts = L.Ts, h = L.h;
   timed(u[Phase::W], roof, [&] {
-    return roof.linear_s(T, h, qkv_width, Phase::W) + L.norm_param_grad_s +
-           L.main_grad_s(h * qkv_width) + (s.qkv_bias ? roof.memory_s(grad_out) : 0);
+    return roof.linear_s(T, in_width, h, Phase::W) + L.main_grad_s(in_width * h) +
+           (L.s.proj_bias ? roof.memory_s(Ts * h * e) : 0);
   });
-  set_flops(u[Phase::W], gemm);
-  u[Phase::W].free_bytes = gemm_in + grad_out;
+  set_flops(u[Phase::W], flops);
+  u[Phase::W].free_bytes = freed_bytes;
 }
 
 // Attn: core attention, out-projection (row-parallel), residual add (with the hidden dropout
@@ -250,39 +287,19 @@ void attn_cost(UnitCost& u, const LayerTerms& L) {
   u[Phase::B].hw_flops = core_bwd_hw + (rerun ? core_hw : 0) + proj;
   u[Phase::B].alloc_bytes = grad_out + (rerun ? scores_saved : 0);
   u[Phase::B].free_bytes = qkv + mask + scores_saved;
-  timed(u[Phase::W], roof, [&] {
-    return roof.linear_s(T, q / t, h, Phase::W) + L.main_grad_s(q / t * h) +
-           (s.proj_bias ? roof.memory_s(Ts * h * e) : 0);
-  });
-  set_flops(u[Phase::W], proj);
-  u[Phase::W].free_bytes = out + grad_out;
+  row_gemm_weight_grad(u, L, q / t, proj, out + grad_out);
 }
 
 // PreMLP: norm, FC1 (gate + up for SwiGLU; column-parallel).
 void pre_mlp_cost(UnitCost& u, const LayerTerms& L) {
-  const LayerShape& s = L.s;
-  const Roofline& roof = L.roof;
-  const double t = L.t, e = L.e, T = L.T, Ts = L.Ts, h = L.h, fc1_width = L.fc1_width;
-  const double gemm = 2 * T * h * fc1_width / t;
-  const double norm_in = Ts * h * e, gemm_in = Ts * h * e;
-  const double grad_out = T * fc1_width / t * e;
-  timed(u[Phase::F], roof,
-        [&] { return L.norm_s(2 * Ts * h * e) + roof.linear_s(T, h, fc1_width / t, Phase::F); });
-  set_flops(u[Phase::F], gemm);
-  u[Phase::F].alloc_bytes = norm_in + gemm_in;
-  timed(u[Phase::B], roof, [&] {
-    return roof.linear_s(T, h, fc1_width / t, Phase::B) + L.norm_s(3 * Ts * h * e) +
-           L.residual_grad_s;
-  });
-  set_flops(u[Phase::B], gemm);
-  u[Phase::B].alloc_bytes = grad_out;
-  u[Phase::B].free_bytes = norm_in;
-  timed(u[Phase::W], roof, [&] {
-    return roof.linear_s(T, h, fc1_width / t, Phase::W) + L.norm_param_grad_s +
-           L.main_grad_s(h * fc1_width / t) + (s.mlp_bias ? roof.memory_s(grad_out) : 0);
-  });
-  set_flops(u[Phase::W], gemm);
-  u[Phase::W].free_bytes = gemm_in + grad_out;
+  const double t = L.t, e = L.e, T = L.T, h = L.h, fc1_width = L.fc1_width;
+  norm_column_gemm_cost(u, L,
+                        {.width = fc1_width / t,
+                         .flops = 2 * T * h * fc1_width / t,
+                         .weights = h * fc1_width / t,
+                         .grad_out = T * fc1_width / t * e,
+                         .bias = L.s.mlp_bias},
+                        [] { return 0.0; });
 }
 
 // MLP: activation (SwiGLU or GELU), FC2 (row-parallel), residual add.
@@ -315,12 +332,7 @@ void mlp_cost(UnitCost& u, const LayerTerms& L) {
   set_flops(u[Phase::B], gemm);
   u[Phase::B].alloc_bytes = grad_out;
   u[Phase::B].free_bytes = act_in + mask;
-  timed(u[Phase::W], roof, [&] {
-    return roof.linear_s(T, f / t, h, Phase::W) + L.main_grad_s(f / t * h) +
-           (s.proj_bias ? roof.memory_s(Ts * h * e) : 0);
-  });
-  set_flops(u[Phase::W], gemm);
-  u[Phase::W].free_bytes = fc2_in + grad_out;
+  row_gemm_weight_grad(u, L, f / t, gemm, fc2_in + grad_out);
 }
 
 // Full recomputation (Megatron --recompute-granularity full, one layer per checkpoint): the

@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "../util/pipeline_sizes.hpp"
 #include "braid/dag.hpp"
 #include "braid/error.hpp"
 #include "builder.hpp"
@@ -91,9 +92,7 @@ class Lowerer final : public detail::StepEmitter {
         retiming_(retiming) {
     if (retiming_) found_.assign(dag.preds.size(), 0);
     dag_.schedule = schedule.name;
-    dag_.pp = schedule.pp;
-    dag_.vpp = schedule.vpp;
-    dag_.microbatches = schedule.microbatches;
+    copy_pipeline_sizes(dag_, schedule);
     dag_.placement = schedule.placement;
     dag_.contention = cost.uniform ? Contention{1.0, 1.0} : cost.contention;
     dag_.copy_contention = cost.uniform ? CopyContention{} : cost.copy_contention;
@@ -1165,23 +1164,40 @@ class Lowerer final : public detail::StepEmitter {
     PassState f = open_pass(in.a, Phase::F, in.op, BlockSide::First);
     PassState b = open_pass(in.b, Phase::B, in.op, BlockSide::Second);
     const bool with_w = !in.b.defer_w;
-    const ChunkCost& fc = cost_.chunks[f.stage];
     const ChunkCost& bc = cost_.chunks[b.stage];
-    const int nf = layers_of(f), nb = layers_of(b), pairs = std::min(nf, nb);
+    const int nb = layers_of(b), pairs = std::min(layers_of(f), nb);
     forward_prologue(f, A);
     backward_epilogue(b, with_w, A);
+    forward_over_reversed_halves(f, nb, pairs, sends, [&](int bl, bool second_half) {
+      if (second_half) {
+        emit_recompute(b, bc.layer(bl), A);
+        backward_half(b, bc.second_half(bl), with_w);
+      } else {
+        backward_half(b, bc.first_half(bl), with_w);
+      }
+    });
+    backward_units(b, nb - pairs, with_w, A);
+    close_pass(b, sends);
+  }
+
+  // The frame FB and FW share: per layer pair k, F's layer k's first half, then `other(l, true)`
+  // with l = n_other - 1 - k (the other pass, walking its layers backwards, on layer l's second
+  // half), F's second half, `other(l, false)` (layer l's first half); then F's surplus layers and
+  // epilogue, and F's sends.
+  template <typename OtherHalf>
+  void forward_over_reversed_halves(PassState& f, int n_other, int pairs,
+                                    std::vector<PassState>& sends, OtherHalf other) {
+    constexpr auto A = CollectiveMode::Async;
+    const ChunkCost& fc = cost_.chunks[f.stage];
     for (int k = 0; k < pairs; ++k) {
-      const int bl = nb - 1 - k;
+      const int l = n_other - 1 - k;
       forward_in_order(f, fc.first_half(k), A);
-      emit_recompute(b, bc.layer(bl), A);
-      backward_half(b, bc.second_half(bl), with_w);
+      other(l, true);
       forward_in_order(f, fc.second_half(k), A);
-      backward_half(b, bc.first_half(bl), with_w);
+      other(l, false);
     }
     forward_units(f, pairs, A);
     close_pass(f, sends);
-    backward_units(b, nb - pairs, with_w, A);
-    close_pass(b, sends);
   }
 
   // Half a layer's backward inside a braided block: its B units in reverse, then (full backward)
@@ -1200,20 +1216,13 @@ class Lowerer final : public detail::StepEmitter {
     constexpr auto A = CollectiveMode::Async;
     PassState f = open_pass(in.a, Phase::F, in.op, BlockSide::First);
     PassState w = open_pass(in.b, Phase::W, in.op, BlockSide::Second);
-    const ChunkCost& fc = cost_.chunks[f.stage];
     const ChunkCost& wc = cost_.chunks[w.stage];
-    const int nf = layers_of(f), nw = layers_of(w), pairs = std::min(nf, nw);
+    const int nw = layers_of(w), pairs = std::min(layers_of(f), nw);
     forward_prologue(f, A);
     w_epilogue(w, A);
-    for (int k = 0; k < pairs; ++k) {
-      const int wl = nw - 1 - k;
-      forward_in_order(f, fc.first_half(k), A);
-      w_in_reverse(w, wc.second_half(wl), A);
-      forward_in_order(f, fc.second_half(k), A);
-      w_in_reverse(w, wc.first_half(wl), A);
-    }
-    forward_units(f, pairs, A);
-    close_pass(f, sends);
+    forward_over_reversed_halves(f, nw, pairs, sends, [&](int wl, bool second_half) {
+      w_in_reverse(w, second_half ? wc.second_half(wl) : wc.first_half(wl), A);
+    });
     w_units(w, nw - pairs, A);
   }
 

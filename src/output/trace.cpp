@@ -226,19 +226,20 @@ std::string chrome_trace_json(const Dag& dag, const Timeline& timeline, const Re
     }
   }
 
-  json other;
-  other["schedule"] = report.schedule;
-  other["study"] = report.study;
-  other["uniform"] = report.uniform;
-  other["time_unit"] = report.uniform ? "symbolic (1 unit = 1 us)" : "us";
-  other["pp"] = report.pp;
-  other["vpp"] = report.vpp;
-  other["tp"] = report.tp;
-  other["microbatches"] = report.microbatches;
-  other["iteration_time_s"] = report.iteration_time_s;
-  other["tp_bubble_rate"] = report.tp_bubble_rate;
-  other["pp_bubble_rate"] = report.pp_bubble_rate;
-  other["ops"] = dag.size();
+  // The run's identity and headline figures, under the report JSON's names, as one literal like
+  // the events above.
+  const json other = {{"schedule", report.schedule},
+                      {"study", report.study},
+                      {"uniform", report.uniform},
+                      {"time_unit", report.uniform ? "symbolic (1 unit = 1 us)" : "us"},
+                      {"pp", report.pp},
+                      {"vpp", report.vpp},
+                      {"tp", report.tp},
+                      {"microbatches", report.microbatches},
+                      {"iteration_time_s", report.iteration_time_s},
+                      {"tp_bubble_rate", report.tp_bubble_rate},
+                      {"pp_bubble_rate", report.pp_bubble_rate},
+                      {"ops", dag.size()}};
   out += "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":";
   out += other.dump();
   out += "}\n";

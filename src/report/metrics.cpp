@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "../util/format.hpp"
+#include "../util/pipeline_sizes.hpp"
 #include "../util/units.hpp"
 #include "braid/report.hpp"
 
@@ -717,10 +718,8 @@ Report make_report(const std::string& study, const Schedule& schedule, const Cos
   rep.study = study;
   rep.schedule = schedule.name;
   rep.uniform = cost.uniform;
-  rep.pp = schedule.pp;
-  rep.vpp = schedule.vpp;
+  copy_pipeline_sizes(rep, schedule);
   rep.tp = cost.tp;
-  rep.microbatches = schedule.microbatches;
   rep.gpus = cost.gpus;
   rep.ops = dag.size();
   const double T = timeline.iteration_time_s;

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "../util/pipeline_sizes.hpp"
 #include "braid/dag.hpp"
 #include "braid/error.hpp"
 #include "braid/report.hpp"
@@ -129,9 +130,7 @@ ScanResult run_scan(const std::vector<std::string>& schedules, const ScheduleOpt
                     const UniformCosts& costs, const ScanSpec& spec) {
   ScanResult result;
   result.spec = spec;
-  result.pp = base.pp;
-  result.microbatches = base.microbatches;
-  result.vpp = base.vpp;
+  copy_pipeline_sizes(result, base);
   result.costs = costs;
   const bool over_m = spec.axis == ScanAxis::Microbatches;
   int step = spec.step;

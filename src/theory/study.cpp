@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "../util/pipeline_sizes.hpp"
 #include "braid/dag.hpp"
 #include "braid/error.hpp"
 #include "braid/report.hpp"
@@ -44,9 +45,7 @@ std::vector<std::pair<std::string, double>> sorted(const std::map<std::string, d
 TheoryRow run_theory(const Schedule& schedule, const UniformCosts& costs) {
   TheoryRow row;
   row.schedule = schedule.name;
-  row.pp = schedule.pp;
-  row.vpp = schedule.vpp;
-  row.microbatches = schedule.microbatches;
+  copy_pipeline_sizes(row, schedule);
   row.costs = costs;
   row.simulated = simulate_uniform(schedule, costs);
   return row;  // forms: known = false (a file has no published form)
