@@ -30,19 +30,7 @@ using namespace braid;
 const braid::test::StudyFixture& base() { return braid::test::short_default_study(); }
 
 // tp 16 is over the 8 GPUs of a node: 6 invalid rows among 18.
-SweepAxes axes() {
-  SweepAxes a;
-  a.tp = {4, 8, 16};
-  a.pp = {2, 4};
-  a.vpp = {2};
-  a.seq = {2048};
-  a.mbs = {1};
-  a.microbatches = {8};
-  a.sp = {false};
-  a.recompute = {Recompute::None};
-  a.schedules = {"1f1b-i", "zb-v", "stp"};
-  return a;
-}
+SweepAxes axes() { return braid::test::small_sweep_axes({4, 8, 16}, {2, 4}); }
 
 // all_gather between threads: each call waits until every thread of the group has called it.
 struct ThreadExchange {

@@ -43,19 +43,7 @@ namespace fs = std::filesystem;
 using Fixture = braid::test::StudyFixture;
 const Fixture& fixture() { return braid::test::short_default_study(); }
 
-SweepAxes small_axes() {
-  SweepAxes a;
-  a.tp = {4, 8};
-  a.pp = {2};
-  a.vpp = {2};
-  a.seq = {2048};
-  a.mbs = {1};
-  a.microbatches = {8};
-  a.sp = {false};
-  a.recompute = {Recompute::None};
-  a.schedules = {"1f1b-i", "zb-v", "stp"};
-  return a;
-}
+SweepAxes small_axes() { return test::small_sweep_axes({4, 8}, {2}); }
 
 // What `braid simulate` computes for one configuration (src/cli/simulation.cpp, simulate_schedule).
 Report simulate_one(const Study& base, const Profile& profile, const Configuration& c) {
@@ -226,13 +214,8 @@ TEST_CASE("invalid combinations are listed with their reasons", "[explore]") {
     CHECK(r.rows[1].status == RowStatus::Invalid);
     return r.rows[1].reason;
   };
-  Configuration c;
-  c.schedule = "stp";
-  c.tp = 8;
-  c.pp = 2;
-  c.vpp = 2;
-  c.seq = 2048;
-  c.microbatches = 8;
+  const Configuration c{
+      .schedule = "stp", .tp = 8, .pp = 2, .vpp = 2, .seq = 2048, .microbatches = 8};
   Configuration tp16 = c;
   tp16.tp = 16;
   CHECK_THAT(reason(tp16), Catch::Contains("tp 16 > 8 GPUs per node"));
@@ -252,13 +235,8 @@ TEST_CASE("invalid combinations are listed with their reasons", "[explore]") {
   CHECK(reason(few) == "microbatches 3 below the minimum 4 of stp at pp 2");
   {
     // Full recomputation is modelled (cost model, lowering), so it is a valid row, not a reason.
-    Configuration ok;
-    ok.schedule = "1f1b";
-    ok.tp = 8;
-    ok.pp = 2;
-    ok.vpp = 1;
-    ok.seq = 2048;
-    ok.microbatches = 4;
+    const Configuration ok{
+        .schedule = "1f1b", .tp = 8, .pp = 2, .vpp = 1, .seq = 2048, .microbatches = 4};
     Configuration full = c;
     full.recompute = Recompute::Full;
     const SweepResult r = sweep(f.study, f.profile, {ok, full}, ExploreOptions{});

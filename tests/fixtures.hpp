@@ -17,6 +17,8 @@
 #include "braid/config.hpp"
 #include "braid/cost_model.hpp"
 #include "braid/dag.hpp"
+#include "braid/error.hpp"
+#include "braid/explore.hpp"
 #include "braid/profile.hpp"
 #include "braid/report.hpp"
 #include "braid/schedule.hpp"
@@ -42,6 +44,33 @@ inline StudyOverrides layout_overrides(const std::string& model, const std::stri
   o.seq = seq;
   o.sequence_parallel = sp;
   return o;
+}
+
+// Sweep axes over the given tp and pp values, everything else one value: vpp 2, sequence 2048,
+// micro-batch 1, 8 microbatches, no SP, no recomputation, the schedules 1f1b-i, zb-v and stp.
+inline SweepAxes small_sweep_axes(std::vector<int> tp, std::vector<int> pp) {
+  SweepAxes a;
+  a.tp = std::move(tp);
+  a.pp = std::move(pp);
+  a.vpp = {2};
+  a.seq = {2048};
+  a.mbs = {1};
+  a.microbatches = {8};
+  a.sp = {false};
+  a.recompute = {Recompute::None};
+  a.schedules = {"1f1b-i", "zb-v", "stp"};
+  return a;
+}
+
+// The one-line InputError text `read` throws, "" when it throws none.
+template <typename Read>
+std::string input_error_of(Read&& read) {
+  try {
+    read();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
 }
 
 // Loaded once per test binary.

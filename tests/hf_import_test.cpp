@@ -33,12 +33,7 @@ ParameterCount params_of(const std::string& model) {
 
 // The InputError text of importing `file`, "" when it imports.
 std::string import_error(const fs::path& file) {
-  try {
-    import_hf_model(file);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
+  return braid::test::input_error_of([&] { import_hf_model(file); });
 }
 
 fs::path write_scratch(const std::string& name, const std::string& text) {

@@ -12,6 +12,7 @@
 #include "braid/cost_model.hpp"
 #include "braid/error.hpp"
 #include "cli_run.hpp"
+#include "fixtures.hpp"
 
 using namespace braid;
 using braid::test::CliRun;
@@ -25,12 +26,7 @@ MegatronLaunch args(const std::string& text) {
 }
 
 std::string args_error(const std::string& text) {
-  try {
-    args(text);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
+  return braid::test::input_error_of([&] { args(text); });
 }
 
 std::string script(const std::string& name) {

@@ -3,13 +3,6 @@
 // its invalid candidates and, when nothing fits, the levers that would make it fit.
 #include <catch2/catch.hpp>
 
-#include "cli_run.hpp"
-
-using braid::test::CliRun;
-using braid::test::count_lines;
-using braid::test::run_braid;
-using braid::test::slurp;
-
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -24,11 +17,16 @@ using braid::test::slurp;
 #include "braid/explore.hpp"
 #include "braid/profile.hpp"
 #include "braid/report.hpp"
+#include "cli_run.hpp"
 #include "fixtures.hpp"
 
 namespace {
 
 using namespace braid;
+using test::CliRun;
+using test::count_lines;
+using test::run_braid;
+using test::slurp;
 namespace fs = std::filesystem;
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 

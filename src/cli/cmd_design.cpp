@@ -36,7 +36,7 @@ struct DesignArgs {
 DesignProblem problem_of(const SimulationContext& ctx) {
   DesignProblem p;
   p.study = ctx.study_name;
-  copy_pipeline_sizes(p, ctx);
+  util::copy_pipeline_sizes(p, ctx);
   p.lower = ctx.lower;
   p.sim = ctx.sim;
   if (ctx.study) p.offload = ctx.study->training.offload;

@@ -187,7 +187,7 @@ void run(const TheoryArgs& a) {
   if (a.scan.empty()) check_theory_size(a, costs, nullptr);
 
   ScheduleOptions options;
-  copy_pipeline_sizes(options, a);
+  util::copy_pipeline_sizes(options, a);
   if (!a.scan.empty() && !a.schedule_csv.empty())
     throw InputError("--scan", a.scan, "a --schedule-csv fixes p and m; scan named schedules");
   if (a.scan.empty()) {

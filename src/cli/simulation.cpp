@@ -183,7 +183,7 @@ SimulationContext resolve_context(const SimulationArgs& args) {
 
 ScheduleOptions schedule_options(const SimulationContext& ctx, const SimulationArgs& args) {
   ScheduleOptions options;
-  copy_pipeline_sizes(options, ctx);
+  util::copy_pipeline_sizes(options, ctx);
   options.group_size = args.group_size;
   options.offload_fraction = args.offload_fraction;
   if (ctx.study) options.offload = ctx.study->training.offload;

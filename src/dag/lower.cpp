@@ -92,7 +92,7 @@ class Lowerer final : public detail::StepEmitter {
         retiming_(retiming) {
     if (retiming_) found_.assign(dag.preds.size(), 0);
     dag_.schedule = schedule.name;
-    copy_pipeline_sizes(dag_, schedule);
+    util::copy_pipeline_sizes(dag_, schedule);
     dag_.placement = schedule.placement;
     dag_.contention = cost.uniform ? Contention{1.0, 1.0} : cost.contention;
     dag_.copy_contention = cost.uniform ? CopyContention{} : cost.copy_contention;

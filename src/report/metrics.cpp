@@ -718,7 +718,7 @@ Report make_report(const std::string& study, const Schedule& schedule, const Cos
   rep.study = study;
   rep.schedule = schedule.name;
   rep.uniform = cost.uniform;
-  copy_pipeline_sizes(rep, schedule);
+  util::copy_pipeline_sizes(rep, schedule);
   rep.tp = cost.tp;
   rep.gpus = cost.gpus;
   rep.ops = dag.size();

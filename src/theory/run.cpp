@@ -130,7 +130,7 @@ ScanResult run_scan(const std::vector<std::string>& schedules, const ScheduleOpt
                     const UniformCosts& costs, const ScanSpec& spec) {
   ScanResult result;
   result.spec = spec;
-  copy_pipeline_sizes(result, base);
+  util::copy_pipeline_sizes(result, base);
   result.costs = costs;
   const bool over_m = spec.axis == ScanAxis::Microbatches;
   int step = spec.step;

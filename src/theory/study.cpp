@@ -45,7 +45,7 @@ std::vector<std::pair<std::string, double>> sorted(const std::map<std::string, d
 TheoryRow run_theory(const Schedule& schedule, const UniformCosts& costs) {
   TheoryRow row;
   row.schedule = schedule.name;
-  copy_pipeline_sizes(row, schedule);
+  util::copy_pipeline_sizes(row, schedule);
   row.costs = costs;
   row.simulated = simulate_uniform(schedule, costs);
   return row;  // forms: known = false (a file has no published form)

@@ -3,7 +3,7 @@
 // design modules each carry under these names. Header-only; it knows none of those types.
 #pragma once
 
-namespace braid {
+namespace braid::util {
 
 // Copies them from one struct that carries them to another.
 template <typename To, typename From>
@@ -13,4 +13,4 @@ void copy_pipeline_sizes(To& to, const From& from) {
   to.microbatches = from.microbatches;
 }
 
-}  // namespace braid
+}  // namespace braid::util
