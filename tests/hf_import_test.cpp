@@ -37,7 +37,7 @@ std::string import_error(const fs::path& file) {
 }
 
 fs::path write_scratch(const std::string& name, const std::string& text) {
-  const fs::path file = braid::test::scratch_dir() / name;
+  fs::path file = braid::test::scratch_dir() / name;
   fs::create_directories(file.parent_path());
   std::ofstream(file) << text;
   return file;
