@@ -9,7 +9,6 @@
 using braid::test::CliRun;
 using braid::test::run_braid;
 
-#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -190,17 +189,15 @@ TEST_CASE("PP 35 with 3 chunks and PP 64 simulate with valid schedules and the s
   }
 }
 
-TEST_CASE("braid compare runs each of the eight Megatron studies in a few seconds",
-          "[megatron][cli]") {
+// How fast is a benchmark figure (README "Speed"), not a timed test: a wall-clock bound fails
+// under a sanitizer or a loaded machine without saying anything about braid.
+TEST_CASE("braid compare runs each of the eight Megatron studies", "[megatron][cli]") {
   for (const char* model : kModels) {
     for (const char* variant : kVariants) {
       const std::string args =
           "compare --study " + study_path(model, variant) + " --schedules 1f1b-i --json";
       INFO(args);
-      const auto start = std::chrono::steady_clock::now();
       const CliRun r = run_braid(args);
-      const double seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       REQUIRE(r.exit_code == 0);
       CHECK(r.err.empty());
       const auto j = nlohmann::json::parse(r.out);
@@ -210,8 +207,6 @@ TEST_CASE("braid compare runs each of the eight Megatron studies in a few second
       CHECK(rep.at("iteration_time_s").get<double>() > 0);
       CHECK(rep.at("hfu").get<double>() > rep.at("mfu").get<double>());
       CHECK_FALSE(rep.at("oom").get<bool>());
-      // A generous bound for a loaded CI machine (typically well under a second: docs/megatron.md).
-      CHECK(seconds < 20);
     }
   }
 }
