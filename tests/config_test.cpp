@@ -138,15 +138,9 @@ TEST_CASE("the STP paper's models match their names within 1.5 % under the state
 }
 
 TEST_CASE("command-line overrides replace study fields and DP is what remains", "[config]") {
-  StudyOverrides o;
-  o.model = "qwen2-7b";
-  o.cluster = "h100x64";
-  o.tp = 4;
-  o.pp = 4;
-  o.seq = 4096;
+  StudyOverrides o = test::layout_overrides("qwen2-7b", "h100x64", 4, 4, 4096, true);
   o.mbs = 2;
   o.microbatches = 128;
-  o.sequence_parallel = true;
   Study s = load_study(resolve_config("studies", "default"), o);
   CHECK(s.model.name == "qwen2-7b");
   CHECK(s.cluster.gpus() == 64);

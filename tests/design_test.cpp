@@ -36,6 +36,15 @@ namespace fs = std::filesystem;
 
 const std::vector<std::string> kHand = {"1f1b-i", "zb-v", "stp", "stp-offload", "dualpipe-v"};
 
+// The design search's deterministic budget, `candidates` simulated, with each rank's activation
+// peak capped at `cap_ma` units of M_a.
+DesignOptions budget(int candidates, double cap_ma) {
+  DesignOptions o;
+  o.max_candidates = candidates;
+  o.mem_cap_ma = cap_ma;
+  return o;
+}
+
 // A generated schedule of p 2, m 4 as braid's schedule JSON, parsed, for a test to edit.
 nlohmann::json schedule_doc(const std::string& name) {
   ScheduleOptions o;
@@ -159,9 +168,7 @@ TEST_CASE(
     "re-simulates to the reported time",
     "[design]") {
   DesignProblem problem = uniform_problem(4, 12, {1, 1, 1, 0.4, 1});
-  DesignOptions options;
-  options.max_candidates = 150;
-  options.mem_cap_ma = 10;
+  DesignOptions options = budget(150, 10);
   const DesignResult result = design(problem, options);
   REQUIRE(validate(result.schedule).ok());
   CHECK(result.candidates == 150);
@@ -189,9 +196,7 @@ TEST_CASE("the search never returns a schedule slower than its best seed under t
   for (int p : {2, 4}) {
     for (double tar : {0.0, 0.5}) {
       DesignProblem problem = uniform_problem(p, 3 * p, {1, 1, 1, tar, 1});
-      DesignOptions options;
-      options.max_candidates = 80;
-      options.mem_cap_ma = 2 * p;
+      DesignOptions options = budget(80, 2 * p);
       const DesignResult r = design(problem, options);
       INFO("p " << p << " tar " << tar);
       REQUIRE(!r.best_hand.empty());
@@ -231,9 +236,7 @@ TEST_CASE("a moved order runs under braid's runtime, not its seed's, and so neve
 
 TEST_CASE("the same seed and candidate budget give the same designed schedule", "[design]") {
   DesignProblem problem = uniform_problem(4, 8, {1, 2, 1, 0.3, 1});
-  DesignOptions options;
-  options.max_candidates = 120;
-  options.mem_cap_ma = 8;
+  DesignOptions options = budget(120, 8);
   const DesignResult a = design(problem, options);
   const DesignResult b = design(problem, options);
   CHECK(to_json(a.schedule) == to_json(b.schedule));
@@ -362,9 +365,7 @@ TEST_CASE("the greedy seeds honour the zero-bubble memory rule with --hold-until
   // At 1.5p no hand-designed schedule fits when activations live until their W, so the result
   // must come from the list scheduler's family, and a W-aware count of it must stay within 6.
   DesignProblem problem = uniform_problem(4, 16, {1, 1, 1, 0, 1});
-  DesignOptions options;
-  options.max_candidates = 200;
-  options.mem_cap_ma = 6;
+  DesignOptions options = budget(200, 6);
   options.hold_until_w = true;
   const DesignResult r = design(problem, options);
   CHECK(r.best_hand.empty());
@@ -402,9 +403,7 @@ TEST_CASE("at their 1.5p memory limit the designer is as fast as the zero-bubble
   };
   for (const Case c : {Case{8, 53}, Case{16, 101}}) {
     DesignProblem problem = uniform_problem(4, c.m, {1, 1, 1, 0, 1});
-    DesignOptions options;
-    options.max_candidates = 40;
-    options.mem_cap_ma = 6;
+    DesignOptions options = budget(40, 6);
     options.hold_until_w = true;
     const DesignResult r = design(problem, options);
     INFO("m " << c.m << " from " << r.seed);

@@ -278,34 +278,30 @@ TEST_CASE("the per-layer kernel list accounts for every GEMM and attention FLOP 
           "[cost][efficiency][info]") {
   // The list `braid info` prints is recorded while the layer is timed; per unit and phase its
   // FLOPs must be the phase's hardware FLOPs (GEMMs + attention: every FLOP the model counts).
-  struct Case {
-    const char* study;
-    const char* recompute;
-  };
-  for (Case c : {Case{"configs/studies/megatron/megatron-22b-full.yaml", "selective"},
-                 Case{"configs/studies/megatron/megatron-22b-full.yaml", "none"},
-                 Case{"configs/studies/qwen2-7b-h20x16.yaml", "none"},
-                 Case{"configs/studies/default.yaml", "selective"}}) {
-    CAPTURE(c.study, c.recompute);
-    StudyOverrides o;
-    o.recompute = *parse_recompute(c.recompute);
-    const Study s = load_study(resolve_config("studies", c.study), o);
-    const Profile p = load_profile(s.cluster.profile);
-    const CostModel cm = build_cost_model(s, p, s.parallel.pp * s.parallel.vpp, {});
-    std::span<const UnitCost> layer;
-    for (const ChunkCost& ch : cm.chunks)
-      if (ch.layer_count() > 0 && !ch.layer(0)[0].vision) layer = ch.layer(0);
-    REQUIRE(!layer.empty());
-    std::map<std::pair<int, int>, double> flops;
-    const auto kernels = detail::lm_layer_kernels(s, p);
-    REQUIRE(kernels.size() >= 12);
-    for (const detail::LayerKernel& k : kernels)
-      flops[{static_cast<int>(k.unit), static_cast<int>(k.phase)}] += k.call.flops;
-    for (const UnitCost& u : layer)
-      for (Phase ph : {Phase::F, Phase::B, Phase::W}) {
-        CAPTURE(name(u.kind), name(ph));
-        CHECK(flops[{static_cast<int>(u.kind), static_cast<int>(ph)}] ==
-              Approx(u[ph].hw_flops).epsilon(1e-12));
-      }
-  }
+  const auto [study, recompute] = GENERATE(table<const char*, const char*>(
+      {{"configs/studies/megatron/megatron-22b-full.yaml", "selective"},
+       {"configs/studies/megatron/megatron-22b-full.yaml", "none"},
+       {"configs/studies/qwen2-7b-h20x16.yaml", "none"},
+       {"configs/studies/default.yaml", "selective"}}));
+  CAPTURE(study, recompute);
+  StudyOverrides o;
+  o.recompute = *parse_recompute(recompute);
+  const Study s = load_study(resolve_config("studies", study), o);
+  const Profile p = load_profile(s.cluster.profile);
+  const CostModel cm = build_cost_model(s, p, s.parallel.pp * s.parallel.vpp, {});
+  std::span<const UnitCost> layer;
+  for (const ChunkCost& ch : cm.chunks)
+    if (ch.layer_count() > 0 && !ch.layer(0)[0].vision) layer = ch.layer(0);
+  REQUIRE(!layer.empty());
+  std::map<std::pair<int, int>, double> flops;
+  const auto kernels = detail::lm_layer_kernels(s, p);
+  REQUIRE(kernels.size() >= 12);
+  for (const detail::LayerKernel& k : kernels)
+    flops[{static_cast<int>(k.unit), static_cast<int>(k.phase)}] += k.call.flops;
+  for (const UnitCost& u : layer)
+    for (Phase ph : {Phase::F, Phase::B, Phase::W}) {
+      CAPTURE(name(u.kind), name(ph));
+      CHECK(flops[{static_cast<int>(u.kind), static_cast<int>(ph)}] ==
+            Approx(u[ph].hw_flops).epsilon(1e-12));
+    }
 }

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <ostream>
 #include <string>
 #include <system_error>
 #include <utility>
@@ -25,6 +26,21 @@
 #include "braid/simulator.hpp"
 
 namespace braid::test {
+
+// A model's sizes as one value, so a test compares them with a published table in one line (and
+// a failure prints all seven): layers, hidden, heads, KV heads, head size, FFN, vocabulary.
+struct ModelSizes {
+  int layers, hidden, heads, kv_heads, head_dim, ffn, vocab;
+  bool operator==(const ModelSizes&) const = default;
+};
+inline ModelSizes sizes_of(const ModelConfig& m) {
+  return {m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.ffn, m.vocab};
+}
+inline std::ostream& operator<<(std::ostream& os, const ModelSizes& s) {
+  return os << "{layers " << s.layers << ", hidden " << s.hidden << ", heads " << s.heads
+            << ", kv_heads " << s.kv_heads << ", head_dim " << s.head_dim << ", ffn " << s.ffn
+            << ", vocab " << s.vocab << "}";
+}
 
 struct StudyFixture {
   Study study;

@@ -88,12 +88,7 @@ inline void keep_only_collective(CostModel& cost, int u, Phase ph, double t) {
 // units and the last three. One such layer per chunk, uniform-cost rules (no P2P time, no
 // contention, no step tail).
 inline Collective group_collective(Group g, CollectiveKind kind, CollectivePosition pos, double t) {
-  Collective c;
-  c.kind = kind;
-  c.group = g;
-  c.position = pos;
-  c.time_s = t;
-  return c;
+  return Collective{.kind = kind, .group = g, .position = pos, .time_s = t};
 }
 
 inline LayerCost five_unit_layer(int layer) {

@@ -41,13 +41,9 @@ TEST_CASE("Megatron sizes: a GPT model with Megatron's defaults", "[megatron-arg
   const MegatronLaunch l = args(std::string(kGpt) + "--tokenizer-type GPT2BPETokenizer");
   REQUIRE(l.overrides.model_config);
   const ModelConfig& m = *l.overrides.model_config;
-  CHECK(m.layers == 24);
-  CHECK(m.hidden == 2048);
-  CHECK(m.heads == 16);
-  CHECK(m.kv_heads == 16);                          // no --group-query-attention
-  CHECK(m.head_dim == 128);                         // kv_channels = hidden / heads
-  CHECK(m.ffn == 8192);                             // 4 x hidden
-  CHECK(m.vocab == 50257);                          // GPT-2's BPE
+  // No --group-query-attention (kv heads = heads), kv_channels = hidden / heads, FFN 4 x hidden,
+  // GPT-2's BPE vocabulary.
+  CHECK(test::sizes_of(m) == test::ModelSizes{24, 2048, 16, 16, 128, 8192, 50257});
   CHECK(m.activation == MlpActivation::GeLU);       // no --swiglu
   CHECK(m.position == PositionEmbedding::Learned);  // learned_absolute
   CHECK(m.max_positions == 2048);  // --seq-length when no --max-position-embeddings
@@ -181,17 +177,14 @@ TEST_CASE("Megatron-LM's GPT-3 175B launch script reads end to end", "[megatron-
   // configs/models/gpt3-175b.yaml but for the vocabulary (GPT-2's 50257 here, padded 51200
   // there) and the attention kernel (auto: fused; the 2021 runs: unfused).
   const ModelConfig ref = load_model(resolve_config("models", "gpt3-175b"));
-  CHECK(m.layers == ref.layers);
-  CHECK(m.hidden == ref.hidden);
-  CHECK(m.heads == ref.heads);
-  CHECK(m.kv_heads == ref.kv_heads);
-  CHECK(m.ffn == ref.ffn);
+  test::ModelSizes sizes = test::sizes_of(ref);
+  sizes.vocab = 50257;
+  CHECK(test::sizes_of(m) == sizes);
   CHECK(m.activation == ref.activation);
   CHECK(m.position == ref.position);
   CHECK(m.max_positions == ref.max_positions);
   CHECK(m.tied_embeddings == ref.tied_embeddings);
   CHECK(m.dropout == ref.dropout);
-  CHECK(m.vocab == 50257);
   CHECK(count_parameters(m).total == Approx(175e9).epsilon(0.005));
   StudyOverrides o = l.overrides;
   o.cluster = "a100-selene";  // 512 GPUs: tp 8 x pp 16 leaves dp 4
@@ -209,13 +202,8 @@ TEST_CASE("Megatron-LM's Llama 3 8B FP8 launch script reads end to end", "[megat
       parse_megatron_args(script("train_llama3_8b_h100_fp8.sh"), "train_llama3_8b.sh");
   REQUIRE(l.overrides.model_config);
   const ModelConfig& m = *l.overrides.model_config;
-  CHECK(m.layers == 32);
-  CHECK(m.hidden == 4096);
-  CHECK(m.heads == 32);
-  CHECK(m.kv_heads == 8);
-  CHECK(m.head_dim == 128);
-  CHECK(m.ffn == 14336);
-  CHECK(m.vocab == 128256);  // the mock-data branch: NullTokenizer with --vocab-size
+  // The vocabulary of the mock-data branch: NullTokenizer with --vocab-size.
+  CHECK(test::sizes_of(m) == test::ModelSizes{32, 4096, 32, 8, 128, 14336, 128256});
   CHECK(m.activation == MlpActivation::SwiGLU);
   CHECK(m.position == PositionEmbedding::Rotary);
   CHECK_FALSE(m.tied_embeddings);

@@ -65,28 +65,25 @@ double recompute_sum(std::span<const UnitCost> layer, double PhaseCost::*field) 
 
 TEST_CASE("the four Megatron GPT models have the parameter counts of their names (within 1 %)",
           "[megatron][params]") {
-  struct Case {
-    const char* model;
-    double name_params;
-  };
-  for (Case c : {Case{"megatron-22b", 22e9}, Case{"gpt3-175b", 175e9}, Case{"turing-530b", 530e9},
-                 Case{"megatron-1t", 1e12}}) {
-    ModelConfig m = load_model(resolve_config("models", c.model));
-    INFO(c.model);
-    CHECK(m.activation == MlpActivation::GeLU);
-    CHECK(m.kv_heads == m.heads);
-    CHECK(m.ffn == 4 * m.hidden);
-    CHECK(m.position == PositionEmbedding::Learned);
-    CHECK(m.tied_embeddings);
-    const ParameterCount pc = count_parameters(m);
-    // 12h^2 + 13h per layer (QKV, out-projection, FC1, FC2 with biases, two LayerNorms).
-    const double h = m.hidden;
-    CHECK(pc.per_layer == 12 * h * h + 13 * h);
-    // Token embedding (51200 x h) + learned positions (2048 x h), the output layer tied to it.
-    CHECK(pc.embedding == (51200.0 + 2048.0) * h);
-    CHECK(pc.head == 2 * h);
-    CHECK(pc.total == Approx(c.name_params).epsilon(0.01));
-  }
+  const auto [model, name_params] = GENERATE(table<const char*, double>({{"megatron-22b", 22e9},
+                                                                         {"gpt3-175b", 175e9},
+                                                                         {"turing-530b", 530e9},
+                                                                         {"megatron-1t", 1e12}}));
+  INFO(model);
+  ModelConfig m = load_model(resolve_config("models", model));
+  CHECK(m.activation == MlpActivation::GeLU);
+  CHECK(m.kv_heads == m.heads);
+  CHECK(m.ffn == 4 * m.hidden);
+  CHECK(m.position == PositionEmbedding::Learned);
+  CHECK(m.tied_embeddings);
+  const ParameterCount pc = count_parameters(m);
+  // 12h^2 + 13h per layer (QKV, out-projection, FC1, FC2 with biases, two LayerNorms).
+  const double h = m.hidden;
+  CHECK(pc.per_layer == 12 * h * h + 13 * h);
+  // Token embedding (51200 x h) + learned positions (2048 x h), the output layer tied to it.
+  CHECK(pc.embedding == (51200.0 + 2048.0) * h);
+  CHECK(pc.head == 2 * h);
+  CHECK(pc.total == Approx(name_params).epsilon(0.01));
 }
 
 TEST_CASE("Megatron pads the vocabulary to a multiple of 128 x tp in the sharded embedding",

@@ -160,34 +160,32 @@ TEST_CASE("separate placement needs a virtual stage for the ViT", "[multimodal][
 
 TEST_CASE("balancing by cost never makes the slowest virtual stage slower than uniform",
           "[multimodal][balance]") {
-  struct Case {
-    const char* model;
-    int tp;
-  };
-  for (Case c : {Case{"qwen2-vl-14.9b", 8}, Case{"qwen2-vl-28.8b", 8}, Case{"qwen2-26.3b", 8},
-                 Case{"qwen2-12.1b", 8}, Case{"qwen2-7b", 4}}) {
-    for (int stages : {2, 3, 4, 8}) {
-      for (VisionPlacement place : {VisionPlacement::Separate, VisionPlacement::FirstStage}) {
-        Study s = vl_study(c.model, c.tp, 1);
-        s.layout.vision_placement = place;
-        const Profile p = profile_of(s);
-        const int lm_stages =
-            s.model.vision && place == VisionPlacement::Separate ? stages - 1 : stages;
-        if (s.model.layers < lm_stages || lm_stages < 1) continue;
-        INFO(c.model << " on " << stages << " virtual stages, placement "
-                     << (place == VisionPlacement::Separate ? "separate" : "first-stage"));
-        s.layout.balance = StageBalance::Uniform;
-        const CostModel uniform = build_cost_model(s, p, stages);
-        s.layout.balance = StageBalance::Cost;
-        const CostModel balanced = build_cost_model(s, p, stages);
-        CHECK(slowest(balanced) <= slowest(uniform));
-        int sum = 0;
-        for (int n : layers_of(balanced)) {
-          CHECK(n >= 1);
-          sum += n;
-        }
-        CHECK(sum == s.model.layers + (s.model.vision ? s.model.vision->depth : 0));
+  const auto [model, tp] = GENERATE(table<const char*, int>({{"qwen2-vl-14.9b", 8},
+                                                             {"qwen2-vl-28.8b", 8},
+                                                             {"qwen2-26.3b", 8},
+                                                             {"qwen2-12.1b", 8},
+                                                             {"qwen2-7b", 4}}));
+  for (int stages : {2, 3, 4, 8}) {
+    for (VisionPlacement place : {VisionPlacement::Separate, VisionPlacement::FirstStage}) {
+      Study s = vl_study(model, tp, 1);
+      s.layout.vision_placement = place;
+      const Profile p = profile_of(s);
+      const int lm_stages =
+          s.model.vision && place == VisionPlacement::Separate ? stages - 1 : stages;
+      if (s.model.layers < lm_stages || lm_stages < 1) continue;
+      INFO(model << " on " << stages << " virtual stages, placement "
+                 << (place == VisionPlacement::Separate ? "separate" : "first-stage"));
+      s.layout.balance = StageBalance::Uniform;
+      const CostModel uniform = build_cost_model(s, p, stages);
+      s.layout.balance = StageBalance::Cost;
+      const CostModel balanced = build_cost_model(s, p, stages);
+      CHECK(slowest(balanced) <= slowest(uniform));
+      int sum = 0;
+      for (int n : layers_of(balanced)) {
+        CHECK(n >= 1);
+        sum += n;
       }
+      CHECK(sum == s.model.layers + (s.model.vision ? s.model.vision->depth : 0));
     }
   }
 }

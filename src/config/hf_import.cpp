@@ -14,6 +14,7 @@
 
 #include "braid/config.hpp"
 #include "braid/error.hpp"
+#include "model_heads.hpp"
 
 namespace braid {
 
@@ -70,26 +71,26 @@ class HfFields {
   HfFields(const json& root, std::string file, std::string architecture)
       : root_(root), file_(std::move(file)), architecture_(std::move(architecture)) {}
 
-  bool present(const char* key) const { return root_.contains(key) && !root_[key].is_null(); }
+  bool has(const char* key) const { return root_.contains(key) && !root_[key].is_null(); }
 
   int positive_int(const char* key) const {
-    if (!present(key))
+    if (!has(key))
       throw InputError(file_, key,
                        std::string("missing (") + architecture_ +
                            " needs it); copy the model's config.json whole, not an excerpt");
     return checked_int(key);
   }
   int positive_int_or(const char* key, int fallback) const {
-    return present(key) ? checked_int(key) : fallback;
+    return has(key) ? checked_int(key) : fallback;
   }
   bool boolean_or(const char* key, bool fallback) const {
-    if (!present(key)) return fallback;
+    if (!has(key)) return fallback;
     if (!root_[key].is_boolean())
       throw InputError(file_, key, "must be true or false, got " + root_[key].dump());
     return root_[key].get<bool>();
   }
   std::string string_or(const char* key, const std::string& fallback) const {
-    if (!present(key)) return fallback;
+    if (!has(key)) return fallback;
     if (!root_[key].is_string())
       throw InputError(file_, key, "must be a string, got " + root_[key].dump());
     return root_[key].get<std::string>();
@@ -169,7 +170,7 @@ std::string model_name(const fs::path& file) {
 // The sliding-window note: braid models every layer's attention as full causal attention, which
 // is the same work while seq is within the window.
 void note_sliding_window(const HfFields& f, HfModel& out, const std::string& which_layers) {
-  if (!f.present("sliding_window")) return;
+  if (!f.has("sliding_window")) return;
   const int window = f.positive_int("sliding_window");
   out.notes.push_back("sliding_window " + std::to_string(window) + " (" + which_layers +
                       "): modelled as full causal attention, the same work up to seq " +
@@ -198,18 +199,8 @@ HfModel import_hf_model(const fs::path& path) {
   m.name = model_name(file);
   m.layers = f.positive_int("num_hidden_layers");
   m.hidden = f.positive_int("hidden_size");
-  m.heads = f.positive_int("num_attention_heads");
-  m.kv_heads = f.positive_int_or("num_key_value_heads", m.heads);
-  if (m.heads % m.kv_heads != 0)
-    f.fail("num_key_value_heads", std::to_string(m.kv_heads) + " does not divide " +
-                                      "num_attention_heads " + std::to_string(m.heads));
-  if (f.present("head_dim")) {
-    m.head_dim = f.positive_int("head_dim");
-  } else if (m.hidden % m.heads == 0) {
-    m.head_dim = m.hidden / m.heads;
-  } else {
-    f.fail("head_dim", "missing, and hidden_size is not divisible by num_attention_heads");
-  }
+  detail::read_heads(f, {"hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim"},
+                     m);
   m.ffn = f.positive_int("intermediate_size");
   m.vocab = f.positive_int("vocab_size");
   m.position = PositionEmbedding::Rotary;  // every class here: rotary (rope_theta not needed)
@@ -247,7 +238,7 @@ HfModel import_hf_model(const fs::path& path) {
     }
     case Family::Gemma: {
       // Gemma 2 and 3 name it hidden_activation; Gemma 1 hidden_act.
-      const char* key = f.present("hidden_activation") ? "hidden_activation" : "hidden_act";
+      const char* key = f.has("hidden_activation") ? "hidden_activation" : "hidden_act";
       check_gated_activation(f, key, f.string_or(key, "gelu_pytorch_tanh"));
       m.activation = MlpActivation::SwiGLU;
       m.tied_embeddings = f.boolean_or("tie_word_embeddings", true);
@@ -278,7 +269,7 @@ HfModel import_hf_model(const fs::path& path) {
       out.notes.push_back(
           "relu2 plain MLP: modelled as braid's plain MLP (gelu form), the same "
           "shapes and FLOPs; its linear biases (absent here) are counted");
-      if (f.present("partial_rotary_factor"))
+      if (f.has("partial_rotary_factor"))
         out.notes.push_back("partial_rotary_factor: rotary embedding modelled on the whole head");
       break;
     }

@@ -6,6 +6,7 @@
 #include "../util/yaml_reader.hpp"
 #include "braid/config.hpp"
 #include "braid/error.hpp"
+#include "model_heads.hpp"
 #include "paths.hpp"
 
 namespace braid {
@@ -15,33 +16,13 @@ using detail::YamlMap;
 
 namespace {
 
-std::string divisors_of(int n) {
-  std::vector<std::string> out;
-  for (int d = 1; d <= n; ++d) {
-    if (n % d == 0) out.push_back(std::to_string(d));
-  }
-  return detail::join(out);
-}
-
 ModelConfig read_model(YamlMap& m, const fs::path& file) {
   ModelConfig model;
   model.file = file.string();
   model.name = m.string_or("name", file.stem().string());
   model.layers = m.positive_int("layers");
   model.hidden = m.positive_int("hidden");
-  model.heads = m.positive_int("heads");
-  model.kv_heads = m.positive_int_or("kv_heads", model.heads);
-  if (model.heads % model.kv_heads != 0) {
-    m.fail("kv_heads", std::to_string(model.kv_heads) + " does not divide heads " +
-                           std::to_string(model.heads) + "; allowed: " + divisors_of(model.heads));
-  }
-  if (m.has("head_dim")) {
-    model.head_dim = m.positive_int("head_dim");
-  } else if (model.hidden % model.heads == 0) {
-    model.head_dim = model.hidden / model.heads;
-  } else {
-    m.fail("head_dim", "missing, and hidden is not divisible by heads (required then)");
-  }
+  detail::read_heads(m, {"hidden", "heads", "kv_heads", "head_dim"}, model);
   model.ffn = m.positive_int("ffn");
   model.vocab = m.positive_int("vocab");
   model.tied_embeddings = m.boolean_or("tied_embeddings", false);
@@ -233,19 +214,20 @@ void validate(Study& s, const StudyOverrides* ov) {
     throw InputError(tp_where, "parallel.tp",
                      "tp " + std::to_string(p.tp) + " does not divide the heads (" +
                          std::to_string(m.heads) + ") of model " + m.name +
-                         "; allowed tp: " + divisors_of(std::gcd(m.heads, m.kv_heads)));
+                         "; allowed tp: " + detail::divisors_of(std::gcd(m.heads, m.kv_heads)));
   }
   if (m.kv_heads % p.tp != 0) {
     throw InputError(tp_where, "parallel.tp",
                      "tp " + std::to_string(p.tp) + " does not divide the kv_heads (" +
                          std::to_string(m.kv_heads) + ") of model " + m.name +
-                         "; allowed tp: " + divisors_of(std::gcd(m.heads, m.kv_heads)));
+                         "; allowed tp: " + detail::divisors_of(std::gcd(m.heads, m.kv_heads)));
   }
   if (m.vision && m.vision->heads % p.tp != 0) {
-    throw InputError(tp_where, "parallel.tp",
-                     "tp " + std::to_string(p.tp) + " does not divide the vision heads (" +
-                         std::to_string(m.vision->heads) + ") of model " + m.name +
-                         "; allowed tp: " + divisors_of(std::gcd(m.vision->heads, m.kv_heads)));
+    throw InputError(
+        tp_where, "parallel.tp",
+        "tp " + std::to_string(p.tp) + " does not divide the vision heads (" +
+            std::to_string(m.vision->heads) + ") of model " + m.name +
+            "; allowed tp: " + detail::divisors_of(std::gcd(m.vision->heads, m.kv_heads)));
   }
   if (m.ffn % p.tp != 0) {
     throw InputError(tp_where, "parallel.tp",

@@ -174,41 +174,43 @@ std::string sweep_svg(const SweepResult& result, const std::string& title) {
   if (!front.empty())
     s += "<polyline points=\"" + front + "\" fill=\"none\" stroke=\"#000\" stroke-width=\"2\"/>\n";
 
-  // Legend: schedules present, in registry order (then designed), then the marks.
+  // Legend: schedules present, in registry order (then designed), then the marks. A row is a
+  // mark at height ly (a circle or a short line, painted as given) and a label beside it.
   double ly = y1 + 8;
   const double lx = x1 + 20;
+  const auto at = [](double v) { return util::format("%.1f", v); };
+  const auto circle_mark = [&](const std::string& paint) {
+    s += "<circle cx=\"" + at(lx + 6) + "\" cy=\"" + at(ly) + "\" r=\"5\" " + paint + "/>\n";
+  };
+  const auto line_mark = [&](const std::string& paint) {
+    s += "<line x1=\"" + at(lx) + "\" y1=\"" + at(ly) + "\" x2=\"" + at(lx + 14) + "\" y2=\"" +
+         at(ly) + "\" " + paint + "/>\n";
+  };
+  const auto label = [&](const std::string& text, double dy = 4, const std::string& paint = "") {
+    s += "<text x=\"" + at(lx + 18) + "\" y=\"" + at(ly + dy) + "\"" + paint + ">" + text +
+         "</text>\n";
+  };
   for (const std::string& name : chart_schedules()) {
     bool present = false;
     for (int i : result.ranking) present = present || result.rows[i].config.schedule == name;
     if (!present) continue;
-    s += "<circle cx=\"" + util::format("%.1f", lx + 6) + "\" cy=\"" + util::format("%.1f", ly) +
-         "\" r=\"5\" fill=\"" + colour(name) + "\"/>\n";
-    s += "<text x=\"" + util::format("%.1f", lx + 18) + "\" y=\"" + util::format("%.1f", ly + 4) +
-         "\">" + name + "</text>\n";
+    circle_mark(std::string("fill=\"") + colour(name) + "\"");
+    label(name);
     ly += 20;
   }
   ly += 8;
-  s += "<circle cx=\"" + util::format("%.1f", lx + 6) + "\" cy=\"" + util::format("%.1f", ly) +
-       "\" r=\"5\" fill=\"none\" stroke=\"#555\" stroke-width=\"1.5\"/>\n";
-  s += "<text x=\"" + util::format("%.1f", lx + 18) + "\" y=\"" + util::format("%.1f", ly + 4) +
-       "\">over the cap</text>\n";
+  circle_mark("fill=\"none\" stroke=\"#555\" stroke-width=\"1.5\"");
+  label("over the cap");
   ly += 20;
-  s += "<line x1=\"" + util::format("%.1f", lx) + "\" y1=\"" + util::format("%.1f", ly) +
-       "\" x2=\"" + util::format("%.1f", lx + 14) + "\" y2=\"" + util::format("%.1f", ly) +
-       "\" stroke=\"#222\" stroke-width=\"1.5\"/>\n";
-  s += "<text x=\"" + util::format("%.1f", lx + 18) + "\" y=\"" + util::format("%.1f", ly + 4) +
-       "\">Pareto front</text>\n";
+  line_mark("stroke=\"#222\" stroke-width=\"1.5\"");
+  label("Pareto front");
   ly += 20;
-  s += "<line x1=\"" + util::format("%.1f", lx) + "\" y1=\"" + util::format("%.1f", ly) +
-       "\" x2=\"" + util::format("%.1f", lx + 14) + "\" y2=\"" + util::format("%.1f", ly) +
-       "\" stroke=\"#444\" stroke-dasharray=\"6 4\"/>\n";
+  line_mark("stroke=\"#444\" stroke-dasharray=\"6 4\"");
   // Worded as every header words it (memory_cap_text); the line sits at cap + fixed overhead
   // because the x axis is the whole peak.
-  s += "<text x=\"" + util::format("%.1f", lx + 18) + "\" y=\"" + util::format("%.1f", ly + 4) +
-       "\">memory cap " + util::format("%.2f", result.mem_cap_gib) + " GiB</text>\n";
-  s += "<text x=\"" + util::format("%.1f", lx + 18) + "\" y=\"" + util::format("%.1f", ly + 20) +
-       "\" fill=\"#555\">+ " + util::format("%.2f", result.fixed_overhead_gib) +
-       " GiB overhead</text>\n";
+  label("memory cap " + util::format("%.2f", result.mem_cap_gib) + " GiB");
+  label("+ " + util::format("%.2f", result.fixed_overhead_gib) + " GiB overhead", 20,
+        " fill=\"#555\"");
   if (hidden > 0) {
     s += "<text x=\"" + util::format("%.1f", x1 - 6) + "\" y=\"" + util::format("%.1f", y1 + 16) +
          "\" text-anchor=\"end\" fill=\"#555\">" + std::to_string(hidden) +
