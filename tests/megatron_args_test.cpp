@@ -83,18 +83,19 @@ TEST_CASE("Megatron model form: SwiGLU, GQA, RoPE, RMSNorm, untied, QKV bias", "
                                                        "linear biases (no --disable-bias-linear)"});
 }
 
-TEST_CASE("Megatron parallelism: tp, pp, virtual stages and SP read, cp and ep listed",
+TEST_CASE("Megatron parallelism: tp, pp, virtual stages, SP and cp read, ep listed",
           "[megatron-args]") {
   const MegatronLaunch l =
       args(std::string(kGpt) +
            "--vocab-size 100 --tensor-model-parallel-size 4 --pipeline-model-parallel-size 2 "
            "--num-layers-per-virtual-pipeline-stage 3 --sequence-parallel "
-           "--context-parallel-size 2 --expert-model-parallel-size 1");
+           "--context-parallel-size 2 --expert-model-parallel-size 2");
   CHECK(l.overrides.tp == 4);
+  CHECK(l.overrides.cp == 2);
   CHECK(l.overrides.pp == 2);
   CHECK(l.overrides.vpp == 4);  // 24 layers / (2 x 3)
   CHECK(l.overrides.sequence_parallel == true);
-  CHECK(l.not_modelled == std::vector<std::string>{"--context-parallel-size 2"});
+  CHECK(l.not_modelled == std::vector<std::string>{"--expert-model-parallel-size 2"});
   CHECK(args("--virtual-pipeline-model-parallel-size 3").overrides.vpp == 3);
   CHECK_THAT(args_error(std::string(kGpt) + "--vocab-size 100 --pipeline-model-parallel-size 2 "
                                             "--num-layers-per-virtual-pipeline-stage 5"),

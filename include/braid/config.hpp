@@ -118,7 +118,10 @@ struct ParallelConfig {
   int pp = 1;
   int vpp = 2;  // chunks per rank for loop-placement schedules (1f1b-i)
   bool sequence_parallel = false;
-  int dp = 1;  // derived by the rank layout (rank_layout(study)): the GPUs left per tp x pp
+  // Context parallelism: each sequence split over cp ranks, attention as a ring of KV exchanges
+  // (Megatron-Core's cp group with Transformer Engine's p2p context parallelism).
+  int cp = 1;
+  int dp = 1;  // derived by the rank layout (rank_layout(study)): the GPUs left per tp x cp x pp
   auto operator<=>(const ParallelConfig&) const = default;  // NOLINT(modernize-use-nullptr)
 };
 
@@ -184,7 +187,7 @@ RankLayout rank_layout(const Study& study);
 // Command-line overrides; an unset field keeps the study's value.
 struct StudyOverrides {
   std::optional<std::string> model, cluster;
-  std::optional<int> tp, pp, vpp, seq, mbs, microbatches, nodes;
+  std::optional<int> tp, pp, vpp, seq, mbs, microbatches, nodes, cp;
   std::optional<bool> sequence_parallel;
   std::optional<Recompute> recompute;
   std::optional<VisionPlacement> vision_placement;
@@ -259,6 +262,7 @@ void validate_study(Study& study);
 // estimate it. pp x vpp stays within the DAG's 16-bit virtual stage index.
 inline constexpr int kMaxPp = 1024;
 inline constexpr int kMaxVpp = 16;
+inline constexpr int kMaxCp = 1024;
 inline constexpr int kMaxMicrobatches = 1'000'000;
 inline constexpr int kMaxSeq = 1 << 20;  // 1,048,576 tokens
 inline constexpr int kMaxMbs = 4096;

@@ -33,6 +33,10 @@ void add_study_options(CLI::App& cmd, StudyArgs& args) {
   cmd.add_option_function<int>(
       "--pp", [&o](int v) { o.pp = v; }, "pipeline-parallel size (ranks); default: the study's");
   cmd.add_option_function<int>(
+      "--cp", [&o](int v) { o.cp = v; },
+      "context-parallel size: GPUs that split each sequence (ring attention); default: the "
+      "study's (1)");
+  cmd.add_option_function<int>(
       "--vpp", [&o](int v) { o.vpp = v; },
       "chunks (virtual stages) per pipeline rank for loop placement; default: the study's (2)");
   cmd.add_option_function<int>(

@@ -177,6 +177,37 @@ struct Origin {
   }
 };
 
+// Context parallelism as Transformer Engine runs it with Megatron-Core (p2p, load-balanced):
+// each rank holds 2 of 2 x cp sequence chunks, attention is TE's fused kernel (Megatron builds
+// the CP attention only from TEDotProductAttention), and the vision encoder has no CP.
+void validate_context_parallel(const Study& s, const StudyOverrides& o, const Origin& origin) {
+  const int cp = s.parallel.cp;
+  if (cp == 1) return;
+  const std::string where = origin.where(o.cp.has_value(), "--cp");
+  check_at_most(cp, kMaxCp, where, "parallel.cp");
+  if (s.training.seq % (2 * cp) != 0) {
+    // Named after the option that made it fail: --cp when given, else --seq when given.
+    throw InputError(o.cp ? "--cp" : origin.where(o.seq.has_value(), "--seq"), "training.seq",
+                     "with context parallelism " + std::to_string(cp) + " the sequence (" +
+                         std::to_string(s.training.seq) +
+                         ") must split into 2 x cp = " + std::to_string(2 * cp) +
+                         " equal chunks (load balancing); choose seq a multiple of " +
+                         std::to_string(2 * cp));
+  }
+  if (!s.model.flash_attention) {
+    throw InputError(where, "parallel.cp",
+                     "context parallelism needs a fused attention kernel (Megatron-Core builds it "
+                     "from Transformer Engine's); model " +
+                         s.model.name +
+                         " runs unfused attention: set attention_impl to a fused kernel");
+  }
+  if (s.model.vision) {
+    throw InputError(where, "parallel.cp",
+                     "context parallelism of a vision-language model is not modelled (model " +
+                         s.model.name + " has a ViT); use --cp 1");
+  }
+}
+
 void validate(Study& s, const StudyOverrides* ov) {
   StudyOverrides none;
   const StudyOverrides& o = ov != nullptr ? *ov : none;
@@ -194,6 +225,7 @@ void validate(Study& s, const StudyOverrides* ov) {
   positive(p.tp, o.tp.has_value(), "--tp", "parallel.tp");
   positive(p.pp, o.pp.has_value(), "--pp", "parallel.pp");
   positive(p.vpp, o.vpp.has_value(), "--vpp", "parallel.vpp");
+  positive(p.cp, o.cp.has_value(), "--cp", "parallel.cp");
   positive(t.seq, o.seq.has_value(), "--seq", "training.seq");
   positive(t.micro_batch_size, o.mbs.has_value(), "--mbs", "training.micro_batch_size");
   positive(t.microbatches, o.microbatches.has_value(), "--microbatches", "training.microbatches");
@@ -278,22 +310,26 @@ void validate(Study& s, const StudyOverrides* ov) {
                          " virtual stages (pp x vpp = " + std::to_string(p.pp) + " x " +
                          std::to_string(p.vpp) + "); each virtual stage needs at least one layer");
   }
+  validate_context_parallel(s, o, origin);
   int gpus = s.cluster.gpus();
-  if (gpus % (p.tp * p.pp) != 0) {
-    throw InputError(origin.where(o.tp || o.pp || o.nodes, "--tp"), "parallel",
-                     "tp x pp = " + std::to_string(p.tp) + " x " + std::to_string(p.pp) + " = " +
-                         std::to_string(p.tp * p.pp) + " does not divide the " +
-                         std::to_string(gpus) + " GPUs of cluster " + s.cluster.name + " (" +
-                         std::to_string(s.cluster.nodes) + " x " +
-                         std::to_string(s.cluster.gpus_per_node) +
-                         "); allowed tp x pp: divisors of " + std::to_string(gpus));
+  const int model_parallel = p.tp * p.cp * p.pp;
+  if (gpus % model_parallel != 0) {
+    const bool cp = p.cp > 1;
+    throw InputError(
+        origin.where(o.tp || o.pp || o.nodes || o.cp, "--tp"), "parallel",
+        std::string(cp ? "tp x cp x pp = " : "tp x pp = ") + std::to_string(p.tp) + " x " +
+            (cp ? std::to_string(p.cp) + " x " : "") + std::to_string(p.pp) + " = " +
+            std::to_string(model_parallel) + " does not divide the " + std::to_string(gpus) +
+            " GPUs of cluster " + s.cluster.name + " (" + std::to_string(s.cluster.nodes) + " x " +
+            std::to_string(s.cluster.gpus_per_node) + "); allowed " +
+            (cp ? "tp x cp x pp" : "tp x pp") + ": divisors of " + std::to_string(gpus));
   }
   p.dp = rank_layout(s).dp;
 }
 
-// Megatron's global batch = micro-batch size x dp x microbatches (dp: the GPUs per tp x pp).
+// Megatron's global batch = micro-batch size x dp x microbatches (dp: the GPUs per tp x cp x pp).
 int microbatches_of_global_batch(const Study& s, int global_batch) {
-  const int model_parallel = s.parallel.tp * s.parallel.pp;
+  const int model_parallel = s.parallel.tp * s.parallel.cp * s.parallel.pp;
   const int gpus = s.cluster.gpus();
   if (model_parallel <= 0 || gpus % model_parallel != 0) return 1;  // validate() reports it
   const int per_step = s.training.micro_batch_size * (gpus / model_parallel);
@@ -358,6 +394,7 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
   study.parallel.pp = par.positive_int("pp");
   study.parallel.vpp = par.positive_int_or("vpp", 2);
   study.parallel.sequence_parallel = par.boolean_or("sequence_parallel", false);
+  study.parallel.cp = par.positive_int_or("cp", 1);
   par.finish();
 
   YamlMap tr = s.map("training");
@@ -405,6 +442,7 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
   if (o.pp) study.parallel.pp = *o.pp;
   if (o.vpp) study.parallel.vpp = *o.vpp;
   if (o.sequence_parallel) study.parallel.sequence_parallel = *o.sequence_parallel;
+  if (o.cp) study.parallel.cp = *o.cp;
   if (o.seq) t.seq = *o.seq;
   if (o.mbs) t.micro_batch_size = *o.mbs;
   if (o.microbatches) t.microbatches = *o.microbatches;

@@ -360,9 +360,10 @@ MegatronLaunch parse_megatron_args(const std::string& text, const std::string& w
     o.vpp = o.model_config->layers / (*o.pp * per_chunk);
   }
   if (f.has("--sequence-parallel")) o.sequence_parallel = true;
-  for (const char* flag : {"--context-parallel-size", "--expert-model-parallel-size"})
-    if (f.has(flag) && f.positive(flag) > 1)
-      out.not_modelled.push_back(std::string(flag) + " " + f.text(flag, ""));
+  if (f.has("--context-parallel-size")) o.cp = f.positive("--context-parallel-size");
+  if (f.has("--expert-model-parallel-size") && f.positive("--expert-model-parallel-size") > 1)
+    out.not_modelled.push_back("--expert-model-parallel-size " +
+                               f.text("--expert-model-parallel-size", ""));
   const std::string granularity = f.text("--recompute-granularity", "");
   if (granularity == "full") {
     o.recompute = Recompute::Full;

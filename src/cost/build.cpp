@@ -37,6 +37,12 @@ detail::TpSetup tp_setup(const Study& study, const Profile& profile) {
   const bool tp_spans_nodes = rank_layout(study).spans_nodes(Group::Tp);
   tp.link =
       &profile.link(tp_spans_nodes ? study.cluster.inter_node.name : study.cluster.intra_node.name);
+  // The CP ring stays inside a node when the rank layout puts its group there (cp ranks follow
+  // the tp ranks, Megatron-Core's order), and crosses the NICs otherwise.
+  tp.cp = par.cp;
+  const bool cp_spans_nodes = rank_layout(study).spans_nodes(Group::Cp);
+  tp.cp_link =
+      &profile.link(cp_spans_nodes ? study.cluster.inter_node.name : study.cluster.intra_node.name);
   return tp;
 }
 
@@ -104,12 +110,13 @@ StudyUnits study_units(const Study& study, const detail::TpSetup& tp,
   StudyUnits u;
   u.samples = tr.micro_batch_size;
   u.tokens = u.samples * tr.seq;
+  const double gpu_tokens = u.tokens / par.cp;  // context parallelism splits every sequence
   const double t = par.tp;
   // Megatron pads the vocabulary to a multiple of 128 x tp (make-vocab-size-divisible-by 128).
   const double vocab_multiple = 128.0 * par.tp;
   const double padded_vocab = std::ceil(m.vocab / vocab_multiple) * vocab_multiple;
   u.vocab_per_gpu = padded_vocab / t;
-  const detail::LayerShape lm = detail::lm_layer_shape(m, u.samples, tr.seq);
+  const detail::LayerShape lm = detail::lm_layer_shape(m, u.samples, tr.seq, par.cp);
   u.layer_params = detail::layer_params_per_gpu(lm, par.tp);
   u.norm_params = lm.norm_params;
   // The distributed optimizer shards over dp x cp (as the gradient reduce).
@@ -119,16 +126,16 @@ StudyUnits study_units(const Study& study, const detail::TpSetup& tp,
                        tr.optimizer_bytes_per_param / optimizer_share;
 
   u.lm_layer = detail::layer_cost(lm, tp, roof, 0, false);
-  u.embedding = detail::embedding_cost(u.tokens, m.hidden, tp, roof,
+  u.embedding = detail::embedding_cost(gpu_tokens, m.hidden, tp, roof,
                                        m.position == PositionEmbedding::Learned, m.dropout);
-  u.head = detail::head_cost(u.tokens, m.hidden, u.vocab_per_gpu, tp, roof);
+  u.head = detail::head_cost(gpu_tokens, m.hidden, u.vocab_per_gpu, tp, roof);
   u.layout.lm_layers = m.layers;
   u.layout.first_stage = study.layout.vision_placement == VisionPlacement::FirstStage;
   u.layout.lm_layer_s = layer_time_s(u.lm_layer);
   u.layout.embedding_s = detail::unit_time_s(u.embedding);
   u.layout.head_s = detail::unit_time_s(u.head);
   if (m.vision) add_vision_units(u, study, tp, roof);
-  u.lm_output_bytes = u.tokens * m.hidden * tr.dtype_bytes / (par.sequence_parallel ? t : 1);
+  u.lm_output_bytes = gpu_tokens * m.hidden * tr.dtype_bytes / (par.sequence_parallel ? t : 1);
   return u;
 }
 
@@ -254,7 +261,7 @@ ChunkCost chunk_cost(const Study& study, const Profile& profile, const detail::R
   return chunk;
 }
 
-// Whole job, per iteration: every unit's FLOPs on one GPU x tp GPUs x microbatches x dp.
+// Whole job, per iteration: every unit's FLOPs on one GPU x tp x cp GPUs x microbatches x dp.
 void count_iteration(CostModel& cm, const Study& study, const StudyUnits& su) {
   double flops_per_microbatch = 0, hw_flops_per_microbatch = 0;
   for (const auto& c : cm.chunks) {
@@ -266,7 +273,7 @@ void count_iteration(CostModel& cm, const Study& study, const StudyUnits& su) {
       hw_flops_per_microbatch += u.recompute.hw_flops;  // full recomputation's forward rerun
     });
   }
-  const double t = study.parallel.tp;
+  const double t = study.parallel.tp * study.parallel.cp;
   const double microbatches_per_iteration =
       static_cast<double>(study.training.microbatches) * study.parallel.dp;
   cm.model_flops = flops_per_microbatch * t * microbatches_per_iteration;
@@ -327,8 +334,8 @@ std::vector<detail::LayerKernel> detail::lm_layer_kernels(const Study& study,
   std::vector<KernelCall> calls;
   Roofline roof{&profile};
   roof.log = &calls;
-  const LayerShape lm =
-      lm_layer_shape(study.model, study.training.micro_batch_size, study.training.seq);
+  const LayerShape lm = lm_layer_shape(study.model, study.training.micro_batch_size,
+                                       study.training.seq, study.parallel.cp);
   layer_cost(lm, tp_setup(study, profile), roof, 0, false);
   // layer_cost times the dense layer's units in order, each unit's F, B and W in turn
   // (units.cpp).

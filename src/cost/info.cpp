@@ -269,6 +269,7 @@ std::string cost_model_json(const Study& s, const Profile& prof, const CostModel
   j["tp"] = s.parallel.tp;
   j["pp"] = s.parallel.pp;
   j["vpp"] = s.parallel.vpp;
+  j["cp"] = s.parallel.cp;
   j["dp"] = s.parallel.dp;
   j["sequence_parallel"] = s.parallel.sequence_parallel;
   j["virtual_stages"] = static_cast<int>(cm.chunks.size());
@@ -394,8 +395,12 @@ std::string study_lines(const Study& s, const Profile& prof, const CostModel& cm
                       s.cluster.nodes, s.cluster.gpus_per_node, prof.name.c_str(), prof.gpu.c_str(),
                       source_name(prof.source));
   out += util::format(
-      "parallel: tp %d, pp %d, vpp %d (%zu virtual stages), dp %d, sequence parallel %s\n", p.tp,
+      "parallel: tp %d, pp %d, vpp %d (%zu virtual stages), dp %d, sequence parallel %s", p.tp,
       p.pp, p.vpp, cm.chunks.size(), p.dp, p.sequence_parallel ? "on" : "off");
+  if (p.cp > 1)
+    out += util::format(", context parallel %d (KV ring %s)", p.cp,
+                        rank_layout(s).spans_nodes(Group::Cp) ? "across nodes" : "inside a node");
+  out += "\n";
   out += std::string("layout: ") +
          (!s.layout.layers_per_stage.empty()       ? "layers per stage by hand"
           : s.layout.balance == StageBalance::Cost ? "balanced by cost"

@@ -6,10 +6,11 @@ namespace braid {
 
 namespace detail {
 
-LayerShape lm_layer_shape(const ModelConfig& m, double samples, double seq) {
+LayerShape lm_layer_shape(const ModelConfig& m, double samples, double seq, int cp) {
   LayerShape s;
-  s.tokens = samples * seq;
+  s.tokens = samples * seq / cp;
   s.seq = seq;
+  s.cp = cp;
   s.hidden = m.hidden;
   s.heads = m.heads;
   s.kv_heads = m.kv_heads;

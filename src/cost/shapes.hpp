@@ -7,8 +7,9 @@
 
 namespace braid::detail {
 
-// One LM layer for a microbatch of `samples` sequences of `seq` tokens.
-LayerShape lm_layer_shape(const ModelConfig& m, double samples, double seq);
+// One LM layer for a microbatch of `samples` sequences of `seq` tokens, each split over `cp`
+// GPUs (context parallelism).
+LayerShape lm_layer_shape(const ModelConfig& m, double samples, double seq, int cp = 1);
 // One ViT layer for a microbatch of `samples` images (attention within each image).
 LayerShape vision_layer_shape(const VisionConfig& v, double samples);
 double vision_patches_per_sample(const VisionConfig& v);  // tokens_per_sample x merge^2

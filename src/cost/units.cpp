@@ -19,9 +19,9 @@ namespace braid::detail {
 
 namespace {
 
-Source collective_source(const TpSetup& tp, CollectiveKind kind) {
-  if (!has_measured_rows(*tp.link, kind, tp.tp)) return Source::SpecDerived;
-  return tp.link->published ? Source::Published : Source::Measured;
+Source collective_source(const LinkProfile& link, CollectiveKind kind, int ranks) {
+  if (!has_measured_rows(link, kind, ranks)) return Source::SpecDerived;
+  return link.published ? Source::Published : Source::Measured;
 }
 
 // A collective of the TP group in phase `p`; none for a TP group of one.
@@ -33,9 +33,25 @@ void add_tp_collective(PhaseCost& p, const TpSetup& tp, CollectiveKind kind,
   c.group = Group::Tp;
   c.position = position;
   c.from_compute = from_compute;
-  c.source = collective_source(tp, kind);
+  c.source = collective_source(*tp.link, kind, tp.tp);
   c.bytes = bytes;
   c.time_s = collective_time_s(*tp.link, kind, tp.tp, bytes);
+  p.collectives.push_back(c);
+}
+
+// The KV exchanges of context parallelism inside a phase's compute: cp - 1 transfers of
+// `step_bytes` to the ring's next GPU, each hidden behind one of the cp steps of the attention
+// (lowered as pieces beside the transfers: DagOp Inside). None for a ring of one.
+void add_cp_ring(PhaseCost& p, const TpSetup& tp, double step_bytes) {
+  if (tp.cp <= 1) return;
+  Collective c;
+  c.kind = CollectiveKind::P2P;
+  c.group = Group::Cp;
+  c.position = CollectivePosition::Inside;
+  c.steps = tp.cp;
+  c.source = collective_source(*tp.cp_link, CollectiveKind::P2P, 2);
+  c.bytes = (tp.cp - 1) * step_bytes;
+  c.time_s = (tp.cp - 1) * collective_time_s(*tp.cp_link, CollectiveKind::P2P, 2, step_bytes);
   p.collectives.push_back(c);
 }
 
@@ -219,10 +235,17 @@ void attn_cost(UnitCost& u, const LayerTerms& L) {
   const double grad_out = T * h * e;  // the output gradient arrives whole (gathered under SP)
   const double mask = s.dropout ? Ts * h : 0;  // hidden dropout mask, 1 byte per element
   const double residual_s = roof.memory_s(3 * Ts * h * e + mask);
-  const double samples = T / s.seq;
+  // With context parallelism the GPU's queries meet the keys of every chunk in cp steps, one per
+  // KV chunk of the ring (Transformer Engine, AttnFuncWithCPAndKVP2P in
+  // attention/dot_product_attention/context_parallel.py). Under its causal load balancing (each
+  // GPU holds chunks i and 2cp-1-i) every step does the FLOPs of causal attention over seq / cp
+  // tokens: the diagonal step is that kernel, the others half blocks of the same size. So the
+  // core attention is cp kernels of that shape (cp 1: one kernel over the sequence).
+  const double steps = s.cp;
+  const double samples = T * s.cp / s.seq;
   auto attention = [&](bool backward, double flops) {
-    return roof.attention_s(samples, s.seq, s.heads / t, s.kv_heads / t, s.head_dim, s.causal,
-                            backward, flops, s.attention_impl);
+    return steps * roof.attention_s(samples, s.seq / steps, s.heads / t, s.kv_heads / t, s.head_dim,
+                                    s.causal, backward, flops / steps, s.attention_impl);
   };
   // The core attention forward (also its rerun) and backward: time, hardware FLOPs, and the
   // s x s bytes it saves. Times are computed inside `timed` so measured tables tag the phase.
@@ -288,6 +311,11 @@ void attn_cost(UnitCost& u, const LayerTerms& L) {
   u[Phase::B].alloc_bytes = grad_out + (rerun ? scores_saved : 0);
   u[Phase::B].free_bytes = qkv + mask + scores_saved;
   row_gemm_weight_grad(u, L, q / t, proj, out + grad_out);
+  // The ring: while step j computes, the KV chunk of step j + 1 arrives (K and V of the GPU's
+  // tokens, kv heads / t). The backward passes KV and the accumulated dKV around the ring.
+  const double kv_bytes = 2 * T * k / t * e;
+  add_cp_ring(u[Phase::F], L.tp, kv_bytes);
+  add_cp_ring(u[Phase::B], L.tp, 2 * kv_bytes);
 }
 
 // PreMLP: norm, FC1 (gate + up for SwiGLU; column-parallel).

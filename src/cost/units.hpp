@@ -33,8 +33,11 @@ const LayerKind& dense_layer();
 
 // The shape of one transformer layer as one microbatch sees it.
 struct LayerShape {
-  double tokens = 0;  // tokens (or ViT patches) per microbatch
+  double tokens = 0;  // tokens (or ViT patches) of a microbatch this GPU holds
   double seq = 0;     // length of one attention sequence (tokens attend within it)
+  // Context parallelism: the GPU holds tokens / cp of every sequence and its attention meets the
+  // other chunks' keys in a ring of cp steps (1: no context parallelism).
+  double cp = 1;
   double hidden = 0;
   double heads = 0;
   double kv_heads = 0;
@@ -58,6 +61,9 @@ struct TpSetup {
   bool sp = false;  // sequence parallelism
   double dtype_bytes = 2;
   const LinkProfile* link = nullptr;  // the link class the TP group spans
+  // The context-parallel ring the attention's KV exchanges run over (cp 1: none).
+  int cp = 1;
+  const LinkProfile* cp_link = nullptr;
   // Selective recomputation (Megatron: core attention): B runs the attention forward again.
   bool recompute_attention = false;
   // Full recomputation: each layer keeps only its input; its forward runs again before its

@@ -78,6 +78,7 @@ void visit_study_fields(const ParallelConfig& p, F&& f) {
   f("pp", p.pp);
   f("vpp", p.vpp);
   f("sequence_parallel", p.sequence_parallel);
+  f("cp", p.cp);
   f("dp", p.dp);
 }
 

@@ -1,0 +1,147 @@
+// Context parallelism (docs/cost-model.md "Context parallelism"): each sequence split over cp GPUs
+// that run attention as a ring of KV exchanges inside its compute (Transformer Engine's p2p
+// context parallelism under Megatron-Core), the rest of the layer on their share of the tokens,
+// gradients reduced over dp x cp.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "braid/config.hpp"
+#include "braid/cost_model.hpp"
+#include "braid/dag.hpp"
+#include "braid/error.hpp"
+#include "braid/profile.hpp"
+#include "braid/rank_layout.hpp"
+#include "braid/report.hpp"
+#include "braid/schedule.hpp"
+#include "fixtures.hpp"
+
+using namespace braid;
+
+namespace {
+
+// qwen2-7b (4 KV heads of 128) on 8 nodes of 8 H100, tp 4, pp 2, one chunk per rank, seq 4096,
+// micro-batch 1, 4 microbatches, with the given context-parallel size.
+Study qwen_cp(int cp, int tp = 4) {
+  StudyOverrides o = test::layout_overrides("qwen2-7b", "h100x64", tp, 2, 4096);
+  o.cp = cp;
+  o.microbatches = 4;
+  return load_study(resolve_config("studies", "default"), o);
+}
+
+CostModel cost_of(const Study& s) {
+  return build_cost_model(s, load_profile(s.cluster.profile), s.parallel.pp * s.parallel.vpp);
+}
+
+// The first LM layer's unit of `kind`.
+UnitCost first_unit(const CostModel& cm, UnitKind kind) {
+  for (const ChunkCost& ch : cm.chunks)
+    for (int l = 0; l < ch.layer_count(); ++l)
+      for (const UnitCost& u : ch.layer(l))
+        if (u.kind == kind && !u.vision) return u;
+  FAIL("no " << name(kind) << " unit");
+  return {};
+}
+
+}  // namespace
+
+TEST_CASE("cp divides the data-parallel size and its groups sit inside a node first",
+          "[cp][config]") {
+  const Study s = qwen_cp(2);
+  CHECK(s.parallel.cp == 2);
+  CHECK(s.parallel.dp == 4);  // 64 GPUs / (tp 4 x cp 2 x pp 2)
+  const RankLayout l = rank_layout(s);
+  CHECK(l.size(Group::DpCp) == 8);
+  // Megatron-Core's order tp-cp-dp-pp: rank 0's CP group is ranks 0 and 4, on one node.
+  CHECK(l.ranks(Group::Cp, 0) == std::vector<int>{0, 4});
+  CHECK_FALSE(l.spans_nodes(Group::Cp));
+  // tp x cp = 16 is two nodes: a CP group of 4 crosses the NICs.
+  CHECK(rank_layout(qwen_cp(4)).ranks(Group::Cp, 0) == std::vector<int>{0, 4, 8, 12});
+  CHECK(rank_layout(qwen_cp(4)).spans_nodes(Group::Cp));
+}
+
+TEST_CASE("cp 2 halves a layer's tokens and runs a ring of KV exchanges inside attention",
+          "[cp][cost]") {
+  const CostModel one = cost_of(qwen_cp(1));
+  const CostModel two = cost_of(qwen_cp(2));
+  // Every unit's work and saved activations halve (no s x s term with fused attention): the MLP
+  // exactly, the attention unit's FLOPs exactly (its queries halve, each still meets all keys).
+  for (UnitKind kind : {UnitKind::PreAttn, UnitKind::Attn, UnitKind::PreMLP, UnitKind::MLP}) {
+    INFO(name(kind));
+    const UnitCost a = first_unit(one, kind), b = first_unit(two, kind);
+    CHECK(b[Phase::F].flops == a[Phase::F].flops / 2);
+    CHECK(b[Phase::B].flops == a[Phase::B].flops / 2);
+    CHECK(b[Phase::F].alloc_bytes == a[Phase::F].alloc_bytes / 2);
+  }
+  // The ring: one KV chunk to pass (cp - 1 = 1) in the forward; KV and dKV in the backward. KV of
+  // 2048 tokens, 4 / tp 4 = 1 KV head of 128, K and V, 2 bytes: 2 x 2048 x 128 x 2 = 1 MiB.
+  const Profile h100 = load_profile("h100");
+  const LinkProfile& nvlink = h100.link("nvlink");
+  for (Phase p : {Phase::F, Phase::B}) {
+    INFO(name(p));
+    const UnitCost unit = first_unit(two, UnitKind::Attn);
+    const PhaseCost& attn = unit[p];
+    const double bytes = (p == Phase::F ? 1 : 2) * 1048576.0;
+    int rings = 0;
+    for (const Collective& c : attn.collectives) {
+      if (c.group != Group::Cp) continue;
+      ++rings;
+      CHECK(c.kind == CollectiveKind::P2P);
+      CHECK(c.position == CollectivePosition::Inside);
+      CHECK(c.steps == 2);
+      CHECK(c.bytes == bytes);
+      CHECK(c.time_s == collective_time_s(nvlink, CollectiveKind::P2P, 2, bytes));
+    }
+    CHECK(rings == 1);
+    CHECK(attn.compute_steps() == 2);
+  }
+  const UnitCost attn_one = first_unit(one, UnitKind::Attn);
+  for (const Collective& c : attn_one[Phase::F].collectives) CHECK(c.group != Group::Cp);
+  // Half the data-parallel replicas, each sample split over two GPUs: half the tokens per
+  // iteration at the same model FLOPs per token.
+  CHECK(two.tokens_per_iteration == one.tokens_per_iteration / 2);
+  CHECK(two.model_flops / two.tokens_per_iteration ==
+        Approx(one.model_flops / one.tokens_per_iteration).epsilon(1e-12));
+}
+
+TEST_CASE("a cp run lowers each ring step beside a piece of attention and reports its comm",
+          "[cp][sim]") {
+  const CostModel cost = cost_of(qwen_cp(4));  // the ring crosses nodes
+  const Schedule sched = make_schedule("1f1b", ScheduleOptions{2, 1, 4});
+  const test::Simulated r = test::simulated(sched, cost, false);
+  // Rank 0 holds 14 layers; per microbatch and layer cp - 1 = 3 KV transfers in F and 3 in B.
+  int ring_ops = 0;
+  for (const DagOp& op : r.dag.ops)
+    if (op.rank == 0 && op.stream == StreamKind::Cp) ++ring_ops;
+  CHECK(ring_ops == 14 * 4 * 2 * 3);
+  CHECK(r.report.cp_comm_rate > 0);
+  test::check_sum_identity(r.report);
+}
+
+TEST_CASE("context parallelism the model cannot run is one line naming the fix", "[cp][errors]") {
+  auto problem = [](const StudyOverrides& o) {
+    return test::input_error_of([&] { load_study(resolve_config("studies", "default"), o); });
+  };
+  StudyOverrides o = test::layout_overrides("qwen2-7b", "h100x64", 4, 2, 4096);
+  o.cp = 3;
+  o.seq = 6144;  // a multiple of 2 x 3, but tp 4 x cp 3 x pp 2 = 24 GPUs do not divide 64
+  CHECK_THAT(problem(o), Catch::Contains("--tp") && Catch::Contains("tp x cp x pp = 4 x 3 x 2") &&
+                             Catch::Contains("does not divide the 64 GPUs"));
+  o.cp = 2;
+  o.seq = 4098;
+  CHECK_THAT(problem(o), Catch::StartsWith("--cp: training.seq") &&
+                             Catch::Contains("choose seq a multiple of 4"));
+  o.seq = 4096;
+  o.cp = 0;
+  CHECK_THAT(problem(o), Catch::Contains("--cp") && Catch::Contains("positive integer"));
+  StudyOverrides vl = test::layout_overrides("qwen2-vl-14.9b", "h100x64", 4, 2, 4096);
+  vl.cp = 2;
+  CHECK_THAT(problem(vl), Catch::Contains("vision-language") && Catch::Contains("--cp 1"));
+  // The 2021 Megatron runs used unfused attention (configs/models/gpt3-175b.yaml).
+  const std::string gpt3 = "configs/studies/megatron/gpt3-175b-full.yaml";
+  REQUIRE_FALSE(load_study(resolve_config("studies", gpt3)).model.flash_attention);
+  StudyOverrides g;
+  g.cp = 2;
+  CHECK_THAT(test::input_error_of([&] { load_study(resolve_config("studies", gpt3), g); }),
+             Catch::Contains("fused attention kernel"));
+}
