@@ -145,6 +145,7 @@ TEST_CASE("torchtitan fragment: schedule names, batch sizes, checkpoint mode, wh
   const std::string stp = torchtitan_toml(s, {"stp", 2});
   CHECK_THAT(stp, Catch::Contains("# schedule stp is not expressible: torchtitan has no such"));
   CHECK(stp.find("pipeline_parallel_schedule") == std::string::npos);
+  CHECK(stp.find("pipeline_parallel_layers_per_stage") == std::string::npos);  // 7 would be wrong
   CHECK(launch_format_names() == std::vector<std::string>{"megatron", "torchtitan"});
   CHECK(parse_launch_format("torchtitan") == LaunchFormat::Torchtitan);
   CHECK_FALSE(parse_launch_format("nemo"));

@@ -171,8 +171,9 @@ void torchtitan_parallelism(const Study& s, const LaunchSchedule& schedule, Frag
       f.note("schedule " + schedule.name + " is not expressible: torchtitan has no such schedule");
     else
       setting(f, "pipeline_parallel_schedule", quoted(name));
+    // Without the schedule torchtitan runs its default, 1F1B: one stage per rank, its own split.
     const int stages = p.pp * schedule.chunks_per_rank;
-    if (s.model.layers % stages == 0)
+    if (!name.empty() && s.model.layers % stages == 0)
       setting(f, "pipeline_parallel_layers_per_stage", std::to_string(s.model.layers / stages));
     setting(f, "pipeline_parallel_microbatch_size", std::to_string(s.training.micro_batch_size));
   }
