@@ -182,8 +182,9 @@ TEST_CASE("braid simulate --emit megatron: the flags read back simulate the same
   CHECK(without_names(back.out) == without_names(json.out));
 }
 
-TEST_CASE("braid search --emit: the best layout's flags; bad values in one line, exit 2",
-          "[launch-args][cli]") {
+TEST_CASE(
+    "braid search --emit writes the best layout's flags, bad values fail in one line (exit 2)",
+    "[launch-args][cli]") {
   const std::filesystem::path dir = braid::test::scratch_dir() / "emit-search";
   std::filesystem::create_directories(dir);
   const std::string file = (dir / "best.sh").string();
