@@ -197,6 +197,15 @@ TEST_CASE(
   CHECK_THAT(flags, Catch::Contains("--global-batch-size 16 \\\n"));
   CHECK(parse_megatron_args(flags, "best.sh").overrides.global_batch == 16);
   CHECK(r.out.find("--num-layers") == std::string::npos);  // in the file, not on stdout
+  // Nothing fits a 1 GiB cap: a warning, and no file.
+  const std::string none = (dir / "none.sh").string();
+  const CliRun nothing = run_braid(
+      "search --study default --gpus 16 --global-batch 16 --mbs 1 --schedules 1f1b-i "
+      "--mem-cap 1 --emit megatron --emit-file " +
+      none);
+  REQUIRE(nothing.exit_code == 0);
+  CHECK(nothing.err == "braid: warning: --emit megatron: no layout fits, nothing emitted\n");
+  CHECK_FALSE(std::filesystem::exists(none));
 
   const CliRun bad = run_braid("simulate --schedule stp --emit nemo");
   CHECK(bad.exit_code == 2);
