@@ -107,6 +107,19 @@ TEST_CASE("Megatron round trip: every switch on, GQA + SwiGLU + QKV bias, two-sa
   check_round_trip("qwen2-7b-h20x16", o);
 }
 
+TEST_CASE("Megatron round trip: Hugging Face models with their own head size and tied embeddings",
+          "[launch-args]") {
+  StudyOverrides o;
+  o.tp = 4;
+  o.pp = 2;
+  o.microbatches = 4;
+  // Gemma 2 9B: head_dim 256, not 3584 / 16 (--kv-channels); Llama 3.2 1B: tied, no QKV bias.
+  for (const char* model : {"gemma-2-9b", "llama-3.2-1b"}) {
+    o.model = std::string(kHfModelPrefix) + BRAID_SOURCE_DIR + "/tests/data/hf/" + model;
+    check_round_trip("default", o);
+  }
+}
+
 TEST_CASE("Megatron flags: one per line, comments first, what Megatron cannot run noted",
           "[launch-args]") {
   const Study s = load_study(resolve_config("studies", "qwen2-7b-h20x16"));
