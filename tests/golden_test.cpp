@@ -91,6 +91,12 @@ const std::vector<Golden>& goldens() {
       {"export_zb_v.csv",
        "export --format pytorch-csv --schedule zb-v --pp 4 --microbatches 8 -o {out}/zb-v.csv",
        "zb-v.csv"},
+      // Launch arguments out: the torchtitan fragment of a GQA model with a V schedule, FSDP for
+      // the distributed optimizer and SP off noted (docs/megatron.md, "Launch arguments out").
+      {"emit_qwen2_7b_zb_v.toml",
+       "simulate --study qwen2-7b-h20x16 --schedule zb-v --microbatches 8 --emit torchtitan "
+       "--emit-file {out}/t.toml",
+       "t.toml"},
   };
   return list;
 }

@@ -10,6 +10,7 @@
 #include "braid/schedule.hpp"
 #include "commands.hpp"
 #include "distributed.hpp"
+#include "emit_options.hpp"
 #include "explore_options.hpp"
 #include "output.hpp"
 
@@ -27,9 +28,23 @@ struct SearchArgs {
   int exhaustive_limit = 64;
   int seq = 0;
   bool json = false;
+  EmitArgs emit;
   CLI::App* cmd = nullptr;
   bool given(const char* option) const { return cmd->get_option(option)->count() > 0; }
 };
+
+// The best layout as launch arguments (--emit); nothing, with a warning, when none fits.
+void emit_best(const EmitArgs& emit, const Study& study, const SearchResult& result) {
+  if (emit.format.empty()) return;
+  if (result.best.empty()) {
+    std::cerr << "braid: warning: --emit " << emit.format << ": no layout fits, nothing emitted\n";
+    return;
+  }
+  const Configuration& best = result.best.front().config;
+  const LaunchSchedule launch{best.schedule,
+                              chunks_per_rank(parse_schedule_kind(best.schedule), best.vpp)};
+  std::cout << emit_launch(emit, configure(with_gpus(study, result.gpus), best), launch);
+}
 
 void run_search(const SearchArgs& a) {
   SearchSpace space;
@@ -66,6 +81,7 @@ void run_search(const SearchArgs& a) {
   const bool root = options.group.rank == 0;
   agree(options.group, [&] {  // only rank 0 writes it
     if (root && !a.csv.empty()) check_writable("--csv", a.csv);
+    if (root) check_emit(a.emit, a.json, "--json");
   });
   if (options.jobs == 0) options.jobs = default_jobs();
   ProgressBar bar;
@@ -82,6 +98,7 @@ void run_search(const SearchArgs& a) {
   if (!root) return;  // every rank holds the result; rank 0 prints it
   if (!a.csv.empty()) write_file("--csv", a.csv, search_csv(result));
   std::cout << (a.json ? search_json(result) : search_text(result));
+  emit_best(a.emit, study, result);
 }
 
 }  // namespace
@@ -99,6 +116,7 @@ void register_search(CLI::App& app) {
       "--seq 8192 --sp on --recompute none,selective\n"
       "  braid search --study default --gpus 16 --global-batch 128 --schedules stp,1f1b-i "
       "--csv search.csv\n"
+      "  braid search --gpus 16 --global-batch 64 --emit megatron --emit-file best.sh\n"
       "When nothing fits, search tries SP, recomputation, offloading and the distributed "
       "optimizer and says which would make it fit. See docs/explore.md.");
   args->cmd = cmd;
@@ -128,6 +146,7 @@ void register_search(CLI::App& app) {
                   "simulate every candidate when at most this many fit the memory statically "
                   "(default 64); above it, prune by a throughput upper bound");
   cmd->add_flag("--json", args->json, "print JSON");
+  add_emit_options(*cmd, args->emit);
   cmd->callback([args] { run_search(*args); });
 }
 

@@ -6,9 +6,11 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "braid/error.hpp"
 #include "commands.hpp"
+#include "emit_options.hpp"
 #include "simulation.hpp"
 
 namespace braid::cli {
@@ -25,6 +27,7 @@ struct SimulateArgs {
   bool json = false;
   bool csv = false;
   TimelineFiles files;
+  EmitArgs emit;
 };
 
 // The schedule from --schedule-csv (read before the context, whose pp and m it then sets), else
@@ -53,6 +56,7 @@ void register_simulate(CLI::App& app) {
       "  braid simulate --study default --schedule stp\n"
       "  braid simulate --study default --schedule 1f1b-i --seq 8192 --sp on --trace t.json\n"
       "  braid simulate --study default --schedule-csv my-schedule.csv --json\n"
+      "  braid simulate --study default --schedule 1f1b-i --emit megatron\n"
       "See docs/simulator.md and docs/outputs.md.");
   add_simulation_options(*cmd, args->sim);
   cmd->add_option("--schedule", args->schedule, "schedule name (see braid schedule --help)");
@@ -66,9 +70,11 @@ void register_simulate(CLI::App& app) {
   auto* json = cmd->add_flag("--json", args->json, "print the report as JSON");
   cmd->add_flag("--csv", args->csv, "print the per-rank report as CSV")->excludes(json);
   add_timeline_options(*cmd, args->files);
+  add_emit_options(*cmd, args->emit);
   cmd->callback([args] {
     // Output paths are checked before any work so a bad path fails fast and leaves nothing.
     check_timeline_outputs(args->files);
+    check_emit(args->emit, args->json || args->csv, args->json ? "--json" : "--csv");
     const int given = static_cast<int>(!args->schedule.empty()) +
                       static_cast<int>(!args->schedule_csv.empty()) +
                       static_cast<int>(!args->schedule_file.empty());
@@ -87,8 +93,15 @@ void register_simulate(CLI::App& app) {
     SimulationContext ctx = resolve_context(args->sim);
     ctx.sim.record_memory = args->files.any();
     ctx.lower.fold_zero_time = !ctx.sim.record_memory;
+    if (!args->emit.format.empty() && !ctx.study)
+      throw InputError("--emit", args->emit.format,
+                       "needs a study: uniform unit costs have no model to launch");
+    Schedule schedule = resolve_schedule(*args, ctx, from_file);
+    // The name asked for (not "<name>+offload"), and the chunks it runs with.
+    const LaunchSchedule launch{args->schedule.empty() ? schedule.name : args->schedule,
+                                schedule.vpp};
     const SimulationResult result =
-        simulate_schedule(ctx, resolve_schedule(*args, ctx, from_file), !from_file.has_value());
+        simulate_schedule(ctx, std::move(schedule), !from_file.has_value());
     write_timeline_outputs(result, args->files);
     if (args->json)
       std::cout << report_json(result.report);
@@ -98,6 +111,7 @@ void register_simulate(CLI::App& app) {
       std::cout << setting_header(ctx) << simulate_table(result.report);
       if (!result.cost.uniform) std::cout << "\n" << stage_times_table(stage_times(result.cost));
     }
+    if (ctx.study) std::cout << emit_launch(args->emit, *ctx.study, launch);
   });
 }
 

@@ -3,6 +3,7 @@
 // megatron/training/arguments.py defines them; the table is in docs/megatron.md.
 #include <algorithm>
 #include <filesystem>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -10,6 +11,7 @@
 
 #include "braid/config.hpp"
 #include "braid/error.hpp"
+#include "megatron_flags.hpp"
 #include "shell_words.hpp"
 
 namespace braid {
@@ -271,9 +273,8 @@ ModelConfig model_of(const FlagReader& f, std::vector<std::string>& not_modelled
   m.name =
       f.where().rfind("--", 0) == 0 ? "megatron" : std::filesystem::path(f.where()).stem().string();
   m.file = f.where();
-  m.layers = f.positive("--num-layers");
-  m.hidden = f.positive("--hidden-size");
-  m.heads = f.positive("--num-attention-heads");
+  for (const detail::MegatronModelSize& size : detail::kMegatronModelSizes)
+    m.*size.field = f.positive(size.flag);
   m.kv_heads = f.has("--group-query-attention") && f.has("--num-query-groups")
                    ? f.positive("--num-query-groups")
                    : m.heads;
@@ -294,8 +295,8 @@ ModelConfig model_of(const FlagReader& f, std::vector<std::string>& not_modelled
   m.ffn = f.has("--ffn-hidden-size") ? f.positive("--ffn-hidden-size")
           : swiglu                   ? (4 * m.hidden * 2 / 3) / 64 * 64
                                      : 4 * m.hidden;
-  m.tied_embeddings = !f.has("--untie-embeddings-and-output-weights");
-  m.qkv_bias = f.has("--add-qkv-bias");
+  for (const detail::MegatronModelSwitch& s : detail::kMegatronModelSwitches)
+    m.*s.field = f.has(s.flag) == s.given;
   const std::string position = f.has("--use-rotary-position-embeddings")
                                    ? "rope"
                                    : f.text("--position-embedding-type", "learned_absolute");
@@ -341,13 +342,12 @@ MegatronLaunch parse_megatron_args(const std::string& text, const std::string& w
   const FlagReader f(parse_flags(flag_words(detail::shell_commands(text, where)), where), where);
   MegatronLaunch out;
   StudyOverrides& o = out.overrides;
-  if (f.has("--num-layers") || f.has("--hidden-size") || f.has("--num-attention-heads"))
+  if (std::any_of(std::begin(detail::kMegatronModelSizes), std::end(detail::kMegatronModelSizes),
+                  [&](const detail::MegatronModelSize& size) { return f.has(size.flag); }))
     o.model_config = model_of(f, out.not_modelled);
-  if (f.has("--seq-length")) o.seq = f.positive("--seq-length");
-  if (f.has("--micro-batch-size")) o.mbs = f.positive("--micro-batch-size");
+  for (const detail::MegatronSize& size : detail::kMegatronSizes)
+    if (f.has(size.flag)) o.*size.override = f.positive(size.flag);
   if (f.has("--global-batch-size")) o.global_batch = f.positive("--global-batch-size");
-  if (f.has("--tensor-model-parallel-size")) o.tp = f.positive("--tensor-model-parallel-size");
-  if (f.has("--pipeline-model-parallel-size")) o.pp = f.positive("--pipeline-model-parallel-size");
   if (f.has("--virtual-pipeline-model-parallel-size"))
     o.vpp = f.positive("--virtual-pipeline-model-parallel-size");
   if (f.has("--num-layers-per-virtual-pipeline-stage")) {
@@ -359,8 +359,6 @@ MegatronLaunch parse_megatron_args(const std::string& text, const std::string& w
                  std::to_string(per_chunk));
     o.vpp = o.model_config->layers / (*o.pp * per_chunk);
   }
-  if (f.has("--sequence-parallel")) o.sequence_parallel = true;
-  if (f.has("--context-parallel-size")) o.cp = f.positive("--context-parallel-size");
   if (f.has("--expert-model-parallel-size") && f.positive("--expert-model-parallel-size") > 1)
     out.not_modelled.push_back("--expert-model-parallel-size " +
                                f.text("--expert-model-parallel-size", ""));
@@ -376,9 +374,8 @@ MegatronLaunch parse_megatron_args(const std::string& text, const std::string& w
   } else if (!granularity.empty()) {
     f.fail("--recompute-granularity", "'" + granularity + "': Megatron allows full or selective");
   }
-  if (f.has("--use-distributed-optimizer")) o.distributed_optimizer = true;
-  if (f.has("--overlap-grad-reduce")) o.overlap_grad_reduce = true;
-  if (f.has("--overlap-param-gather")) o.overlap_param_gather = true;
+  for (const detail::MegatronSwitch& s : detail::kMegatronSwitches)
+    if (f.has(s.flag)) o.*s.override = true;
   if (f.has("--no-gradient-accumulation-fusion")) o.gradient_accumulation_fusion = false;
   if (f.has("--fp8-format"))
     out.not_modelled.push_back("--fp8-format " + f.text("--fp8-format", ""));
