@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../util/format.hpp"
+#include "../util/input_file.hpp"
 #include "braid/error.hpp"
 #include "braid/explore.hpp"
 #include "format.hpp"
@@ -91,13 +92,7 @@ struct CanonicalText {
 // made in code (no file) by its name.
 std::string profile_text(const Profile& profile) {
   if (profile.file.empty()) return "name " + profile.name;
-  std::ifstream in(profile.file, std::ios::binary);
-  if (!in)
-    throw InputError(profile.file, "profile",
-                     "cannot be read again to fingerprint the shard; is it still there?");
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
+  return util::read_input_file(profile.file, util::kYamlFile);
 }
 
 // Everything the rows depend on: the whole study, the profile's contents, the cap, the explorer
