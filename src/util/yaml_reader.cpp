@@ -56,9 +56,12 @@ std::size_t closing_quote(const std::string& text, std::size_t open) {
 // missing field. Every quoted scalar is checked for its closing quote; `visited` keeps an alias
 // from being walked twice (a billion laughs stays linear).
 void check_quotes_closed(const YAML::Node& node, const std::string& text,
-                         const std::filesystem::path& file, std::set<int>& visited) {
+                         const std::filesystem::path& file, std::vector<bool>& visited) {
   const YAML::Mark mark = node.Mark();
-  if (mark.pos >= 0 && !visited.insert(mark.pos).second) return;
+  if (mark.pos >= 0 && static_cast<std::size_t>(mark.pos) < visited.size()) {
+    if (visited[mark.pos]) return;
+    visited[mark.pos] = true;
+  }
   if (node.IsScalar()) {
     const auto at = static_cast<std::size_t>(mark.pos);
     if (mark.pos >= 0 && at < text.size() && (text[at] == '"' || text[at] == '\'') &&
@@ -91,8 +94,11 @@ YAML::Node load_yaml_file(const std::filesystem::path& file) {
   } catch (const YAML::Exception& e) {
     throw InputError(file.string(), place(e.mark), "YAML syntax error: " + e.msg);
   }
-  std::set<int> visited;
-  check_quotes_closed(root, text, file, visited);
+  // Only a file with a quote can hold a quoted scalar.
+  if (text.find_first_of("\"'") != std::string::npos) {
+    std::vector<bool> visited(text.size() + 1, false);
+    check_quotes_closed(root, text, file, visited);
+  }
   if (!root.IsMap())
     throw InputError(file.string(), "", "expected a YAML mapping at the top level");
   return root;
