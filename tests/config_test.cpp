@@ -214,10 +214,28 @@ TEST_CASE("missing, mistyped, zero and negative fields are errors", "[config][er
   CHECK(e.where == "--seq");
 }
 
-TEST_CASE("malformed YAML names the file and line", "[config][errors]") {
+TEST_CASE("malformed YAML names the file, line and column of the syntax error",
+          "[config][errors]") {
   InputError e = input_error([] { load_model(scratch("bad.yaml", "layers: [1, 2\nhidden: 3\n")); });
   CHECK_THAT(e.where, Catch::EndsWith("bad.yaml"));
-  CHECK_THAT(e.problem, Catch::Contains("malformed YAML"));
+  CHECK_THAT(e.field, Catch::StartsWith("line 2, column "));
+  CHECK_THAT(e.problem, Catch::StartsWith("YAML syntax error: "));
+  // A quote left open swallowed the rest of the file: it was "cluster: missing (required)".
+  e = input_error([] { load_study(scratch("open.yaml", "model: \"qwen2-7b\ncluster: a800x8\n")); });
+  CHECK(e.field == "line 1, column 8");
+  CHECK(e.problem ==
+        "YAML syntax error: the quoted value is not closed (no \" before the end of the file)");
+  e = input_error([] { load_study(scratch("open1.yaml", "name: x\nmodel: 'it''s\n")); });
+  CHECK(e.field == "line 2, column 8");
+  // Closed quotes, an escaped one inside, load as before.
+  const std::string quoted = std::string(kModel7b).replace(0, 8, "name: \"m \\\" 'q'\"\n");
+  CHECK(load_model(scratch("quoted.yaml", quoted)).name == "m \" 'q'");
+  // Nesting beyond yaml-cpp's depth guard: it said "bad file".
+  e = input_error([] {
+    load_model(
+        scratch("deep.yaml", "a: " + std::string(1000, '[') + std::string(1000, ']') + "\n"));
+  });
+  CHECK_THAT(e.problem, Catch::Contains("nested too deeply, beyond what the YAML parser allows"));
 }
 
 TEST_CASE("heads or kv_heads not divisible by TP are errors with the allowed TP sizes",

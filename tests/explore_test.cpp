@@ -578,3 +578,52 @@ TEST_CASE("braid sweep and search on the command line", "[explore][cli]") {
   CHECK_THAT(s.out, Catch::Contains("the runner-up"));
   fs::remove_all(dir);
 }
+
+TEST_CASE("a shard with a flipped byte is refused, naming its file and the row or header",
+          "[explore][shard]") {
+  const Fixture& f = fixture();
+  SweepAxes axes = small_axes();
+  axes.schedules = {"1f1b-i", "stp"};
+  const std::vector<Configuration> configs = cross_product(axes);
+  ExploreOptions o;
+  o.jobs = 1;
+  const SweepShard shard = sweep_shard(f.study, f.profile, configs, o, 1, 1, "t");
+  REQUIRE(shard.rows.size() == 4);
+  const std::string bytes = encode_shard(shard);
+  CHECK(decode_shard(bytes, "part.bin").rows.size() == 4);
+  // Row 2's iteration time, once in the file: its lowest byte flipped still decodes (a wrong
+  // number, as the 0.0 that merged as 6.3e-322), so only the checksum can tell.
+  const double t = shard.rows[1].report.iteration_time_s;
+  const std::string pattern(reinterpret_cast<const char*>(&t), sizeof t);
+  const std::size_t at = bytes.find(pattern);
+  REQUIRE(at != std::string::npos);
+  REQUIRE(bytes.rfind(pattern) == at);
+  std::string flipped = bytes;
+  flipped[at] = static_cast<char>(flipped[at] ^ 1);
+  CHECK_THROWS_WITH(decode_shard(flipped, "part.bin"),
+                    "part.bin: row 2 of 4 (configuration " + std::to_string(shard.indices[1] + 1) +
+                        "): damaged shard file: the row does not match the checksum it was "
+                        "written with; run its braid sweep --shard again");
+  // A digit of the header: the number of configurations.
+  std::string header = bytes;
+  const std::size_t count = header.find("\"configurations\":4");
+  REQUIRE(count != std::string::npos);
+  header[count + std::string("\"configurations\":").size()] = '5';
+  CHECK_THROWS_WITH(decode_shard(header, "part.bin"),
+                    Catch::StartsWith("part.bin: shard: damaged shard file: its header (line 2)"));
+}
+
+TEST_CASE("merge refuses a shard number outside 1..N before it counts the shards",
+          "[explore][shard]") {
+  const Fixture& f = fixture();
+  const std::vector<Configuration> configs = cross_product(small_axes());
+  ExploreOptions o;
+  o.jobs = 1;
+  SweepShard shard = sweep_shard(f.study, f.profile, configs, o, 1, 2, "t");
+  for (const int number : {3, 0, -1}) {
+    shard.shard = number;
+    CHECK_THROWS_WITH(merge_shards({shard}, {"part.bin"}),
+                      "part.bin: shard: shard " + std::to_string(number) +
+                          "/2 is out of range: expected i/N with 1 <= i <= N");
+  }
+}

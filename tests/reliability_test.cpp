@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -275,6 +277,89 @@ TEST_CASE("fuzz regressions: command lines exit as expected with one line, never
     if (r.exit_code != 0) CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
     check_outcome(expected, outcome, r.exit_code == 0 ? r.out : r.err);
   }
+}
+
+// ---- input files ------------------------------------------------------------------------------
+
+namespace {
+
+// One reader of a file braid is given: the command line with FILE where the file goes, the
+// file's extension, and the cap of its kind (docs/configuration.md).
+struct InputReader {
+  std::vector<std::string> args;
+  std::string extension;
+  std::uint64_t cap_bytes;
+};
+
+std::vector<std::string> with_file(std::vector<std::string> args, const fs::path& file) {
+  for (std::string& a : args) {
+    if (a == "FILE") a = file.string();
+    if (a == "hf:FILE") a = "hf:" + file.string();
+  }
+  return args;
+}
+
+// A refusal is exit 2 with one line; `timeout` turns a reader that blocks on a pipe into a
+// failure instead of a hung test.
+Run run_guarded(const std::vector<std::string>& args) {
+  std::string line;
+  for (const std::string& a : args) line += " " + quote(a);
+  return braid::test::run_program(
+      BRAID_EXE, line, BRAID_SOURCE_DIR,
+      "ulimit -v " + std::to_string(kGuardedMemoryKib) + " && timeout 20 ");
+}
+
+}  // namespace
+
+TEST_CASE("every file braid reads is a regular file under its kind's cap", "[reliability][input]") {
+  constexpr std::uint64_t MiB = 1 << 20;
+  const std::vector<InputReader> readers = {
+      {{"schedule", "--schedule-csv", "FILE"}, ".csv", 64 * MiB},
+      {{"simulate", "--schedule-csv", "FILE", "--unit-costs", "1,2,1,0.5"}, ".csv", 64 * MiB},
+      {{"schedule", "--schedule-file", "FILE"}, ".json", 256 * MiB},
+      {{"merge", "FILE"}, ".bin", 1024 * MiB},
+      {{"report", "FILE", "--html", "unused.html"}, ".json", 1024 * MiB},
+      {{"simulate", "--study", "FILE", "--schedule", "1f1b"}, ".yaml", 16 * MiB},
+      {{"simulate", "--study", "default", "--profile", "FILE", "--schedule", "1f1b"},
+       ".yaml",
+       16 * MiB},
+      {{"simulate", "--study", "default", "--model", "hf:FILE", "--schedule", "1f1b"},
+       ".json",
+       16 * MiB},
+      {{"simulate", "--study", "default", "--megatron-args-file", "FILE", "--schedule", "1f1b"},
+       ".txt",
+       1 * MiB},
+  };
+  const fs::path dir = scratch_dir();
+  const fs::path pipe = dir / "pipe", big = dir / "big", folder = dir / "folder";
+  for (const InputReader& reader : readers) {
+    INFO(reader.args[0] << " " << reader.args[1]);
+    fs::remove_all(dir);
+    fs::create_directories(folder);
+    REQUIRE(::mkfifo(pipe.c_str(), 0600) == 0);
+    // Sparse: one byte over the cap costs no disk.
+    std::ofstream(big.string() + reader.extension).put('x');
+    fs::resize_file(big.string() + reader.extension, reader.cap_bytes + 1);
+
+    const Run fifo = run_guarded(with_file(reader.args, pipe));
+    CHECK(fifo.exit_code == 2);
+    CHECK(braid::test::count_lines(fifo.err) == 1);
+    CHECK_THAT(fifo.err, Catch::Contains(pipe.string() + ": not a regular file: a named pipe"));
+
+    const Run over = run_guarded(with_file(reader.args, big.string() + reader.extension));
+    CHECK(over.exit_code == 2);
+    CHECK(braid::test::count_lines(over.err) == 1);
+    CHECK_THAT(over.err,
+               Catch::Contains(big.string() + reader.extension + ": is " +
+                               std::to_string(reader.cap_bytes + 1) + " bytes, above the cap of " +
+                               std::to_string(reader.cap_bytes) + " bytes"));
+
+    const Run directory = run_guarded(with_file(reader.args, folder));
+    CHECK(directory.exit_code == 2);
+    CHECK(braid::test::count_lines(directory.err) == 1);
+    CHECK_THAT(directory.err, Catch::Contains(folder.string()));
+  }
+  fs::remove_all(dir);
 }
 
 // ---- determinism ------------------------------------------------------------------------------

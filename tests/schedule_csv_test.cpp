@@ -217,3 +217,30 @@ TEST_CASE("a blank line is a rank without actions", "[schedule][csv]") {
   CHECK_THAT(import_error("malformed_blank_row.csv"),
              Catch::Contains("row 2 (rank 1): has no actions"));
 }
+
+TEST_CASE("an action token of 30,000 characters is one message, not a crash", "[schedule][csv]") {
+  // std::regex's recursive matcher overflowed the stack on such a token (SIGSEGV, no message).
+  auto error_of = [](const std::string& csv) {
+    std::istringstream in(csv);
+    try {
+      read_pytorch_csv(in, "long.csv", 0);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    FAIL("no InputError for a long token");
+    return std::string();
+  };
+  const std::string digits(30000, '1');
+  const std::string index = error_of("0F" + digits + "\n");
+  CHECK_THAT(index, Catch::Contains("row 1 (rank 0), column 1") &&
+                        Catch::Contains("stage or microbatch index out of range"));
+  CHECK(index.find('\n') == std::string::npos);
+  // The token is shown by its first 40 characters and its length.
+  CHECK_THAT(index, Catch::Contains("'0F" + std::string(38, '1') + "...' (30002 characters)"));
+  CHECK(index.size() < 250);
+  CHECK_THAT(error_of(digits + "\n"), Catch::Contains("cannot parse"));
+  CHECK_THAT(error_of(digits + "X0\n"), Catch::Contains("cannot parse"));
+  // Leading zeros are digits like any other: stage 0, microbatch 0, whose backward is missing.
+  CHECK_THAT(error_of(std::string(30000, '0') + "F0\n"),
+             Catch::Contains("expected 1 total backwards, but got B=0"));
+}

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "../util/input_file.hpp"
 #include "braid/error.hpp"
 #include "braid/explore.hpp"
 #include "commands.hpp"
@@ -21,11 +22,7 @@ struct MergeArgs {
 };
 
 std::string read_shard_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "shard", "cannot open the file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return util::read_input_file(path, util::kShardFile);
 }
 
 void run_merge(const MergeArgs& a) {

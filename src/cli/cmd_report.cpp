@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "../util/input_file.hpp"
 #include "braid/error.hpp"
 #include "braid/html_report.hpp"
 #include "commands.hpp"
@@ -22,12 +23,7 @@ struct ReportArgs {
 };
 
 std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw InputError(path, "file", "cannot open; give a file from braid simulate --report-data");
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  return util::read_input_file(path, util::kReportDataFile);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../util/input_file.hpp"
 #include "braid/config.hpp"
 #include "braid/error.hpp"
 #include "braid/size_limit.hpp"
@@ -67,10 +68,7 @@ CLI::Option* add_p2p_runtime_option(CLI::App& cmd, std::string& runtime) {
 }
 
 Schedule read_schedule_file(const std::string& path) {
-  if (std::error_code ec; std::filesystem::is_directory(path, ec))
-    throw InputError("--schedule-file", path, "is a directory; give a schedule JSON file");
-  std::ifstream in(path);
-  if (!in) throw InputError("--schedule-file", path, "cannot open the file");
+  std::istringstream in(util::read_input_file(path, util::kScheduleJsonFile, "--schedule-file"));
   return read_schedule_json(in, path);
 }
 
@@ -107,10 +105,8 @@ Schedule resolve_schedule(const ScheduleArgs& args) {
                        : given(args.offload_fraction) ? "--offload-fraction"
                                                       : "--offload",
                        "given", "applies to generated schedules, not to --schedule-csv");
-    if (std::error_code ec; std::filesystem::is_directory(args.csv, ec))
-      throw InputError("--schedule-csv", args.csv, "is a directory; give a CSV file");
-    std::ifstream in(args.csv);
-    if (!in) throw InputError("--schedule-csv", args.csv, "cannot open the file");
+    std::istringstream in(
+        util::read_input_file(args.csv, util::kScheduleCsvFile, "--schedule-csv"));
     Schedule s =
         read_pytorch_csv(in, args.csv, given(args.microbatches) ? args.options.microbatches : 0);
     if (given(args.pp) && args.options.pp != s.pp)

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "../util/input_file.hpp"
 #include "../util/pipeline_sizes.hpp"
 #include "braid/error.hpp"
 #include "braid/size_limit.hpp"
@@ -78,10 +79,7 @@ MemoryCap memory_cap_of(const Profile& profile, const SimulationArgs& args) {
 }  // namespace
 
 Schedule read_schedule_csv(const std::string& path, const std::string& runtime) {
-  if (std::error_code ec; std::filesystem::is_directory(path, ec))
-    throw InputError("--schedule-csv", path, "is a directory; give a CSV file");
-  std::ifstream in(path);
-  if (!in) throw InputError("--schedule-csv", path, "cannot open the file");
+  std::istringstream in(util::read_input_file(path, util::kScheduleCsvFile, "--schedule-csv"));
   Schedule s = read_pytorch_csv(in, path, 0);
   const ValidationResult check = validate(s);
   if (!check.ok()) throw InputError("--schedule-csv", path, check.error);

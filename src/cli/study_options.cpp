@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../util/input_file.hpp"
 #include "braid/error.hpp"
 #include "braid/schedule.hpp"
 #include "distributed.hpp"
@@ -148,11 +149,8 @@ StudyOverrides with_megatron_args(const StudyArgs& args) {
   std::string text = args.megatron_args;
   if (!args.megatron_args_file.empty()) {
     where = args.megatron_args_file;
-    std::ifstream in(args.megatron_args_file, std::ios::binary);
-    if (!in) throw InputError("--megatron-args-file", args.megatron_args_file, "cannot read it");
-    std::ostringstream all;
-    all << in.rdbuf();
-    text = all.str();
+    text = util::read_input_file(args.megatron_args_file, util::kMegatronArgsFile,
+                                 "--megatron-args-file");
   }
   const MegatronLaunch launch = parse_megatron_args(text, where);
   if (launch.overrides.model_config && args.overrides.model)

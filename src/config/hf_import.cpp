@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "../util/input_file.hpp"
 #include "braid/config.hpp"
 #include "braid/error.hpp"
 #include "model_heads.hpp"
@@ -114,15 +115,12 @@ class HfFields {
 
 json read_json(const fs::path& file) {
   std::error_code ec;
-  if (!fs::is_regular_file(file, ec))
+  if (!fs::exists(file, ec))
     throw InputError(file.string(), "",
                      "no such file (give a Hugging Face config.json or a folder holding one)");
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw InputError(file.string(), "", "cannot read the file");
-  std::ostringstream text;
-  text << in.rdbuf();
+  const std::string text = util::read_input_file(file, util::kHfConfigFile);
   try {
-    json root = json::parse(text.str());
+    json root = json::parse(text);
     if (!root.is_object())
       throw InputError(file.string(), "", "not a Hugging Face config: the top level is no object");
     return root;

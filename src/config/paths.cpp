@@ -64,6 +64,8 @@ fs::path resolve_named(const std::string& kind, const std::string& name_or_path,
     // The error_code forms: a name the file system refuses (too long, say) is just not found.
     std::error_code ec;
     if (fs::is_regular_file(local, ec)) return local;
+    // A pipe or a device is there, so not "no such file": the reader says what it is instead.
+    if (fs::exists(local, ec) && !fs::is_directory(local, ec)) return local;
     if (fs::is_directory(local, ec))
       throw InputError(where, field, "'" + name_or_path + "' is a directory; give a .yaml file");
     // A path relative to the data root ("configs/studies/default.yaml" from anywhere).
@@ -104,7 +106,8 @@ fs::path resolve_hf_path(const std::string& text, const std::string& where,
   }
   std::error_code ec;
   for (const fs::path& c : candidates) {
-    if (fs::is_regular_file(c, ec)) return c;
+    // A pipe or a device too: the reader says what it is rather than "no such file".
+    if (fs::exists(c, ec) && !fs::is_directory(c, ec)) return c;
     if (fs::is_directory(c, ec)) {
       if (fs::is_regular_file(c / "config.json", ec)) return c / "config.json";
       throw InputError(where, "model",

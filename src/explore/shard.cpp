@@ -1,7 +1,8 @@
 // Sharded sweeps for job arrays: shard i of N evaluates its part of the grid (the split the MPI
 // layer uses, computed alone by every shard) and writes the rows bit for bit; merging the N files
 // gives the rows of the unsharded sweep, then its ranking and renderings. A shard file is a text
-// header (a magic line and one JSON line) followed by the rows as encode_rows() writes them.
+// header (a magic line with the file's checksum, and one JSON line) followed by the rows as
+// encode_rows() writes them.
 #include <algorithm>
 #include <cstdint>
 #include <exception>
@@ -17,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../util/format.hpp"
+#include "../util/input_file.hpp"
 #include "braid/error.hpp"
 #include "braid/explore.hpp"
 #include "format.hpp"
@@ -28,8 +30,9 @@ namespace braid {
 namespace {
 
 // 2: rows in visit_fields() order; 3: the grid fingerprints the whole study and the profile's
-// contents (study_fields.hpp).
-constexpr const char* kMagic = "braid-sweep-shard 3";
+// contents (study_fields.hpp); 4: the magic line ends with the checksum of the rest of the file
+// and the header lists each row's checksum, so a flipped byte is refused, naming its row.
+constexpr const char* kMagic = "braid-sweep-shard 4";
 
 // FNV-1a, 64 bits: a stable fingerprint (not a security measure) of what the shards must share.
 std::string fingerprint(const std::string& text) {
@@ -91,13 +94,7 @@ struct CanonicalText {
 // made in code (no file) by its name.
 std::string profile_text(const Profile& profile) {
   if (profile.file.empty()) return "name " + profile.name;
-  std::ifstream in(profile.file, std::ios::binary);
-  if (!in)
-    throw InputError(profile.file, "profile",
-                     "cannot be read again to fingerprint the shard; is it still there?");
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return bytes.str();
+  return util::read_input_file(profile.file, util::kYamlFile);
 }
 
 // Everything the rows depend on: the whole study, the profile's contents, the cap, the explorer
@@ -183,6 +180,31 @@ SweepShard sweep_shard(const Study& base, const Profile& profile,
   return out;
 }
 
+namespace {
+
+// The checksum of one row: of its bytes as encode_rows() writes a list of that row alone.
+std::string row_checksum(const Evaluation& row) { return fingerprint(encode_rows({row})); }
+
+// A shard's header line (line 2) and rows are checked against the checksums they were written
+// with: a byte flipped on disk or in transit would otherwise merge into a different output.
+void check_checksums(const std::string& file, const std::string& recorded, const std::string& body,
+                     const std::vector<std::string>& row_sums, const std::vector<Evaluation>& rows,
+                     const std::vector<int>& indices) {
+  if (fingerprint(body) == recorded) return;
+  for (std::size_t r = 0; r < rows.size() && r < row_sums.size(); ++r)
+    if (row_checksum(rows[r]) != row_sums[r])
+      throw InputError(file,
+                       "row " + std::to_string(r + 1) + " of " + std::to_string(rows.size()) +
+                           " (configuration " + std::to_string(indices[r] + 1) + ")",
+                       "damaged shard file: the row does not match the checksum it was written "
+                       "with; run its braid sweep --shard again");
+  throw InputError(file, "shard",
+                   "damaged shard file: its header (line 2) or the checksum on line 1 was "
+                   "changed; run its braid sweep --shard again");
+}
+
+}  // namespace
+
 std::string encode_shard(const SweepShard& s) {
   nlohmann::ordered_json j;
   j["shard"] = s.shard;
@@ -192,20 +214,31 @@ std::string encode_shard(const SweepShard& s) {
   j["title"] = s.title;
   j["cap"] = cap_json(s.cap);
   j["indices"] = s.indices;
-  return std::string(kMagic) + "\n" + j.dump() + "\n" + encode_rows(s.rows);
+  std::vector<std::string> row_sums;
+  row_sums.reserve(s.rows.size());
+  for (const Evaluation& row : s.rows) row_sums.push_back(row_checksum(row));
+  j["row_checksums"] = row_sums;
+  const std::string body = j.dump() + "\n" + encode_rows(s.rows);
+  return std::string(kMagic) + " " + fingerprint(body) + "\n" + body;
 }
 
 SweepShard decode_shard(const std::string& bytes, const std::string& file) {
-  const std::string magic = std::string(kMagic) + "\n";
-  if (bytes.compare(0, magic.size(), magic) != 0)
+  const std::string magic = std::string(kMagic) + " ";
+  constexpr std::size_t kChecksumDigits = 16;
+  const std::size_t body_at = magic.size() + kChecksumDigits + 1;
+  if (bytes.compare(0, magic.size(), magic) != 0 || bytes.size() < body_at ||
+      bytes[body_at - 1] != '\n')
     throw InputError(file, "shard",
                      "not a shard file of this braid (written by braid sweep "
                      "--shard i/N --shard-out FILE)");
-  const std::size_t eol = bytes.find('\n', magic.size());
+  const std::string recorded = bytes.substr(magic.size(), kChecksumDigits);
+  const std::string body = bytes.substr(body_at);
+  const std::size_t eol = bytes.find('\n', body_at);
   if (eol == std::string::npos) throw InputError(file, "shard", "truncated header");
   SweepShard s;
+  std::vector<std::string> row_sums;
   try {
-    const auto j = nlohmann::json::parse(bytes.substr(magic.size(), eol - magic.size()));
+    const auto j = nlohmann::json::parse(bytes.substr(body_at, eol - body_at));
     s.shard = j.at("shard").get<int>();
     s.shards = j.at("shards").get<int>();
     s.configurations = j.at("configurations").get<int>();
@@ -218,10 +251,17 @@ SweepShard decode_shard(const std::string& bytes, const std::string& file) {
     s.cap.cap_bytes = c.at("cap_bytes").get<double>();
     s.cap.given = c.at("given").get<bool>();
     s.indices = j.at("indices").get<std::vector<int>>();
+    row_sums = j.at("row_checksums").get<std::vector<std::string>>();
     s.rows = decode_rows(bytes.substr(eol + 1));
   } catch (const std::exception& e) {
+    if (fingerprint(body) != recorded)
+      throw InputError(file, "shard",
+                       "damaged shard file: it does not match the checksum on line 1; run its "
+                       "braid sweep --shard again");
     throw InputError(file, "shard", std::string("damaged shard file (") + e.what() + ")");
   }
+  if (s.rows.size() == s.indices.size())
+    check_checksums(file, recorded, body, row_sums, s.rows, s.indices);
   if (s.rows.size() != s.indices.size())
     throw InputError(file, "shard", "damaged shard file (rows and indices differ in number)");
   for (int i : s.indices)
@@ -237,6 +277,11 @@ SweepResult merge_shards(const std::vector<SweepShard>& shards,
   std::vector<int> seen(first.shards + 1, -1);
   for (std::size_t k = 0; k < shards.size(); ++k) {
     const SweepShard& s = shards[k];
+    // Before the shard number indexes `seen`: 5/3 is no shard of any sweep.
+    if (s.shards < 1 || s.shard < 1 || s.shard > s.shards)
+      throw InputError(files[k], "shard",
+                       "shard " + std::to_string(s.shard) + "/" + std::to_string(s.shards) +
+                           " is out of range: expected i/N with 1 <= i <= N");
     if (s.grid != first.grid || s.shards != first.shards ||
         s.configurations != first.configurations)
       throw InputError(files[k], "shard",

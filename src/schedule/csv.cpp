@@ -5,15 +5,16 @@
 // _validate_schedule, reports them the way PyTorch words them (plus file, row and column), and is
 // stricter where PyTorch is silent (see docs/schedules.md).
 #include <algorithm>
+#include <cstring>
 #include <istream>
 #include <map>
 #include <optional>
 #include <ostream>
-#include <regex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "../util/input_file.hpp"
 #include "braid/error.hpp"
 #include "braid/schedule.hpp"
 
@@ -127,34 +128,59 @@ struct Reader {
     return "row " + std::to_string(row + 1) + " (rank " + std::to_string(row) + "), column " +
            std::to_string(column + 1);
   }
-  [[noreturn]] void fail(int row, int column, const std::string& problem) const {
-    throw InputError(file, cell_name(row, column), problem);
+  // A cell's text in quotes as a message shows it: a 30,000-character token by its start and
+  // length, not in full.
+  static std::string quoted(const std::string& text) {
+    constexpr std::size_t kShown = 40;
+    if (text.size() <= kShown) return "'" + text + "'";
+    return "'" + text.substr(0, kShown) + "...' (" + std::to_string(text.size()) + " characters)";
   }
 
-  // PyTorch's _action_regex, applied to the whole (stripped) text.
+  // Every message about a cell goes through here, and most quote the cell's text.
+  [[noreturn]] void fail(int row, int column, const std::string& problem) const {
+    throw InputError(file, cell_name(row, column), util::escape_control_bytes(problem));
+  }
+
+  // PyTorch's _action_regex, (\d+)(F|I|B|W|UNSHARD|...)(\d*), applied to the whole (stripped)
+  // text by a hand-written scanner: std::regex's recursive executor overflowed the stack on a
+  // 30,000-character token (a crash, not a message). No type name is a prefix of another that a
+  // digit could follow, so the first name that matches is the only one.
   Action parse_single(int row, int column, const std::string& whole,
                       const std::string& text) const {
-    static const std::regex re(
-        R"((\d+)(F|I|B|W|UNSHARD|RESHARD|REDUCE_GRAD|SEND_F|RECV_F|SEND_B|RECV_B)(\d*))");
-    std::smatch m;
-    if (!std::regex_match(text, m, re))
+    static const char* const kTypes[] = {"F",       "I",       "B",           "W",
+                                         "UNSHARD", "RESHARD", "REDUCE_GRAD", "SEND_F",
+                                         "RECV_F",  "SEND_B",  "RECV_B"};
+    auto digits_from = [&](std::size_t i) {
+      while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
+      return i;
+    };
+    const std::size_t stage_end = digits_from(0);
+    std::string type;
+    if (stage_end > 0)
+      for (const char* name : kTypes)
+        if (text.compare(stage_end, std::strlen(name), name) == 0) {
+          type = name;
+          break;
+        }
+    const std::size_t mb_begin = stage_end + type.size();
+    if (type.empty() || digits_from(mb_begin) != text.size())
       fail(row, column,
-           "cannot parse '" + whole +
-               "': expected {stage}{F|I|W|B}{microbatch} (e.g. 2F0) or ({a};{b})OVERLAP_F_B");
-    std::string type = m[2].str();
+           "cannot parse " + quoted(whole) +
+               ": expected {stage}{F|I|W|B}{microbatch} (e.g. 2F0) or ({a};{b})OVERLAP_F_B");
+    const std::string stage = text.substr(0, stage_end), mb = text.substr(mb_begin);
     if (type.size() != 1)
       fail(row, column,
-           "'" + whole + "' is a " + type +
+           quoted(whole) + " is a " + type +
                " action; a compute-only schedule allows only F, I, W, B and OVERLAP_F_B");
-    if (m[3].length() == 0)
+    if (mb.empty())
       fail(row, column,
-           "'" + whole + "' has no microbatch index (expected e.g. " + m[1].str() + type + "0)");
+           quoted(whole) + " has no microbatch index (expected e.g. " + stage + type + "0)");
     Action a;
     try {
-      a.stage = std::stoi(m[1].str());
-      a.mb = std::stoi(m[3].str());
+      a.stage = std::stoi(stage);
+      a.mb = std::stoi(mb);
     } catch (const std::exception&) {
-      fail(row, column, "'" + whole + "': stage or microbatch index out of range");
+      fail(row, column, quoted(whole) + ": stage or microbatch index out of range");
     }
     a.type = type[0];
     return a;
@@ -169,7 +195,7 @@ struct Reader {
       std::string type = t.substr(close + 1);
       if (type != "OVERLAP_F_B")
         fail(row, column,
-             "cannot parse '" + t + "': a parenthesised cell must be ({a};{b})OVERLAP_F_B");
+             "cannot parse " + quoted(t) + ": a parenthesised cell must be ({a};{b})OVERLAP_F_B");
       std::string inner = t.substr(1, close - 1);
       size_t start = 0;
       while (start <= inner.size()) {
@@ -181,7 +207,7 @@ struct Reader {
         start = semi + 1;
       }
       if (cell.actions.size() != 2)
-        fail(row, column, "'" + t + "': OVERLAP_F_B must hold exactly two actions");
+        fail(row, column, quoted(t) + ": OVERLAP_F_B must hold exactly two actions");
       return cell;
     }
     cell.actions.push_back(parse_single(row, column, t, t));
@@ -234,8 +260,9 @@ void check_indices_bounded(const Reader& reader, const Rows& rows) {
       for (const Action& a : cell.actions)
         if (a.stage >= actions || a.mb >= actions)
           reader.fail(static_cast<int>(r), cell.column,
-                      "'" + cell.text + "': stage " + std::to_string(a.stage) + " or microbatch " +
-                          std::to_string(a.mb) + " is not below the " + std::to_string(actions) +
+                      Reader::quoted(cell.text) + ": stage " + std::to_string(a.stage) +
+                          " or microbatch " + std::to_string(a.mb) + " is not below the " +
+                          std::to_string(actions) +
                           " actions of the file, so it cannot have all its passes");
 }
 
@@ -265,8 +292,9 @@ StageTable check_pytorch_order(const Reader& reader, const Rows& rows) {
         auto& st = table.seen[a.stage];
         if (st[a.type].count(a.mb))
           reader.fail(r, cell.column,
-                      "'" + cell.text + "' repeats " + std::string(1, a.type) + " of stage " +
-                          std::to_string(a.stage) + ", microbatch " + std::to_string(a.mb));
+                      Reader::quoted(cell.text) + " repeats " + std::string(1, a.type) +
+                          " of stage " + std::to_string(a.stage) + ", microbatch " +
+                          std::to_string(a.mb));
         if (a.type == 'B' && !st['F'].count(a.mb))
           reader.fail(r, cell.column, rule("Full Backward", a, "Forward"));
         if (a.type == 'I' && !st['F'].count(a.mb))
@@ -275,8 +303,8 @@ StageTable check_pytorch_order(const Reader& reader, const Rows& rows) {
           reader.fail(r, cell.column, rule("Backward Weight", a, "Backward Input"));
         if ((a.type == 'B' && st['I'].count(a.mb)) || (a.type == 'I' && st['B'].count(a.mb)))
           reader.fail(r, cell.column,
-                      "'" + cell.text + "': stage " + std::to_string(a.stage) + ", microbatch " +
-                          std::to_string(a.mb) +
+                      Reader::quoted(cell.text) + ": stage " + std::to_string(a.stage) +
+                          ", microbatch " + std::to_string(a.mb) +
                           " has both a full backward B and an input backward I");
         st[a.type].insert(a.mb);
         int& rank = table.rank_of[a.stage];
@@ -371,8 +399,8 @@ RankProgram rank_program(const Reader& reader, const Schedule& s, int r,
       prog.instructions.push_back({InstructionKind::FF, pass(x), pass(y)});
     } else {
       reader.fail(r, cell.column,
-                  "'" + cell.text +
-                      "': braid models an overlapped pair only as a forward with "
+                  Reader::quoted(cell.text) +
+                      ": braid models an overlapped pair only as a forward with "
                       "a backward (B or I), a W or another forward");
     }
   }

@@ -1,10 +1,5 @@
 #include "yaml_reader.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <filesystem>
@@ -15,7 +10,10 @@
 #include <type_traits>
 #include <utility>
 
+#include <yaml-cpp/depthguard.h>
+
 #include "braid/error.hpp"
+#include "input_file.hpp"
 
 namespace braid::detail {
 
@@ -30,49 +28,80 @@ std::string join(const std::vector<std::string>& items) {
 
 namespace {
 
-// The bytes of `file`, read with open() and read(): an ifstream (its filebuf, locale and codecvt)
-// cost ~10 us a file, a tenth of reading a small study. A directory opens and reads nothing: it
-// is named as such, whether or not it could be opened.
-std::string read_text(const std::filesystem::path& file) {
-  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC);
-  bool directory = false;
-  if (fd >= 0) {
-    struct stat info = {};
-    directory = ::fstat(fd, &info) == 0 && S_ISDIR(info.st_mode);
-  } else {
-    std::error_code ec;
-    directory = std::filesystem::is_directory(file, ec);
+// The place of a mark as the message's field: "line 3, column 7".
+std::string place(const YAML::Mark& mark) {
+  return "line " + std::to_string(mark.line + 1) + ", column " + std::to_string(mark.column + 1);
+}
+
+// The end of the quoted scalar that opens at text[open], or npos when its closing quote is missing.
+// Inside double quotes a backslash escapes the next character; inside single quotes '' is a quote.
+std::size_t closing_quote(const std::string& text, std::size_t open) {
+  const char quote = text[open];
+  for (std::size_t i = open + 1; i < text.size(); ++i) {
+    if (quote == '"' && text[i] == '\\') {
+      ++i;
+    } else if (text[i] == quote) {
+      if (quote == '\'' && i + 1 < text.size() && text[i + 1] == '\'') {
+        ++i;
+        continue;
+      }
+      return i;
+    }
   }
-  if (directory) {
-    if (fd >= 0) ::close(fd);
-    throw InputError(file.string(), "", "is a directory; give a YAML file");
+  return std::string::npos;
+}
+
+// yaml-cpp accepts a quoted value left open at the end of the file when a line break follows the
+// quote: `model: "qwen2-7b` then swallows the rest of the file, and the loader's complaint was a
+// missing field. Every quoted scalar is checked for its closing quote; `visited` keeps an alias
+// from being walked twice (a billion laughs stays linear).
+void check_quotes_closed(const YAML::Node& node, const std::string& text,
+                         const std::filesystem::path& file, std::vector<bool>& visited) {
+  const YAML::Mark mark = node.Mark();
+  if (mark.pos >= 0 && static_cast<std::size_t>(mark.pos) < visited.size()) {
+    if (visited[mark.pos]) return;
+    visited[mark.pos] = true;
   }
-  if (fd < 0) throw InputError(file.string(), "", "cannot open file");
-  std::string text;
-  char buffer[8192];
-  for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    text.append(buffer, static_cast<std::size_t>(n));
+  if (node.IsScalar()) {
+    const auto at = static_cast<std::size_t>(mark.pos);
+    if (mark.pos >= 0 && at < text.size() && (text[at] == '"' || text[at] == '\'') &&
+        closing_quote(text, at) == std::string::npos)
+      throw InputError(file.string(), place(mark),
+                       std::string("YAML syntax error: the quoted value is not closed (no ") +
+                           text[at] + " before the end of the file)");
+  } else if (node.IsMap()) {
+    for (const auto& pair : node) {
+      check_quotes_closed(pair.first, text, file, visited);
+      check_quotes_closed(pair.second, text, file, visited);
+    }
+  } else if (node.IsSequence()) {
+    for (const auto& item : node) check_quotes_closed(item, text, file, visited);
   }
-  ::close(fd);
-  return text;
 }
 
 }  // namespace
 
 YAML::Node load_yaml_file(const std::filesystem::path& file) {
-  const std::string text = read_text(file);
+  const std::string text = util::read_input_file(file, util::kYamlFile);
+  YAML::Node root;
   try {
-    YAML::Node root = YAML::Load(text);
-    if (!root.IsMap())
-      throw InputError(file.string(), "", "expected a YAML mapping at the top level");
-    return root;
+    root = YAML::Load(text);
+  } catch (const YAML::DeepRecursion& e) {
+    // yaml-cpp words this one "bad file".
+    throw InputError(file.string(), place(e.mark),
+                     "nested too deeply, beyond what the YAML parser allows; braid's files nest "
+                     "a few levels");
   } catch (const YAML::Exception& e) {
-    throw InputError(file.string(), "line " + std::to_string(e.mark.line + 1),
-                     "malformed YAML: " + e.msg);
+    throw InputError(file.string(), place(e.mark), "YAML syntax error: " + e.msg);
   }
+  // Only a file with a quote can hold a quoted scalar.
+  if (text.find_first_of("\"'") != std::string::npos) {
+    std::vector<bool> visited(text.size() + 1, false);
+    check_quotes_closed(root, text, file, visited);
+  }
+  if (!root.IsMap())
+    throw InputError(file.string(), "", "expected a YAML mapping at the top level");
+  return root;
 }
 
 namespace {
@@ -130,7 +159,7 @@ YamlMap::YamlMap(const YAML::Node& node, std::string file, std::string prefix)
     if (!pair.first.IsScalar()) continue;  // a list or mapping as a key: reported where read
     const std::string& key = pair.first.Scalar();
     if (find(key) != nullptr)
-      throw InputError(file_, path(key),
+      throw InputError(file_, util::escape_control_bytes(path(key)),
                        "appears twice (again on line " +
                            std::to_string(pair.first.Mark().line + 1) + "); keep one");
     entries_.emplace_back(key, pair.second);
@@ -148,8 +177,10 @@ std::string YamlMap::path(const std::string& key) const {
   return prefix_.empty() ? key : prefix_ + "." + key;
 }
 
+// Most messages quote a key or a value of the file.
 void YamlMap::fail(const std::string& key, const std::string& problem) const {
-  throw InputError(file_, path(key), problem);
+  throw InputError(file_, util::escape_control_bytes(path(key)),
+                   util::escape_control_bytes(problem));
 }
 
 YAML::Node YamlMap::lookup(const std::string& key) const {
