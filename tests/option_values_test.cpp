@@ -52,7 +52,7 @@ TEST_CASE("NaN and values past the bounds are refused where CLI11's checks pass 
                 "--budget: nan; allowed: seconds from 0 to 1e+06 (see braid design --help)");
 }
 
-TEST_CASE("--group-size is 1 or more", "[option_values]") {
+TEST_CASE("the microbatch group size (--group-size) is 1 or more", "[option_values]") {
   check_refused(kSimulate + "--group-size 0",
                 "--group-size: 0; allowed: 1 or more (see braid simulate --help)");
   check_refused(kSimulate + "--group-size -3",
