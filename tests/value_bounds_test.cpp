@@ -44,7 +44,7 @@ fs::path with_value(const std::string& file, const std::string& key, const std::
   REQUIRE(changed != text);
   const fs::path dir = fs::temp_directory_path() / ("braid_bounds." + std::to_string(::getpid()));
   fs::create_directories(dir);
-  const fs::path out = dir / (key + "." + fs::path(file).filename().string());
+  fs::path out = dir / (key + "." + fs::path(file).filename().string());
   std::ofstream(out) << changed;
   return out;
 }
