@@ -163,8 +163,9 @@ struct Evaluation {
 // The study with the configuration's sizes, validated (throws InputError naming the rule broken).
 Study configure(const Study& base, const Configuration& config);
 
-// The size guard of a parallel sweep: the configurations that run at once (the --jobs largest)
-// must fit the memory limit together (size_limit.hpp); throws InputError naming --jobs. Each
+// The size guard of a sweep: the rows it keeps must fit the memory limit together (throws
+// InputError naming the sweep's size), and the configurations that run at once (the --jobs
+// largest) too (size_limit.hpp; throws InputError naming --jobs). Each
 // configuration alone is checked by the evaluation (an Invalid row naming what to reduce).
 void check_memory_in_flight(const Study& base, const std::vector<Configuration>& configs,
                             const ExploreOptions& options);

@@ -8,6 +8,7 @@
 #include "braid/error.hpp"
 #include "braid/html_report.hpp"
 #include "commands.hpp"
+#include "option_values.hpp"
 #include "output.hpp"
 #include "simulation.hpp"
 
@@ -58,7 +59,8 @@ void register_compare(CLI::App& app) {
   args->runtime = add_p2p_runtime_option(*cmd, args->p2p_runtime);
   cmd->add_option("--html", args->html,
                   "write an interactive HTML report: the schedules' timelines on one time axis, "
-                  "per-rank breakdowns, memory over time");
+                  "per-rank breakdowns, memory over time")
+      ->check(file_name());
   cmd->footer(
       "Examples:\n"
       "  braid compare --study default\n"

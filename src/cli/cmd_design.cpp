@@ -13,6 +13,7 @@
 #include "braid/design.hpp"
 #include "braid/error.hpp"
 #include "commands.hpp"
+#include "option_values.hpp"
 #include "output.hpp"
 #include "simulation.hpp"
 
@@ -69,13 +70,14 @@ void register_design(CLI::App& app) {
       "See docs/design-search.md.");
   add_simulation_options(*cmd, args->sim);
   cmd->add_option("--mem-cap-ma", args->mem_cap_ma,
-                  "cap on each rank's activation peak in M_a (uniform-cost mode)");
+                  "cap on each rank's activation peak in M_a (uniform-cost mode)")
+      ->check(finite_positive(kMaxActivationsMa, "M_a"));
   cmd->add_flag("--hold-until-w", args->hold_until_w,
                 "count activations in --mem-cap-ma until the weight gradient has run (the "
                 "zero-bubble scheduler's memory rule)");
   cmd->add_option("--budget", args->budget_s,
                   "wall-clock seconds the search may take (default 60; 0 = no limit)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(finite_range(0, kMaxBudgetS, "seconds"));
   cmd->add_option("--max-candidates", args->max_candidates,
                   "simulated candidates, seeds included (default 1000); the result is "
                   "reproducible when this, not --budget, ends the search")
@@ -89,7 +91,8 @@ void register_design(CLI::App& app) {
       ->delimiter(',');
   cmd->add_flag("--json", args->json, "print the result and the search trace as JSON");
   cmd->add_option("-o,--output", args->output, "schedule file to write (braid schedule --json)")
-      ->required();
+      ->required()
+      ->check(file_name());
   cmd->callback([args] {
     check_writable("--output", args->output);
     for (const std::string& name : args->seeds) {

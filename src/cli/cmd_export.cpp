@@ -8,6 +8,7 @@
 #include "braid/error.hpp"
 #include "braid/schedule.hpp"
 #include "commands.hpp"
+#include "option_values.hpp"
 #include "output.hpp"
 #include "schedule_options.hpp"
 
@@ -28,7 +29,7 @@ void register_export(CLI::App& app) {
       "See docs/schedules.md.");
   add_schedule_options(*cmd, args->schedule);
   cmd->add_option("--format", args->format, "output format: pytorch-csv")->required();
-  cmd->add_option("-o,--output", args->output, "output file")->required();
+  cmd->add_option("-o,--output", args->output, "output file")->required()->check(file_name());
   cmd->callback([args] {
     if (args->format != "pytorch-csv")
       throw InputError("--format", args->format, "unknown format; known: pytorch-csv");

@@ -7,6 +7,7 @@
 
 #include "braid/config.hpp"
 #include "commands.hpp"
+#include "option_values.hpp"
 #include "output.hpp"
 
 namespace braid::cli {
@@ -28,7 +29,8 @@ void register_import(CLI::App& app) {
       ->check(CLI::IsMember({"hf"}));
   cmd->add_option("path", *path, "a config.json, or a folder holding one")->required();
   cmd->add_option("-o,--output", *output,
-                  "write the model YAML here (default: print it); loads with --model FILE");
+                  "write the model YAML here (default: print it); loads with --model FILE")
+      ->check(file_name());
   cmd->callback([format, path, output] {
     if (!output->empty()) check_writable("--output", *output);
     const std::string yaml = model_yaml(import_hf_model(*path));

@@ -11,6 +11,7 @@
 #include "braid/explore.hpp"
 #include "commands.hpp"
 #include "explore_options.hpp"
+#include "option_values.hpp"
 
 namespace braid::cli {
 
@@ -48,11 +49,13 @@ void register_merge(CLI::App& app) {
       "See docs/distributed.md (Slurm job arrays, GNU parallel).");
   cmd->add_option("files", args->files, "the shard files (every shard 1..N of one sweep, once)")
       ->required();
-  cmd->add_option("--csv", args->out.csv, "write every row and metric as CSV to this file");
+  cmd->add_option("--csv", args->out.csv, "write every row and metric as CSV to this file")
+      ->check(file_name());
   cmd->add_flag("--json", args->out.json,
                 "print JSON (every row, full reports) instead of the table");
   cmd->add_option("--svg", args->out.svg,
-                  "write a chart of throughput against peak memory (Pareto front) to this file");
+                  "write a chart of throughput against peak memory (Pareto front) to this file")
+      ->check(file_name());
   cmd->add_option("--top", args->out.top, "show only the best K rows in the table (default: all)");
   cmd->callback([args] { run_merge(*args); });
 }

@@ -10,6 +10,7 @@
 #include "braid/error.hpp"
 #include "braid/html_report.hpp"
 #include "commands.hpp"
+#include "option_values.hpp"
 #include "output.hpp"
 
 namespace braid::cli {
@@ -40,7 +41,7 @@ void register_report(CLI::App& app) {
       "  braid report stp.json zbv.json --html side-by-side.html\n"
       "See docs/outputs.md.");
   cmd->add_option("data", args->inputs, "report data files (JSON)")->required();
-  cmd->add_option("--html", args->html, "the HTML file to write")->required();
+  cmd->add_option("--html", args->html, "the HTML file to write")->required()->check(file_name());
   cmd->add_option("--title", args->title, "page title (default: from the data)");
   cmd->callback([args] {
     check_writable("--html", args->html);

@@ -12,6 +12,7 @@
 #include "distributed.hpp"
 #include "emit_options.hpp"
 #include "explore_options.hpp"
+#include "option_values.hpp"
 #include "output.hpp"
 
 namespace braid::cli {
@@ -138,9 +139,9 @@ void register_search(CLI::App& app) {
                   "the study's)");
   cmd->add_option("--recompute", args->recompute,
                   "recomputation modes to try: none, selective, full (default: the study's)");
-  cmd->add_option(
-      "--csv", args->csv,
-      "write every simulated and invalid candidate as CSV (the columns of sweep --csv)");
+  cmd->add_option("--csv", args->csv,
+                  "write every simulated and invalid candidate as CSV (the columns of sweep --csv)")
+      ->check(file_name());
   cmd->add_option("--top", args->top, "how many of the best layouts to print (default 5)");
   cmd->add_option("--exhaustive-limit", args->exhaustive_limit,
                   "simulate every candidate when at most this many fit the memory statically "

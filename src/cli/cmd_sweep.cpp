@@ -12,6 +12,7 @@
 #include "commands.hpp"
 #include "distributed.hpp"
 #include "explore_options.hpp"
+#include "option_values.hpp"
 #include "output.hpp"
 
 namespace braid::cli {
@@ -153,19 +154,23 @@ void register_sweep(CLI::App& app) {
                   "recomputation modes: none, selective, full (default: the study's)");
   cmd->add_option("--schedules", args->schedules,
                   "all, or a list of schedule names (default: the study's schedules)");
-  cmd->add_option("--csv", args->out.csv, "write every row and metric as CSV to this file");
+  cmd->add_option("--csv", args->out.csv, "write every row and metric as CSV to this file")
+      ->check(file_name());
   cmd->add_flag("--json", args->out.json,
                 "print JSON (every row, full reports) instead of the table");
   cmd->add_option("--svg", args->out.svg,
-                  "write a chart of throughput against peak memory (Pareto front) to this file");
+                  "write a chart of throughput against peak memory (Pareto front) to this file")
+      ->check(file_name());
   cmd->add_option("--html", args->out.html,
                   "write an interactive HTML chart of throughput against peak memory (Pareto "
-                  "front, hover labels, filters)");
+                  "front, hover labels, filters)")
+      ->check(file_name());
   cmd->add_option("--top", args->out.top, "show only the best K rows in the table (default: all)");
   cmd->add_option("--shard", args->shard,
                   "i/N: evaluate only shard i of N of the grid (a deterministic split by cost) "
                   "and write it to --shard-out; braid merge joins the N files");
-  cmd->add_option("--shard-out", args->shard_out, "the shard file written by --shard");
+  cmd->add_option("--shard-out", args->shard_out, "the shard file written by --shard")
+      ->check(file_name());
   cmd->callback([args] { run_sweep(*args); });
 }
 

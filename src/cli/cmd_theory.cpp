@@ -15,6 +15,7 @@
 #include "braid/size_limit.hpp"
 #include "braid/theory.hpp"
 #include "commands.hpp"
+#include "option_values.hpp"
 #include "output.hpp"
 #include "simulation.hpp"
 #include "study_options.hpp"
@@ -267,7 +268,8 @@ void register_theory(CLI::App& app) {
                   "TP bubble along the scan and its least-squares slope");
   args->step_option =
       cmd->add_option("--step", args->step, "scan step (default: p for an m scan, 1 for a p scan)");
-  cmd->add_option("--svg", args->svg, "with --scan: write a chart of the scan (SVG) to FILE");
+  cmd->add_option("--svg", args->svg, "with --scan: write a chart of the scan (SVG) to FILE")
+      ->check(file_name());
   cmd->callback([args] { run(*args); });
 }
 

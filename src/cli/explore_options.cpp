@@ -14,6 +14,7 @@
 #include "braid/error.hpp"
 #include "braid/html_report.hpp"
 #include "braid/schedule.hpp"
+#include "option_values.hpp"
 #include "output.hpp"
 #include "study_options.hpp"
 
@@ -123,17 +124,19 @@ void add_explore_study_options(CLI::App& cmd, ExploreStudyArgs& args) {
   cmd.add_option("--design-budget", args.design_budget_s,
                  "seconds each configuration's `designed` schedule may take (default 60; "
                  "docs/design-search.md)")
-      ->check(CLI::PositiveNumber);
+      ->check(finite_positive(kMaxBudgetS, "seconds"));
 }
 
 void add_memory_cap_options(CLI::App& cmd, double& cap_gib, double& margin_gib) {
   cmd.add_option("--mem-cap", cap_gib,
                  "GiB a GPU may use for weights, gradients, optimizer state and activations "
                  "before a rank is reported oom; default: HBM less the profile's fixed overhead "
-                 "less --mem-margin");
+                 "less --mem-margin")
+      ->check(finite_positive(kMaxMemoryGiB, "GiB"));  // so -1, "not given", cannot be given
   cmd.add_option("--mem-margin", margin_gib,
                  "GiB kept free for the allocator (fragmentation); default 5% of HBM "
-                 "(docs/configuration.md, Memory cap)");
+                 "(docs/configuration.md, Memory cap)")
+      ->check(finite_range(0, kMaxMemoryGiB, "GiB"));
 }
 
 void check_memory_cap(double cap_gib, double margin_gib) {
@@ -220,9 +223,11 @@ std::string sweep_html(const SweepResult& result, const std::string& title) {
 
 void write_sweep_outputs(const SweepResult& result, const SweepOutputs& out,
                          const std::string& title) {
-  if (!out.csv.empty()) write_file("--csv", out.csv, sweep_csv(result));
-  if (!out.svg.empty()) write_file("--svg", out.svg, sweep_svg(result, title));
-  if (!out.html.empty()) write_file("--html", out.html, sweep_html(result, title));
+  OutputFiles files;  // put in place together: a stopped run leaves none of them new
+  if (!out.csv.empty()) files.add("--csv", out.csv, sweep_csv(result));
+  if (!out.svg.empty()) files.add("--svg", out.svg, sweep_svg(result, title));
+  if (!out.html.empty()) files.add("--html", out.html, sweep_html(result, title));
+  files.commit();
   std::cout << (out.json ? sweep_json(result) : sweep_table(result, out.top));
 }
 

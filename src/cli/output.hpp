@@ -7,6 +7,7 @@
 namespace braid::cli {
 
 using detail::check_writable;
+using detail::OutputFiles;
 using detail::write_file;
 
 }  // namespace braid::cli

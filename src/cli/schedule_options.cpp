@@ -12,6 +12,7 @@
 #include "braid/config.hpp"
 #include "braid/error.hpp"
 #include "braid/size_limit.hpp"
+#include "option_values.hpp"
 
 namespace braid::cli {
 
@@ -47,7 +48,8 @@ void add_schedule_options(CLI::App& cmd, ScheduleArgs& args) {
       cmd.add_option("--microbatches", args.options.microbatches, "microbatches m per iteration");
   args.vpp = cmd.add_option("--vpp", args.options.vpp, "chunks per rank for 1f1b-i (default 2)");
   args.group_size = cmd.add_option("--group-size", args.options.group_size,
-                                   "1f1b-i: Megatron's microbatch group size N (default p)");
+                                   "1f1b-i: Megatron's microbatch group size N (default p)")
+                        ->check(at_least_one());
   args.offload_fraction =
       cmd.add_option("--offload-fraction", args.options.offload_fraction,
                      "stp-offload: share of microbatches whose chunk-0 activations are offloaded "

@@ -14,6 +14,7 @@
 #include "braid/error.hpp"
 #include "braid/size_limit.hpp"
 #include "explore_options.hpp"
+#include "option_values.hpp"
 #include "output.hpp"
 
 namespace braid::cli {
@@ -33,7 +34,8 @@ void add_simulation_options(CLI::App& cmd, SimulationArgs& args) {
   cmd.add_flag("--no-contention", args.no_contention,
                "compute and communication overlap without slowing each other");
   args.group_size_option = cmd.add_option("--group-size", args.group_size,
-                                          "1f1b-i: Megatron's microbatch group size N (default p)");
+                                          "1f1b-i: Megatron's microbatch group size N (default p)")
+                               ->check(at_least_one());
   args.offload_fraction_option =
       cmd.add_option("--offload-fraction", args.offload_fraction,
                      "stp-offload: share of microbatches whose chunk-0 activations are offloaded");

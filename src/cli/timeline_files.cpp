@@ -1,13 +1,15 @@
 // The timeline files of `braid simulate` (declared in simulation.hpp): --trace, --svg, --html and
 // --report-data, with the SVG's --width, --from, --to, --detail and --labels. The paths are checked
-// writable and the options parsed before any work; after the simulation each file is written
-// atomically (output.hpp). The command turns on SimOptions::record_memory when any is asked for.
+// writable and the options parsed before any work; after the simulation the files are written
+// atomically and put in place together (output.hpp). The command turns on SimOptions::record_memory
+// when any is asked for.
 #include <cmath>
 #include <string>
 
 #include "braid/error.hpp"
 #include "braid/html_report.hpp"
 #include "braid/timeline_output.hpp"
+#include "option_values.hpp"
 #include "output.hpp"
 #include "simulation.hpp"
 
@@ -40,13 +42,16 @@ double parse_time(const char* option, const std::string& text) {
 
 void add_timeline_options(CLI::App& cmd, TimelineFiles& files) {
   cmd.add_option("--trace", files.trace,
-                 "write a Chrome trace / Perfetto JSON timeline (one process per rank)");
-  cmd.add_option("--svg", files.svg, "write an SVG timeline picture");
+                 "write a Chrome trace / Perfetto JSON timeline (one process per rank)")
+      ->check(file_name());
+  cmd.add_option("--svg", files.svg, "write an SVG timeline picture")->check(file_name());
   cmd.add_option("--html", files.html,
                  "write an interactive HTML report (one self-contained file: timeline, per-rank "
-                 "breakdown, memory over time)");
+                 "breakdown, memory over time)")
+      ->check(file_name());
   cmd.add_option("--report-data", files.report_data,
-                 "write the HTML report's data as JSON, for braid report");
+                 "write the HTML report's data as JSON, for braid report")
+      ->check(file_name());
   cmd.add_option("--width", files.svg_options.width_px, "SVG width in pixels (default 1600)")
       ->check(CLI::Range(400, 20000));
   cmd.add_option("--from", files.from, "SVG time window start (e.g. 120ms; default 0)");
@@ -91,16 +96,20 @@ bool TimelineFiles::any() const {
 
 void write_timeline_outputs(const SimulationResult& result, const TimelineFiles& files) {
   const Report& rep = result.report;
+  // All four are put in place together at the end: a run stopped between two leaves none new.
+  OutputFiles out;
   if (!files.trace.empty())
-    write_file("--trace", files.trace, chrome_trace_json(result.dag, result.timeline, rep));
+    out.add("--trace", files.trace, chrome_trace_json(result.dag, result.timeline, rep));
   if (!files.svg.empty())
-    write_file("--svg", files.svg,
-               timeline_svg(result.dag, result.timeline, rep, files.svg_options));
-  if (files.html.empty() && files.report_data.empty()) return;
-  const std::string data = html_report_data("braid simulate: " + rep.schedule + " on " + rep.study,
-                                            {html_run_data(result.dag, result.timeline, rep)});
-  if (!files.report_data.empty()) write_file("--report-data", files.report_data, data);
-  if (!files.html.empty()) write_file("--html", files.html, html_report(data));
+    out.add("--svg", files.svg, timeline_svg(result.dag, result.timeline, rep, files.svg_options));
+  if (!files.html.empty() || !files.report_data.empty()) {
+    const std::string data =
+        html_report_data("braid simulate: " + rep.schedule + " on " + rep.study,
+                         {html_run_data(result.dag, result.timeline, rep)});
+    if (!files.report_data.empty()) out.add("--report-data", files.report_data, data);
+    if (!files.html.empty()) out.add("--html", files.html, html_report(data));
+  }
+  out.commit();
 }
 
 }  // namespace braid::cli

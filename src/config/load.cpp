@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "../util/physical_bounds.hpp"
 #include "../util/yaml_reader.hpp"
 #include "braid/config.hpp"
 #include "braid/error.hpp"
@@ -12,6 +13,12 @@
 namespace braid {
 
 namespace fs = std::filesystem;
+using detail::bounded_number;
+using detail::bounded_number_or;
+using detail::kBucketBound;
+using detail::kBytesPerParamBound;
+using detail::kNicBound;
+using detail::kRatioBound;
 using detail::YamlMap;
 
 namespace {
@@ -58,7 +65,7 @@ ModelConfig read_model(YamlMap& m, const fs::path& file) {
       v->fail("heads", std::to_string(vision.heads) + " does not divide vision.hidden " +
                            std::to_string(vision.hidden));
     }
-    vision.mlp_ratio = v->positive_number_or("mlp_ratio", 4.0);
+    vision.mlp_ratio = bounded_number_or(*v, "mlp_ratio", 4.0, kRatioBound);
     vision.patch = v->positive_int_or("patch", 14);
     vision.temporal_patch = v->positive_int_or("temporal_patch", 2);
     vision.in_channels = v->positive_int_or("in_channels", 3);
@@ -97,7 +104,8 @@ ClusterConfig read_cluster(YamlMap& c, const fs::path& file) {
   }
   if (auto net = c.map_if_present("network")) {
     cluster.network.nics_per_node = net->positive_int("nics_per_node");
-    cluster.network.nic_Bps = net->positive_number("nic_gbps") * 1e9 / 8;  // Gb/s line rate
+    cluster.network.nic_Bps =
+        bounded_number(*net, "nic_gbps", kNicBound) * 1e9 / 8;  // Gb/s line rate
     cluster.network.nic_efficiency = net->positive_number_or("nic_efficiency", 0.9);
     if (cluster.network.nic_efficiency > 1)
       net->fail("nic_efficiency",
@@ -405,15 +413,17 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
   static const std::vector<std::string> dtypes = {"bf16", "fp16"};
   tr.choice_or("dtype", dtypes, 0);
   t.dtype_bytes = 2;
-  t.weight_bytes_per_param = tr.nonnegative_number_or("weight_bytes_per_param", 2);
-  t.grad_bytes_per_param = tr.nonnegative_number_or("grad_bytes_per_param", 4);
-  t.optimizer_bytes_per_param = tr.nonnegative_number_or("optimizer_bytes_per_param", 12);
+  t.weight_bytes_per_param =
+      bounded_number_or(tr, "weight_bytes_per_param", 2, kBytesPerParamBound);
+  t.grad_bytes_per_param = bounded_number_or(tr, "grad_bytes_per_param", 4, kBytesPerParamBound);
+  t.optimizer_bytes_per_param =
+      bounded_number_or(tr, "optimizer_bytes_per_param", 12, kBytesPerParamBound);
   t.distributed_optimizer = tr.boolean_or("distributed_optimizer", false);
   t.recompute = static_cast<Recompute>(tr.choice_or("recompute", recompute_names(), 0));
   t.offload = tr.nonnegative_number_or("offload", 0);
   t.overlap_grad_reduce = tr.boolean_or("overlap_grad_reduce", false);
   t.overlap_param_gather = tr.boolean_or("overlap_param_gather", false);
-  t.bucket_params = tr.nonnegative_number_or("bucket_params", 0);
+  t.bucket_params = bounded_number_or(tr, "bucket_params", 0, kBucketBound);
   t.gradient_accumulation_fusion = tr.boolean_or("gradient_accumulation_fusion", true);
   t.p2p_scatter_gather = tr.boolean_or("p2p_scatter_gather", true);
   t.p2p_batched = tr.boolean_or("p2p_batched", true);

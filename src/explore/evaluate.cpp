@@ -168,6 +168,20 @@ void check_memory_in_flight(const Study& base, const std::vector<Configuration>&
     const std::optional<explore::Prepared> p = explore::prepare(base, c, options, reason);
     if (p) sizes.push_back(explore::configuration_size(p->study, c));
   }
+  // What the rows keep grows with every configuration (a long --microbatches list is quadratic
+  // in its length): refused before the first is simulated, not when the memory is gone.
+  double ops = 0;
+  for (const SizeEstimate& e : sizes) ops += e.ops;
+  const double kept =
+      ops * kKeptBytesPerOp + static_cast<double>(configs.size()) * kKeptBytesPerRow;
+  if (kept > kDefaultMaxSimulationBytes)
+    throw InputError("sweep", "size",
+                     "its " + std::to_string(configs.size()) + " rows would keep about " +
+                         explore::gib(kept) + " (" + util::format("%.3g", ops) +
+                         " ops simulated in all), over the " +
+                         explore::gib(kDefaultMaxSimulationBytes) +
+                         " limit; give fewer values (--microbatches, --pp, --tp, --seq, "
+                         "--schedules), or run the grid as several sweeps");
   std::sort(sizes.begin(), sizes.end(),
             [](const SizeEstimate& a, const SizeEstimate& b) { return a.bytes > b.bytes; });
   const std::size_t jobs = std::min<std::size_t>(explore::resolve_jobs(options.jobs), sizes.size());

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "../util/physical_bounds.hpp"
 #include "../util/units.hpp"
 #include "../util/yaml_reader.hpp"
 #include "braid/config.hpp"
@@ -15,6 +16,16 @@
 namespace braid {
 
 namespace fs = std::filesystem;
+using detail::bounded_number;
+using detail::bounded_number_or;
+using detail::check_bound;
+using detail::kBandwidthBound;
+using detail::kGflopBound;
+using detail::kMemoryGbBound;
+using detail::kOverheadGibBound;
+using detail::kSlowdownBound;
+using detail::kTflopsBound;
+using detail::kTimeUsBound;
 using detail::YamlMap;
 
 namespace {
@@ -37,7 +48,7 @@ CollectiveRows read_link_rows(YamlMap& measured) {
       MeasuredComm point;
       point.ranks = r.positive_int("ranks");
       point.bytes = r.positive_number("bytes");
-      point.time_s = r.positive_number("time_us") * 1e-6;
+      point.time_s = bounded_number(r, "time_us", {1e-9, 1e12, "us"}) * 1e-6;
       r.finish();
       table.push_back(point);
     }
@@ -62,9 +73,9 @@ MeasuredComm read_published_row(YamlMap& r, CollectiveKind kind, std::string& so
   if (has_time == has_busbw)
     r.fail(has_time ? "busbw_gbps" : "time_us",
            "give exactly one of time_us (nccl-tests' time column) or busbw_gbps");
-  point.time_s = has_time ? r.positive_number("time_us") * 1e-6
+  point.time_s = has_time ? bounded_number(r, "time_us", {1e-9, 1e12, "us"}) * 1e-6
                           : bus_factor(kind, point.ranks) * point.bytes /
-                                (r.positive_number("busbw_gbps") * kGB);
+                                (bounded_number(r, "busbw_gbps", kBandwidthBound) * kGB);
   source = r.string("source");
   if (source.empty()) r.fail("source", "must name where the row was published (URL and output)");
   r.finish();
@@ -111,9 +122,9 @@ void read_published_rows(YamlMap& published, LinkProfile& link) {
 LinkProfile read_link(YamlMap& l, const std::string& name) {
   LinkProfile link;
   link.name = name;
-  link.latency_s = l.nonnegative_number("latency_us") * 1e-6;
-  link.bus_bandwidth_Bps = l.positive_number("bus_bandwidth_gbps") * kGB;
-  link.p2p_bandwidth_Bps = l.positive_number("p2p_bandwidth_gbps") * kGB;
+  link.latency_s = bounded_number(l, "latency_us", kTimeUsBound) * 1e-6;
+  link.bus_bandwidth_Bps = bounded_number(l, "bus_bandwidth_gbps", kBandwidthBound) * kGB;
+  link.p2p_bandwidth_Bps = bounded_number(l, "p2p_bandwidth_gbps", kBandwidthBound) * kGB;
   if (l.has("measured") && l.has("published"))
     l.fail("published", "a link lists measured or published rows, not both");
   if (auto measured = l.map_if_present("measured"))
@@ -155,8 +166,8 @@ void read_gemm(YamlMap& gemm, Profile& profile) {
     t.tile_n = tiles->positive_int("tile_n");
     t.wave_efficiency = tiles->positive_number("wave_efficiency");
     if (t.wave_efficiency > 1) tiles->fail("wave_efficiency", "must be at most 1");
-    t.k_overhead = tiles->nonnegative_number("k_overhead");
-    t.fixed_s = tiles->nonnegative_number("fixed_us") * 1e-6;
+    t.k_overhead = bounded_number(*tiles, "k_overhead", {0, 1e6, ""});
+    t.fixed_s = bounded_number(*tiles, "fixed_us", kTimeUsBound) * 1e-6;
     t.source = tiles->string("source");
     if (t.source.empty())
       tiles->fail("source", "must name the measurements the parameters come from");
@@ -164,7 +175,7 @@ void read_gemm(YamlMap& gemm, Profile& profile) {
   } else {
     profile.gemm.max_efficiency = gemm.positive_number("max_efficiency");
     if (profile.gemm.max_efficiency > 1) gemm.fail("max_efficiency", "must be at most 1");
-    profile.gemm.half_flops = gemm.nonnegative_number("half_gflop") * 1e9;
+    profile.gemm.half_flops = bounded_number(gemm, "half_gflop", kGflopBound) * 1e9;
   }
   gemm.finish();
 }
@@ -212,6 +223,7 @@ void read_contention(YamlMap& contention, Profile& profile) {
   profile.contention.comm_slowdown = contention.positive_number("comm_slowdown");
   if (profile.contention.comm_slowdown < 1)
     contention.fail("comm_slowdown", "must be 1 or more (1 = no slowdown)");
+  check_bound(contention, "comm_slowdown", profile.contention.comm_slowdown, kSlowdownBound);
   if (contention.has("comm_sms")) {
     // The SMs the communication kernels hold: compute runs on the rest.
     if (contention.has("compute_slowdown"))
@@ -226,6 +238,8 @@ void read_contention(YamlMap& contention, Profile& profile) {
     profile.contention.compute_slowdown = contention.positive_number("compute_slowdown");
     if (profile.contention.compute_slowdown < 1)
       contention.fail("compute_slowdown", "must be 1 or more (1 = no slowdown)");
+    check_bound(contention, "compute_slowdown", profile.contention.compute_slowdown,
+                kSlowdownBound);
   }
   contention.finish();
 }
@@ -260,12 +274,12 @@ Profile load_profile(const fs::path& name_or_file) {
                                                                          : Source::Measured;
   profile.gpu = p.string("gpu");
   p.string_or("notes", "");  // free text: where and when a measured profile was taken
-  profile.peak_flops = p.positive_number("peak_tflops") * 1e12;
-  profile.hbm_bytes = p.positive_number("hbm_gb") * kGB;
-  profile.hbm_bandwidth_Bps = p.positive_number("hbm_bandwidth_gbps") * kGB;
+  profile.peak_flops = bounded_number(p, "peak_tflops", kTflopsBound) * 1e12;
+  profile.hbm_bytes = bounded_number(p, "hbm_gb", kMemoryGbBound) * kGB;
+  profile.hbm_bandwidth_Bps = bounded_number(p, "hbm_bandwidth_gbps", kBandwidthBound) * kGB;
   profile.memory_bound_efficiency = p.positive_number("memory_bound_efficiency");
   if (profile.memory_bound_efficiency > 1) p.fail("memory_bound_efficiency", "must be at most 1");
-  profile.memory_kernel_s = p.nonnegative_number_or("memory_kernel_us", 0) * 1e-6;
+  profile.memory_kernel_s = bounded_number_or(p, "memory_kernel_us", 0, kTimeUsBound) * 1e-6;
   profile.sms = p.positive_int_or("sms", 0);
 
   YamlMap gemm = p.map("gemm");
@@ -295,20 +309,22 @@ Profile load_profile(const fs::path& name_or_file) {
   links.finish();
 
   YamlMap host = p.map("host");
-  profile.host_d2h_Bps = host.positive_number("d2h_gbps") * kGB;
-  profile.host_h2d_Bps = host.positive_number("h2d_gbps") * kGB;
+  profile.host_d2h_Bps = bounded_number(host, "d2h_gbps", kBandwidthBound) * kGB;
+  profile.host_h2d_Bps = bounded_number(host, "h2d_gbps", kBandwidthBound) * kGB;
   profile.copy_contention.d2h_slowdown = host.positive_number_or("bidir_d2h_slowdown", 1.0);
   profile.copy_contention.h2d_slowdown = host.positive_number_or("bidir_h2d_slowdown", 1.0);
   if (profile.copy_contention.d2h_slowdown < 1)
     host.fail("bidir_d2h_slowdown", "must be 1 or more (1 = no slowdown)");
   if (profile.copy_contention.h2d_slowdown < 1)
     host.fail("bidir_h2d_slowdown", "must be 1 or more (1 = no slowdown)");
+  check_bound(host, "bidir_d2h_slowdown", profile.copy_contention.d2h_slowdown, kSlowdownBound);
+  check_bound(host, "bidir_h2d_slowdown", profile.copy_contention.h2d_slowdown, kSlowdownBound);
   host.finish();
 
   YamlMap contention = p.map("contention");
   read_contention(contention, profile);
 
-  profile.fixed_overhead_bytes = p.nonnegative_number("fixed_overhead_gib") * kGiB;
+  profile.fixed_overhead_bytes = bounded_number(p, "fixed_overhead_gib", kOverheadGibBound) * kGiB;
   if (p.has("measured")) read_measured_tables(p.node("measured"), profile);
   p.finish();
   return profile;

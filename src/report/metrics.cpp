@@ -16,10 +16,12 @@
 // op the "X" is the end of the iteration, which waits for every op of the rank.
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
 #include <string>
+#include <type_traits>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -27,6 +29,7 @@
 #include "../util/format.hpp"
 #include "../util/pipeline_sizes.hpp"
 #include "../util/units.hpp"
+#include "braid/error.hpp"
 #include "braid/report.hpp"
 
 namespace braid {
@@ -712,6 +715,30 @@ std::vector<TimeInterval> exposed_intervals(const RankReport& rank, StreamKind s
   return out;
 }
 
+// The first figure of `fields` (a report, a rank's part, ...) that is not finite, as its dotted
+// name ("ranks.peak_memory_gib"), or "" when every one is.
+template <HasFields T>
+std::string first_non_finite(const T& fields, const std::string& prefix) {
+  std::string bad;
+  visit_fields(fields, [&](const FieldInfo& info, const auto& v) {
+    using V = std::remove_cvref_t<decltype(v)>;
+    if (!bad.empty()) return;
+    const std::string name = prefix + info.name;
+    if constexpr (std::is_floating_point_v<V>) {
+      if (!std::isfinite(v)) bad = name + " = " + util::format("%g", v);
+    } else if constexpr (HasFields<V>) {
+      bad = first_non_finite(v, name + ".");
+    } else if constexpr (ListOfFields<V>) {
+      for (const auto& item : v)
+        if (bad.empty()) bad = first_non_finite(item, name + ".");
+    } else if constexpr (std::is_same_v<V, std::vector<double>>) {
+      for (const double x : v)
+        if (bad.empty() && !std::isfinite(x)) bad = name + " = " + util::format("%g", x);
+    }
+  });
+  return bad;
+}
+
 Report make_report(const std::string& study, const Schedule& schedule, const CostModel& cost,
                    const Dag& dag, const Timeline& timeline) {
   Report rep;
@@ -781,6 +808,13 @@ Report make_report(const std::string& study, const Schedule& schedule, const Cos
     if (cost.gpus > 0) rep.tflops_per_gpu = cost.model_flops / T / cost.gpus / 1e12;
   }
   rep.critical_path = summarize_critical_path(dag, timeline);
+  // Finite by construction: the inputs are bounded (docs/configuration.md, Bounds), so a figure
+  // that overflowed is a bug, never a printed inf or a sweep row ranked ok.
+  if (const std::string bad = first_non_finite(rep, ""); !bad.empty())
+    throw InternalError("report figure " + bad + " is not finite for schedule " + schedule.name +
+                        " on " + study +
+                        "; its inputs are within their bounds, so this is a "
+                        "bug");
   return rep;
 }
 

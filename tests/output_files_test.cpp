@@ -1,0 +1,186 @@
+// Output files (src/util/atomic_file.cpp, issue 41 findings 5 and 8): braid replaces only regular
+// files, through a unique temporary that a signal or a failure removes; a symlink keeps being a
+// link, a user's `x.tmp` is never taken, standard output, character devices and pipes are written
+// in place and their write errors reported. The device nodes live in a tmpfs of a private mount
+// namespace (`unshare -m`), so the machine's /dev is never touched.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "../src/util/atomic_file.hpp"
+#include "braid/error.hpp"
+#include "cli_run.hpp"
+
+namespace fs = std::filesystem;
+using braid::test::CliRun;
+using braid::test::run_braid;
+using braid::test::run_program;
+using braid::test::slurp;
+
+namespace {
+
+// A fresh, empty directory for one scenario, removed with it.
+struct ScratchDir {
+  fs::path path;
+  explicit ScratchDir(const std::string& name)
+      : path(fs::temp_directory_path() /
+             ("braid_output_files." + std::to_string(::getpid()) + "." + name)) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+};
+
+void put(const fs::path& file, const std::string& text) { std::ofstream(file) << text; }
+
+// The names in `dir`, sorted, one per line.
+std::string listing(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  std::string text;
+  for (const std::string& n : names) text += n + "\n";
+  return text;
+}
+
+// Runs `script` (saved in `dir`) with sh from the source root: $1 is the braid binary, $2 `dir`.
+CliRun run_script(const fs::path& dir, const std::string& script, const std::string& prefix = "") {
+  put(dir / "script.sh", script);
+  return run_program(
+      "sh", "'" + (dir / "script.sh").string() + "' '" + BRAID_EXE + "' '" + dir.string() + "'",
+      fs::path(BRAID_SOURCE_DIR), prefix);
+}
+
+const std::string kSimulate = "simulate --study default --schedule 1f1b";
+
+}  // namespace
+
+TEST_CASE("a user's x.tmp beside the target is kept, and no temporary is left", "[output_files]") {
+  ScratchDir dir("usertmp");
+  put(dir.path / "keep.json.tmp", "mine\n");
+  const CliRun r = run_braid(kSimulate + " --trace '" + (dir.path / "keep.json").string() + "'");
+  REQUIRE(r.exit_code == 0);
+  CHECK(slurp(dir.path / "keep.json.tmp") == "mine\n");
+  CHECK(slurp(dir.path / "keep.json").rfind("{\"traceEvents\"", 0) == 0);
+  CHECK(listing(dir.path) == "keep.json\nkeep.json.tmp\n");
+}
+
+TEST_CASE("a symlinked target stays a link and its real file gets the content", "[output_files]") {
+  ScratchDir dir("symlink");
+  fs::create_directories(dir.path / "real");
+  put(dir.path / "real" / "trace.json", "old\n");
+  fs::create_symlink(dir.path / "real" / "trace.json", dir.path / "link.json");
+  const CliRun r = run_braid(kSimulate + " --trace '" + (dir.path / "link.json").string() + "'");
+  REQUIRE(r.exit_code == 0);
+  CHECK(fs::is_symlink(dir.path / "link.json"));
+  CHECK(slurp(dir.path / "real" / "trace.json").rfind("{\"traceEvents\"", 0) == 0);
+  CHECK(listing(dir.path / "real") == "trace.json\n");
+}
+
+TEST_CASE("`-` writes to standard output and creates no file",
+          "[output_files]") {
+  ScratchDir dir("dash");
+  const CliRun r = run_braid(kSimulate + " --trace -", dir.path);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.rfind("{\"traceEvents\"", 0) == 0);  // the trace, then the report
+  CHECK(r.out.find("\niteration time") != std::string::npos);
+  CHECK(listing(dir.path).empty());
+}
+
+TEST_CASE("a set of outputs destroyed uncommitted leaves the targets as they were",
+          "[output_files]") {
+  ScratchDir dir("uncommitted");
+  put(dir.path / "a.csv", "old a\n");
+  {
+    braid::detail::OutputFiles files;
+    files.add("--csv", (dir.path / "a.csv").string(), "new a\n");
+    files.add("--svg", (dir.path / "b.svg").string(), "new b\n");
+    CHECK(std::count_if(fs::directory_iterator(dir.path), fs::directory_iterator{},
+                        [](const auto&) { return true; }) == 3);  // a.csv and two temporaries
+  }
+  CHECK(listing(dir.path) == "a.csv\n");
+  CHECK(slurp(dir.path / "a.csv") == "old a\n");
+  braid::detail::OutputFiles files;
+  files.add("--csv", (dir.path / "a.csv").string(), "new a\n");
+  files.add("--svg", (dir.path / "b.svg").string(), "new b\n");
+  files.commit();
+  CHECK(listing(dir.path) == "a.csv\nb.svg\n");
+  CHECK(slurp(dir.path / "b.svg") == "new b\n");
+}
+
+// The device nodes: /dev/full's and /dev/null's numbers (c 1 7, c 1 3), a loop device's (b 7 0),
+// a FIFO and a link to /proc/self/fd/1, made in a tmpfs that only this namespace sees.
+TEST_CASE("devices, pipes and standard output are written in place, never renamed over",
+          "[output_files][unshare]") {
+  if (run_program("unshare", "-m true").exit_code != 0) {
+    WARN("skipped: unshare -m is not permitted here (CI runs as root and permits it)");
+    return;
+  }
+  ScratchDir dir("devices");
+  const std::string script = R"sh(B=$1; D=$2/mnt; mkdir -p "$D"
+mount -t tmpfs none "$D" || exit 99
+mknod "$D/full" c 1 7; mknod "$D/null" c 1 3; mknod "$D/blk" b 7 0; mkfifo "$D/fifo"
+ln -s /proc/self/fd/1 "$D/stdout"
+S="simulate --study default --schedule 1f1b"
+"$B" $S --trace "$D/full" >/dev/null 2>"$D/full.err"; echo "full rc=$?"
+test -c "$D/full" && echo "full is a device"
+"$B" $S --trace "$D/null" >/dev/null 2>&1; echo "null rc=$?"
+test -c "$D/null" && echo "null is a device"
+"$B" $S --trace "$D/blk" >/dev/null 2>"$D/blk.err"; echo "blk rc=$?"
+test -b "$D/blk" && echo "blk is a device"
+"$B" $S --trace "$D/stdout" >"$D/out.txt" 2>&1; echo "stdout rc=$?"
+test -L "$D/stdout" && echo "stdout is a link"
+grep -c traceEvents "$D/out.txt"
+cat "$D/fifo" >"$D/got.txt" & "$B" $S --trace "$D/fifo" >/dev/null 2>&1; echo "fifo rc=$?"; wait
+test -p "$D/fifo" && echo "fifo is a pipe"
+grep -c traceEvents "$D/got.txt"
+cat "$D/full.err" "$D/blk.err"
+ls -A "$D" | tr '\n' ' '; echo
+umount "$D"
+)sh";
+  const CliRun r = run_script(dir.path, script, "unshare -m ");
+  if (r.exit_code == 99) {
+    WARN("skipped: cannot mount a tmpfs in the namespace: " + r.err);
+    return;
+  }
+  CHECK(r.out ==
+        "full rc=2\nfull is a device\n"
+        "null rc=0\nnull is a device\n"
+        "blk rc=2\nblk is a device\n"
+        "stdout rc=0\nstdout is a link\n1\n"
+        "fifo rc=0\nfifo is a pipe\n1\n"
+        "braid: --trace: " +
+            (dir.path / "mnt" / "full").string() +
+            ": cannot write: No space left on device\n"
+            "braid: --trace: " +
+            (dir.path / "mnt" / "blk").string() +
+            ": is a block device; braid writes regular files, standard output, character "
+            "devices and pipes\n"
+            "blk blk.err fifo full full.err got.txt null out.txt stdout \n");
+}
+
+TEST_CASE("SIGTERM while a large trace is written leaves no temporary and no target",
+          "[output_files][signal]") {
+  ScratchDir dir("sigterm");
+  // The 1024-microbatch trace is about 60 MB: the temporary lives long enough to be seen.
+  const std::string script = R"sh(B=$1; D=$2/out; mkdir "$D"
+"$B" simulate --study default --schedule 1f1b --microbatches 1024 --trace "$D/t.json" \
+  >/dev/null 2>&1 & pid=$!
+while [ -z "$(ls -A "$D")" ] && kill -0 $pid 2>/dev/null; do :; done
+kill -TERM $pid; wait $pid; echo "rc=$?"
+ls -A "$D" | tr '\n' ' '; echo
+)sh";
+  const CliRun r = run_script(dir.path, script);
+  CHECK(r.out == "rc=143\n\n");  // 128 + SIGTERM: the handler re-raised it
+}
