@@ -51,15 +51,13 @@ struct StudyFixture {
 // sequence `seq`, SP on or off: the layout most scenario tests start from.
 inline StudyOverrides layout_overrides(const std::string& model, const std::string& cluster, int tp,
                                        int pp, int seq = 2048, bool sp = false) {
-  StudyOverrides o;
-  o.model = model;
-  o.cluster = cluster;
-  o.tp = tp;
-  o.pp = pp;
-  o.vpp = 1;
-  o.seq = seq;
-  o.sequence_parallel = sp;
-  return o;
+  return StudyOverrides{.model = model,
+                        .cluster = cluster,
+                        .tp = tp,
+                        .pp = pp,
+                        .vpp = 1,
+                        .seq = seq,
+                        .sequence_parallel = sp};
 }
 
 // Sweep axes over the given tp and pp values, everything else one value: vpp 2, sequence 2048,

@@ -111,10 +111,7 @@ TEST_CASE("Megatron round trip: every switch on, GQA + SwiGLU + QKV bias, two-sa
 
 TEST_CASE("Megatron round trip: Hugging Face models with their own head size and tied embeddings",
           "[launch-args]") {
-  StudyOverrides o;
-  o.tp = 4;
-  o.pp = 2;
-  o.microbatches = 4;
+  StudyOverrides o{.tp = 4, .pp = 2, .microbatches = 4};
   // Gemma 2 9B: head_dim 256, not 3584 / 16 (--kv-channels); Llama 3.2 1B: tied, no QKV bias.
   for (const char* model : {"gemma-2-9b", "llama-3.2-1b"}) {
     o.model = std::string(kHfModelPrefix) + BRAID_SOURCE_DIR + "/tests/data/hf/" + model;

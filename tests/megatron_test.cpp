@@ -33,14 +33,10 @@ Study megatron_study(const std::string& model, const std::string& variant,
 
 // GPT-3 175B with pp 8, one chunk per rank, the given recomputation, SP, tp and micro-batch.
 Study gpt3(Recompute r, bool sp, int tp = 8, int mbs = 1) {
-  StudyOverrides o;
-  o.recompute = r;
-  o.sequence_parallel = sp;
-  o.tp = tp;
-  o.mbs = mbs;
-  o.vpp = 1;
-  o.nodes = tp;  // pp 8 x tp GPUs, 8 per node
-  return megatron_study("gpt3-175b", "full", o);
+  // pp 8 x tp GPUs, 8 per node.
+  return megatron_study(
+      "gpt3-175b", "full",
+      {.tp = tp, .vpp = 1, .mbs = mbs, .nodes = tp, .sequence_parallel = sp, .recompute = r});
 }
 
 double f_alloc(std::span<const UnitCost> layer) {

@@ -11,8 +11,6 @@
 #include <regex>
 #include <string>
 
-#include <unistd.h>
-
 #include "braid/cost_model.hpp"
 #include "braid/dag.hpp"
 #include "braid/error.hpp"
@@ -23,21 +21,14 @@
 #include "fixtures.hpp"
 
 namespace fs = std::filesystem;
-using braid::test::CliRun;
-using braid::test::count_lines;
-using braid::test::run_braid;
-using braid::test::slurp;
+using namespace braid::test;  // CliRun, run_braid, slurp, count_lines
 
 namespace {
 
 const fs::path kRoot = BRAID_SOURCE_DIR;
 
-fs::path scratch_dir() {
-  return fs::temp_directory_path() / ("braid_bounds." + std::to_string(::getpid()));
-}
-
 // `file` (under the source root) with the value of `key` (a line "key: value") replaced; written
-// to a scratch file whose path is returned.
+// to a file of the scratch folder (removed when the process exits) whose path is returned.
 fs::path with_value(const std::string& file, const std::string& key, const std::string& value) {
   const std::string text = slurp(kRoot / file);
   const std::regex line("\\n *" + key + ": [^\\n#]*");
@@ -46,9 +37,7 @@ fs::path with_value(const std::string& file, const std::string& key, const std::
   const std::string head = m.str(0).substr(0, m.str(0).find(": ") + 2);
   const std::string changed = m.prefix().str() + head + value + " " + m.suffix().str();
   REQUIRE(changed != text);
-  const fs::path dir = scratch_dir();
-  fs::create_directories(dir);
-  fs::path out = dir / (key + "." + fs::path(file).filename().string());
+  fs::path out = scratch_dir() / (key + "." + fs::path(file).filename().string());
   std::ofstream(out) << changed;
   return out;
 }
@@ -80,7 +69,6 @@ TEST_CASE("profile numbers past their physical bounds are refused in one line", 
       sim + with_value("profiles/a800.yaml", "hbm_bandwidth_gbps", "1e300").string(),
       "hbm_bandwidth_gbps: must be from 1e-06 to 1e+07 GB/s (docs/configuration.md, Bounds), "
       "got 1e+300");
-  fs::remove_all(scratch_dir());
 }
 
 TEST_CASE("study numbers past their physical bounds are refused, also by a sweep", "[bounds]") {
@@ -91,7 +79,6 @@ TEST_CASE("study numbers past their physical bounds are refused, also by a sweep
       "Bounds), got 1e+308";
   check_refused("simulate --schedule 1f1b --study " + study.string(), tail);
   check_refused("sweep --schedules 1f1b --study " + study.string(), tail);
-  fs::remove_all(scratch_dir());
 }
 
 TEST_CASE("a report figure that is not finite is an internal error naming it", "[bounds]") {

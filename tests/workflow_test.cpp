@@ -285,7 +285,7 @@ TEST_CASE("sweep shards joined by braid merge are byte-identical to the unsharde
   const fs::path dir = scratch("shard");
   const std::string grid =
       "sweep --tp 2,4,8,16 --pp 1,2 --seq 2048 --microbatches 8 --schedules 1f1b-i,stp,zb-v";
-  const CliRun full = run_braid(grid + " --csv full.csv --svg full.svg", dir);
+  const CliRun full = run_braid(grid + " --csv full.csv --svg full.svg --html full.html", dir);
   REQUIRE(full.exit_code == 0);
   const CliRun full_json = run_braid(grid + " --json", dir);
   REQUIRE(full_json.exit_code == 0);
@@ -305,12 +305,13 @@ TEST_CASE("sweep shards joined by braid merge are byte-identical to the unsharde
   CHECK(rows == 24);  // every configuration in exactly one shard (merge checks the indices)
   // Any order of the files gives the same bytes as the unsharded sweep.
   const CliRun merged =
-      run_braid("merge part3.bin part1.bin part2.bin --csv m.csv --svg m.svg", dir);
+      run_braid("merge part3.bin part1.bin part2.bin --csv m.csv --svg m.svg --html m.html", dir);
   INFO(merged.err);
   REQUIRE(merged.exit_code == 0);
   CHECK(merged.out == full.out);
   CHECK(slurp(dir / "m.csv") == slurp(dir / "full.csv"));
   CHECK(slurp(dir / "m.svg") == slurp(dir / "full.svg"));
+  CHECK(slurp(dir / "m.html") == slurp(dir / "full.html"));
   const CliRun merged_json = run_braid("merge part1.bin part2.bin part3.bin --json", dir);
   CHECK(merged_json.out == full_json.out);
   // The same shard twice, a missing one, a shard of another grid, a file that is no shard.

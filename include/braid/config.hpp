@@ -186,28 +186,30 @@ RankLayout rank_layout(const Study& study);
 
 // Command-line overrides; an unset field keeps the study's value.
 struct StudyOverrides {
-  std::optional<std::string> model, cluster;
-  std::optional<int> tp, pp, vpp, seq, mbs, microbatches, nodes, cp;
-  std::optional<bool> sequence_parallel;
-  std::optional<Recompute> recompute;
-  std::optional<VisionPlacement> vision_placement;
-  std::optional<StageBalance> balance;
-  std::optional<std::vector<int>> layers_per_stage;
-  std::optional<double> offload;
-  std::optional<bool> distributed_optimizer, overlap_grad_reduce, overlap_param_gather;
-  std::optional<bool> p2p_scatter_gather, p2p_batched;
-  std::optional<bool> gradient_accumulation_fusion;
+  // Every member starts empty ({}), so that a set of overrides can be written with designated
+  // initializers naming only what it sets.
+  std::optional<std::string> model{}, cluster{};
+  std::optional<int> tp{}, pp{}, vpp{}, seq{}, mbs{}, microbatches{}, nodes{}, cp{};
+  std::optional<bool> sequence_parallel{};
+  std::optional<Recompute> recompute{};
+  std::optional<VisionPlacement> vision_placement{};
+  std::optional<StageBalance> balance{};
+  std::optional<std::vector<int>> layers_per_stage{};
+  std::optional<double> offload{};
+  std::optional<bool> distributed_optimizer{}, overlap_grad_reduce{}, overlap_param_gather{};
+  std::optional<bool> p2p_scatter_gather{}, p2p_batched{};
+  std::optional<bool> gradient_accumulation_fusion{};
   // A model given whole (Megatron-LM arguments' sizes) instead of by name; replaces `model`.
-  std::optional<ModelConfig> model_config;
+  std::optional<ModelConfig> model_config{};
   // Megatron's --global-batch-size: microbatches per replica = global batch / (mbs x dp), dp
-  // from the cluster's GPUs and tp x pp; replaces `microbatches`.
-  std::optional<int> global_batch;
+  // from the cluster's GPUs and tp x cp x pp; replaces `microbatches`.
+  std::optional<int> global_batch{};
 };
 
 // A Megatron-LM launch (megatron_args.cpp; docs/megatron.md, "Megatron-LM arguments"): the flags
 // of a pretrain_gpt.py command line as settings of a study. `model` when the sizes are given
 // (--num-layers, --hidden-size, --num-attention-heads); `not_modelled` lists each flag braid
-// reads but cannot model (context and expert parallelism, FP8, ...) or does not know, as given.
+// reads but cannot model (expert parallelism, FP8, ...) or does not know, as given.
 struct MegatronLaunch {
   StudyOverrides overrides;
   std::vector<std::string> not_modelled;

@@ -11,7 +11,6 @@
 #include "braid/explore.hpp"
 #include "commands.hpp"
 #include "explore_options.hpp"
-#include "option_values.hpp"
 
 namespace braid::cli {
 
@@ -44,19 +43,12 @@ void register_merge(CLI::App& app) {
   cmd->footer(
       "Examples:\n"
       "  braid merge part1.bin part2.bin part3.bin\n"
-      "  braid merge parts/*.bin --csv sweep.csv --svg sweep.svg\n"
+      "  braid merge parts/*.bin --csv sweep.csv --svg sweep.svg --html sweep.html\n"
       "  braid merge parts/*.bin --json > sweep.json\n"
       "See docs/distributed.md (Slurm job arrays, GNU parallel).");
   cmd->add_option("files", args->files, "the shard files (every shard 1..N of one sweep, once)")
       ->required();
-  cmd->add_option("--csv", args->out.csv, "write every row and metric as CSV to this file")
-      ->check(file_name());
-  cmd->add_flag("--json", args->out.json,
-                "print JSON (every row, full reports) instead of the table");
-  cmd->add_option("--svg", args->out.svg,
-                  "write a chart of throughput against peak memory (Pareto front) to this file")
-      ->check(file_name());
-  cmd->add_option("--top", args->out.top, "show only the best K rows in the table (default: all)");
+  add_sweep_output_options(*cmd, args->out);
   cmd->callback([args] { run_merge(*args); });
 }
 

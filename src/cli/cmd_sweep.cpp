@@ -154,18 +154,7 @@ void register_sweep(CLI::App& app) {
                   "recomputation modes: none, selective, full (default: the study's)");
   cmd->add_option("--schedules", args->schedules,
                   "all, or a list of schedule names (default: the study's schedules)");
-  cmd->add_option("--csv", args->out.csv, "write every row and metric as CSV to this file")
-      ->check(file_name());
-  cmd->add_flag("--json", args->out.json,
-                "print JSON (every row, full reports) instead of the table");
-  cmd->add_option("--svg", args->out.svg,
-                  "write a chart of throughput against peak memory (Pareto front) to this file")
-      ->check(file_name());
-  cmd->add_option("--html", args->out.html,
-                  "write an interactive HTML chart of throughput against peak memory (Pareto "
-                  "front, hover labels, filters)")
-      ->check(file_name());
-  cmd->add_option("--top", args->out.top, "show only the best K rows in the table (default: all)");
+  add_sweep_output_options(*cmd, args->out);
   cmd->add_option("--shard", args->shard,
                   "i/N: evaluate only shard i of N of the grid (a deterministic split by cost) "
                   "and write it to --shard-out; braid merge joins the N files");

@@ -196,6 +196,20 @@ ExploreOptions explore_options(const ExploreStudyArgs& args) {
   return options;
 }
 
+void add_sweep_output_options(CLI::App& cmd, SweepOutputs& out) {
+  cmd.add_option("--csv", out.csv, "write every row and metric as CSV to this file")
+      ->check(file_name());
+  cmd.add_flag("--json", out.json, "print JSON (every row, full reports) instead of the table");
+  cmd.add_option("--svg", out.svg,
+                 "write a chart of throughput against peak memory (Pareto front) to this file")
+      ->check(file_name());
+  cmd.add_option("--html", out.html,
+                 "write an interactive HTML chart of throughput against peak memory (Pareto "
+                 "front, hover labels, filters)")
+      ->check(file_name());
+  cmd.add_option("--top", out.top, "show only the best K rows in the table (default: all)");
+}
+
 void check_sweep_outputs(const SweepOutputs& out) {
   if (out.top < 0) throw InputError("--top", std::to_string(out.top), "must be 0 (all) or more");
   if (!out.csv.empty()) check_writable("--csv", out.csv);

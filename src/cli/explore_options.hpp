@@ -67,6 +67,8 @@ struct SweepOutputs {
   bool json = false;
   int top = 0;
 };
+// --csv, --json, --svg, --html and --top, alike on sweep and on merge.
+void add_sweep_output_options(CLI::App& cmd, SweepOutputs& out);
 void check_sweep_outputs(const SweepOutputs& out);
 void write_sweep_outputs(const SweepResult& result, const SweepOutputs& out,
                          const std::string& title);

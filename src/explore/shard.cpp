@@ -114,13 +114,10 @@ std::string grid_text(const Study& base, const Profile& profile,
   return t.text;
 }
 
+// The cap's fields under the names the fingerprint hashes them by (one list: study_fields.hpp).
 nlohmann::ordered_json cap_json(const MemoryCap& c) {
   nlohmann::ordered_json j;
-  j["hbm_bytes"] = c.hbm_bytes;
-  j["fixed_overhead_bytes"] = c.fixed_overhead_bytes;
-  j["margin_bytes"] = c.margin_bytes;
-  j["cap_bytes"] = c.cap_bytes;
-  j["given"] = c.given;
+  explore::visit_study_fields(c, [&j](const char* name, const auto& v) { j[name] = v; });
   return j;
 }
 
