@@ -88,8 +88,7 @@ TEST_CASE("a symlinked target stays a link and its real file gets the content", 
   CHECK(listing(dir.path / "real") == "trace.json\n");
 }
 
-TEST_CASE("`-` writes to standard output and creates no file",
-          "[output_files]") {
+TEST_CASE("`-` writes to standard output and creates no file", "[output_files]") {
   ScratchDir dir("dash");
   const CliRun r = run_braid(kSimulate + " --trace -", dir.path);
   REQUIRE(r.exit_code == 0);
