@@ -14,6 +14,7 @@
 #include "braid/rank_layout.hpp"
 #include "braid/report.hpp"
 #include "braid/schedule.hpp"
+#include "braid/size_limit.hpp"
 #include "fixtures.hpp"
 
 using namespace braid;
@@ -116,6 +117,25 @@ TEST_CASE("a cp run lowers each ring step beside a piece of attention and report
   CHECK(ring_ops == 14 * 4 * 2 * 3);
   CHECK(r.report.cp_comm_rate > 0);
   test::check_sum_identity(r.report);
+  // The size guard counts the ring's pieces and transfers: an upper bound, within 2x; the
+  // explorer's estimate from the study's shape bounds it again.
+  const SizeEstimate e = estimate_size(cost, 1, 2, 4);
+  CHECK(e.ops >= r.dag.size());
+  CHECK(e.ops <= 2 * r.dag.size());
+  CHECK(estimate_study_size(qwen_cp(4), 2, 4).ops >= e.ops);
+}
+
+TEST_CASE("every schedule keeps the sum identity with a CP ring", "[cp][sim]") {
+  for (const std::string& name : schedule_names()) {
+    INFO(name);
+    Study s = qwen_cp(2);
+    s.parallel.vpp = chunks_per_rank(name, 1);
+    validate_study(s);
+    const Schedule sched = make_schedule(name, ScheduleOptions{2, s.parallel.vpp, 8});
+    const test::Simulated r = test::simulated(sched, cost_of(s), false);
+    test::check_sum_identity(r.report);
+    CHECK(r.report.cp_comm_rate > 0);
+  }
 }
 
 TEST_CASE("context parallelism the model cannot run is one line naming the fix", "[cp][errors]") {
@@ -127,6 +147,8 @@ TEST_CASE("context parallelism the model cannot run is one line naming the fix",
   o.seq = 6144;  // a multiple of 2 x 3, but tp 4 x cp 3 x pp 2 = 24 GPUs do not divide 64
   CHECK_THAT(problem(o), Catch::Contains("--tp") && Catch::Contains("tp x cp x pp = 4 x 3 x 2") &&
                              Catch::Contains("does not divide the 64 GPUs"));
+  const StudyOverrides cp_only{.cp = 3};  // the default study, 16 GPUs: 8 x 3 x 2 = 48
+  CHECK_THAT(problem(cp_only), Catch::StartsWith("--cp: parallel: tp x cp x pp = 8 x 3 x 2"));
   o.cp = 2;
   o.seq = 4098;
   CHECK_THAT(problem(o), Catch::StartsWith("--cp: training.seq") &&

@@ -323,8 +323,9 @@ void validate(Study& s, const StudyOverrides* ov) {
   const int model_parallel = p.tp * p.cp * p.pp;
   if (gpus % model_parallel != 0) {
     const bool cp = p.cp > 1;
+    const char* option = o.cp && !o.tp && !o.pp ? "--cp" : "--tp";  // the size the user changed
     throw InputError(
-        origin.where(o.tp || o.pp || o.nodes || o.cp, "--tp"), "parallel",
+        origin.where(o.tp || o.pp || o.nodes || o.cp, option), "parallel",
         std::string(cp ? "tp x cp x pp = " : "tp x pp = ") + std::to_string(p.tp) + " x " +
             (cp ? std::to_string(p.cp) + " x " : "") + std::to_string(p.pp) + " = " +
             std::to_string(model_parallel) + " does not divide the " + std::to_string(gpus) +

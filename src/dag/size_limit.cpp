@@ -10,12 +10,21 @@ namespace braid {
 
 namespace {
 
-// Compute F, B, W, plus one op per collective of each phase; with full recomputation a layer unit
-// runs its forward (and its collectives) once more before the backward.
+// A phase's compute (in one op, or one piece per step beside the collectives inside it), plus
+// one op per collective (steps - 1 transfers for one inside the compute).
+std::int64_t phase_ops(const PhaseCost& phase) {
+  std::int64_t ops = phase.compute_steps();
+  for (const Collective& c : phase.collectives)
+    ops += c.position == CollectivePosition::Inside ? c.steps - 1 : 1;
+  return ops;
+}
+
+// F, B and W; with full recomputation a layer unit runs its forward (and its collectives) once
+// more before the backward.
 std::int64_t unit_ops(const UnitCost& unit, bool recomputed) {
-  std::int64_t ops = 3;
-  for (const PhaseCost& phase : unit.phase) ops += std::ssize(phase.collectives);
-  if (recomputed) ops += 1 + std::ssize(unit.recompute.collectives);
+  std::int64_t ops = 0;
+  for (const PhaseCost& phase : unit.phase) ops += phase_ops(phase);
+  if (recomputed) ops += phase_ops(unit.recompute);
   return ops;
 }
 
@@ -46,8 +55,11 @@ SizeEstimate estimate_study_size(const Study& study, double virtual_stages, doub
   // with TP its collectives (two, four with sequence parallelism); full recomputation reruns
   // the forward and its collectives once more. Per virtual stage: embedding/head/loss units.
   const double collectives = study.parallel.tp > 1 ? (study.parallel.sequence_parallel ? 4 : 2) : 0;
-  double per_layer = 15 + 3 * collectives;
-  if (study.training.recompute == Recompute::Full) per_layer += 5 + collectives;
+  // Context parallelism runs the attention's F and B (and a full recomputation's rerun) in cp
+  // pieces beside cp - 1 ring transfers: 2 (cp - 1) more ops each.
+  const double ring = 2.0 * (study.parallel.cp - 1);
+  double per_layer = 15 + 3 * collectives + 2 * ring;
+  if (study.training.recompute == Recompute::Full) per_layer += 5 + collectives + ring;
   double layers = study.model.layers;
   if (study.model.vision) layers += study.model.vision->depth;
   const double per_stage = 12 + 3 * collectives + 4;  // prologue/epilogue units, sends, copies
