@@ -9,7 +9,27 @@
 #include <fstream>
 #include <sstream>
 
+#if defined(__SANITIZE_ADDRESS__)
+#define BRAID_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define BRAID_TEST_ASAN 1
+#endif
+#endif
+#ifndef BRAID_TEST_ASAN
+#define BRAID_TEST_ASAN 0
+#endif
+
 namespace braid::test {
+
+std::string memory_limit(long memory_kib) {
+#if BRAID_TEST_ASAN
+  return "ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:hard_rss_limit_mb=" + std::to_string(memory_kib / 1024) +
+         "\" ";
+#else
+  return "ulimit -v " + std::to_string(memory_kib) + " && ";
+#endif
+}
 
 namespace fs = std::filesystem;
 

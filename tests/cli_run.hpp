@@ -23,4 +23,9 @@ CliRun run_program(const std::string& exe, const std::string& args,
                    const std::string& prefix = "");
 int count_lines(const std::string& text);
 
+// The shell prefix that runs a command under `memory_kib` of memory: an address-space limit
+// (ulimit -v), or in a sanitizer build, whose ASan reserves terabytes of shadow address space and
+// cannot start under one, ASan's own RSS limit.
+std::string memory_limit(long memory_kib);
+
 }  // namespace braid::test

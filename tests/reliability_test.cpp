@@ -30,17 +30,6 @@
 #include "braid/size_limit.hpp"
 #include "cli_run.hpp"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define BRAID_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define BRAID_TEST_ASAN 1
-#endif
-#endif
-#ifndef BRAID_TEST_ASAN
-#define BRAID_TEST_ASAN 0
-#endif
-
 namespace {
 
 namespace fs = std::filesystem;
@@ -71,19 +60,9 @@ std::string quote(const std::string& arg) {
 constexpr long kGuardedMemoryKib = 3L << 20;  // 3 GiB
 
 // Runs the built braid in the source tree with these arguments, each passed verbatim; with
-// `memory_kib`, under that address-space limit (ulimit -v).
+// `memory_kib`, under that memory limit.
 Run run_braid(const std::vector<std::string>& args, long memory_kib = 0) {
-  std::string prefix;
-  if (memory_kib > 0) {
-#if BRAID_TEST_ASAN
-    // ASan reserves terabytes of shadow address space, so no ulimit -v: its own RSS limit.
-    prefix =
-        "ASAN_OPTIONS=\"${ASAN_OPTIONS:-}:hard_rss_limit_mb=" + std::to_string(memory_kib / 1024) +
-        "\" ";
-#else
-    prefix = "ulimit -v " + std::to_string(memory_kib) + " && ";
-#endif
-  }
+  const std::string prefix = memory_kib > 0 ? braid::test::memory_limit(memory_kib) : std::string();
   std::string line;
   for (const std::string& a : args) line += " " + quote(a);
   return braid::test::run_program(BRAID_EXE, line, BRAID_SOURCE_DIR, prefix);
@@ -304,9 +283,8 @@ std::vector<std::string> with_file(std::vector<std::string> args, const fs::path
 Run run_guarded(const std::vector<std::string>& args) {
   std::string line;
   for (const std::string& a : args) line += " " + quote(a);
-  return braid::test::run_program(
-      BRAID_EXE, line, BRAID_SOURCE_DIR,
-      "ulimit -v " + std::to_string(kGuardedMemoryKib) + " && timeout 20 ");
+  return braid::test::run_program(BRAID_EXE, line, BRAID_SOURCE_DIR,
+                                  braid::test::memory_limit(kGuardedMemoryKib) + "timeout 20 ");
 }
 
 }  // namespace

@@ -15,10 +15,10 @@ using braid::test::run_program;
 TEST_CASE("a sweep whose rows would not fit is refused before any is simulated", "[sweep_size]") {
   std::string values = "1";
   for (int m = 2; m <= 5000; ++m) values += "," + std::to_string(m);
-  // Under a 4 GiB address-space limit: the refusal needs none of it, a sweep that ran would fail.
+  // Under a 4 GiB memory limit: the refusal needs none of it, a sweep that ran would fail.
   const CliRun r = run_program(
       BRAID_EXE, "sweep --study default --schedules 1f1b --jobs 2 --microbatches " + values,
-      BRAID_SOURCE_DIR, "ulimit -v 4194304 && ");
+      BRAID_SOURCE_DIR, braid::test::memory_limit(4194304));
   CHECK(r.exit_code == 2);
   CHECK(count_lines(r.err) == 1);
   CHECK(r.err.rfind("braid: sweep: size: its 5000 rows would keep about ", 0) == 0);
@@ -32,7 +32,7 @@ TEST_CASE("a sweep of a thousand microbatch counts is not refused by the guard",
                                "sweep --study default --schedules 1f1b --jobs 2 --top 1 "
                                "--microbatches " +
                                    values,
-                               BRAID_SOURCE_DIR, "ulimit -v 4194304 && ");
+                               BRAID_SOURCE_DIR, braid::test::memory_limit(4194304));
   CHECK(r.exit_code == 0);
   CHECK(r.err.empty());
 }
