@@ -4,11 +4,13 @@
 // header (a magic line with the file's checksum, and one JSON line) followed by the rows as
 // encode_rows() writes them.
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <exception>
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <type_traits>
@@ -200,6 +202,16 @@ void check_checksums(const std::string& file, const std::string& recorded, const
                    "changed; run its braid sweep --shard again");
 }
 
+// An int of the header: a damaged file may hold a fraction or a number past int there, which
+// json's get<int>() would convert with undefined behaviour.
+int int_value(const nlohmann::json& v) {
+  if (!v.is_number_integer()) throw std::runtime_error("not an integer: " + v.dump());
+  if (v.is_number_unsigned() ? v.get<std::uint64_t>() > INT_MAX
+                             : v.get<std::int64_t>() < INT_MIN || v.get<std::int64_t>() > INT_MAX)
+    throw std::runtime_error("out of range: " + v.dump());
+  return static_cast<int>(v.get<std::int64_t>());
+}
+
 }  // namespace
 
 std::string encode_shard(const SweepShard& s) {
@@ -236,9 +248,9 @@ SweepShard decode_shard(const std::string& bytes, const std::string& file) {
   std::vector<std::string> row_sums;
   try {
     const auto j = nlohmann::json::parse(bytes.substr(body_at, eol - body_at));
-    s.shard = j.at("shard").get<int>();
-    s.shards = j.at("shards").get<int>();
-    s.configurations = j.at("configurations").get<int>();
+    s.shard = int_value(j.at("shard"));
+    s.shards = int_value(j.at("shards"));
+    s.configurations = int_value(j.at("configurations"));
     s.grid = j.at("grid").get<std::string>();
     s.title = j.at("title").get<std::string>();
     const auto& c = j.at("cap");
@@ -247,7 +259,7 @@ SweepShard decode_shard(const std::string& bytes, const std::string& file) {
     s.cap.margin_bytes = c.at("margin_bytes").get<double>();
     s.cap.cap_bytes = c.at("cap_bytes").get<double>();
     s.cap.given = c.at("given").get<bool>();
-    s.indices = j.at("indices").get<std::vector<int>>();
+    for (const auto& index : j.at("indices")) s.indices.push_back(int_value(index));
     row_sums = j.at("row_checksums").get<std::vector<std::string>>();
     s.rows = decode_rows(bytes.substr(eol + 1));
   } catch (const std::exception& e) {
