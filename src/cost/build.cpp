@@ -34,15 +34,16 @@ detail::TpSetup tp_setup(const Study& study, const Profile& profile) {
   tp.main_grad_bytes =
       2 * tr.grad_bytes_per_param + (tr.gradient_accumulation_fusion ? 0 : 2 * tr.dtype_bytes);
   tp.main_grad_fused = tr.gradient_accumulation_fusion;
-  const bool tp_spans_nodes = rank_layout(study).spans_nodes(Group::Tp);
-  tp.link =
-      &profile.link(tp_spans_nodes ? study.cluster.inter_node.name : study.cluster.intra_node.name);
-  // The CP ring stays inside a node when the rank layout puts its group there (cp ranks follow
-  // the tp ranks, Megatron-Core's order), and crosses the NICs otherwise.
+  // Each group's link: inside a node when the rank layout puts the group there (cp ranks follow
+  // the tp ranks, Megatron-Core's order), across the NICs otherwise.
+  const RankLayout layout = rank_layout(study);
+  const auto link_of = [&](Group g) {
+    return &profile.link(layout.spans_nodes(g) ? study.cluster.inter_node.name
+                                               : study.cluster.intra_node.name);
+  };
+  tp.link = link_of(Group::Tp);
   tp.cp = par.cp;
-  const bool cp_spans_nodes = rank_layout(study).spans_nodes(Group::Cp);
-  tp.cp_link =
-      &profile.link(cp_spans_nodes ? study.cluster.inter_node.name : study.cluster.intra_node.name);
+  tp.cp_link = link_of(Group::Cp);
   return tp;
 }
 
