@@ -95,6 +95,30 @@ TEST_CASE("Llama 3.1 70B imports with 70.6 B parameters (the architecture of Lla
   CHECK(params_of("llama-3.1-70b").total == Approx(70.6e9).epsilon(0.005));
 }
 
+TEST_CASE("The shipped Llama 3.1 model files are the Hugging Face configs, 405B at 405.85 B",
+          "[hf]") {
+  const fs::path models = fs::path(BRAID_SOURCE_DIR) / "configs/models";
+  for (const auto& [file, imported] : {std::pair{"llama3.1-8b.yaml", "llama-3.1-8b"},
+                                       std::pair{"llama3.1-70b.yaml", "llama-3.1-70b"}}) {
+    INFO(file);
+    ModelConfig shipped = load_model(models / file);
+    ModelConfig from_hf = import_hf_model(hf(imported)).model;
+    CHECK(test::sizes_of(shipped) == test::sizes_of(from_hf));
+    CHECK(count_parameters(shipped).total == count_parameters(from_hf).total);
+    CHECK(shipped.qkv_bias == from_hf.qkv_bias);
+    CHECK(shipped.tied_embeddings == from_hf.tied_embeddings);
+    CHECK(shipped.activation == from_hf.activation);
+  }
+  // 405B has no config.json in tests/data; its file follows the Llama 3 paper's Table 3. By hand:
+  // per layer 16384 x (128 + 2 x 8 + 128) x 128 (attention) + 3 x 16384 x 53248 (SwiGLU) + 2 x
+  // 16384 (norms) = 3,187,703,808; 126 layers + 2 x 128256 x 16384 + 16384 = 405,853,388,800.
+  // Published: "405B" (Llama 3.1 model card).
+  const ModelConfig big = load_model(models / "llama3.1-405b.yaml");
+  CHECK(count_parameters(big).per_layer == 3'187'703'808);
+  CHECK(count_parameters(big).total == 405'853'388'800);
+  CHECK(count_parameters(big).total == Approx(405e9).epsilon(0.005));
+}
+
 TEST_CASE("Llama 3.2 1B imports tied, with head_dim 64 given explicitly, at 1.23 B", "[hf]") {
   // Published: 1.23 B (Llama 3.2 model card, its table of model sizes).
   const ModelConfig m = import_hf_model(hf("llama-3.2-1b")).model;
