@@ -1,8 +1,9 @@
 // Output files (src/util/atomic_file.cpp, issue 41 findings 5 and 8): braid replaces only regular
 // files, through a unique temporary that a signal or a failure removes; a symlink keeps being a
-// link, a user's `x.tmp` is never taken, standard output, character devices and pipes are written
-// in place and their write errors reported. The device nodes live in a tmpfs of a private mount
-// namespace (`unshare -m`), so the machine's /dev is never touched.
+// link, a hard-linked file keeps its other names, a user's `x.tmp` is never taken, standard output,
+// character devices and pipes are written in place and their write errors reported. The device
+// nodes live in a tmpfs of a private mount namespace (`unshare -m`), so the machine's /dev is never
+// touched.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -86,6 +87,21 @@ TEST_CASE("a symlinked target stays a link and its real file gets the content", 
   CHECK(fs::is_symlink(dir.path / "link.json"));
   CHECK(slurp(dir.path / "real" / "trace.json").rfind("{\"traceEvents\"", 0) == 0);
   CHECK(listing(dir.path / "real") == "trace.json\n");
+}
+
+TEST_CASE("a hard-linked target keeps its links: every name sees the new content",
+          "[output_files]") {
+  ScratchDir dir("hardlink");
+  put(dir.path / "trace.json", "old content, longer than nothing\n");
+  fs::create_hard_link(dir.path / "trace.json", dir.path / "other-name.json");
+  const CliRun r = run_braid(kSimulate + " --trace '" + (dir.path / "trace.json").string() + "'");
+  REQUIRE(r.exit_code == 0);
+  CHECK(fs::hard_link_count(dir.path / "trace.json") == 2);
+  CHECK(fs::equivalent(dir.path / "trace.json", dir.path / "other-name.json"));
+  const std::string written = slurp(dir.path / "other-name.json");
+  CHECK(written.rfind("{\"traceEvents\"", 0) == 0);
+  CHECK(written.find("old content") == std::string::npos);      // truncated, not overwritten
+  CHECK(listing(dir.path) == "other-name.json\ntrace.json\n");  // no temporary left
 }
 
 TEST_CASE("`-` writes to standard output and creates no file", "[output_files]") {

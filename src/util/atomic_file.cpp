@@ -109,9 +109,11 @@ fs::path real_target(const fs::path& p) {
   return cur;
 }
 
-enum class TargetKind { Regular, InPlace };
+enum class TargetKind { Regular, HardLinked, InPlace };
 
-// What writing `path` means: a regular file (existing or new) is replaced by rename; a character
+// What writing `path` means: a regular file (existing or new) is replaced by rename; a regular
+// file with other names (hard links) is staged the same way, then copied into place, since a
+// rename would give this name a new file and leave the others the old content; a character
 // device (a terminal, /dev/null, /dev/full) or a pipe is written in place; anything else is
 // refused, since renaming over it would destroy what is not braid's.
 TargetKind target_kind(const std::string& option, const std::string& path) {
@@ -119,7 +121,7 @@ TargetKind target_kind(const std::string& option, const std::string& path) {
   if (standard_stream(path) >= 0) return TargetKind::InPlace;
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) return TargetKind::Regular;  // a new file
-  if (S_ISREG(st.st_mode)) return TargetKind::Regular;
+  if (S_ISREG(st.st_mode)) return st.st_nlink > 1 ? TargetKind::HardLinked : TargetKind::Regular;
   if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) return TargetKind::InPlace;
   if (S_ISDIR(st.st_mode)) throw InputError(option, path, "is a directory; give a file name");
   throw InputError(option, path,
@@ -201,16 +203,20 @@ void fill_temp(const Temp& t, const std::string& option, const std::string& show
   throw InputError(option, shown, "cannot write: " + errno_text(err));
 }
 
-void write_in_place(const std::string& option, const std::string& path,
-                    const std::string& content) {
+// Writes `content` to an in-place target; returns 0 or the errno of the failure. A regular file
+// (hard-linked) is truncated first and synced, a device or pipe only written.
+int write_in_place(const std::string& path, const std::string& content) {
   int fd = standard_stream(path);
   const bool own = fd < 0;
-  if (own) fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) throw InputError(option, path, "cannot write: " + errno_text(errno));
+  struct stat st {};
+  const bool regular = own && ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+  if (own) fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | (regular ? O_TRUNC : 0));
+  if (fd < 0) return errno;
   if (!own) std::fflush(fd == STDOUT_FILENO ? stdout : stderr);  // what was printed comes first
   int err = write_all(fd, content);
+  if (!err && regular && ::fsync(fd) != 0) err = errno;
   if (own && ::close(fd) != 0 && !err) err = errno;
-  if (err) throw InputError(option, path, "cannot write: " + errno_text(err));
+  return err;
 }
 
 }  // namespace
@@ -239,12 +245,16 @@ OutputFiles::~OutputFiles() {
 void OutputFiles::add(const std::string& option, const std::string& path,
                       const std::string& content) {
   Staged s{option, path, path, "", "", -1};
-  if (target_kind(option, path) == TargetKind::InPlace) {
-    s.content = content;
+  const TargetKind kind = target_kind(option, path);
+  if (kind != TargetKind::Regular) s.content = content;
+  s.linked = kind == TargetKind::HardLinked;
+  if (kind == TargetKind::InPlace) {
     staged_.push_back(std::move(s));
     return;
   }
   s.target = real_target(path).string();
+  // A hard-linked target is staged too: the full temporary proves the space is there before
+  // the file every name shares is truncated.
   const Temp t = make_temp(option, path, s.target);
   fill_temp(t, option, path, s.target, content);
   s.temp = t.path;
@@ -252,11 +262,33 @@ void OutputFiles::add(const std::string& option, const std::string& path,
   staged_.push_back(std::move(s));
 }
 
+// The hard-linked target gets the staged content in place, so every name sees it; the temporary
+// goes once the copy is synced. If the copy fails midway the temporary is kept and named: it is
+// the only whole copy left.
+void OutputFiles::copy_into_place(Staged& s, const std::string& done) {
+  if (const int err = write_in_place(s.target, s.content)) {
+    release_temp(s.slot);  // the signal cleanup must not remove it now
+    s.slot = -1;
+    const std::string kept = s.temp;
+    s.temp.clear();
+    throw InputError(s.option, s.path,
+                     "cannot write the hard-linked file in place: " + errno_text(err) +
+                         "; the whole output is in " + kept +
+                         (done.empty() ? "" : "; already written:" + done));
+  }
+  discard(s.temp, s.slot);
+  s.temp.clear();
+  s.slot = -1;
+}
+
 void OutputFiles::commit() {
   std::string done;
   for (Staged& s : staged_) {
     if (s.temp.empty()) {
-      write_in_place(s.option, s.path, s.content);
+      if (const int err = write_in_place(s.path, s.content))
+        throw InputError(s.option, s.path, "cannot write: " + errno_text(err));
+    } else if (s.linked) {
+      copy_into_place(s, done);
     } else if (std::rename(s.temp.c_str(), s.target.c_str()) != 0) {
       const int err = errno;
       throw InputError(s.option, s.path,

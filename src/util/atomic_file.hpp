@@ -2,7 +2,8 @@
 // written to a unique temporary beside it (mkstemp, so a user's `x.tmp` is never taken, and two
 // runs never share one) and renamed over it at the end, so bad input, a failure or SIGINT/SIGTERM
 // never leave a half-written file or a stray temporary. A symlink is followed to its real file;
-// a hard-linked target is replaced, so its other names keep the old content (docs/reliability.md).
+// a hard-linked target is staged the same way and then copied into place, so all its names see
+// the new content (docs/reliability.md).
 // Standard output (`-`, /dev/stdout), standard error, a character device and a pipe are written
 // in place, never renamed over; a block device or socket is refused. Internal (src/util, any
 // module may use it: the CLI and braid-profile); it knows nothing of what the files hold.
@@ -38,9 +39,11 @@ class OutputFiles {
     std::string option, path;  // as the user gave them, for messages
     std::string target;        // the real file (symlinks followed), or the in-place path
     std::string temp;          // empty for an in-place target
-    std::string content;       // kept only for an in-place target
+    std::string content;       // kept only for an in-place or hard-linked target
     int slot = -1;             // the signal cleanup's registration of `temp`
+    bool linked = false;       // a hard-linked regular file: staged, then copied into place
   };
+  static void copy_into_place(Staged& s, const std::string& done);
   std::vector<Staged> staged_;
 };
 
