@@ -99,6 +99,12 @@ TEST_CASE("a small sweep's rows are exactly what simulate computes per configura
     const Evaluation& e = result.rows[result.ranking[line]];
     const Report expected = simulate_one(f.study, f.profile, e.config);
     CHECK(report_json(e.report) == report_json(expected));
+    // A row keeps the figures, not the exposed pieces simulate draws from (they grow with every
+    // op of every row a sweep keeps; size_limit.hpp, kKeptBytesPerOp).
+    std::size_t pieces = 0;
+    for (const RankReport& r : expected.ranks) pieces += r.exposed_pieces.size();
+    CHECK(pieces > 0);
+    for (const RankReport& r : e.report.ranks) CHECK(r.exposed_pieces.empty());
     CHECK(csv_cell(csv, line, "schedule") == e.config.schedule);
     CHECK(csv_cell(csv, line, "tp") == std::to_string(e.config.tp));
     CHECK(csv_cell(csv, line, "tokens_per_s") == exact(expected.tokens_per_s));

@@ -34,13 +34,14 @@ inline constexpr double kMaxVirtualStages = 32767;
 // Default refusal threshold on the estimated memory (a 24 GiB machine with room to spare).
 inline constexpr double kDefaultMaxSimulationBytes = 16.0 * (1ull << 30);
 
-// What a sweep keeps of each simulated configuration until its end (its row: the report, per
-// rank exposed pieces and the critical path), per op of the configuration's estimate, and per
-// row whatever it simulated. Measured with `braid sweep --study default --schedules 1f1b
-// --microbatches 1..N --jobs 2`: peak 673 MB for N = 1000, 2.52 GB for N = 2000, about 4.6
-// bytes per estimated op; 8 is that with a margin. The rows of one sweep must fit
-// kDefaultMaxSimulationBytes together (N = 5000 needs about 26 GiB by this count: refused).
-inline constexpr double kKeptBytesPerOp = 8;
+// What a sweep or search keeps of each simulated configuration until its end (its row: the
+// report's figures, per rank, and the critical path; not the exposed pieces, which rows drop),
+// per op of the configuration's estimate, and per row whatever it simulated. Measured with
+// `braid sweep --study default --schedules 1f1b --microbatches 1..N --jobs 2`: peak 153 MB for
+// N = 1000, 401 MB for N = 2000 (673 MB and 2.52 GB while rows kept their pieces), about 1 byte
+// per estimated op; 2 is that with a margin. The rows of one sweep or search must fit
+// kDefaultMaxSimulationBytes together (N = 10000 needs about 26 GiB by this count: refused).
+inline constexpr double kKeptBytesPerOp = 2;
 inline constexpr double kKeptBytesPerRow = 16 * 1024;
 
 // `braid schedule` / `export` build a schedule without simulating it: at most this many

@@ -24,6 +24,16 @@ std::string gib(double bytes) { return util::format("%.2f GiB", bytes / kGiB); }
 
 }  // namespace
 
+void check_rows_kept(const std::string& command, double ops, std::size_t rows,
+                     const std::string& rows_text, const std::string& way_out) {
+  const double kept = ops * kKeptBytesPerOp + static_cast<double>(rows) * kKeptBytesPerRow;
+  if (kept > kDefaultMaxSimulationBytes)
+    throw InputError(command, "size",
+                     "its " + rows_text + " would keep about " + gib(kept) + " (" +
+                         util::format("%.3g", ops) + " ops simulated in all), over the " +
+                         gib(kDefaultMaxSimulationBytes) + " limit; " + way_out);
+}
+
 int resolve_jobs(int jobs) {
   if (jobs > 0) return jobs;
   return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -133,6 +143,9 @@ void finish(Evaluation& e, const Study& study, const Schedule& schedule, const C
   }
   e.report = make_report(study.name, schedule, cost, dag, timeline);
   apply_memory_cap(e.report, cap, cost.fixed_overhead_bytes);  // the report's oom agrees
+  // A row keeps the report's figures, not the material of a timeline picture: no sweep or
+  // search output draws the exposed pieces, and they grow with every op, for every row kept.
+  for (RankReport& r : e.report.ranks) std::vector<ExposedPiece>().swap(r.exposed_pieces);
   double peak = 0, stat = 0;
   int worst = 0;
   for (const RankReport& r : e.report.ranks) {
@@ -172,16 +185,9 @@ void check_memory_in_flight(const Study& base, const std::vector<Configuration>&
   // in its length): refused before the first is simulated, not when the memory is gone.
   double ops = 0;
   for (const SizeEstimate& e : sizes) ops += e.ops;
-  const double kept =
-      ops * kKeptBytesPerOp + static_cast<double>(configs.size()) * kKeptBytesPerRow;
-  if (kept > kDefaultMaxSimulationBytes)
-    throw InputError("sweep", "size",
-                     "its " + std::to_string(configs.size()) + " rows would keep about " +
-                         explore::gib(kept) + " (" + util::format("%.3g", ops) +
-                         " ops simulated in all), over the " +
-                         explore::gib(kDefaultMaxSimulationBytes) +
-                         " limit; give fewer values (--microbatches, --pp, --tp, --seq, "
-                         "--schedules), or run the grid as several sweeps");
+  explore::check_rows_kept("sweep", ops, configs.size(), std::to_string(configs.size()) + " rows",
+                           "give fewer values (--microbatches, --pp, --tp, --seq, --schedules), "
+                           "or run the grid as several sweeps");
   std::sort(sizes.begin(), sizes.end(),
             [](const SizeEstimate& a, const SizeEstimate& b) { return a.bytes > b.bytes; });
   const std::size_t jobs = std::min<std::size_t>(explore::resolve_jobs(options.jobs), sizes.size());

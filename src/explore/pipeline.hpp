@@ -13,6 +13,7 @@
 
 #include "braid/cost_model.hpp"
 #include "braid/dag.hpp"
+#include "braid/error.hpp"
 #include "braid/explore.hpp"
 #include "braid/schedule.hpp"
 #include "braid/size_limit.hpp"
@@ -131,6 +132,12 @@ template <typename F>
 void parallel_for(int n, int jobs, F&& f);
 
 int resolve_jobs(int jobs);
+
+// The size guard on what rows keep until a sweep or search ends (size_limit.hpp: kKeptBytesPerOp
+// per estimated op, kKeptBytesPerRow per row): throws InputError(command, "size", ...) naming
+// `rows_text` ("5000 rows") and `way_out` when they exceed kDefaultMaxSimulationBytes.
+void check_rows_kept(const std::string& command, double ops, std::size_t rows,
+                     const std::string& rows_text, const std::string& way_out);
 
 // Calls options.progress (if set) once per finished task, one call at a time, from any thread.
 struct Ticker {

@@ -187,6 +187,22 @@ std::string setting_of(const Study& study, const SearchSpace& space) {
          (study.training.distributed_optimizer ? "on" : "off");
 }
 
+// What the simulated rows keep until the search ends (size_limit.hpp: kKeptBytesPerOp per op,
+// kKeptBytesPerRow per row), counted batch by batch before each is simulated: an exhaustive
+// search simulates every candidate in one batch, a pruned one stops early.
+struct KeptRows {
+  double ops = 0;
+  int rows = 0;
+  void add(const std::vector<double>& batch_ops) {
+    for (double o : batch_ops) ops += o;
+    rows += static_cast<int>(batch_ops.size());
+    explore::check_rows_kept("search", ops, static_cast<std::size_t>(rows),
+                             std::to_string(rows) + " simulated candidates",
+                             "narrow it (fewer --schedules or --mbs values, one --sp or "
+                             "--recompute choice, a smaller --exhaustive-limit)");
+  }
+};
+
 SearchResult search_once(const Study& base, const Profile& profile, const SearchSpace& space,
                          const ExploreOptions& options) {
   const Study study = with_gpus(base, space.gpus);
@@ -254,6 +270,7 @@ SearchResult search_once(const Study& base, const Profile& profile, const Search
     return a < b;
   };
   explore::Ticker ticker{options, static_cast<int>(open.size())};
+  KeptRows kept;
   std::vector<int> fit, simulated;
   std::size_t next = 0;
   while (next < open.size()) {
@@ -267,9 +284,9 @@ SearchResult search_once(const Study& base, const Profile& profile, const Search
     const std::vector<int> batch(open.begin() + static_cast<std::ptrdiff_t>(next),
                                  open.begin() + static_cast<std::ptrdiff_t>(end));
     std::vector<double> costs(batch.size(), 1);
-    if (options.group.size > 1)
-      for (std::size_t k = 0; k < batch.size(); ++k)
-        costs[k] = explore::estimated_ops(study, configs[batch[k]]);
+    for (std::size_t k = 0; k < batch.size(); ++k)
+      costs[k] = explore::estimated_ops(study, configs[batch[k]]);
+    kept.add(costs);  // refused before the batch is simulated, not when the memory is gone
     const std::vector<int> mine = explore::share(options.group, costs);
     explore::parallel_for(static_cast<int>(mine.size()), options.jobs, [&](int k) {
       const int i = batch[mine[k]];
