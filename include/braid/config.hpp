@@ -31,6 +31,14 @@ enum class StageBalance { Uniform, Cost };
 // and softmax kernels; the same as flash_attention: false). The profile's attention rows give
 // each fused kernel's rate by sequence length, head size and mask (profile.hpp).
 enum class AttentionImpl { Default, Flash2, Flash3, Cudnn, Unfused };
+// How the ranks of a context-parallel group exchange keys and values (Megatron's --cp-comm-type,
+// Transformer Engine's attention/dot_product_attention/context_parallel.py): a ring of KV chunks
+// overlapped with the attention steps (P2P, AttnFuncWithCPAndKVP2P), or an all-gather of KV
+// before the attention and a reduce-scatter of dKV after its backward, exposed
+// (AllGather, AttnFuncWithCPAndKVAllGather). Ulysses-style all-to-all (A2A) and its hierarchy
+// with p2p (A2AP2P) are named so that a study can say them; they are refused until the
+// all-to-all collective is modelled.
+enum class CpCommType { P2P, A2A, AllGather, A2AP2P };
 
 // The YAML and command-line values of each enum above, in enum order: name() writes them,
 // parse_*() reads them back (std::nullopt for any other text).
@@ -46,6 +54,9 @@ std::optional<StageBalance> parse_stage_balance(std::string_view text);
 const std::vector<std::string>& attention_impl_names();  // default, flash2, flash3, cudnn, unfused
 const char* name(AttentionImpl a);
 std::optional<AttentionImpl> parse_attention_impl(std::string_view text);
+const std::vector<std::string>& cp_comm_type_names();  // p2p, a2a, allgather, a2a+p2p
+const char* name(CpCommType c);
+std::optional<CpCommType> parse_cp_comm_type(std::string_view text);
 
 // The ViT encoder of a multimodal model (Qwen2-VL style).
 struct VisionConfig {
@@ -121,6 +132,7 @@ struct ParallelConfig {
   // Context parallelism: each sequence split over cp ranks, attention as a ring of KV exchanges
   // (Megatron-Core's cp group with Transformer Engine's p2p context parallelism).
   int cp = 1;
+  CpCommType cp_comm_type = CpCommType::P2P;  // Megatron's default
   int dp = 1;  // derived by the rank layout (rank_layout(study)): the GPUs left per tp x cp x pp
   auto operator<=>(const ParallelConfig&) const = default;  // NOLINT(modernize-use-nullptr)
 };
@@ -192,6 +204,7 @@ struct StudyOverrides {
   std::optional<int> tp{}, pp{}, vpp{}, seq{}, mbs{}, microbatches{}, nodes{}, cp{};
   std::optional<bool> sequence_parallel{};
   std::optional<Recompute> recompute{};
+  std::optional<CpCommType> cp_comm_type{};
   std::optional<VisionPlacement> vision_placement{};
   std::optional<StageBalance> balance{};
   std::optional<std::vector<int>> layers_per_stage{};

@@ -37,6 +37,15 @@ void add_study_options(CLI::App& cmd, StudyArgs& args) {
       "--cp", [&o](int v) { o.cp = v; },
       "context-parallel size: GPUs that split each sequence (ring attention); default: the "
       "study's (1)");
+  cmd.add_option_function<std::string>(
+         "--cp-comm-type",
+         [&o](const std::string& v) {
+           o.cp_comm_type = parse_cp_comm_type(v).value_or(CpCommType::P2P);
+         },
+         "how a context-parallel group exchanges KV: p2p (a ring hidden behind the attention "
+         "steps) or allgather (exposed gather and reduce-scatter); a2a and a2a+p2p are not "
+         "modelled yet; default: the study's (p2p)")
+      ->check(CLI::IsMember(cp_comm_type_names()));
   cmd.add_option_function<int>(
       "--vpp", [&o](int v) { o.vpp = v; },
       "chunks (virtual stages) per pipeline rank for loop placement; default: the study's (2)");

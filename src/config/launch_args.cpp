@@ -225,6 +225,9 @@ std::string megatron_launch_args(const Study& study, const LaunchSchedule& sched
   megatron_model(study, f);
   for (const detail::MegatronSize& size : detail::kMegatronSizes)
     flag(f, size.flag, std::to_string(size.of(study)));
+  // Megatron's default is p2p; the other type is written only when it is chosen.
+  if (study.parallel.cp > 1 && study.parallel.cp_comm_type != CpCommType::P2P)
+    flag(f, "--cp-comm-type", name(study.parallel.cp_comm_type));
   megatron_schedule(study, schedule, f);
   megatron_training(study, f);
   std::ostringstream out;

@@ -143,6 +143,11 @@ const std::vector<std::string>& stage_balance_names() {
   return names;
 }
 
+const std::vector<std::string>& cp_comm_type_names() {
+  static const std::vector<std::string> names = {"p2p", "a2a", "allgather", "a2a+p2p"};
+  return names;
+}
+
 const std::vector<std::string>& attention_impl_names() {
   static const std::vector<std::string> names = {"default", "flash2", "flash3", "cudnn", "unfused"};
   return names;
@@ -163,6 +168,10 @@ std::optional<StageBalance> parse_stage_balance(std::string_view text) {
 const char* name(AttentionImpl a) { return table_name(attention_impl_names(), a); }
 std::optional<AttentionImpl> parse_attention_impl(std::string_view text) {
   return table_parse<AttentionImpl>(attention_impl_names(), text);
+}
+const char* name(CpCommType c) { return table_name(cp_comm_type_names(), c); }
+std::optional<CpCommType> parse_cp_comm_type(std::string_view text) {
+  return table_parse<CpCommType>(cp_comm_type_names(), text);
 }
 
 void check_at_most(int value, int max, const std::string& where, const std::string& field) {
@@ -190,8 +199,15 @@ struct Origin {
 // the CP attention only from TEDotProductAttention), and the vision encoder has no CP.
 void validate_context_parallel(const Study& s, const StudyOverrides& o, const Origin& origin) {
   const int cp = s.parallel.cp;
-  if (cp == 1) return;
+  if (cp == 1) return;  // the communication type has nothing to exchange
   const std::string where = origin.where(o.cp.has_value(), "--cp");
+  const CpCommType comm = s.parallel.cp_comm_type;
+  if (comm == CpCommType::A2A || comm == CpCommType::A2AP2P)
+    throw InputError(origin.where(o.cp_comm_type.has_value(), "--cp-comm-type"),
+                     "parallel.cp_comm_type",
+                     std::string(name(comm)) +
+                         " is not modelled yet (it needs the all-to-all collective); use p2p "
+                         "(Megatron's default) or allgather");
   check_at_most(cp, kMaxCp, where, "parallel.cp");
   if (s.training.seq % (2 * cp) != 0) {
     // Named after the option that made it fail: --cp when given, else --seq when given.
@@ -404,6 +420,8 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
   study.parallel.vpp = par.positive_int_or("vpp", 2);
   study.parallel.sequence_parallel = par.boolean_or("sequence_parallel", false);
   study.parallel.cp = par.positive_int_or("cp", 1);
+  study.parallel.cp_comm_type =
+      static_cast<CpCommType>(par.choice_or("cp_comm_type", cp_comm_type_names(), 0));
   par.finish();
 
   YamlMap tr = s.map("training");
@@ -454,6 +472,7 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
   if (o.vpp) study.parallel.vpp = *o.vpp;
   if (o.sequence_parallel) study.parallel.sequence_parallel = *o.sequence_parallel;
   if (o.cp) study.parallel.cp = *o.cp;
+  if (o.cp_comm_type) study.parallel.cp_comm_type = *o.cp_comm_type;
   if (o.seq) t.seq = *o.seq;
   if (o.mbs) t.micro_batch_size = *o.mbs;
   if (o.microbatches) t.microbatches = *o.microbatches;

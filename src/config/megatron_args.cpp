@@ -147,6 +147,7 @@ const std::set<std::string>& known_flags() {
                                               "--virtual-pipeline-model-parallel-size",
                                               "--sequence-parallel",
                                               "--context-parallel-size",
+                                              "--cp-comm-type",
                                               "--expert-model-parallel-size",
                                               "--recompute-granularity",
                                               "--recompute-method",
@@ -362,6 +363,13 @@ MegatronLaunch parse_megatron_args(const std::string& text, const std::string& w
   if (f.has("--expert-model-parallel-size") && f.positive("--expert-model-parallel-size") > 1)
     out.not_modelled.push_back("--expert-model-parallel-size " +
                                f.text("--expert-model-parallel-size", ""));
+  if (f.has("--cp-comm-type")) {
+    // Megatron takes one type, or one per layer (nargs '+'); braid models one for every layer.
+    const std::string type = f.text("--cp-comm-type", "");
+    o.cp_comm_type = parse_cp_comm_type(type);
+    if (!o.cp_comm_type)
+      f.fail("--cp-comm-type", "'" + type + "': Megatron allows p2p, a2a, allgather or a2a+p2p");
+  }
   const std::string granularity = f.text("--recompute-granularity", "");
   if (granularity == "full") {
     o.recompute = Recompute::Full;
@@ -404,6 +412,7 @@ void merge_overrides(StudyOverrides& base, const StudyOverrides& top) {
   take(base.nodes, top.nodes);
   take(base.sequence_parallel, top.sequence_parallel);
   take(base.recompute, top.recompute);
+  take(base.cp_comm_type, top.cp_comm_type);
   take(base.vision_placement, top.vision_placement);
   take(base.balance, top.balance);
   take(base.layers_per_stage, top.layers_per_stage);

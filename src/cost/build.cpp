@@ -43,6 +43,7 @@ detail::TpSetup tp_setup(const Study& study, const Profile& profile) {
   };
   tp.link = link_of(Group::Tp);
   tp.cp = par.cp;
+  tp.cp_comm = par.cp_comm_type;
   tp.cp_link = link_of(Group::Cp);
   return tp;
 }

@@ -55,6 +55,21 @@ void add_cp_ring(PhaseCost& p, const TpSetup& tp, double step_bytes) {
   p.collectives.push_back(c);
 }
 
+// A collective of the context-parallel group before or after a phase's compute (the all-gather
+// type's exposed KV gather and dKV reduce-scatter). None for a group of one.
+void add_cp_collective(PhaseCost& p, const TpSetup& tp, CollectiveKind kind,
+                       CollectivePosition position, double bytes) {
+  if (tp.cp <= 1) return;
+  Collective c;
+  c.kind = kind;
+  c.group = Group::Cp;
+  c.position = position;
+  c.source = collective_source(*tp.cp_link, kind, tp.cp);
+  c.bytes = bytes;
+  c.time_s = collective_time_s(*tp.cp_link, kind, tp.cp, bytes);
+  p.collectives.push_back(c);
+}
+
 // The two collective patterns of DESIGN §2. Column units (PreAttn, PreMLP, LM head): no SP -> B
 // All-Reduce of the input gradient; SP -> F All-Gather before, B Reduce-Scatter after. Row units
 // (Attn, MLP): no SP -> F All-Reduce of the output; SP -> F Reduce-Scatter after, B All-Gather
@@ -241,10 +256,15 @@ void attn_cost(UnitCost& u, const LayerTerms& L) {
   // GPU holds chunks i and 2cp-1-i) every step does the FLOPs of causal attention over seq / cp
   // tokens: the diagonal step is that kernel, the others half blocks of the same size. So the
   // core attention is cp kernels of that shape (cp 1: one kernel over the sequence).
-  const double steps = s.cp;
+  // The all-gather type (AttnFuncWithCPAndKVAllGather) gathers the whole KV first and runs two
+  // kernels, one per local chunk (seq / 2cp queries against the keys up to the chunk's end: on
+  // average half the sequence), timed at the attention rows' rate for seq / 2.
+  const bool gather = s.cp > 1 && L.tp.cp_comm == CpCommType::AllGather;
+  const double steps = gather ? 2 : s.cp;
+  const double kernel_seq = gather ? s.seq / 2.0 : s.seq / static_cast<double>(s.cp);
   const double samples = T * s.cp / s.seq;
   auto attention = [&](bool backward, double flops) {
-    return steps * roof.attention_s(samples, s.seq / steps, s.heads / t, s.kv_heads / t, s.head_dim,
+    return steps * roof.attention_s(samples, kernel_seq, s.heads / t, s.kv_heads / t, s.head_dim,
                                     s.causal, backward, flops / steps, s.attention_impl);
   };
   // The core attention forward (also its rerun) and backward: time, hardware FLOPs, and the
@@ -314,8 +334,20 @@ void attn_cost(UnitCost& u, const LayerTerms& L) {
   // The ring: while step j computes, the KV chunk of step j + 1 arrives (K and V of the GPU's
   // tokens, kv heads / t). The backward passes KV and the accumulated dKV around the ring.
   const double kv_bytes = 2 * T * k / t * e;
-  add_cp_ring(u[Phase::F], L.tp, kv_bytes);
-  add_cp_ring(u[Phase::B], L.tp, 2 * kv_bytes);
+  if (!gather) {
+    add_cp_ring(u[Phase::F], L.tp, kv_bytes);
+    add_cp_ring(u[Phase::B], L.tp, 2 * kv_bytes);
+    return;
+  }
+  // The all-gather type, exposed: the forward gathers K and V of the whole sequence before the
+  // attention; the backward gathers them again (only the local KV is saved) and reduce-scatters
+  // the whole-sequence dK and dV after. Bytes are the gathered buffer (nccl-tests' size).
+  add_cp_collective(u[Phase::F], L.tp, CollectiveKind::AllGather, CollectivePosition::Before,
+                    s.cp * kv_bytes);
+  add_cp_collective(u[Phase::B], L.tp, CollectiveKind::AllGather, CollectivePosition::Before,
+                    s.cp * kv_bytes);
+  add_cp_collective(u[Phase::B], L.tp, CollectiveKind::ReduceScatter, CollectivePosition::After,
+                    s.cp * kv_bytes);
 }
 
 // PreMLP: norm, FC1 (gate + up for SwiGLU; column-parallel).
