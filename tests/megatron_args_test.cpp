@@ -97,6 +97,10 @@ TEST_CASE("Megatron parallelism: tp, pp, virtual stages, SP and cp read, ep list
   CHECK(l.overrides.sequence_parallel == true);
   CHECK(l.not_modelled == std::vector<std::string>{"--expert-model-parallel-size 2"});
   CHECK(args("--virtual-pipeline-model-parallel-size 3").overrides.vpp == 3);
+  CHECK_FALSE(l.overrides.cp_comm_type.has_value());  // Megatron's default, p2p, is the study's
+  CHECK(args("--cp-comm-type allgather").overrides.cp_comm_type == CpCommType::AllGather);
+  CHECK(args_error("--cp-comm-type ring") ==
+        "--megatron-args: --cp-comm-type: 'ring': Megatron allows p2p, a2a, allgather or a2a+p2p");
   CHECK_THAT(args_error(std::string(kGpt) + "--vocab-size 100 --pipeline-model-parallel-size 2 "
                                             "--num-layers-per-virtual-pipeline-stage 5"),
              Catch::StartsWith("--megatron-args: --num-layers-per-virtual-pipeline-stage: needs"));
