@@ -261,7 +261,7 @@ TEST_CASE("invalid combinations are listed with their reasons", "[explore]") {
                              "recompute none: tp 16 > 8 GPUs per node"));
 }
 
-TEST_CASE("the table counts invalid rows by reason; --show-invalid lists each", "[explore]") {
+TEST_CASE("the table counts invalid rows by reason and --show-invalid lists each", "[explore]") {
   const Fixture& f = fixture();
   const Configuration ok{
       .schedule = "stp", .tp = 8, .pp = 2, .vpp = 2, .seq = 2048, .microbatches = 8};
