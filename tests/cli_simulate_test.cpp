@@ -146,3 +146,80 @@ TEST_CASE("a hand-written layer split names one entry per virtual stage of the s
   CHECK(wrong.exit_code == 2);
   CHECK_THAT(wrong.err, Catch::Contains("one per virtual stage (4)"));
 }
+
+TEST_CASE("a mistyped schedule, model, cluster or profile name gets a did-you-mean",
+          "[cli][simulate][errors]") {
+  struct Case {
+    const char* args;
+    const char* guess;  // "" when no known name is close enough
+  };
+  const Case cases[] = {
+      {"simulate --schedule stpp", "; did you mean stp?"},
+      {"simulate --schedule stp --model qwen2-7", "; did you mean qwen2-7b?"},
+      {"simulate --schedule stp --model 'qwen2-7 '", "; did you mean qwen2-7b?"},
+      {"simulate --schedule stp --cluster dgx-h10", "; did you mean dgx-h100?"},
+      {"simulate --schedule stp --profile a80", "; did you mean a800?"},
+      {"simulate --schedule stp --study defualt", "; did you mean default?"},
+      {"compare --schedules 1f1b-i,zb-w", "; did you mean zb-v?"},
+      {"sweep --schedules stp,dualpipe", "; did you mean dualpipe-v?"},
+      {"compare --study tests/data/study_unknown_schedule.yaml", "; did you mean zb-v?"},
+      {"simulate --schedule nope", ""},
+      {"simulate --schedule stp --model llama", ""},
+  };
+  for (const Case& c : cases) {
+    const CliRun r = run_braid(c.args);
+    INFO(c.args << " -> " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(count_lines(r.err) == 1);
+    if (*c.guess != '\0')
+      CHECK_THAT(r.err, Catch::EndsWith(std::string(c.guess) + "\n"));
+    else
+      CHECK_THAT(r.err, !Catch::Contains("did you mean"));
+  }
+}
+
+TEST_CASE("a tp x pp that does not divide the GPUs names the options the user gave",
+          "[cli][simulate][errors]") {
+  // The default study: tp 8, pp 2 on a800x16 (2 x 8 GPUs).
+  const std::string product =
+      ": parallel: tp x pp = 8 x 4 = 32 does not divide the 16 GPUs of cluster a800x16 (2 x 8)";
+  CHECK_THAT(run_braid("simulate --schedule 1f1b --pp 4").err,
+             Catch::StartsWith("braid: --pp" + product));
+  CHECK_THAT(run_braid("simulate --schedule 1f1b --tp 8 --pp 4").err,
+             Catch::StartsWith("braid: --tp and --pp" + product));
+  CHECK_THAT(run_braid("simulate --schedule 1f1b --tp 8 --pp 4 --nodes 3").err,
+             Catch::StartsWith("braid: --tp, --pp and --nodes: parallel: tp x pp = 8 x 4 = 32 "
+                               "does not divide the 24 GPUs"));
+  CHECK_THAT(run_braid("simulate --schedule 1f1b --nodes 3").err,
+             Catch::StartsWith("braid: --nodes: parallel: tp x pp = 8 x 2 = 16 does not divide"));
+  // Neither given: the study file's sizes are at fault.
+  const fs::path study =
+      fs::temp_directory_path() / ("braid_cli_tp_pp." + std::to_string(::getpid()) + ".yaml");
+  {
+    std::ofstream f(study);
+    f << "name: pp4\nmodel: qwen2-12.1b\ncluster: a800x16\nparallel:\n  tp: 8\n  pp: 4\n"
+         "training:\n  seq: 6144\n  microbatches: 64\n";
+  }
+  const CliRun r = run_braid("simulate --schedule 1f1b --study '" + study.string() + "'");
+  fs::remove(study);
+  CHECK(r.exit_code == 2);
+  CHECK_THAT(r.err, Catch::StartsWith("braid: " + study.string() + product));
+}
+
+TEST_CASE("1f1b and gpipe refuse fewer microbatches than stages, as 1f1b-i and stp do",
+          "[cli][simulate][errors]") {
+  // The default study has pp 2: the minimum is p = 2 (stp's is 2p = 4).
+  for (const char* schedule : {"1f1b", "gpipe"}) {
+    const CliRun r =
+        run_braid(std::string("simulate --schedule ") + schedule + " --microbatches 1");
+    INFO(r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err == std::string("braid: --microbatches: 1: ") + schedule +
+                       " needs at least 2 microbatches (p with p = 2)\n");
+  }
+  CHECK(run_braid("simulate --schedule stp --microbatches 1").err ==
+        "braid: --microbatches: 1: stp needs at least 4 microbatches (2p with p = 2)\n");
+  // m = p runs; one stage (pp 1) still takes a single microbatch.
+  CHECK(run_braid("simulate --schedule 1f1b --microbatches 2").exit_code == 0);
+  CHECK(run_braid("simulate --schedule gpipe --pp 1 --microbatches 1").exit_code == 0);
+}

@@ -261,10 +261,42 @@ TEST_CASE("invalid combinations are listed with their reasons", "[explore]") {
                                 return a;
                               }()),
                               ExploreOptions{});
-  const std::string table = sweep_table(r);
+  const std::string table = sweep_table(r, 0, /*show_invalid=*/true);
   CHECK_THAT(table,
              Catch::Contains("invalid (1):\n  stp tp 16 pp 2 vpp 2 seq 2048 mbs 1 m 8 sp off "
                              "recompute none: tp 16 > 8 GPUs per node"));
+}
+
+TEST_CASE("the table counts invalid rows by reason and --show-invalid lists each", "[explore]") {
+  const Fixture& f = fixture();
+  const Configuration ok{
+      .schedule = "stp", .tp = 8, .pp = 2, .vpp = 2, .seq = 2048, .microbatches = 8};
+  Configuration tp16 = ok, tp32 = ok, few = ok;
+  tp16.tp = 16;
+  tp32.tp = 32;
+  few.microbatches = 3;
+  const SweepResult r = sweep(f.study, f.profile, {ok, few, tp16, tp32}, ExploreOptions{});
+  REQUIRE(r.invalid == 3);
+  // tp 16 and tp 32 share a reason but for the tp: it prints as N, the 8 both share stays.
+  // Most frequent first.
+  CHECK_THAT(sweep_table(r),
+             Catch::EndsWith("\ninvalid (3, by reason; --show-invalid lists them):\n"
+                             "  2 x tp N > 8 GPUs per node of cluster a800x16 (TP across nodes "
+                             "is off; --tp-across-nodes allows it)\n"
+                             "  1 x microbatches 3 below the minimum 4 of stp at pp 2\n"));
+  // Every row, in configuration order, with --show-invalid.
+  CHECK_THAT(sweep_table(r, 0, true),
+             Catch::EndsWith("\ninvalid (3):\n"
+                             "  stp tp 8 pp 2 vpp 2 seq 2048 mbs 1 m 3 sp off recompute none: "
+                             "microbatches 3 below the minimum 4 of stp at pp 2\n"
+                             "  stp tp 16 pp 2 vpp 2 seq 2048 mbs 1 m 8 sp off recompute none: "
+                             "tp 16 > 8 GPUs per node of cluster a800x16 (TP across nodes is off; "
+                             "--tp-across-nodes allows it)\n"
+                             "  stp tp 32 pp 2 vpp 2 seq 2048 mbs 1 m 8 sp off recompute none: "
+                             "tp 32 > 8 GPUs per node of cluster a800x16 (TP across nodes is off; "
+                             "--tp-across-nodes allows it)\n"));
+  // CSV keeps every row: a header, the valid one and the three invalid ones.
+  CHECK(count_lines(sweep_csv(r)) == 1 + 4);
 }
 
 TEST_CASE(

@@ -39,7 +39,8 @@ search=(search --gpus 16 --global-batch 32 --mbs 1,2 --schedules 1f1b-i,stp --se
 for n in 1 2 3; do
   d=$dir/n$n
   mkdir -p "$d"
-  run "$n" "${sweep[@]}" --csv "$d/sweep.csv" --svg "$d/sweep.svg" > "$d/sweep.txt"
+  # --show-invalid: each invalid row in the table, so that every rank's rows can be counted.
+  run "$n" "${sweep[@]}" --show-invalid --csv "$d/sweep.csv" --svg "$d/sweep.svg" > "$d/sweep.txt"
   run "$n" "${sweep[@]}" --json > "$d/sweep.json"
   run "$n" "${search[@]}" > "$d/search.txt"
   run "$n" "${search[@]}" --json > "$d/search.json"

@@ -412,7 +412,8 @@ TEST_CASE("small and unusual sizes stay valid", "[schedule][validator]") {
   }
   for (const char* name : {"gpipe", "1f1b", "zb-h1", "zb-v"})
     for (int p = 1; p <= 6; ++p)
-      for (int m = 1; m <= 2 * p; ++m) {
+      // From each one's minimum: 1, or p for gpipe and 1f1b (refused below it).
+      for (int m = min_microbatches(name, ScheduleOptions{.pp = p}); m <= 2 * p; ++m) {
         INFO(name << " p=" << p << " m=" << m);
         Schedule s = make(name, p, m);
         CHECK(s.microbatches == m);

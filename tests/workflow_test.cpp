@@ -258,8 +258,17 @@ TEST_CASE("search rows show step time, global batch, dp, peak and margin, and li
   const std::string header = line_starting(r.out, "#  schedule");
   for (const char* column : {"dp", "global batch", "step s", "peak GiB", "margin GiB"})
     CHECK_THAT(header, Catch::Contains(column));
-  CHECK_THAT(r.out, Catch::Contains("invalid or ruled out ("));
-  CHECK_THAT(r.out, Catch::Contains("below the minimum 4 of stp at pp 2"));
+  // Counted by reason (pp 1, 2, 4 and 8 fall short of stp's 2p), each listed with --show-invalid.
+  CHECK_THAT(r.out, Catch::Contains("invalid or ruled out (27, by reason; --show-invalid lists "
+                                    "them):\n  12 x parallel.pp: model qwen2-12.1b has 11 layers"));
+  CHECK_THAT(r.out,
+             Catch::Contains("\n   8 x microbatches N below the minimum N of stp at pp N\n"));
+  const CliRun each = run_braid(
+      "search --gpus 16 --global-batch 16 --mbs 1,2 --schedules 1f1b-i,stp --seq 2048 "
+      "--show-invalid");
+  CHECK_THAT(each.out, Catch::Contains("invalid or ruled out (27):\n"));
+  CHECK_THAT(each.out, Catch::Contains(" m 2 sp off recompute none: microbatches 2 below the "
+                                       "minimum 4 of stp at pp 2\n"));
   const std::string rows = slurp(csv);
   CHECK(rows.rfind("rank,status,reason,", 0) == 0);
   CHECK_THAT(rows, Catch::Contains(",invalid,microbatches 2 below the minimum 4 of stp at pp 2,"));

@@ -235,8 +235,9 @@ SweepShard decode_shard(const std::string& bytes, const std::string& file);
 SweepResult merge_shards(const std::vector<SweepShard>& shards,
                          const std::vector<std::string>& files);
 
-// Renderings (byte-stable). The table shows `top` ranked rows (0 = all), then the invalid ones.
-std::string sweep_table(const SweepResult& result, int top = 0);
+// Renderings (byte-stable). The table shows `top` ranked rows (0 = all), then the invalid ones:
+// counted by reason, or each with its reason when `show_invalid` (CSV and JSON keep every row).
+std::string sweep_table(const SweepResult& result, int top = 0, bool show_invalid = false);
 std::string sweep_csv(const SweepResult& result);   // every row, every metric, %.17g numbers
 std::string sweep_json(const SweepResult& result);  // {"mem_cap_gib",...,"rows":[...]}
 // Throughput against peak memory, one colour per schedule, the Pareto front of the rows that fit.
@@ -294,7 +295,8 @@ struct SearchResult {
 // check, an upper bound when the search prunes).
 SearchResult search(const Study& base, const Profile& profile, const SearchSpace& space,
                     const ExploreOptions& options);
-std::string search_text(const SearchResult& result);
+// The invalid and ruled-out candidates counted by reason, or each listed when `show_invalid`.
+std::string search_text(const SearchResult& result, bool show_invalid = false);
 std::string search_json(const SearchResult& result);
 // The rows (simulated and invalid) in the columns of sweep_csv, ranked the same way.
 std::string search_csv(const SearchResult& result);

@@ -29,6 +29,7 @@ struct SearchArgs {
   int exhaustive_limit = 64;
   int seq = 0;
   bool json = false;
+  bool show_invalid = false;
   EmitArgs emit;
   CLI::App* cmd = nullptr;
   bool given(const char* option) const { return cmd->get_option(option)->count() > 0; }
@@ -98,7 +99,7 @@ void run_search(const SearchArgs& a) {
   bar.finish();
   if (!root) return;  // every rank holds the result; rank 0 prints it
   if (!a.csv.empty()) write_file("--csv", a.csv, search_csv(result));
-  std::cout << (a.json ? search_json(result) : search_text(result));
+  std::cout << (a.json ? search_json(result) : search_text(result, a.show_invalid));
   emit_best(a.emit, study, result);
 }
 
@@ -147,6 +148,9 @@ void register_search(CLI::App& app) {
                   "simulate every candidate when at most this many fit the memory statically "
                   "(default 64); above it, prune by a throughput upper bound");
   cmd->add_flag("--json", args->json, "print JSON");
+  cmd->add_flag("--show-invalid", args->show_invalid,
+                "list every invalid or ruled-out candidate with its reason (default: a count per "
+                "reason; --csv and --json always hold every candidate)");
   add_emit_options(*cmd, args->emit);
   cmd->callback([args] { run_search(*args); });
 }

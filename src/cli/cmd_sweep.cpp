@@ -60,11 +60,10 @@ void run_sweep(const SweepArgs& a) {
     if (group.size > 1)
       throw InputError("--shard", a.shard, "runs as one process; use either mpirun or --shard");
     if (!a.out.csv.empty() || !a.out.svg.empty() || !a.out.html.empty() || a.out.json ||
-        a.out.top != 0)
-      throw InputError(
-          "--shard", a.shard,
-          "writes only --shard-out; give --csv, --svg, --html, --json and --top to braid "
-          "merge");
+        a.out.top != 0 || a.out.show_invalid)
+      throw InputError("--shard", a.shard,
+                       "writes only --shard-out; give --csv, --svg, --html, --json, --top and "
+                       "--show-invalid to braid merge");
     check_writable("--shard-out", a.shard_out);
   } else if (!a.shard_out.empty()) {
     throw InputError("--shard-out", a.shard_out, "needs --shard i/N");

@@ -9,6 +9,7 @@
 #include <optional>
 #include <sstream>
 
+#include "../util/did_you_mean.hpp"
 #include "../util/units.hpp"
 #include "braid/design.hpp"
 #include "braid/error.hpp"
@@ -80,7 +81,10 @@ std::vector<Recompute> parse_recompute_list(const std::string& option, const std
 }
 
 std::vector<std::string> parse_schedule_list(const std::string& option, const std::string& text) {
-  const auto& known = schedule_names();
+  const std::vector<std::string>& known = schedule_names();
+  std::vector<std::string> accepted = known;  // what a typo is matched against
+  accepted.insert(accepted.begin(), "all");
+  accepted.emplace_back(kDesignedName);
   std::string names;
   for (const auto& n : known) names += (names.empty() ? "" : ", ") + n;
   if (text == "all") return known;
@@ -88,7 +92,9 @@ std::vector<std::string> parse_schedule_list(const std::string& option, const st
   names += ", designed";  // braid design's schedule per configuration (--design-budget)
   for (const std::string& item : split(option, text, "all or a list of " + names)) {
     if (item != kDesignedName && std::find(known.begin(), known.end(), item) == known.end())
-      throw InputError(option, text, "unknown schedule '" + item + "'; known: all, " + names);
+      throw InputError(option, text,
+                       "unknown schedule '" + item + "'; known: all, " + names +
+                           util::did_you_mean(item, accepted));
     push_unique(out, item);
   }
   return out;
@@ -208,6 +214,9 @@ void add_sweep_output_options(CLI::App& cmd, SweepOutputs& out) {
                  "front, hover labels, filters)")
       ->check(file_name());
   cmd.add_option("--top", out.top, "show only the best K rows in the table (default: all)");
+  cmd.add_flag("--show-invalid", out.show_invalid,
+               "list every invalid row with its reason after the table (default: a count per "
+               "reason; --csv and --json always hold every row)");
 }
 
 void check_sweep_outputs(const SweepOutputs& out) {
@@ -242,7 +251,7 @@ void write_sweep_outputs(const SweepResult& result, const SweepOutputs& out,
   if (!out.svg.empty()) files.add("--svg", out.svg, sweep_svg(result, title));
   if (!out.html.empty()) files.add("--html", out.html, sweep_html(result, title));
   files.commit();
-  std::cout << (out.json ? sweep_json(result) : sweep_table(result, out.top));
+  std::cout << (out.json ? sweep_json(result) : sweep_table(result, out.top, out.show_invalid));
 }
 
 std::string sweep_title(const Study& study) {

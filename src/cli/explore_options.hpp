@@ -66,8 +66,9 @@ struct SweepOutputs {
   std::string csv, svg, html;
   bool json = false;
   int top = 0;
+  bool show_invalid = false;  // the table lists every invalid row, not a count per reason
 };
-// --csv, --json, --svg, --html and --top, alike on sweep and on merge.
+// --csv, --json, --svg, --html, --top and --show-invalid, alike on sweep and on merge.
 void add_sweep_output_options(CLI::App& cmd, SweepOutputs& out);
 void check_sweep_outputs(const SweepOutputs& out);
 void write_sweep_outputs(const SweepResult& result, const SweepOutputs& out,

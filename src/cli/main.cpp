@@ -15,43 +15,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include "../util/did_you_mean.hpp"
 #include "braid/error.hpp"
 #include "commands.hpp"
 #include "distributed.hpp"
 
 namespace {
-
-// Edits (insert, delete, replace) between two short words, for "did you mean".
-std::size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      const std::size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
-// The known word closest to `word`, when it is close enough to be a typo (a third of its
-// letters, at least 1, at most 3); "" when none is.
-std::string closest(const std::string& word, const std::vector<std::string>& known) {
-  const std::size_t allowed = std::clamp<std::size_t>(word.size() / 3, 1, 3);
-  std::string best;
-  std::size_t best_distance = allowed + 1;
-  for (const std::string& k : known) {
-    const std::size_t d = edit_distance(word, k);
-    if (d < best_distance) {
-      best = k;
-      best_distance = d;
-    }
-  }
-  return best;
-}
 
 std::vector<std::string> subcommand_names(const CLI::App& app) {
   std::vector<std::string> names;
@@ -78,9 +47,8 @@ std::string parse_error_line(const CLI::App& app, const CLI::ParseError& e) {
     for (const std::string& arg : cmd.remaining()) {
       if (arg.rfind("--", 0) != 0) continue;
       const std::string name = arg.substr(0, arg.find('='));
-      const std::string guess = closest(name, option_names(cmd));
-      return "unknown option " + name + (guess.empty() ? "" : "; did you mean " + guess + "?") +
-             " (" + help + ")";
+      return "unknown option " + name + braid::util::did_you_mean(name, option_names(cmd)) + " (" +
+             help + ")";
     }
     const std::vector<std::string> rest = cmd.remaining();
     if (!rest.empty())
@@ -106,9 +74,7 @@ int first_word(CLI::App& app, int argc, char** argv, bool root) {
     return 0;
   }
   if (root) {
-    const std::string guess = closest(word, names);
-    std::cerr << "braid: unknown command '" << word << "'"
-              << (guess.empty() ? "" : "; did you mean " + guess + "?")
+    std::cerr << "braid: unknown command '" << word << "'" << braid::util::did_you_mean(word, names)
               << " (commands: " << CLI::detail::join(names, ", ") << "; see braid --help)\n";
   }
   return 2;

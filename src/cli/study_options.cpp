@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "../util/did_you_mean.hpp"
 #include "../util/input_file.hpp"
 #include "braid/error.hpp"
 #include "braid/schedule.hpp"
@@ -186,7 +187,8 @@ Study resolve_study(const StudyArgs& args) {
   for (const std::string& name : study.schedules)
     if (std::find(known.begin(), known.end(), name) == known.end())
       throw InputError(study.file, "schedules",
-                       "unknown schedule '" + name + "'; known: " + CLI::detail::join(known, ", "));
+                       "unknown schedule '" + name + "'; known: " + CLI::detail::join(known, ", ") +
+                           util::did_you_mean(name, known));
   return study;
 }
 

@@ -194,6 +194,20 @@ struct Origin {
   }
 };
 
+// The options among --tp, --cp, --pp and --nodes that the user gave, for an error about their
+// product: "--pp", "--tp and --pp", "--tp, --pp and --nodes" ("" when none was).
+std::string sizes_given(const StudyOverrides& o) {
+  std::vector<const char*> given;
+  if (o.tp) given.push_back("--tp");
+  if (o.cp) given.push_back("--cp");
+  if (o.pp) given.push_back("--pp");
+  if (o.nodes) given.push_back("--nodes");
+  std::string out;
+  for (std::size_t i = 0; i < given.size(); ++i)
+    out += std::string(i == 0 ? "" : i + 1 == given.size() ? " and " : ", ") + given[i];
+  return out;
+}
+
 // Context parallelism as Transformer Engine runs it with Megatron-Core (p2p, load-balanced):
 // each rank holds 2 of 2 x cp sequence chunks, attention is TE's fused kernel (Megatron builds
 // the CP attention only from TEDotProductAttention), and the vision encoder has no CP.
@@ -339,9 +353,8 @@ void validate(Study& s, const StudyOverrides* ov) {
   const int model_parallel = p.tp * p.cp * p.pp;
   if (gpus % model_parallel != 0) {
     const bool cp = p.cp > 1;
-    const char* option = o.cp && !o.tp && !o.pp ? "--cp" : "--tp";  // the size the user changed
     throw InputError(
-        origin.where(o.tp || o.pp || o.nodes || o.cp, option), "parallel",
+        origin.where(o.tp || o.pp || o.nodes || o.cp, sizes_given(o).c_str()), "parallel",
         std::string(cp ? "tp x cp x pp = " : "tp x pp = ") + std::to_string(p.tp) + " x " +
             (cp ? std::to_string(p.cp) + " x " : "") + std::to_string(p.pp) + " = " +
             std::to_string(model_parallel) + " does not divide the " + std::to_string(gpus) +

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "../util/did_you_mean.hpp"
 #include "../util/yaml_reader.hpp"
 #include "braid/config.hpp"
 #include "braid/error.hpp"
@@ -82,7 +83,8 @@ fs::path resolve_named(const std::string& kind, const std::string& name_or_path,
   if (fs::is_regular_file(named, ec)) return named;
   throw InputError(where, field,
                    "unknown " + singular(kind) + " '" + name_or_path +
-                       "'; known: " + join(known_names(kind)) + " (or a path to a .yaml file)");
+                       "'; known: " + join(known_names(kind)) + " (or a path to a .yaml file)" +
+                       util::did_you_mean(name_or_path, known_names(kind)));
 }
 
 namespace {

@@ -1,6 +1,7 @@
 // Renderings of a sweep: the ranked terminal table (invalid rows listed after it with their
 // reasons), CSV and JSON with every metric. Fixed number formats: byte-stable output.
 #include <algorithm>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -65,6 +66,97 @@ std::vector<std::string> layout_cells(const Evaluation& e, double cap_gib) {
   return cells;
 }
 
+namespace {
+
+bool is_word_char(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+
+// A reason cut into text and the numbers standing alone in it ("tp 16 > 8 GPUs" -> "tp ", 16,
+// " > ", 8, " GPUs"; the digits of "a800x16" or "1f1b-i" are part of a word): numbers[k] follows
+// texts[k], and texts has one more piece than numbers.
+struct ReasonShape {
+  std::vector<std::string> texts;
+  std::vector<std::string> numbers;
+};
+
+ReasonShape shape_of(const std::string& reason) {
+  ReasonShape s{{""}, {}};
+  std::size_t i = 0;
+  while (i < reason.size()) {
+    std::size_t end = i;
+    const bool starts = i == 0 || (!is_word_char(reason[i - 1]) && reason[i - 1] != '.');
+    while (starts && end < reason.size() && reason[end] >= '0' && reason[end] <= '9') ++end;
+    if (end > i && end + 1 < reason.size() && reason[end] == '.' && reason[end + 1] >= '0' &&
+        reason[end + 1] <= '9') {
+      ++end;
+      while (end < reason.size() && reason[end] >= '0' && reason[end] <= '9') ++end;
+    }
+    if (end > i && (end == reason.size() || !is_word_char(reason[end]))) {
+      s.numbers.push_back(reason.substr(i, end - i));
+      s.texts.emplace_back();
+      i = end;
+    } else {
+      s.texts.back() += reason[i++];
+    }
+  }
+  return s;
+}
+
+// The reasons that differ only in their numbers, counted; the numbers that are not the same in
+// every row of the group print as N.
+struct ReasonGroup {
+  ReasonShape first;
+  std::vector<bool> varies;
+  int count = 0;
+};
+
+std::string group_text(const ReasonGroup& g) {
+  std::string out = g.first.texts[0];
+  for (std::size_t k = 0; k < g.first.numbers.size(); ++k)
+    out += (g.varies[k] ? std::string("N") : g.first.numbers[k]) + g.first.texts[k + 1];
+  return out;
+}
+
+std::string grouped_reasons(const std::vector<const Evaluation*>& invalid) {
+  std::vector<ReasonGroup> groups;
+  std::map<std::vector<std::string>, std::size_t> index;  // the texts -> the group
+  for (const Evaluation* e : invalid) {
+    ReasonShape s = shape_of(e->reason);
+    auto [it, added] = index.emplace(s.texts, groups.size());
+    if (added) {
+      groups.push_back({s, std::vector<bool>(s.numbers.size(), false), 0});
+    } else {
+      ReasonGroup& g = groups[it->second];
+      for (std::size_t k = 0; k < s.numbers.size(); ++k)
+        if (s.numbers[k] != g.first.numbers[k]) g.varies[k] = true;
+    }
+    ++groups[it->second].count;
+  }
+  // Most frequent first; equal counts in the order their first row came.
+  std::stable_sort(groups.begin(), groups.end(),
+                   [](const ReasonGroup& a, const ReasonGroup& b) { return a.count > b.count; });
+  const int width = static_cast<int>(std::to_string(groups.front().count).size());
+  std::string out;
+  for (const ReasonGroup& g : groups)
+    out += "  " + util::format("%*d", width, g.count) + " x " + group_text(g) + "\n";
+  return out;
+}
+
+}  // namespace
+
+std::string invalid_text(const std::vector<const Evaluation*>& invalid, const std::string& title,
+                         bool show_all) {
+  if (invalid.empty()) return "";
+  const std::string count = std::to_string(invalid.size());
+  if (!show_all)
+    return "\n" + title + " (" + count + ", by reason; --show-invalid lists them):\n" +
+           grouped_reasons(invalid);
+  std::string out = "\n" + title + " (" + count + "):\n";
+  for (const Evaluation* e : invalid) out += "  " + describe(e->config) + ": " + e->reason + "\n";
+  return out;
+}
+
 }  // namespace explore
 
 namespace {
@@ -102,7 +194,7 @@ std::string study_setting(const Study& st) {
          (t.distributed_optimizer ? "on" : "off");
 }
 
-std::string sweep_table(const SweepResult& result, int top) {
+std::string sweep_table(const SweepResult& result, int top, bool show_invalid) {
   const std::vector<Evaluation>& rows = result.rows;
   std::string study;
   for (const Evaluation& e : rows)
@@ -137,13 +229,10 @@ std::string sweep_table(const SweepResult& result, int top) {
   out += explore::text_table(table);
   if (shown < static_cast<int>(result.ranking.size()))
     out += "(" + std::to_string(result.ranking.size() - shown) + " more valid rows: see --csv)\n";
-  if (result.invalid > 0) {
-    out += "\ninvalid (" + std::to_string(result.invalid) + "):\n";
-    for (const Evaluation& e : rows)
-      if (e.status == RowStatus::Invalid)
-        out += "  " + explore::describe(e.config) + ": " + e.reason + "\n";
-  }
-  return out;
+  std::vector<const Evaluation*> invalid;
+  for (const Evaluation& e : rows)
+    if (e.status == RowStatus::Invalid) invalid.push_back(&e);
+  return out + explore::invalid_text(invalid, "invalid", show_invalid);
 }
 
 namespace {

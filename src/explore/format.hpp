@@ -47,6 +47,12 @@ std::string describe(const Configuration& c);
 // the margin against a cap of `cap_gib` for model state + activations.
 const std::vector<std::string>& layout_header();
 std::vector<std::string> layout_cells(const Evaluation& e, double cap_gib);
+// The invalid and ruled-out rows of a sweep or search after its table, under `title` ("invalid",
+// "invalid or ruled out"). By default one line per reason with its count, the numbers that differ
+// between the rows of a reason written N ("1440 x tp N > 8 GPUs per node ..."), most frequent
+// first; `show_all` lists every row with its own reason instead. "" when there is none.
+std::string invalid_text(const std::vector<const Evaluation*>& invalid, const std::string& title,
+                         bool show_all);
 // The shared table renderer and percentage format (src/util/text_table.hpp).
 using util::percent;
 using util::text_table;

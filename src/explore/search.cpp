@@ -460,7 +460,7 @@ std::string levers_text(const SearchResult& r) {
 
 }  // namespace
 
-std::string search_text(const SearchResult& r) {
+std::string search_text(const SearchResult& r, bool show_invalid) {
   std::string out = "search: " + r.setting + "\n" + memory_cap_text(r.cap) + "\n";
   out += std::to_string(r.candidates) + " candidate layouts, " + std::to_string(r.invalid) +
          " invalid, " + std::to_string(r.pruned_memory) +
@@ -496,12 +496,7 @@ std::string search_text(const SearchResult& r) {
   std::vector<const Evaluation*> invalid;
   for (const Evaluation& e : r.rows)
     if (e.status == RowStatus::Invalid) invalid.push_back(&e);
-  if (!invalid.empty()) {
-    out += "\ninvalid or ruled out (" + std::to_string(invalid.size()) + "):\n";
-    for (const Evaluation* e : invalid)
-      out += "  " + explore::describe(e->config) + ": " + e->reason + "\n";
-  }
-  return out;
+  return out + explore::invalid_text(invalid, "invalid or ruled out", show_invalid);
 }
 
 namespace {

@@ -8,7 +8,7 @@
 namespace braid::detail {
 
 Schedule one_f_one_b(const ScheduleOptions& options, std::string_view name, bool split_backward) {
-  check_min_microbatches(name, options, 1, "one per iteration");
+  check_microbatches_per_pp(name, options);  // 1f1b: m >= p; zb-h1: m >= 1
   Schedule s = empty_schedule(options.pp, 1, options.microbatches, Placement::Loop);
   const int m = s.microbatches;
   for (int r = 0; r < s.pp; ++r) {

@@ -44,8 +44,9 @@ Schedule make_1f1b_interleaved(const ScheduleOptions& options) {
   const int n = interleaved_group_size(options);
   if (v < 1) throw InputError("--vpp", std::to_string(v), "chunks per rank must be >= 1");
   // One chunk per rank: Megatron runs its non-interleaved schedule, plain 1F1B (with p = 1 that
-  // is F, B per microbatch: no pipeline).
-  if (v == 1) return make_1f1b(options);
+  // is F, B per microbatch: no pipeline), under 1f1b-i's rules: m < p is Megatron's to run,
+  // where `--schedule 1f1b` refuses it.
+  if (v == 1) return one_f_one_b(options, "1f1b-i", false);
   // No pipeline (p = 1, Megatron's forward_backward_no_pipelining): each microbatch runs the
   // forward through every chunk, then the backward back through them.
   if (p == 1) {

@@ -85,6 +85,10 @@ Schedule one_f_one_b(const ScheduleOptions& options, std::string_view name, bool
 void check_pp(const ScheduleOptions& options);
 void check_min_microbatches(std::string_view name, const ScheduleOptions& options, int minimum,
                             const std::string& why);
+// The traits' rule m >= microbatches_per_pp x p (gpipe and 1f1b: p, as 1f1b-i and the V schedules
+// refuse theirs: with fewer microbatches than stages the pipeline never fills); m >= 1 for a
+// schedule without one.
+void check_microbatches_per_pp(std::string_view name, const ScheduleOptions& options);
 
 // Drops every instruction (or half of a pair) whose microbatch is >= m; pairs with one half left
 // become single instructions. Removing passes never creates a dependency cycle, so a valid

@@ -4,7 +4,7 @@
 namespace braid::detail {
 
 Schedule make_gpipe(const ScheduleOptions& options) {
-  check_min_microbatches("gpipe", options, 1, "one per iteration");
+  check_microbatches_per_pp("gpipe", options);
   Schedule s = empty_schedule(options.pp, 1, options.microbatches, Placement::Loop);
   for (int r = 0; r < s.pp; ++r) {
     RankBuilder rank(r, 1);

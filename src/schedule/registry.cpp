@@ -3,6 +3,7 @@
 #include <iterator>
 #include <string>
 
+#include "../util/did_you_mean.hpp"
 #include "braid/error.hpp"
 #include "braid/schedule.hpp"
 #include "builder.hpp"
@@ -27,9 +28,9 @@ constexpr P2pRuntime kAhead = P2pRuntime::PostedAhead;
 // zero-bubble runtime zb-h1 and zb-v, DeepSeek's DualPipe dualpipe-v and the STP trainer stp and
 // stp-offload post their receives ahead.
 constexpr Entry kEntries[] = {
-    {{ScheduleKind::GPipe, "gpipe", Placement::Loop, 1, false, false, 0, kMegatron},
+    {{ScheduleKind::GPipe, "gpipe", Placement::Loop, 1, false, false, 1, kMegatron},
      detail::make_gpipe},
-    {{ScheduleKind::OneFOneB, "1f1b", Placement::Loop, 1, false, false, 0, kMegatron},
+    {{ScheduleKind::OneFOneB, "1f1b", Placement::Loop, 1, false, false, 1, kMegatron},
      detail::make_1f1b},
     {{ScheduleKind::Interleaved, "1f1b-i", Placement::Loop, 0, true, false, 0, kMegatron},
      detail::make_1f1b_interleaved},
@@ -70,7 +71,9 @@ const char* name(ScheduleKind kind) { return traits(kind).name; }
 ScheduleKind parse_schedule_kind(std::string_view name) {
   for (const Entry& e : kEntries)
     if (name == e.traits.name) return e.traits.kind;
-  throw InputError("--schedule", std::string(name), "unknown schedule; known: " + known_names());
+  throw InputError("--schedule", std::string(name),
+                   "unknown schedule; known: " + known_names() +
+                       util::did_you_mean(std::string(name), schedule_names()));
 }
 
 const std::vector<std::string>& schedule_names() {
@@ -138,6 +141,17 @@ void check_min_microbatches(std::string_view name, const ScheduleOptions& option
     throw InputError("--microbatches", std::to_string(options.microbatches),
                      std::string(name) + " needs at least " + std::to_string(minimum) +
                          " microbatches (" + why + ")");
+}
+
+void check_microbatches_per_pp(std::string_view name, const ScheduleOptions& options) {
+  const int per_pp = traits(parse_schedule_kind(name)).microbatches_per_pp;
+  if (per_pp == 0) {
+    check_min_microbatches(name, options, 1, "one per iteration");
+    return;
+  }
+  check_min_microbatches(name, options, per_pp * options.pp,
+                         (per_pp == 1 ? std::string() : std::to_string(per_pp)) +
+                             "p with p = " + std::to_string(options.pp));
 }
 
 void prune_microbatches(Schedule& schedule, int m) {
