@@ -7,6 +7,7 @@
 // each lever that lowers memory (SP, recomputation, offloading, the distributed optimizer).
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -128,12 +129,36 @@ Study with_gpus(const Study& base, int gpus) {
 
 namespace {
 
-// The data-parallel size of the study's cluster at tp x pp (its rank layout's).
-int data_parallel(const Study& study, int tp, int pp) {
-  return make_rank_layout(study.cluster.gpus(), study.cluster.gpus_per_node, tp, 1, pp).dp;
+// The data-parallel size of the study's cluster at tp x cp x pp (its rank layout's).
+int data_parallel(const Study& study, int tp, int cp, int pp) {
+  return make_rank_layout(study.cluster.gpus(), study.cluster.gpus_per_node, tp, cp, pp).dp;
 }
 
+// The model runs context parallelism at all (the rules of validate_context_parallel in
+// config/load.cpp): a fused attention kernel, no vision encoder.
+bool model_runs_cp(const ModelConfig& model) { return model.flash_attention && !model.vision; }
+
 }  // namespace
+
+std::vector<int> default_cp_values(const Study& study) {
+  std::vector<int> out{study.parallel.cp};
+  const int seq = study.training.seq;
+  if (seq >= kLongSequence && model_runs_cp(study.model))
+    for (int cp : {1, 2, 4, 8})
+      if (seq % (2 * cp) == 0 && cp != study.parallel.cp) out.push_back(cp);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string cp_rule_text(const Study& study) {
+  const std::string seq = std::to_string(study.training.seq);
+  if (study.training.seq < kLongSequence)
+    return "CP not tried: seq " + seq + " < " + std::to_string(kLongSequence) + " (--cp tries it)";
+  if (!model_runs_cp(study.model))
+    return "CP not tried: model " + study.model.name +
+           (study.model.vision ? " has a vision encoder" : " runs unfused attention");
+  return "CP tried: seq " + seq + " >= " + std::to_string(kLongSequence);
+}
 
 std::vector<Configuration> search_candidates(const Study& study, const SearchSpace& space) {
   if (space.global_batch <= 0)
@@ -142,25 +167,32 @@ std::vector<Configuration> search_candidates(const Study& study, const SearchSpa
   std::vector<int> vpps = space.vpp;
   if (vpps.empty()) vpps.push_back(study.parallel.vpp);
   std::vector<Configuration> out;
+  const std::vector<int> cps = space.cp.empty() ? default_cp_values(study) : space.cp;
   for (int tp : divisors(gpus))
-    for (int pp : divisors(gpus / tp)) {
-      const int dp = data_parallel(study, tp, pp);
-      if (space.global_batch % dp != 0) continue;
-      const int per_replica = space.global_batch / dp;
-      for (int mbs : space.mbs) {
-        if (per_replica % mbs != 0) continue;
-        SweepAxes axes;
-        axes.tp = {tp};
-        axes.pp = {pp};
-        axes.vpp = vpps;
-        axes.seq = {study.training.seq};
-        axes.mbs = {mbs};
-        axes.microbatches = {per_replica / mbs};
-        axes.sp = space.sp.empty() ? std::vector<bool>{study.parallel.sequence_parallel} : space.sp;
-        axes.recompute = space.recompute.empty() ? std::vector<Recompute>{study.training.recompute}
-                                                 : space.recompute;
-        axes.schedules = space.schedules;
-        for (const Configuration& c : cross_product(axes)) out.push_back(c);
+    for (int cp : cps) {
+      if ((gpus / tp) % cp != 0) continue;
+      for (int pp : divisors(gpus / (tp * cp))) {
+        const int dp = data_parallel(study, tp, cp, pp);
+        if (space.global_batch % dp != 0) continue;
+        const int per_replica = space.global_batch / dp;
+        for (int mbs : space.mbs) {
+          if (per_replica % mbs != 0) continue;
+          SweepAxes axes;
+          axes.tp = {tp};
+          axes.cp = {cp};
+          axes.pp = {pp};
+          axes.vpp = vpps;
+          axes.seq = {study.training.seq};
+          axes.mbs = {mbs};
+          axes.microbatches = {per_replica / mbs};
+          axes.sp =
+              space.sp.empty() ? std::vector<bool>{study.parallel.sequence_parallel} : space.sp;
+          axes.recompute = space.recompute.empty()
+                               ? std::vector<Recompute>{study.training.recompute}
+                               : space.recompute;
+          axes.schedules = space.schedules;
+          for (const Configuration& c : cross_product(axes)) out.push_back(c);
+        }
       }
     }
   if (out.empty())
@@ -179,12 +211,16 @@ std::string setting_of(const Study& study, const SearchSpace& space) {
   for (bool b : space.sp) sp += (sp.empty() ? "" : ",") + std::string(b ? "on" : "off");
   if (space.recompute.empty()) rc = name(study.training.recompute);
   for (Recompute r : space.recompute) rc += (rc.empty() ? "" : ",") + std::string(name(r));
+  std::string cp;
+  for (int c : space.cp.empty() ? default_cp_values(study) : space.cp)
+    cp += (cp.empty() ? "" : ",") + std::to_string(c);
+  cp += space.cp.empty() ? " (" + cp_rule_text(study) + ")" : std::string(" (--cp)");
   return std::to_string(study.cluster.gpus()) + " GPUs of " + study.cluster.name + " (" +
          std::to_string(study.cluster.nodes) + " x " + std::to_string(study.cluster.gpus_per_node) +
          "), model " + study.model.name + ", global batch " + std::to_string(space.global_batch) +
-         ", seq " + std::to_string(study.training.seq) + ", sp " + sp + ", recompute " + rc +
-         ", offload " + util::format("%g", study.training.offload) + ", distributed optimizer " +
-         (study.training.distributed_optimizer ? "on" : "off");
+         ", seq " + std::to_string(study.training.seq) + ", cp " + cp + ", sp " + sp +
+         ", recompute " + rc + ", offload " + util::format("%g", study.training.offload) +
+         ", distributed optimizer " + (study.training.distributed_optimizer ? "on" : "off");
 }
 
 SearchResult search_once(const Study& base, const Profile& profile, const SearchSpace& space,
@@ -224,7 +260,7 @@ SearchResult search_once(const Study& base, const Profile& profile, const Search
     }
     if (over) {
       ++result.pruned_memory;
-      rows[i].dp = data_parallel(study, configs[i].tp, configs[i].pp);
+      rows[i].dp = data_parallel(study, configs[i].tp, configs[i].cp, configs[i].pp);
       listed[i] = true;
       continue;
     }
@@ -307,6 +343,58 @@ SearchResult search_once(const Study& base, const Profile& profile, const Search
   return result;
 }
 
+// The best layout with one lever, or why there is none.
+Lever lever_result(std::string name, const Study& study, const Profile& profile,
+                   const SearchSpace& space, const ExploreOptions& options) {
+  Lever lever;
+  lever.name = std::move(name);
+  try {
+    SearchResult r = search_once(study, profile, space, options);
+    lever.fits = !r.best.empty();
+    lever.best = r.best;
+    if (!lever.fits)
+      lever.detail = r.has_fastest_oom
+                         ? "still over the cap: the fastest layout " +
+                               explore::describe(r.fastest_oom.config) + ": " + r.fastest_oom.reason
+                         : "still over the cap: the static memory of every layout exceeds it";
+  } catch (const InputError& e) {
+    lever.detail = "does not apply: " + explore::reason_of(e);
+  }
+  return lever;
+}
+
+// More context parallelism: the cp sizes not yet tried (powers of two up to the GPUs, each where
+// the sequence splits into 2 x cp chunks), smallest first, each alone; the first that fits is
+// the lever ("--cp 4"), else it names every size tried. Empty when none is left to try.
+std::optional<Lever> cp_lever(const Study& base, const Profile& profile, const SearchSpace& space,
+                              const ExploreOptions& options) {
+  const std::vector<int> tried = space.cp.empty() ? default_cp_values(base) : space.cp;
+  const int seq = base.training.seq;
+  std::vector<int> more;
+  for (int cp = 2; cp <= space.gpus; cp *= 2)
+    if (seq % (2 * cp) == 0 && std::find(tried.begin(), tried.end(), cp) == tried.end())
+      more.push_back(cp);
+  if (more.empty()) return std::nullopt;
+  if (!model_runs_cp(base.model)) {
+    Lever no;
+    no.name = "--cp";
+    no.detail = "does not apply: " + cp_rule_text(base);
+    return no;
+  }
+  Lever last;
+  std::string sizes;
+  for (int cp : more) {
+    SearchSpace s = space;
+    s.cp = {cp};
+    last = lever_result("--cp " + std::to_string(cp), base, profile, s, options);
+    if (last.fits) return last;
+    sizes += (sizes.empty() ? "" : ",") + std::to_string(cp);
+  }
+  last.name = "--cp " + sizes;
+  last.detail = "each size alone: " + last.detail + " (at cp " + std::to_string(more.back()) + ")";
+  return last;
+}
+
 // The levers, each alone, then all together if none is enough. A lever already in effect is
 // left out.
 std::vector<Lever> try_levers(const Study& base, const Profile& profile, const SearchSpace& space,
@@ -352,32 +440,15 @@ std::vector<Lever> try_levers(const Study& base, const Profile& profile, const S
     all.study.training.distributed_optimizer = true;
     tries.push_back(t);
   }
-  const std::size_t alone = tries.size();
-  if (alone > 1) tries.push_back(all);
   std::vector<Lever> out;
-  for (std::size_t k = 0; k < tries.size(); ++k) {
-    if (k == alone) {
-      bool any = false;
-      for (const Lever& l : out) any = any || l.fits;
-      if (any) break;  // together only when no lever alone is enough
-    }
-    Lever lever;
-    lever.name = tries[k].name;
-    try {
-      SearchResult r = search_once(tries[k].study, profile, tries[k].space, options);
-      lever.fits = !r.best.empty();
-      lever.best = r.best;
-      if (!lever.fits)
-        lever.detail = r.has_fastest_oom
-                           ? "still over the cap: the fastest layout " +
-                                 explore::describe(r.fastest_oom.config) + ": " +
-                                 r.fastest_oom.reason
-                           : "still over the cap: the static memory of every layout exceeds it";
-    } catch (const InputError& e) {
-      lever.detail = "does not apply: " + explore::reason_of(e);
-    }
-    out.push_back(std::move(lever));
-  }
+  for (const Try& t : tries)
+    out.push_back(lever_result(t.name, t.study, profile, t.space, options));
+  if (std::optional<Lever> cp = cp_lever(base, profile, quiet, options)) out.push_back(*cp);
+  bool any = false;
+  for (const Lever& l : out) any = any || l.fits;
+  // Together only when no lever alone is enough (and there are two to put together).
+  if (!any && tries.size() > 1)
+    out.push_back(lever_result(all.name, all.study, profile, all.space, options));
   return out;
 }
 
