@@ -189,3 +189,72 @@ TEST_CASE("shard rows carry cp, and a shard of another format version is refused
                     "part.bin: shard: shard format 4 from another braid; this one reads format 5: "
                     "run its braid sweep --shard again with this braid");
 }
+
+TEST_CASE("a layout the search rules out by the activations it holds at once is over the cap",
+          "[explore][cp][search]") {
+  // The memory bound that keeps a long-sequence search fast must never rule out a layout that
+  // fits: each such candidate, simulated in a sweep of the same space, is oom.
+  const Fixture& f = fixture();
+  SearchSpace space;
+  space.gpus = 16;
+  space.global_batch = 64;
+  space.mbs = {1, 2};
+  space.schedules = schedule_names();  // stp-offload too (the bound without one-each)
+  space.exhaustive_limit = 0;          // the bound applies to a space larger than this
+  space.try_levers = false;
+  ExploreOptions options;
+  options.jobs = 2;
+  options.mem_cap_bytes = 24.0 * 1024 * 1024 * 1024;
+  const SearchResult r = search(f.study, f.profile, space, options);
+  const Study study = with_gpus(f.study, 16);
+  const SweepResult all = sweep(study, f.profile, search_candidates(study, space), options);
+  int ruled_out = 0;
+  for (const Evaluation& e : r.rows) {
+    if (e.reason.find("activations held at once") == std::string::npos) continue;
+    ++ruled_out;
+    for (const Evaluation& s : all.rows)
+      if (s.config == e.config) {
+        INFO(e.reason);
+        CHECK(s.status == RowStatus::Oom);
+      }
+  }
+  CHECK(ruled_out > 0);  // the bound is tried here
+  // And the best layouts are the sweep's.
+  REQUIRE(!r.best.empty());
+  CHECK(r.best.front().config == all.rows[all.ranking.front()].config);
+}
+
+TEST_CASE(
+    "Llama-3.1-70B on 16 DGX H100 at seq 131072: search chooses cp > 1 and names --cp "
+    "when nothing fits without it",
+    "[explore][cp][search][cli]") {
+  // Issue 36's question, with full recomputation (without it nothing fits at this length, CP or
+  // not) and one schedule and micro-batch size to keep the test short. At cp 1 no layout fits
+  // (even at tp 8 x pp 16 the activations of the microbatches in flight exceed the cap), SP
+  // aside; the CP lever tries cp 2, 4, 8 in turn and the first that fits is 8.
+  const std::string common =
+      "search --model llama3.1-70b --cluster dgx-h100 --nodes 16 --global-batch 512 --seq 131072 "
+      "--recompute full --schedules 1f1b-i --mbs 1 --json";
+  const CliRun r = run_braid(common);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  CHECK_THAT(j["setting"].get<std::string>(),
+             Catch::Contains("cp 1,2,4,8 (CP tried: seq 131072 >= 32768)"));
+  REQUIRE(!j["best"].empty());
+  CHECK(j["best"][0]["cp"].get<int>() > 1);
+
+  const CliRun no_cp = run_braid(common + " --cp 1");
+  INFO(no_cp.err);
+  REQUIRE(no_cp.exit_code == 0);
+  const auto k = nlohmann::json::parse(no_cp.out);
+  CHECK(k["best"].empty());
+  bool named = false;
+  for (const auto& l : k["levers"])
+    if (l["lever"] == "--cp 8") {
+      named = true;
+      CHECK(l["fits"] == true);
+      CHECK(l["best"]["cp"] == 8);
+    }
+  CHECK(named);
+}

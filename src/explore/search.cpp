@@ -6,6 +6,7 @@
 // depend on --jobs, so neither does the result. When nothing fits, the same search runs again with
 // each lever that lowers memory (SP, recomputation, offloading, the distributed optimizer).
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <string>
@@ -16,8 +17,10 @@
 
 #include "../util/format.hpp"
 #include "../util/units.hpp"
+#include "braid/cost_model.hpp"
 #include "braid/error.hpp"
 #include "braid/explore.hpp"
+#include "braid/schedule.hpp"
 #include "format.hpp"
 #include "pipeline.hpp"
 
@@ -94,6 +97,34 @@ std::string why_runner_up(const std::vector<Evaluation>& best) {
   else if (!s.empty())
     s += "no slower layout among the top results";
   return s;
+}
+
+// A lower bound on a rank's peak without simulating: its static memory plus the activations it
+// must hold at once. Every schedule runs a microbatch's forward through all of a rank's chunks
+// before that microbatch's first backward there, and frees nothing it saved before that backward
+// starts: one microbatch's saved activations on each chunk are held together. And at the
+// moment the schedule has most chunk-microbatches on the device (validate()'s peak_on_device:
+// forward done, backward not, not offloaded), each holds at least the smallest chunk's. A
+// microbatch that is offloaded (`offloads`) may leave the device before its backward: the first
+// term is then left out.
+double peak_lower_bound(const CostModel& cost, const Schedule& schedule,
+                        const std::vector<int>& on_device, bool offloads) {
+  double worst = 0;
+  for (int r = 0; r < schedule.pp; ++r) {
+    const std::vector<int> stages = schedule.virtual_stages_of(r);
+    double one_each = 0, least = cost.chunks[stages.front()].activation_bytes;
+    for (int v : stages) {
+      one_each += cost.chunks[v].activation_bytes;
+      least = std::min(least, cost.chunks[v].activation_bytes);
+    }
+    const double held = std::max(offloads ? 0.0 : one_each, on_device[r] * least);
+    worst = std::max(worst, total(rank_static_parts(cost, stages)) + held);
+  }
+  return worst;
+}
+
+bool offloads(const Study& study, const Configuration& c) {
+  return study.training.offload > 0 || c.schedule == name(ScheduleKind::StpOffload);
 }
 
 }  // namespace
@@ -243,6 +274,7 @@ SearchResult search_once(const Study& base, const Profile& profile, const Search
   // Memory first: static memory over the cap rules a candidate out without simulating it.
   std::vector<int> open;
   std::vector<double> bound(n, 0);
+  std::map<const Schedule*, std::vector<int>> on_device;  // validate()'s, per shared schedule
   bool any_valid = false;
   for (int i = 0; i < n; ++i) {
     // A designed configuration may be ruled out before its design (its row has the reason).
@@ -277,6 +309,36 @@ SearchResult search_once(const Study& base, const Profile& profile, const Search
     throw InputError(
         "search", "candidates",
         "none of the " + std::to_string(n) + " layouts is valid (first: " + first + ")");
+  }
+
+  // A space too large to simulate whole: the activations a layout must hold at once rule out
+  // more without simulating (at long sequences most layouts fail here, which keeps a search over
+  // cp, sp and recomputation fast). A small space is simulated whole, so that the fastest layout
+  // over the cap and what each lever costs against it stay known.
+  if (static_cast<int>(open.size()) > space.exhaustive_limit) {
+    std::vector<int> kept;
+    for (int i : open) {
+      const Schedule& schedule = wb.schedule(i);
+      auto it = on_device.find(&schedule);
+      if (it == on_device.end()) {
+        std::vector<int> peak = validate(schedule).peak_on_device;
+        if (static_cast<int>(peak.size()) != schedule.pp) peak.assign(schedule.pp, 0);
+        it = on_device.emplace(&schedule, std::move(peak)).first;
+      }
+      const double least =
+          peak_lower_bound(wb.cost(i), schedule, it->second, offloads(study, configs[i]));
+      if (least <= cap) {
+        kept.push_back(i);
+        continue;
+      }
+      rows[i].reason = "static memory and the activations held at once " +
+                       util::format("%.2f GiB", least / kGiB) + " over the " +
+                       util::format("%.2f GiB", cap / kGiB) + " cap; not simulated";
+      ++result.pruned_memory;
+      rows[i].dp = data_parallel(study, configs[i].tp, configs[i].cp, configs[i].pp);
+      listed[i] = true;
+    }
+    open = std::move(kept);
   }
 
   const int top = std::max(1, space.top);
@@ -356,7 +418,8 @@ Lever lever_result(std::string name, const Study& study, const Profile& profile,
       lever.detail = r.has_fastest_oom
                          ? "still over the cap: the fastest layout " +
                                explore::describe(r.fastest_oom.config) + ": " + r.fastest_oom.reason
-                         : "still over the cap: the static memory of every layout exceeds it";
+                         : "still over the cap: every layout's memory (static, or static + the "
+                           "activations held at once) exceeds it before simulation";
   } catch (const InputError& e) {
     lever.detail = "does not apply: " + explore::reason_of(e);
   }
@@ -518,7 +581,8 @@ std::string search_text(const SearchResult& r) {
   std::string out = "search: " + r.setting + "\n" + memory_cap_text(r.cap) + "\n";
   out += std::to_string(r.candidates) + " candidate layouts, " + std::to_string(r.invalid) +
          " invalid, " + std::to_string(r.pruned_memory) +
-         " ruled out by static memory (no simulation), " +
+         " ruled out by memory (static, or static + the activations held at once; "
+         "no simulation), " +
          (r.exhaustive
               ? std::string("exhaustive: every other one simulated (") +
                     std::to_string(r.simulated) + ")"
