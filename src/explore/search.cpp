@@ -254,8 +254,10 @@ std::string setting_of(const Study& study, const SearchSpace& space) {
          ", distributed optimizer " + (study.training.distributed_optimizer ? "on" : "off");
 }
 
+// `lever`: a search for a lever, whose only answer is whether something fits and the fastest
+// that does: the memory bound below then applies to every space, however small.
 SearchResult search_once(const Study& base, const Profile& profile, const SearchSpace& space,
-                         const ExploreOptions& options) {
+                         const ExploreOptions& options, bool lever = false) {
   const Study study = with_gpus(base, space.gpus);
   const std::vector<Configuration> configs = search_candidates(study, space);
   const int n = static_cast<int>(configs.size());
@@ -315,7 +317,7 @@ SearchResult search_once(const Study& base, const Profile& profile, const Search
   // more without simulating (at long sequences most layouts fail here, which keeps a search over
   // cp, sp and recomputation fast). A small space is simulated whole, so that the fastest layout
   // over the cap and what each lever costs against it stay known.
-  if (static_cast<int>(open.size()) > space.exhaustive_limit) {
+  if (lever || static_cast<int>(open.size()) > space.exhaustive_limit) {
     std::vector<int> kept;
     for (int i : open) {
       const Schedule& schedule = wb.schedule(i);
@@ -411,7 +413,7 @@ Lever lever_result(std::string name, const Study& study, const Profile& profile,
   Lever lever;
   lever.name = std::move(name);
   try {
-    SearchResult r = search_once(study, profile, space, options);
+    SearchResult r = search_once(study, profile, space, options, /*lever=*/true);
     lever.fits = !r.best.empty();
     lever.best = r.best;
     if (!lever.fits)
