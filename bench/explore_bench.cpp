@@ -3,7 +3,8 @@
 // cache of shared schedules and cost models and re-timed DAGs (the default), with the cache but
 // lowering every DAG afresh, and without either, on 1 and 2 threads; and the stages of one
 // evaluation (schedule, cost model, lowering, simulation, report, and re-timing the lowered DAG
-// instead of lowering it), to show where the time of a sweep goes. Run: build/explore_bench
+// instead of lowering it), to show where the time of a sweep goes; and the README's 1,080-row
+// sweep with cp 1,2 (BM_SweepCp, CPU time per configuration). Run: build/explore_bench
 #include <benchmark/benchmark.h>
 
 #include "braid/config.hpp"
@@ -61,6 +62,42 @@ void BM_Sweep(benchmark::State& state) {
   state.counters["valid"] = valid;
   state.counters["configs/s"] =
       benchmark::Counter(static_cast<double>(valid), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// The README's 1,080-row default sweep (tp 2,4,8 x pp 2,4 x seq 2048..8192 x m 32,64,128 x mbs
+// 1,2 x six schedules) with the cp axis 1,2: 2,160 configurations, the cp 2 half with half the
+// dp. Reported as CPU time per configuration (issue 36's target: under 1 ms), the sweep's default
+// options (cache on, no re-timing), one thread.
+void BM_SweepCp(benchmark::State& state) {
+  static const std::vector<braid::Configuration> configs = [] {
+    braid::SweepAxes a;
+    a.tp = {2, 4, 8};
+    a.cp = {1, 2};
+    a.pp = {2, 4};
+    a.vpp = {2};
+    a.seq = {2048, 3072, 4096, 6144, 8192};
+    a.mbs = {1, 2};
+    a.microbatches = {32, 64, 128};
+    a.sp = {false};
+    a.recompute = {braid::Recompute::None};
+    a.schedules = {"1f1b", "1f1b-i", "zb-h1", "zb-v", "stp", "dualpipe-v"};
+    return braid::cross_product(a);
+  }();
+  const Inputs& in = inputs();
+  braid::ExploreOptions options;
+  options.jobs = 1;
+  int valid = 0;
+  for (auto _ : state) {
+    const braid::SweepResult r = braid::sweep(in.study, in.profile, configs, options);
+    valid = r.valid;
+    benchmark::DoNotOptimize(r.rows.data());
+  }
+  state.counters["configs"] = static_cast<double>(configs.size());
+  state.counters["valid"] = valid;
+  // CPU seconds per configuration, shown as its inverse rate: "per_config" in s.
+  state.counters["per_config"] = benchmark::Counter(
+      static_cast<double>(configs.size()),
+      benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 
 // The stages of one mid-size evaluation: stp, tp 4, pp 4, seq 4096, m 128.
@@ -138,4 +175,5 @@ BENCHMARK(BM_Sweep)
     ->Args({2, 0, 0})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+BENCHMARK(BM_SweepCp)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime();
 BENCHMARK(BM_Stage)->DenseRange(0, 6)->Unit(benchmark::kMicrosecond);

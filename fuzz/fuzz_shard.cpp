@@ -35,7 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) return 0;
   const std::string rest(reinterpret_cast<const char*>(data + 1), size - 1);
   const std::string bytes =
-      data[0] == 'r' ? rest : "braid-sweep-shard 4 " + fnv1a64(rest) + "\n" + rest;
+      data[0] == 'r' ? rest : "braid-sweep-shard 5 " + fnv1a64(rest) + "\n" + rest;
   try {
     const braid::SweepShard shard = braid::decode_shard(bytes, "fuzz.bin");
     // A shard of a huge grid sizes merge's tables by its configuration count: not fuzzed here.

@@ -263,7 +263,7 @@ TEST_CASE("invalid combinations are listed with their reasons", "[explore]") {
                               ExploreOptions{});
   const std::string table = sweep_table(r, 0, /*show_invalid=*/true);
   CHECK_THAT(table,
-             Catch::Contains("invalid (1):\n  stp tp 16 pp 2 vpp 2 seq 2048 mbs 1 m 8 sp off "
+             Catch::Contains("invalid (1):\n  stp tp 16 cp 1 pp 2 vpp 2 seq 2048 mbs 1 m 8 sp off "
                              "recompute none: tp 16 > 8 GPUs per node"));
 }
 
@@ -410,10 +410,10 @@ TEST_CASE("the Configuration visitor lists every member for the row codec and di
   Configuration blank;
   visit_config_fields(blank, [&n](const ConfigField&, auto&) { ++n; });
   CHECK(n == braid::test::member_count<Configuration>());
-  CHECK(braid::test::member_count<Configuration>() == 9);  // the count itself works
+  CHECK(braid::test::member_count<Configuration>() == 10);  // the count itself works
   // Every field away from its default survives the row codec.
   Evaluation a;
-  a.config = {"zb-v", 4, 8, 2, 4096, 2, 16, true, Recompute::Selective};
+  a.config = {"zb-v", 4, 8, 2, 4096, 2, 16, true, Recompute::Selective, 2};
   a.dp = 2;
   Evaluation b;
   b.config = {"1f1b", 1, 2, 1, 2048, 1, 8, false, Recompute::None};
@@ -424,8 +424,8 @@ TEST_CASE("the Configuration visitor lists every member for the row codec and di
   CHECK(back[1].config == b.config);
   // Every field in the visitor's order, dp beside the tp and pp it comes from.
   CHECK(differences(a, b) ==
-        "differs in schedule zb-v vs 1f1b, tp 4 vs 1, pp 8 vs 2, dp 2 vs 1, vpp 2 vs 1, seq 4096 "
-        "vs 2048, mbs 2 vs 1, m 16 vs 8, sp on vs off, recompute selective vs none");
+        "differs in schedule zb-v vs 1f1b, tp 4 vs 1, cp 2 vs 1, pp 8 vs 2, dp 2 vs 1, vpp 2 vs 1, "
+        "seq 4096 vs 2048, mbs 2 vs 1, m 16 vs 8, sp on vs off, recompute selective vs none");
   CHECK(differences(a, a).empty());
 }
 
@@ -577,7 +577,7 @@ TEST_CASE("braid sweep and search on the command line", "[explore][cli]") {
   c.seq = 2048;
   c.microbatches = 8;
   const Report expected = simulate_one(f.study, f.profile, c);
-  CHECK_THAT(csv1, Catch::Contains(",stp,8,2,2,1,2048,1,8,off,none,16," +
+  CHECK_THAT(csv1, Catch::Contains(",stp,8,1,2,2,1,2048,1,8,off,none,16," +
                                    exact(expected.iteration_time_s) + "," +
                                    exact(expected.tokens_per_s) + ","));
 

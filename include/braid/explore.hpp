@@ -1,5 +1,6 @@
 // Explorer: many configurations of one study — a configuration is the study with its sizes
-// (tp, pp, vpp, seq, micro-batch size, microbatches, sequence parallelism, recomputation) replaced,
+// (tp, cp, pp, vpp, seq, micro-batch size, microbatches, sequence parallelism, recomputation)
+// replaced,
 // plus a schedule — each checked for validity (invalid ones keep their reason), evaluated through
 // the same chain as `braid simulate` (build_cost_model -> make_schedule -> lower -> simulate ->
 // make_report) on a thread pool, flagged against a memory cap, ranked and rendered (table, CSV,
@@ -34,6 +35,9 @@ struct Configuration {
   int microbatches = 1;  // per data-parallel replica and iteration
   bool sp = false;       // sequence parallelism
   Recompute recompute = Recompute::None;
+  // Context parallelism (parallel.cp). Declared last so that the positional initialisers written
+  // before it keep their meaning; the visitor lists it after tp (Megatron's order tp-cp-dp-pp).
+  int cp = 1;
   bool operator==(const Configuration&) const = default;
 };
 
@@ -55,6 +59,7 @@ requires std::is_same_v<std::remove_const_t<C>, Configuration>
 void visit_config_fields(C& c, F&& f) {
   f(ConfigField{"schedule", "schedule"}, c.schedule);
   f(ConfigField{"tp", "tp"}, c.tp);
+  f(ConfigField{"cp", "cp"}, c.cp);
   f(ConfigField{"pp", "pp"}, c.pp);
   f(ConfigField{"vpp", "vpp"}, c.vpp);
   f(ConfigField{"seq", "seq"}, c.seq);
@@ -71,6 +76,9 @@ void visit_config_fields(C& c, F&& f) {
 // cross_product() by hand.
 struct SweepAxes {
   std::vector<int> tp, pp, vpp, seq, mbs, microbatches;
+  // Context-parallel sizes, looped right inside tp; empty is {1} (no context parallelism), so
+  // axes written before cp was an axis keep their meaning.
+  std::vector<int> cp;
   std::vector<bool> sp;
   std::vector<Recompute> recompute;
   std::vector<std::string> schedules;
@@ -252,13 +260,25 @@ struct SearchSpace {
   std::vector<int> vpp;              // 1f1b-i chunks per rank; empty: the study's
   std::vector<bool> sp;              // sequence parallelism tried; empty: the study's
   std::vector<Recompute> recompute;  // recomputation modes tried; empty: the study's
-  int top = 5;                       // how many of the best to return
-  int exhaustive_limit = 64;         // candidates (valid ones) up to which every one is simulated
+  // Context-parallel sizes tried; empty: default_cp_values() (the study's cp, and more at long
+  // sequences).
+  std::vector<int> cp;
+  int top = 5;                // how many of the best to return
+  int exhaustive_limit = 64;  // candidates (valid ones) up to which every one is simulated
   // When no layout fits: search again with each lever alone (SP, selective and full
   // recomputation, offloading, the distributed optimizer) and, if none is enough, all together.
   bool try_levers = true;
 };
-// Every (tp, pp, dp, mbs, microbatches, sp, recompute, schedule) the search considers, in its
+// The search's context-parallel sizes when --cp is not given: the study's cp and, when the
+// sequence is at least kLongSequence tokens and the model can run CP (a fused attention kernel,
+// no vision encoder), 2, 4 and 8 too — each only where the sequence splits into 2 x cp equal
+// chunks. Ascending, no repeats.
+inline constexpr int kLongSequence = 32768;
+std::vector<int> default_cp_values(const Study& study);
+// Why default_cp_values() tries CP, or does not, in a few words for the search's header.
+std::string cp_rule_text(const Study& study);
+
+// Every (tp, cp, pp, dp, mbs, microbatches, sp, recompute, schedule) the search considers, in its
 // order; throws InputError when gpus does not fit the cluster's node size or no layout divides
 // the batch.
 std::vector<Configuration> search_candidates(const Study& base, const SearchSpace& space);

@@ -23,7 +23,7 @@ struct SearchArgs {
   ExploreStudyArgs study;
   int gpus = 0;
   int global_batch = 0;
-  std::string schedules, mbs = "1,2,4", vpp, sp, recompute;
+  std::string schedules, mbs = "1,2,4", vpp, sp, recompute, cp;
   std::string csv;
   int top = 5;
   int exhaustive_limit = 64;
@@ -52,7 +52,8 @@ void run_search(const SearchArgs& a) {
   SearchSpace space;
   space.gpus = a.gpus;
   space.global_batch = a.global_batch;
-  if (a.gpus < 1) throw InputError("--gpus", std::to_string(a.gpus), "must be 1 or more");
+  if (a.given("--gpus") && a.gpus < 1)
+    throw InputError("--gpus", std::to_string(a.gpus), "must be 1 or more");
   if (a.global_batch < 1)
     throw InputError("--global-batch", std::to_string(a.global_batch), "must be 1 or more");
   if (a.top < 1) throw InputError("--top", std::to_string(a.top), "must be 1 or more");
@@ -64,6 +65,7 @@ void run_search(const SearchArgs& a) {
   if (a.given("--schedules")) schedules = parse_schedule_list("--schedules", a.schedules);
   if (a.given("--sp")) space.sp = parse_sp_list("--sp", a.sp);
   if (a.given("--recompute")) space.recompute = parse_recompute_list("--recompute", a.recompute);
+  if (a.given("--cp")) space.cp = parse_int_list("--cp", a.cp);
   space.top = a.top;
   space.exhaustive_limit = a.exhaustive_limit;
 
@@ -74,6 +76,8 @@ void run_search(const SearchArgs& a) {
   if (space.vpp.empty()) space.vpp = {base.own.parallel.vpp};
   Study study = base.study;
   study.parallel.sequence_parallel = base.own.parallel.sequence_parallel;
+  study.parallel.cp = base.own.parallel.cp;  // the default of --cp (default_cp_values)
+  if (!a.given("--gpus")) space.gpus = study.cluster.gpus();  // after --nodes
   if (a.given("--seq")) {
     if (a.seq < 1) throw InputError("--seq", std::to_string(a.seq), "must be 1 or more");
     study.training.seq = a.seq;
@@ -119,14 +123,16 @@ void register_search(CLI::App& app) {
       "  braid search --study default --gpus 16 --global-batch 128 --schedules stp,1f1b-i "
       "--csv search.csv\n"
       "  braid search --gpus 16 --global-batch 64 --emit megatron --emit-file best.sh\n"
-      "When nothing fits, search tries SP, recomputation, offloading and the distributed "
-      "optimizer and says which would make it fit. See docs/explore.md.");
+      "  braid search --model llama3.1-70b --cluster dgx-h100 --nodes 16 --global-batch 512 "
+      "--seq 131072\n"
+      "When nothing fits, search tries SP, recomputation, offloading, the distributed "
+      "optimizer and more context parallelism and says which would make it fit. See "
+      "docs/explore.md.");
   args->cmd = cmd;
   add_explore_study_options(*cmd, args->study);
   cmd->add_option("--gpus", args->gpus,
-                  "GPUs of the job (whole nodes of the study's cluster, or "
-                  "fewer than one node)")
-      ->required();
+                  "GPUs of the job (whole nodes of the study's cluster, or fewer than one node); "
+                  "default: the cluster's (--nodes x its GPUs per node)");
   cmd->add_option("--global-batch", args->global_batch,
                   "samples per iteration = dp x micro-batch size x microbatches")
       ->required();
@@ -140,6 +146,10 @@ void register_search(CLI::App& app) {
                   "the study's)");
   cmd->add_option("--recompute", args->recompute,
                   "recomputation modes to try: none, selective, full (default: the study's)");
+  cmd->add_option("--cp", args->cp,
+                  "context-parallel sizes to try, e.g. 1,2,4,8 (default: the study's, and 1,2,4,8 "
+                  "where they split the sequence when seq >= " +
+                      std::to_string(kLongSequence) + ")");
   cmd->add_option("--csv", args->csv,
                   "write every simulated and invalid candidate as CSV (the columns of sweep --csv)")
       ->check(file_name());

@@ -21,7 +21,7 @@ namespace {
 
 struct SweepArgs {
   ExploreStudyArgs study;
-  std::string tp, pp, vpp, seq, mbs, microbatches, sp, recompute, schedules;
+  std::string tp, cp, pp, vpp, seq, mbs, microbatches, sp, recompute, schedules;
   SweepOutputs out;
   std::string shard, shard_out;
   CLI::App* cmd = nullptr;
@@ -32,7 +32,7 @@ struct SweepArgs {
 void run_sweep(const SweepArgs& a) {
   // Parse every list before any work.
   SweepAxes axes;
-  std::optional<std::vector<int>> tp, pp, vpp, seq, mbs, m;
+  std::optional<std::vector<int>> tp, cp, pp, vpp, seq, mbs, m;
   std::optional<std::vector<bool>> sp;
   std::optional<std::vector<Recompute>> rc;
   std::optional<std::vector<std::string>> schedules;
@@ -40,6 +40,7 @@ void run_sweep(const SweepArgs& a) {
     return a.given(opt) ? std::optional(parse_int_list(opt, text)) : std::nullopt;
   };
   tp = ints("--tp", a.tp);
+  cp = ints("--cp", a.cp);
   pp = ints("--pp", a.pp);
   vpp = ints("--vpp", a.vpp);
   seq = ints("--seq", a.seq);
@@ -72,10 +73,11 @@ void run_sweep(const SweepArgs& a) {
     if (root) check_sweep_outputs(a.out);
   });
 
-  const bool need_own = !tp || !pp || !vpp || !sp || !schedules;
+  const bool need_own = !tp || !cp || !pp || !vpp || !sp || !schedules;
   const ExploreBase base = load_explore_base(a.study, need_own);
   const Study& own = base.has_own ? base.own : base.study;
   axes.tp = tp.value_or(std::vector<int>{own.parallel.tp});
+  axes.cp = cp.value_or(std::vector<int>{own.parallel.cp});
   axes.pp = pp.value_or(std::vector<int>{own.parallel.pp});
   axes.vpp = vpp.value_or(std::vector<int>{own.parallel.vpp});
   axes.seq = seq.value_or(std::vector<int>{base.study.training.seq});
@@ -140,6 +142,9 @@ void register_sweep(CLI::App& app) {
   args->cmd = cmd;
   add_explore_study_options(*cmd, args->study);
   cmd->add_option("--tp", args->tp, "tensor-parallel sizes, e.g. 2,4,8 (default: the study's)");
+  cmd->add_option("--cp", args->cp,
+                  "context-parallel sizes, e.g. 1,2,4 (default: the study's); dp = GPUs / (tp x "
+                  "cp x pp)");
   cmd->add_option("--pp", args->pp, "pipeline-parallel sizes (default: the study's)");
   cmd->add_option("--vpp", args->vpp,
                   "chunks per rank for 1f1b-i (other schedules fix theirs; default: the study's)");

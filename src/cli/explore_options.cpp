@@ -185,6 +185,7 @@ ExploreBase load_explore_base(const ExploreStudyArgs& args, bool need_own, bool 
   }
   // Sizes that always validate: the axes decide the rest, configuration by configuration.
   o.tp = 1;
+  o.cp = 1;
   o.pp = 1;
   o.vpp = 1;
   o.sequence_parallel = false;

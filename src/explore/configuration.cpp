@@ -26,32 +26,35 @@ const char* name(RowStatus s) {
 
 std::vector<Configuration> cross_product(const SweepAxes& axes) {
   std::vector<Configuration> out;
+  const std::vector<int> cps = axes.cp.empty() ? std::vector<int>{1} : axes.cp;
   for (int tp : axes.tp)
-    for (int pp : axes.pp)
-      for (std::size_t vi = 0; vi < axes.vpp.size(); ++vi)
-        for (int seq : axes.seq)
-          for (int mbs : axes.mbs)
-            for (int m : axes.microbatches)
-              for (bool sp : axes.sp)
-                for (Recompute rc : axes.recompute)
-                  for (const std::string& s : axes.schedules) {
-                    // A schedule whose chunks per rank are fixed ignores the vpp axis: it is
-                    // listed once, with the first vpp value's position in the order.
-                    const int fixed =
-                        explore::is_designed(s) ? explore::kDesignedVpp : fixed_vpp(s);
-                    if (fixed != 0 && vi != 0) continue;
-                    Configuration c;
-                    c.schedule = s;
-                    c.tp = tp;
-                    c.pp = pp;
-                    c.vpp = fixed != 0 ? fixed : axes.vpp[vi];
-                    c.seq = seq;
-                    c.mbs = mbs;
-                    c.microbatches = m;
-                    c.sp = sp;
-                    c.recompute = rc;
-                    out.push_back(c);
-                  }
+    for (int cp : cps)
+      for (int pp : axes.pp)
+        for (std::size_t vi = 0; vi < axes.vpp.size(); ++vi)
+          for (int seq : axes.seq)
+            for (int mbs : axes.mbs)
+              for (int m : axes.microbatches)
+                for (bool sp : axes.sp)
+                  for (Recompute rc : axes.recompute)
+                    for (const std::string& s : axes.schedules) {
+                      // A schedule whose chunks per rank are fixed ignores the vpp axis: it is
+                      // listed once, with the first vpp value's position in the order.
+                      const int fixed =
+                          explore::is_designed(s) ? explore::kDesignedVpp : fixed_vpp(s);
+                      if (fixed != 0 && vi != 0) continue;
+                      Configuration c;
+                      c.schedule = s;
+                      c.tp = tp;
+                      c.cp = cp;
+                      c.pp = pp;
+                      c.vpp = fixed != 0 ? fixed : axes.vpp[vi];
+                      c.seq = seq;
+                      c.mbs = mbs;
+                      c.microbatches = m;
+                      c.sp = sp;
+                      c.recompute = rc;
+                      out.push_back(c);
+                    }
   return out;
 }
 
@@ -99,6 +102,7 @@ void apply_memory_cap(Report& report, double cap_bytes, double fixed_overhead_by
 Study configure(const Study& base, const Configuration& c) {
   Study s = base;
   s.parallel.tp = c.tp;
+  s.parallel.cp = c.cp;
   s.parallel.pp = c.pp;
   s.parallel.vpp = c.vpp;
   s.parallel.sequence_parallel = c.sp;

@@ -188,6 +188,7 @@ double estimated_ops(const Study& base, const Configuration& c) {
   // The size guard's estimate (size_limit.hpp): the same ops the guard bounds balance the work.
   Study s = base;
   s.parallel.tp = c.tp;
+  s.parallel.cp = c.cp;  // the ring steps of each attention unit
   s.parallel.sequence_parallel = c.sp;
   s.training.recompute = c.recompute;
   return configuration_size(s, c).ops;

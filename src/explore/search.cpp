@@ -6,7 +6,9 @@
 // depend on --jobs, so neither does the result. When nothing fits, the same search runs again with
 // each lever that lowers memory (SP, recomputation, offloading, the distributed optimizer).
 #include <algorithm>
+#include <map>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,8 +17,10 @@
 
 #include "../util/format.hpp"
 #include "../util/units.hpp"
+#include "braid/cost_model.hpp"
 #include "braid/error.hpp"
 #include "braid/explore.hpp"
+#include "braid/schedule.hpp"
 #include "format.hpp"
 #include "pipeline.hpp"
 
@@ -95,6 +99,34 @@ std::string why_runner_up(const std::vector<Evaluation>& best) {
   return s;
 }
 
+// A lower bound on a rank's peak without simulating: its static memory plus the activations it
+// must hold at once. Every schedule runs a microbatch's forward through all of a rank's chunks
+// before that microbatch's first backward there, and frees nothing it saved before that backward
+// starts: one microbatch's saved activations on each chunk are held together. And at the
+// moment the schedule has most chunk-microbatches on the device (validate()'s peak_on_device:
+// forward done, backward not, not offloaded), each holds at least the smallest chunk's. A
+// microbatch that is offloaded (`offloads`) may leave the device before its backward: the first
+// term is then left out.
+double peak_lower_bound(const CostModel& cost, const Schedule& schedule,
+                        const std::vector<int>& on_device, bool offloads) {
+  double worst = 0;
+  for (int r = 0; r < schedule.pp; ++r) {
+    const std::vector<int> stages = schedule.virtual_stages_of(r);
+    double one_each = 0, least = cost.chunks[stages.front()].activation_bytes;
+    for (int v : stages) {
+      one_each += cost.chunks[v].activation_bytes;
+      least = std::min(least, cost.chunks[v].activation_bytes);
+    }
+    const double held = std::max(offloads ? 0.0 : one_each, on_device[r] * least);
+    worst = std::max(worst, total(rank_static_parts(cost, stages)) + held);
+  }
+  return worst;
+}
+
+bool offloads(const Study& study, const Configuration& c) {
+  return study.training.offload > 0 || c.schedule == name(ScheduleKind::StpOffload);
+}
+
 }  // namespace
 
 double throughput_upper_bound(const CostModel& cost, const Schedule& schedule) {
@@ -128,12 +160,36 @@ Study with_gpus(const Study& base, int gpus) {
 
 namespace {
 
-// The data-parallel size of the study's cluster at tp x pp (its rank layout's).
-int data_parallel(const Study& study, int tp, int pp) {
-  return make_rank_layout(study.cluster.gpus(), study.cluster.gpus_per_node, tp, 1, pp).dp;
+// The data-parallel size of the study's cluster at tp x cp x pp (its rank layout's).
+int data_parallel(const Study& study, int tp, int cp, int pp) {
+  return make_rank_layout(study.cluster.gpus(), study.cluster.gpus_per_node, tp, cp, pp).dp;
 }
 
+// The model runs context parallelism at all (the rules of validate_context_parallel in
+// config/load.cpp): a fused attention kernel, no vision encoder.
+bool model_runs_cp(const ModelConfig& model) { return model.flash_attention && !model.vision; }
+
 }  // namespace
+
+std::vector<int> default_cp_values(const Study& study) {
+  std::vector<int> out{study.parallel.cp};
+  const int seq = study.training.seq;
+  if (seq >= kLongSequence && model_runs_cp(study.model))
+    for (int cp : {1, 2, 4, 8})
+      if (seq % (2 * cp) == 0 && cp != study.parallel.cp) out.push_back(cp);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string cp_rule_text(const Study& study) {
+  const std::string seq = std::to_string(study.training.seq);
+  if (study.training.seq < kLongSequence)
+    return "CP not tried: seq " + seq + " < " + std::to_string(kLongSequence) + " (--cp tries it)";
+  if (!model_runs_cp(study.model))
+    return "CP not tried: model " + study.model.name +
+           (study.model.vision ? " has a vision encoder" : " runs unfused attention");
+  return "CP tried: seq " + seq + " >= " + std::to_string(kLongSequence);
+}
 
 std::vector<Configuration> search_candidates(const Study& study, const SearchSpace& space) {
   if (space.global_batch <= 0)
@@ -142,25 +198,32 @@ std::vector<Configuration> search_candidates(const Study& study, const SearchSpa
   std::vector<int> vpps = space.vpp;
   if (vpps.empty()) vpps.push_back(study.parallel.vpp);
   std::vector<Configuration> out;
+  const std::vector<int> cps = space.cp.empty() ? default_cp_values(study) : space.cp;
   for (int tp : divisors(gpus))
-    for (int pp : divisors(gpus / tp)) {
-      const int dp = data_parallel(study, tp, pp);
-      if (space.global_batch % dp != 0) continue;
-      const int per_replica = space.global_batch / dp;
-      for (int mbs : space.mbs) {
-        if (per_replica % mbs != 0) continue;
-        SweepAxes axes;
-        axes.tp = {tp};
-        axes.pp = {pp};
-        axes.vpp = vpps;
-        axes.seq = {study.training.seq};
-        axes.mbs = {mbs};
-        axes.microbatches = {per_replica / mbs};
-        axes.sp = space.sp.empty() ? std::vector<bool>{study.parallel.sequence_parallel} : space.sp;
-        axes.recompute = space.recompute.empty() ? std::vector<Recompute>{study.training.recompute}
-                                                 : space.recompute;
-        axes.schedules = space.schedules;
-        for (const Configuration& c : cross_product(axes)) out.push_back(c);
+    for (int cp : cps) {
+      if ((gpus / tp) % cp != 0) continue;
+      for (int pp : divisors(gpus / (tp * cp))) {
+        const int dp = data_parallel(study, tp, cp, pp);
+        if (space.global_batch % dp != 0) continue;
+        const int per_replica = space.global_batch / dp;
+        for (int mbs : space.mbs) {
+          if (per_replica % mbs != 0) continue;
+          SweepAxes axes;
+          axes.tp = {tp};
+          axes.cp = {cp};
+          axes.pp = {pp};
+          axes.vpp = vpps;
+          axes.seq = {study.training.seq};
+          axes.mbs = {mbs};
+          axes.microbatches = {per_replica / mbs};
+          axes.sp =
+              space.sp.empty() ? std::vector<bool>{study.parallel.sequence_parallel} : space.sp;
+          axes.recompute = space.recompute.empty()
+                               ? std::vector<Recompute>{study.training.recompute}
+                               : space.recompute;
+          axes.schedules = space.schedules;
+          for (const Configuration& c : cross_product(axes)) out.push_back(c);
+        }
       }
     }
   if (out.empty())
@@ -179,12 +242,16 @@ std::string setting_of(const Study& study, const SearchSpace& space) {
   for (bool b : space.sp) sp += (sp.empty() ? "" : ",") + std::string(b ? "on" : "off");
   if (space.recompute.empty()) rc = name(study.training.recompute);
   for (Recompute r : space.recompute) rc += (rc.empty() ? "" : ",") + std::string(name(r));
+  std::string cp;
+  for (int c : space.cp.empty() ? default_cp_values(study) : space.cp)
+    cp += (cp.empty() ? "" : ",") + std::to_string(c);
+  cp += space.cp.empty() ? " (" + cp_rule_text(study) + ")" : std::string(" (--cp)");
   return std::to_string(study.cluster.gpus()) + " GPUs of " + study.cluster.name + " (" +
          std::to_string(study.cluster.nodes) + " x " + std::to_string(study.cluster.gpus_per_node) +
          "), model " + study.model.name + ", global batch " + std::to_string(space.global_batch) +
-         ", seq " + std::to_string(study.training.seq) + ", sp " + sp + ", recompute " + rc +
-         ", offload " + util::format("%g", study.training.offload) + ", distributed optimizer " +
-         (study.training.distributed_optimizer ? "on" : "off");
+         ", seq " + std::to_string(study.training.seq) + ", cp " + cp + ", sp " + sp +
+         ", recompute " + rc + ", offload " + util::format("%g", study.training.offload) +
+         ", distributed optimizer " + (study.training.distributed_optimizer ? "on" : "off");
 }
 
 // What the simulated rows keep until the search ends (size_limit.hpp: kKeptBytesPerOp per op,
@@ -203,8 +270,10 @@ struct KeptRows {
   }
 };
 
+// `lever`: a search for a lever, whose only answer is whether something fits and the fastest
+// that does: the memory bound below then applies to every space, however small.
 SearchResult search_once(const Study& base, const Profile& profile, const SearchSpace& space,
-                         const ExploreOptions& options) {
+                         const ExploreOptions& options, bool lever = false) {
   const Study study = with_gpus(base, space.gpus);
   const std::vector<Configuration> configs = search_candidates(study, space);
   const int n = static_cast<int>(configs.size());
@@ -223,6 +292,7 @@ SearchResult search_once(const Study& base, const Profile& profile, const Search
   // Memory first: static memory over the cap rules a candidate out without simulating it.
   std::vector<int> open;
   std::vector<double> bound(n, 0);
+  std::map<const Schedule*, std::vector<int>> on_device;  // validate()'s, per shared schedule
   bool any_valid = false;
   for (int i = 0; i < n; ++i) {
     // A designed configuration may be ruled out before its design (its row has the reason).
@@ -240,7 +310,7 @@ SearchResult search_once(const Study& base, const Profile& profile, const Search
     }
     if (over) {
       ++result.pruned_memory;
-      rows[i].dp = data_parallel(study, configs[i].tp, configs[i].pp);
+      rows[i].dp = data_parallel(study, configs[i].tp, configs[i].cp, configs[i].pp);
       listed[i] = true;
       continue;
     }
@@ -257,6 +327,36 @@ SearchResult search_once(const Study& base, const Profile& profile, const Search
     throw InputError(
         "search", "candidates",
         "none of the " + std::to_string(n) + " layouts is valid (first: " + first + ")");
+  }
+
+  // A space too large to simulate whole: the activations a layout must hold at once rule out
+  // more without simulating (at long sequences most layouts fail here, which keeps a search over
+  // cp, sp and recomputation fast). A small space is simulated whole, so that the fastest layout
+  // over the cap and what each lever costs against it stay known.
+  if (lever || static_cast<int>(open.size()) > space.exhaustive_limit) {
+    std::vector<int> kept;
+    for (int i : open) {
+      const Schedule& schedule = wb.schedule(i);
+      auto it = on_device.find(&schedule);
+      if (it == on_device.end()) {
+        std::vector<int> peak = validate(schedule).peak_on_device;
+        if (static_cast<int>(peak.size()) != schedule.pp) peak.assign(schedule.pp, 0);
+        it = on_device.emplace(&schedule, std::move(peak)).first;
+      }
+      const double least =
+          peak_lower_bound(wb.cost(i), schedule, it->second, offloads(study, configs[i]));
+      if (least <= cap) {
+        kept.push_back(i);
+        continue;
+      }
+      rows[i].reason = "static memory and the activations held at once " +
+                       util::format("%.2f GiB", least / kGiB) + " over the " +
+                       util::format("%.2f GiB", cap / kGiB) + " cap; not simulated";
+      ++result.pruned_memory;
+      rows[i].dp = data_parallel(study, configs[i].tp, configs[i].cp, configs[i].pp);
+      listed[i] = true;
+    }
+    open = std::move(kept);
   }
 
   const int top = std::max(1, space.top);
@@ -324,6 +424,59 @@ SearchResult search_once(const Study& base, const Profile& profile, const Search
   return result;
 }
 
+// The best layout with one lever, or why there is none.
+Lever lever_result(std::string name, const Study& study, const Profile& profile,
+                   const SearchSpace& space, const ExploreOptions& options) {
+  Lever lever;
+  lever.name = std::move(name);
+  try {
+    SearchResult r = search_once(study, profile, space, options, /*lever=*/true);
+    lever.fits = !r.best.empty();
+    lever.best = r.best;
+    if (!lever.fits)
+      lever.detail = r.has_fastest_oom
+                         ? "still over the cap: the fastest layout " +
+                               explore::describe(r.fastest_oom.config) + ": " + r.fastest_oom.reason
+                         : "still over the cap: every layout's memory (static, or static + the "
+                           "activations held at once) exceeds it before simulation";
+  } catch (const InputError& e) {
+    lever.detail = "does not apply: " + explore::reason_of(e);
+  }
+  return lever;
+}
+
+// More context parallelism: the cp sizes not yet tried (powers of two up to the GPUs, each where
+// the sequence splits into 2 x cp chunks), smallest first, each alone; the first that fits is
+// the lever ("--cp 4"), else it names every size tried. Empty when none is left to try.
+std::optional<Lever> cp_lever(const Study& base, const Profile& profile, const SearchSpace& space,
+                              const ExploreOptions& options) {
+  const std::vector<int> tried = space.cp.empty() ? default_cp_values(base) : space.cp;
+  const int seq = base.training.seq;
+  std::vector<int> more;
+  for (int cp = 2; cp <= space.gpus; cp *= 2)
+    if (seq % (2 * cp) == 0 && std::find(tried.begin(), tried.end(), cp) == tried.end())
+      more.push_back(cp);
+  if (more.empty()) return std::nullopt;
+  if (!model_runs_cp(base.model)) {
+    Lever no;
+    no.name = "--cp";
+    no.detail = "does not apply: " + cp_rule_text(base);
+    return no;
+  }
+  Lever last;
+  std::string sizes;
+  for (int cp : more) {
+    SearchSpace s = space;
+    s.cp = {cp};
+    last = lever_result("--cp " + std::to_string(cp), base, profile, s, options);
+    if (last.fits) return last;
+    sizes += (sizes.empty() ? "" : ",") + std::to_string(cp);
+  }
+  last.name = "--cp " + sizes;
+  last.detail = "each size alone: " + last.detail + " (at cp " + std::to_string(more.back()) + ")";
+  return last;
+}
+
 // The levers, each alone, then all together if none is enough. A lever already in effect is
 // left out.
 std::vector<Lever> try_levers(const Study& base, const Profile& profile, const SearchSpace& space,
@@ -369,32 +522,15 @@ std::vector<Lever> try_levers(const Study& base, const Profile& profile, const S
     all.study.training.distributed_optimizer = true;
     tries.push_back(t);
   }
-  const std::size_t alone = tries.size();
-  if (alone > 1) tries.push_back(all);
   std::vector<Lever> out;
-  for (std::size_t k = 0; k < tries.size(); ++k) {
-    if (k == alone) {
-      bool any = false;
-      for (const Lever& l : out) any = any || l.fits;
-      if (any) break;  // together only when no lever alone is enough
-    }
-    Lever lever;
-    lever.name = tries[k].name;
-    try {
-      SearchResult r = search_once(tries[k].study, profile, tries[k].space, options);
-      lever.fits = !r.best.empty();
-      lever.best = r.best;
-      if (!lever.fits)
-        lever.detail = r.has_fastest_oom
-                           ? "still over the cap: the fastest layout " +
-                                 explore::describe(r.fastest_oom.config) + ": " +
-                                 r.fastest_oom.reason
-                           : "still over the cap: the static memory of every layout exceeds it";
-    } catch (const InputError& e) {
-      lever.detail = "does not apply: " + explore::reason_of(e);
-    }
-    out.push_back(std::move(lever));
-  }
+  for (const Try& t : tries)
+    out.push_back(lever_result(t.name, t.study, profile, t.space, options));
+  if (std::optional<Lever> cp = cp_lever(base, profile, quiet, options)) out.push_back(*cp);
+  bool any = false;
+  for (const Lever& l : out) any = any || l.fits;
+  // Together only when no lever alone is enough (and there are two to put together).
+  if (!any && tries.size() > 1)
+    out.push_back(lever_result(all.name, all.study, profile, all.space, options));
   return out;
 }
 
@@ -464,7 +600,8 @@ std::string search_text(const SearchResult& r, bool show_invalid) {
   std::string out = "search: " + r.setting + "\n" + memory_cap_text(r.cap) + "\n";
   out += std::to_string(r.candidates) + " candidate layouts, " + std::to_string(r.invalid) +
          " invalid, " + std::to_string(r.pruned_memory) +
-         " ruled out by static memory (no simulation), " +
+         " ruled out by memory (static, or static + the activations held at once; "
+         "no simulation), " +
          (r.exhaustive
               ? std::string("exhaustive: every other one simulated (") +
                     std::to_string(r.simulated) + ")"

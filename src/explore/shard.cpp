@@ -33,8 +33,12 @@ namespace {
 
 // 2: rows in visit_fields() order; 3: the grid fingerprints the whole study and the profile's
 // contents (study_fields.hpp); 4: the magic line ends with the checksum of the rest of the file
-// and the header lists each row's checksum, so a flipped byte is refused, naming its row.
-constexpr const char* kMagic = "braid-sweep-shard 4";
+// and the header lists each row's checksum, so a flipped byte is refused, naming its row; 5: the
+// rows carry cp (Configuration's context-parallel size).
+constexpr const char* kMagicName = "braid-sweep-shard";
+constexpr int kVersion = 5;
+// "braid-sweep-shard 5": the first words of a shard file.
+std::string magic_words() { return std::string(kMagicName) + " " + std::to_string(kVersion); }
 
 // FNV-1a, 64 bits: a stable fingerprint (not a security measure) of what the shards must share.
 std::string fingerprint(const std::string& text) {
@@ -228,13 +232,26 @@ std::string encode_shard(const SweepShard& s) {
   for (const Evaluation& row : s.rows) row_sums.push_back(row_checksum(row));
   j["row_checksums"] = row_sums;
   const std::string body = j.dump() + "\n" + encode_rows(s.rows);
-  return std::string(kMagic) + " " + fingerprint(body) + "\n" + body;
+  return magic_words() + " " + fingerprint(body) + "\n" + body;
 }
 
 SweepShard decode_shard(const std::string& bytes, const std::string& file) {
-  const std::string magic = std::string(kMagic) + " ";
+  const std::string magic = magic_words() + " ";
   constexpr std::size_t kChecksumDigits = 16;
   const std::size_t body_at = magic.size() + kChecksumDigits + 1;
+  const std::string any_version = std::string(kMagicName) + " ";
+  if (bytes.compare(0, magic.size(), magic) != 0 &&
+      bytes.compare(0, any_version.size(), any_version) == 0) {
+    const std::size_t end = bytes.find_first_of(" \n", any_version.size());
+    const std::string version =
+        bytes.substr(any_version.size(), std::min<std::size_t>(end, 32) - any_version.size());
+    throw InputError(file, "shard",
+                     "shard format " + util::escape_control_bytes(version) +
+                         " from another braid; this one "
+                         "reads format " +
+                         std::to_string(kVersion) +
+                         ": run its braid sweep --shard again with this braid");
+  }
   if (bytes.compare(0, magic.size(), magic) != 0 || bytes.size() < body_at ||
       bytes[body_at - 1] != '\n')
     throw InputError(file, "shard",
