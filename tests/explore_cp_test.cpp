@@ -137,9 +137,9 @@ TEST_CASE("sweep --cp: the cp column in the table, CSV and JSON, alike for --job
                     csv2 = (scratch.dir / "b.csv").string();
   const std::string grid =
       "sweep --tp 4,8 --cp 1,2 --pp 2 --seq 2048 --microbatches 8 --schedules 1f1b-i,stp";
-  const CliRun a = run_braid(grid + " --jobs 1 --csv " + csv1, scratch.dir);
+  const CliRun a = run_braid(grid + " --jobs 1 --show-invalid --csv " + csv1, scratch.dir);
   REQUIRE(a.exit_code == 0);
-  const CliRun b = run_braid(grid + " --jobs 2 --csv " + csv2, scratch.dir);
+  const CliRun b = run_braid(grid + " --jobs 2 --show-invalid --csv " + csv2, scratch.dir);
   REQUIRE(b.exit_code == 0);
   CHECK(a.out == b.out);
   CHECK(slurp(csv1) == slurp(csv2));

@@ -285,16 +285,17 @@ TEST_CASE("the table counts invalid rows by reason and --show-invalid lists each
                              "is off; --tp-across-nodes allows it)\n"
                              "  1 x microbatches 3 below the minimum 4 of stp at pp 2\n"));
   // Every row, in configuration order, with --show-invalid.
-  CHECK_THAT(sweep_table(r, 0, true),
-             Catch::EndsWith("\ninvalid (3):\n"
-                             "  stp tp 8 pp 2 vpp 2 seq 2048 mbs 1 m 3 sp off recompute none: "
-                             "microbatches 3 below the minimum 4 of stp at pp 2\n"
-                             "  stp tp 16 pp 2 vpp 2 seq 2048 mbs 1 m 8 sp off recompute none: "
-                             "tp 16 > 8 GPUs per node of cluster a800x16 (TP across nodes is off; "
-                             "--tp-across-nodes allows it)\n"
-                             "  stp tp 32 pp 2 vpp 2 seq 2048 mbs 1 m 8 sp off recompute none: "
-                             "tp 32 > 8 GPUs per node of cluster a800x16 (TP across nodes is off; "
-                             "--tp-across-nodes allows it)\n"));
+  CHECK_THAT(
+      sweep_table(r, 0, true),
+      Catch::EndsWith("\ninvalid (3):\n"
+                      "  stp tp 8 cp 1 pp 2 vpp 2 seq 2048 mbs 1 m 3 sp off recompute none: "
+                      "microbatches 3 below the minimum 4 of stp at pp 2\n"
+                      "  stp tp 16 cp 1 pp 2 vpp 2 seq 2048 mbs 1 m 8 sp off recompute none: "
+                      "tp 16 > 8 GPUs per node of cluster a800x16 (TP across nodes is off; "
+                      "--tp-across-nodes allows it)\n"
+                      "  stp tp 32 cp 1 pp 2 vpp 2 seq 2048 mbs 1 m 8 sp off recompute none: "
+                      "tp 32 > 8 GPUs per node of cluster a800x16 (TP across nodes is off; "
+                      "--tp-across-nodes allows it)\n"));
   // CSV keeps every row: a header, the valid one and the three invalid ones.
   CHECK(count_lines(sweep_csv(r)) == 1 + 4);
 }

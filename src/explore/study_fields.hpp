@@ -79,6 +79,7 @@ void visit_study_fields(const ParallelConfig& p, F&& f) {
   f("vpp", p.vpp);
   f("sequence_parallel", p.sequence_parallel);
   f("cp", p.cp);
+  f("cp_comm_type", p.cp_comm_type);
   f("dp", p.dp);
 }
 
