@@ -145,7 +145,8 @@ TEST_CASE("cp allgather gathers KV before attention and reduce-scatters dKV afte
   const CostModel gather = cost_of(qwen_cp(2, 4, CpCommType::AllGather));
   // The gathered buffer: KV of the whole sequence, cp 2 x 1 MiB (the ring's chunk above).
   const double bytes = 2 * 1048576.0;
-  const LinkProfile& nvlink = load_profile("h100").link("nvlink");
+  const Profile h100 = load_profile("h100");  // the link is a reference into it
+  const LinkProfile& nvlink = h100.link("nvlink");
   const UnitCost attn = first_unit(gather, UnitKind::Attn);
   struct Expect {
     Phase phase;
