@@ -45,6 +45,20 @@ UnitCost first_unit(const CostModel& cm, UnitKind kind) {
   return {};
 }
 
+// Every schedule at cp 2 with `comm`: the sum identity holds and the CP group communicates.
+void check_every_schedule(CpCommType comm) {
+  for (const std::string& name : schedule_names()) {
+    INFO(name);
+    Study s = qwen_cp(2, 4, comm);
+    s.parallel.vpp = chunks_per_rank(name, 1);
+    validate_study(s);
+    const Schedule sched = make_schedule(name, ScheduleOptions{2, s.parallel.vpp, 8});
+    const test::Simulated r = test::simulated(sched, cost_of(s), false);
+    test::check_sum_identity(r.report);
+    CHECK(r.report.cp_comm_rate > 0);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("cp divides the data-parallel size and its groups sit inside a node first",
@@ -127,16 +141,7 @@ TEST_CASE("a cp run lowers each ring step beside a piece of attention and report
 }
 
 TEST_CASE("every schedule keeps the sum identity with a CP ring", "[cp][sim]") {
-  for (const std::string& name : schedule_names()) {
-    INFO(name);
-    Study s = qwen_cp(2);
-    s.parallel.vpp = chunks_per_rank(name, 1);
-    validate_study(s);
-    const Schedule sched = make_schedule(name, ScheduleOptions{2, s.parallel.vpp, 8});
-    const test::Simulated r = test::simulated(sched, cost_of(s), false);
-    test::check_sum_identity(r.report);
-    CHECK(r.report.cp_comm_rate > 0);
-  }
+  check_every_schedule(CpCommType::P2P);
 }
 
 TEST_CASE("cp allgather gathers KV before attention and reduce-scatters dKV after, exposed",
@@ -200,16 +205,7 @@ TEST_CASE("cp allgather's forward gathers are exposed under 1F1B, and every sche
   // under 1F1B they are hidden and rank 0's cp_exposed is exactly the forward gathers' time.
   CHECK(backward_s > 0);
   CHECK(r.report.ranks[0].cp_exposed_s == Approx(forward_s).epsilon(1e-9));
-  for (const std::string& name : schedule_names()) {
-    INFO(name);
-    Study s = qwen_cp(2, 4, CpCommType::AllGather);
-    s.parallel.vpp = chunks_per_rank(name, 1);
-    validate_study(s);
-    const Schedule sched = make_schedule(name, ScheduleOptions{2, s.parallel.vpp, 8});
-    const test::Simulated run = test::simulated(sched, cost_of(s), false);
-    test::check_sum_identity(run.report);
-    CHECK(run.report.cp_comm_rate > 0);
-  }
+  check_every_schedule(CpCommType::AllGather);
 }
 
 TEST_CASE("context parallelism the model cannot run is one line naming the fix", "[cp][errors]") {

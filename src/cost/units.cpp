@@ -24,19 +24,28 @@ Source collective_source(const LinkProfile& link, CollectiveKind kind, int ranks
   return link.published ? Source::Published : Source::Measured;
 }
 
+// A collective of `group` (of `ranks` GPUs over `link`) before or after a phase's compute; none
+// for a group of one.
+void add_group_collective(PhaseCost& p, Group group, int ranks, const LinkProfile& link,
+                          CollectiveKind kind, CollectivePosition position, double bytes,
+                          bool from_compute = false) {
+  if (ranks <= 1) return;
+  Collective c;
+  c.kind = kind;
+  c.group = group;
+  c.position = position;
+  c.from_compute = from_compute;
+  c.source = collective_source(link, kind, ranks);
+  c.bytes = bytes;
+  c.time_s = collective_time_s(link, kind, ranks, bytes);
+  p.collectives.push_back(c);
+}
+
 // A collective of the TP group in phase `p`; none for a TP group of one.
 void add_tp_collective(PhaseCost& p, const TpSetup& tp, CollectiveKind kind,
                        CollectivePosition position, double bytes, bool from_compute = false) {
-  if (tp.tp <= 1) return;
-  Collective c;
-  c.kind = kind;
-  c.group = Group::Tp;
-  c.position = position;
-  c.from_compute = from_compute;
-  c.source = collective_source(*tp.link, kind, tp.tp);
-  c.bytes = bytes;
-  c.time_s = collective_time_s(*tp.link, kind, tp.tp, bytes);
-  p.collectives.push_back(c);
+  if (tp.tp <= 1) return;  // no link is looked at for a group of one
+  add_group_collective(p, Group::Tp, tp.tp, *tp.link, kind, position, bytes, from_compute);
 }
 
 // The KV exchanges of context parallelism inside a phase's compute: cp - 1 transfers of
@@ -60,14 +69,7 @@ void add_cp_ring(PhaseCost& p, const TpSetup& tp, double step_bytes) {
 void add_cp_collective(PhaseCost& p, const TpSetup& tp, CollectiveKind kind,
                        CollectivePosition position, double bytes) {
   if (tp.cp <= 1) return;
-  Collective c;
-  c.kind = kind;
-  c.group = Group::Cp;
-  c.position = position;
-  c.source = collective_source(*tp.cp_link, kind, tp.cp);
-  c.bytes = bytes;
-  c.time_s = collective_time_s(*tp.cp_link, kind, tp.cp, bytes);
-  p.collectives.push_back(c);
+  add_group_collective(p, Group::Cp, tp.cp, *tp.cp_link, kind, position, bytes);
 }
 
 // The two collective patterns of DESIGN §2. Column units (PreAttn, PreMLP, LM head): no SP -> B
