@@ -223,3 +223,67 @@ TEST_CASE("1f1b and gpipe refuse fewer microbatches than stages, as 1f1b-i and s
   CHECK(run_braid("simulate --schedule 1f1b --microbatches 2").exit_code == 0);
   CHECK(run_braid("simulate --schedule gpipe --pp 1 --microbatches 1").exit_code == 0);
 }
+
+TEST_CASE("a model or cluster without --study starts from the job defaults and says which",
+          "[cli][simulate][defaults]") {
+  // configs/studies/job-defaults.yaml: tp 8, pp 1, vpp 2, cp 1, seq 8192, mbs 1, m 64, sp on,
+  // recompute none, distributed optimizer on, every schedule. Given here: tp, pp and m.
+  const fs::path dir =
+      fs::temp_directory_path() / ("braid_job_defaults_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string trace = (dir / "t.json").string();
+  const CliRun r = run_braid(
+      "simulate --model llama3.1-8b --cluster dgx-h100 --schedule 1f1b --tp 2 --pp 2 "
+      "--microbatches 8 --trace " +
+      trace);
+  REQUIRE(r.exit_code == 0);
+  CHECK_THAT(r.out,
+             Catch::Contains("\njob defaults (configs/studies/job-defaults.yaml), not given: "
+                             "vpp 2, cp 1, seq 8192, mbs 1, sp on, recompute none, "
+                             "distributed optimizer on, schedules gpipe,1f1b,1f1b-i,zb-h1,"
+                             "zb-v,dualpipe-v,stp,stp-offload\n"));
+  CHECK_THAT(r.out, Catch::Contains("sp on, recompute none, offload 0, distributed optimizer on"));
+  CHECK_THAT(r.out, Catch::Contains("schedule 1f1b on llama3.1-8b on dgx-h100: pp 2"));
+  CHECK_THAT(r.out, !Catch::Contains("default:") && !Catch::Contains("on default"));
+  std::ifstream in(trace);
+  const nlohmann::json t = nlohmann::json::parse(in);
+  CHECK(t["otherData"]["study"] == "llama3.1-8b on dgx-h100");
+  fs::remove_all(dir);
+
+  SECTION("each setting given is left out of the line; all given, no line") {
+    const CliRun all = run_braid(
+        "simulate --model llama3.1-8b --cluster dgx-h100 --schedule 1f1b --tp 2 --pp 2 --vpp 1 "
+        "--cp 1 --seq 4096 --mbs 1 --microbatches 8 --sp off --recompute full "
+        "--distributed-optimizer off");
+    REQUIRE(all.exit_code == 0);
+    CHECK_THAT(all.out, Catch::Contains("\njob defaults (configs/studies/job-defaults.yaml), not "
+                                        "given: schedules gpipe,"));
+    CHECK_THAT(all.out, Catch::Contains("sp off, recompute full, offload 0, distributed optimizer "
+                                        "off"));
+  }
+  SECTION("without a model or cluster the default study runs as before, with no such line") {
+    const CliRun d = run_braid("simulate --schedule stp");
+    REQUIRE(d.exit_code == 0);
+    CHECK_THAT(d.out, !Catch::Contains("job defaults"));
+    CHECK_THAT(d.out, Catch::Contains("schedule stp on default: pp 2"));
+  }
+  SECTION("--study keeps the study file's settings and name, --model only replaces the model") {
+    const CliRun s = run_braid("simulate --study default --cluster h100x64 --schedule stp");
+    REQUIRE(s.exit_code == 0);
+    CHECK_THAT(s.out, !Catch::Contains("job defaults"));
+    CHECK_THAT(s.out, Catch::Contains("model qwen2-12.1b on h100x64 (8 x 8 GPUs): tp 8, pp 2") &&
+                          Catch::Contains("schedule stp on default: pp 2"));
+  }
+}
+
+TEST_CASE("search and sweep from the job defaults list what they did not vary",
+          "[cli][simulate][defaults]") {
+  const CliRun s = run_braid(
+      "sweep --model llama3.1-8b --cluster dgx-h100 --tp 2,4 --pp 2 --microbatches 8 "
+      "--schedules 1f1b --jobs 1");
+  REQUIRE(s.exit_code == 0);
+  CHECK_THAT(s.out, Catch::StartsWith("job defaults (configs/studies/job-defaults.yaml), not "
+                                      "given: vpp 2, cp 1, seq 8192, mbs 1, sp on, recompute none, "
+                                      "distributed optimizer on\n"));
+  CHECK_THAT(s.out, Catch::Contains("sweep of study llama3.1-8b on dgx-h100: 2 configurations"));
+}

@@ -229,12 +229,13 @@ TEST_CASE(
     "when nothing fits without it",
     "[explore][cp][search][cli]") {
   // Issue 36's question, with full recomputation (without it nothing fits at this length, CP or
-  // not) and one schedule and micro-batch size to keep the test short. At cp 1 no layout fits
-  // (even at tp 8 x pp 16 the activations of the microbatches in flight exceed the cap), SP
-  // aside; the CP lever tries cp 2, 4, 8 in turn and the first that fits is 8.
+  // not) and one schedule and micro-batch size to keep the test short. SP off (the job defaults
+  // turn it on, and with it cp 1 fits): at cp 1 no layout fits (even at tp 8 x pp 16 the
+  // activations of the microbatches in flight exceed the cap); the CP lever tries cp 2, 4, 8 in
+  // turn and the first that fits is 8.
   const std::string common =
       "search --model llama3.1-70b --cluster dgx-h100 --nodes 16 --global-batch 512 --seq 131072 "
-      "--recompute full --schedules 1f1b-i --mbs 1 --json";
+      "--recompute full --sp off --schedules 1f1b-i --mbs 1 --json";
   const CliRun r = run_braid(common);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);

@@ -320,7 +320,8 @@ TEST_CASE("braid simulate --model hf:... runs a Hugging Face model on a cluster"
   CHECK(r.err.empty());
   REQUIRE(r.exit_code == 0);
   CHECK_THAT(r.out, Catch::Contains("llama-3.2-1b"));
-  const CliRun info = run_braid("info --model hf:tests/data/hf/llama-3.1-8b --tp 8 --pp 2");
+  const CliRun info =
+      run_braid("info --model hf:tests/data/hf/llama-3.1-8b --tp 8 --pp 2 --nodes 2");
   REQUIRE(info.exit_code == 0);
   CHECK_THAT(info.out, Catch::Contains("parameters: total 8.030 B"));
 }

@@ -103,6 +103,13 @@ void run_search(const SearchArgs& a) {
   bar.finish();
   if (!root) return;  // every rank holds the result; rank 0 prints it
   if (!a.csv.empty()) write_file("--csv", a.csv, search_csv(result));
+  if (!a.json) {
+    // Search chooses tp, pp, cp, mbs and m itself; the other axes only when given.
+    std::vector<std::string> varied{"tp", "pp", "cp", "mbs", "m"};
+    for (const char* key : {"vpp", "seq", "sp", "recompute", "schedules"})
+      if (a.given(("--" + std::string(key)).c_str())) varied.emplace_back(key);
+    std::cout << job_defaults_text(base.args, base.own, varied);
+  }
   std::cout << (a.json ? search_json(result) : search_text(result, a.show_invalid));
   emit_best(a.emit, study, result);
 }

@@ -120,6 +120,21 @@ void run_sweep(const SweepArgs& a) {
   }
   bar.finish();
   if (!root) return;  // every rank holds the result; rank 0 writes it
+  std::vector<std::string> varied;
+  auto vary = [&varied](bool given, const char* key) {
+    if (given) varied.emplace_back(key);
+  };
+  vary(tp.has_value(), "tp");
+  vary(cp.has_value(), "cp");
+  vary(pp.has_value(), "pp");
+  vary(vpp.has_value(), "vpp");
+  vary(seq.has_value(), "seq");
+  vary(mbs.has_value(), "mbs");
+  vary(m.has_value(), "m");
+  vary(sp.has_value(), "sp");
+  vary(rc.has_value(), "recompute");
+  vary(schedules.has_value(), "schedules");
+  if (!a.out.json) std::cout << job_defaults_text(base.args, own, varied);
   write_sweep_outputs(result, a.out, sweep_title(base.study));
 }
 

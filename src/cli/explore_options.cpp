@@ -102,7 +102,8 @@ std::vector<std::string> parse_schedule_list(const std::string& option, const st
 
 void add_explore_study_options(CLI::App& cmd, ExploreStudyArgs& args) {
   cmd.add_option("--study", args.study,
-                 "study YAML: a name under configs/studies or a path (default: "
+                 "study YAML: a name under configs/studies or a path (default: the job defaults, "
+                 "configs/studies/job-defaults.yaml, with --model or --cluster; else "
                  "configs/studies/default.yaml)");
   cmd.add_option("--model", args.model, "model: a name under configs/models or a path");
   cmd.add_option("--cluster", args.cluster, "cluster: a name under configs/clusters or a path");
@@ -177,6 +178,7 @@ ExploreBase load_explore_base(const ExploreStudyArgs& args, bool need_own, bool 
   o.offload = args.offload;
   o.balance = args.balance;
   ExploreBase base;
+  base.args = sa;
   if (need_own) {
     StudyArgs own = sa;
     if (own_any_layout) own.overrides.tp = own.overrides.pp = 1;  // search chooses them
@@ -256,7 +258,8 @@ void write_sweep_outputs(const SweepResult& result, const SweepOutputs& out,
 }
 
 std::string sweep_title(const Study& study) {
-  return "braid sweep: " + study.name + " (" + study.model.name + " on " + study.cluster.name + ")";
+  const std::string job = study.model.name + " on " + study.cluster.name;
+  return "braid sweep: " + study.name + (study.name == job ? "" : " (" + job + ")");
 }
 
 ProgressBar::ProgressBar() : enabled(isatty(STDERR_FILENO) != 0) {}

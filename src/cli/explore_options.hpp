@@ -14,6 +14,7 @@
 #include <CLI/CLI.hpp>
 
 #include "braid/explore.hpp"
+#include "study_options.hpp"
 
 namespace braid::cli {
 
@@ -26,7 +27,7 @@ std::vector<std::string> parse_schedule_list(const std::string& option, const st
 
 // The study file and model/cluster/profile/nodes overrides shared by sweep and search.
 struct ExploreStudyArgs {
-  std::string study = "configs/studies/default.yaml";
+  std::string study;  // empty: StudyArgs::study's rule (study_file_for)
   std::string model, cluster, profile;
   std::optional<int> nodes;
   std::optional<double> offload;
@@ -45,6 +46,7 @@ struct ExploreBase {
   Study own;    // the study's own sizes (for axes not given); valid only if `has_own`
   bool has_own = false;
   Profile profile;
+  StudyArgs args;  // the study options as given, for job_defaults_text
 };
 // `need_own`: some axis defaults to the study's value, so the study must be valid as written;
 // `own_any_layout`: its tp and pp are not used (search chooses them), so they need not fit.

@@ -135,7 +135,8 @@ void adopt_file_schedule(SimulationContext& ctx, const SimulationArgs& args,
 
 std::string setting_header(const SimulationContext& ctx) {
   if (!ctx.study) return "";
-  return "setting: " + study_setting(*ctx.study) + "\n" + memory_cap_text(ctx.cap) + "\n\n";
+  return "setting: " + study_setting(*ctx.study) + "\n" + ctx.job_defaults +
+         memory_cap_text(ctx.cap) + "\n\n";
 }
 
 SimulationContext resolve_context(const SimulationArgs& args) {
@@ -173,6 +174,7 @@ SimulationContext resolve_context(const SimulationArgs& args) {
   ctx.study = resolve_study(args.study);
   ctx.profile = resolve_profile(args.study, *ctx.study);
   ctx.study_name = ctx.study->name;
+  ctx.job_defaults = job_defaults_text(args.study, *ctx.study);
   ctx.cap = memory_cap_of(*ctx.profile, args);
   ctx.pp = ctx.study->parallel.pp;
   ctx.vpp = ctx.study->parallel.vpp;

@@ -50,7 +50,8 @@ struct SimulationContext {
   int pp = 1, vpp = 2, microbatches = 1;
   LowerOptions lower;
   SimOptions sim;
-  MemoryCap cap;  // study mode: a rank over it is reported oom
+  MemoryCap cap;             // study mode: a rank over it is reported oom
+  std::string job_defaults;  // job_defaults_text: the settings taken from the job defaults
 };
 SimulationContext resolve_context(const SimulationArgs& args);
 

@@ -19,8 +19,9 @@ namespace braid::cli {
 void add_study_options(CLI::App& cmd, StudyArgs& args) {
   StudyOverrides& o = args.overrides;
   cmd.add_option("--study", args.study,
-                 "study YAML: a name under configs/studies or a path (default: "
-                 "configs/studies/default.yaml)");
+                 "study YAML: a name under configs/studies or a path (default: the job defaults, "
+                 "configs/studies/job-defaults.yaml, when --model, --cluster or Megatron-LM "
+                 "arguments describe the job; else configs/studies/default.yaml)");
   cmd.add_option_function<std::string>(
       "--model", [&o](const std::string& v) { o.model = v; },
       "model: a name under configs/models (qwen2-7b, ...) or a path; default: the study's");
@@ -146,8 +147,9 @@ std::vector<int> parse_layers_per_stage(const std::string& text) {
 
 namespace {
 
-// The overrides with Megatron-LM arguments, when given, beneath the other options.
-StudyOverrides with_megatron_args(const StudyArgs& args) {
+// The overrides with Megatron-LM arguments, when given, beneath the other options; `warn` prints
+// the flags braid does not model (once per command: resolve_study's call).
+StudyOverrides with_megatron_args(const StudyArgs& args, bool warn) {
   if (args.megatron_args.empty() && args.megatron_args_file.empty()) {
     if (args.strict) throw InputError("--strict", "", "applies to --megatron-args(-file) only");
     return args.overrides;
@@ -169,7 +171,7 @@ StudyOverrides with_megatron_args(const StudyArgs& args) {
   if (!launch.not_modelled.empty()) {
     const std::string list = CLI::detail::join(launch.not_modelled, ", ");
     if (args.strict) throw InputError(where, "not modelled", list + " (--strict)");
-    if (is_root())
+    if (warn && is_root())
       std::cerr << "braid: warning: " << where << ": not modelled, ignored: " << list << "\n";
   }
   StudyOverrides merged = launch.overrides;
@@ -179,8 +181,17 @@ StudyOverrides with_megatron_args(const StudyArgs& args) {
 
 }  // namespace
 
+std::string study_file_for(const StudyArgs& args, const StudyOverrides& merged) {
+  if (!args.study.empty()) return args.study;
+  return merged.model || merged.model_config || merged.cluster ? kJobDefaults : kDefaultStudy;
+}
+
 Study resolve_study(const StudyArgs& args) {
-  Study study = load_study(resolve_config("studies", args.study), with_megatron_args(args));
+  const StudyOverrides overrides = with_megatron_args(args, true);
+  const std::string file = study_file_for(args, overrides);
+  Study study = load_study(resolve_config("studies", file), overrides);
+  if (args.study.empty() && file == kJobDefaults)
+    study.name = study.model.name + " on " + study.cluster.name;
   // The study's own list (compare's default, sweep's and search's too): an unknown name is the
   // file's error, not the --schedules option's, and never silently dropped.
   const std::vector<std::string>& known = schedule_names();
@@ -190,6 +201,35 @@ Study resolve_study(const StudyArgs& args) {
                        "unknown schedule '" + name + "'; known: " + CLI::detail::join(known, ", ") +
                            util::did_you_mean(name, known));
   return study;
+}
+
+std::string job_defaults_text(const StudyArgs& args, const Study& study,
+                              const std::vector<std::string>& varied) {
+  const StudyOverrides o = with_megatron_args(args, false);
+  if (study_file_for(args, o) != kJobDefaults) return "";
+  const ParallelConfig& p = study.parallel;
+  const TrainingConfig& t = study.training;
+  std::vector<std::string> items;
+  auto add = [&](const char* key, bool given, const std::string& value) {
+    if (!given && std::find(varied.begin(), varied.end(), key) == varied.end())
+      items.push_back(key + (" " + value));
+  };
+  auto on_off = [](bool b) { return std::string(b ? "on" : "off"); };
+  add("tp", o.tp.has_value(), std::to_string(p.tp));
+  add("pp", o.pp.has_value(), std::to_string(p.pp));
+  add("vpp", o.vpp.has_value(), std::to_string(p.vpp));
+  add("cp", o.cp.has_value(), std::to_string(p.cp));
+  add("seq", o.seq.has_value(), std::to_string(t.seq));
+  add("mbs", o.mbs.has_value(), std::to_string(t.micro_batch_size));
+  add("m", o.microbatches || o.global_batch, std::to_string(t.microbatches));
+  add("sp", o.sequence_parallel.has_value(), on_off(p.sequence_parallel));
+  add("recompute", o.recompute.has_value(), name(t.recompute));
+  add("distributed optimizer", o.distributed_optimizer.has_value(),
+      on_off(t.distributed_optimizer));
+  add("schedules", false, CLI::detail::join(study.schedules, ","));
+  if (items.empty()) return "";
+  return "job defaults (" + std::string(kJobDefaults) +
+         "), not given: " + CLI::detail::join(items, ", ") + "\n";
 }
 
 Profile resolve_profile(const StudyArgs& args, const Study& study) {

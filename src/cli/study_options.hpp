@@ -14,8 +14,10 @@
 namespace braid::cli {
 
 struct StudyArgs {
-  std::string study = "configs/studies/default.yaml";  // path or name under configs/studies
-  std::string profile;                                 // overrides the cluster's profile
+  // Path or name under configs/studies; empty: the job defaults or the default study
+  // (study_file_for).
+  std::string study;
+  std::string profile;  // overrides the cluster's profile
   StudyOverrides overrides;
   // Megatron-LM arguments as the base of the overrides (docs/megatron.md): the flags as text, or
   // a launch script; --strict refuses the flags braid does not model instead of warning.
@@ -24,7 +26,20 @@ struct StudyArgs {
 };
 
 void add_study_options(CLI::App& cmd, StudyArgs& args);
+// The study a command starts from: --study when given; else the job defaults
+// (configs/studies/job-defaults.yaml) when the command describes a job of its own (a model, a
+// cluster, or Megatron-LM arguments with the model's sizes); else the default study.
+inline constexpr const char* kDefaultStudy = "configs/studies/default.yaml";
+inline constexpr const char* kJobDefaults = "configs/studies/job-defaults.yaml";
+std::string study_file_for(const StudyArgs& args, const StudyOverrides& merged);
+// Resolved from the job defaults, a study is named after its model and cluster
+// ("llama3.1-70b on dgx-h100"), never "job-defaults".
 Study resolve_study(const StudyArgs& args);
+// "" unless `study` started from the job defaults; then one line naming each of its settings the
+// command did not give, so no default passes unseen. `varied`: the settings the command sets
+// itself (sweep and search axes: "tp", "seq", "schedules", ...), left out.
+std::string job_defaults_text(const StudyArgs& args, const Study& study,
+                              const std::vector<std::string>& varied = {});
 // "32,6,5,5" -> {32, 6, 5, 5}; throws InputError naming --layers-per-stage.
 std::vector<int> parse_layers_per_stage(const std::string& text);
 Profile resolve_profile(const StudyArgs& args, const Study& study);
