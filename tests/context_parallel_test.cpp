@@ -10,6 +10,7 @@
 #include "braid/cost_model.hpp"
 #include "braid/dag.hpp"
 #include "braid/error.hpp"
+#include "braid/explore.hpp"
 #include "braid/profile.hpp"
 #include "braid/rank_layout.hpp"
 #include "braid/report.hpp"
@@ -245,4 +246,16 @@ TEST_CASE("context parallelism the model cannot run is one line naming the fix",
   g.cp = 2;
   CHECK_THAT(test::input_error_of([&] { load_study(resolve_config("studies", gpt3), g); }),
              Catch::Contains("fused attention kernel"));
+}
+
+TEST_CASE("the setting line names the CP size with its communication type", "[cp][format]") {
+  StudyOverrides o = test::layout_overrides("qwen2-7b", "h100x64", 4, 2, 4096);
+  CHECK_THAT(study_setting(load_study(resolve_config("studies", "default"), o)),
+             Catch::Contains("tp 4, pp 2, dp 8, seq 4096"));  // cp 1: nothing to name
+  o.cp = 2;
+  CHECK_THAT(study_setting(load_study(resolve_config("studies", "default"), o)),
+             Catch::Contains("tp 4, pp 2, cp 2 (p2p), dp 4, seq 4096"));
+  o.cp_comm_type = CpCommType::AllGather;
+  CHECK_THAT(study_setting(load_study(resolve_config("studies", "default"), o)),
+             Catch::Contains("tp 4, pp 2, cp 2 (allgather), dp 4, seq 4096"));
 }

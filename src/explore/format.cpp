@@ -185,8 +185,9 @@ std::string study_setting(const Study& st) {
   return "model " + st.model.name + " on " + st.cluster.name + " (" +
          std::to_string(st.cluster.nodes) + " x " + std::to_string(st.cluster.gpus_per_node) +
          " GPUs): tp " + std::to_string(p.tp) + ", pp " + std::to_string(p.pp) +
-         (p.cp > 1 ? ", cp " + std::to_string(p.cp) : std::string()) + ", dp " +
-         std::to_string(p.dp) + ", seq " + std::to_string(t.seq) + ", mbs " +
+         (p.cp > 1 ? ", cp " + std::to_string(p.cp) + " (" + name(p.cp_comm_type) + ")"
+                   : std::string()) +
+         ", dp " + std::to_string(p.dp) + ", seq " + std::to_string(t.seq) + ", mbs " +
          std::to_string(t.micro_batch_size) + ", m " + std::to_string(t.microbatches) +
          ", global batch " + std::to_string(p.dp * t.micro_batch_size * t.microbatches) + ", sp " +
          (p.sequence_parallel ? "on" : "off") + ", recompute " + name(t.recompute) + ", offload " +
