@@ -152,6 +152,21 @@ TEST_CASE("html: the page's compact columns restore the data document's exactly"
   CHECK(run["exposed"] == plain["exposed"]);
 }
 
+TEST_CASE("html: a column a browser could not restore exactly is embedded plain", "[html]") {
+  // 2^60 ticks is past what the page's sums hold exactly (2^51 is the bound): start stays plain,
+  // and a column of mixed types too; the string columns are still compacted.
+  const std::string run =
+      R"({"ops":{"rank":[0,0],"stream":[0,0],"start":[0,1152921504606846976],"dur":[5,5],)"
+      R"("name":["F0.0 Attn L0",7],"phase":["F","F"]},"memory":[{"t":[0,3],)"
+      R"("activation_bytes":[1,-1152921504606846976]}]})";
+  const json page = page_data(html_report(html_report_data("t", {run})))["runs"][0];
+  CHECK(page["ops"]["start"] == json::array({0, 1152921504606846976}));
+  CHECK(page["ops"]["name"] == json::array({"F0.0 Attn L0", 7}));
+  CHECK(page["ops"]["phase"]["dict"] == json::array({"F"}));
+  CHECK(page["memory"][0]["t"]["delta"] == json::array({0, 3}));
+  CHECK(page["memory"][0]["activation_bytes"] == json::array({1, -1152921504606846976}));
+}
+
 TEST_CASE("html: text that would close the script element is escaped", "[html]") {
   const std::string page = html_report(html_report_data("a </script><b> title", {}));
   CHECK(page.find("a <\\/script><b> title") != std::string::npos);
