@@ -3,6 +3,7 @@
 // byte-stable; braid report over --report-data gives the same page as --html; bad data and bad
 // options are refused with exit 2 and no file. The page's drawing is tested in a real browser
 // (tests/browser/report_test.mjs, ctest browser_report).
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -89,6 +90,81 @@ TEST_CASE("html: one self-contained, byte-stable page with the data inline", "[h
   CHECK(count(page_a, "http://") == count(page_a, "http://www.w3.org/2000/svg"));
   CHECK(count(page_a, "<script") == 2);  // the data and the script
   CHECK(page_a.find("id=\"braid-data\"") != std::string::npos);
+}
+
+namespace {
+
+// The page's embedded data document.
+json page_data(const std::string& page) {
+  const std::size_t b = page.find("id=\"braid-data\">") + 16;
+  return json::parse(page.substr(b, page.find("</script>", b) - b));
+}
+
+// The plain column of a compact one, as web/report.js's decodeColumn restores it.
+json decode_column(const json& c) {
+  if (c.is_array()) return c;
+  json out = json::array();
+  if (c.contains("dict")) {
+    for (const json& k : c["index"]) out.push_back(c["dict"][k.get<std::size_t>()]);
+  } else if (c.contains("delta")) {
+    std::int64_t sum = 0;
+    for (const json& d : decode_column(c["delta"])) out.push_back(sum += d.get<std::int64_t>());
+  } else if (c.contains("concat")) {
+    const json a = decode_column(c["concat"][0]), b = decode_column(c["concat"][1]);
+    for (std::size_t i = 0; i < a.size(); ++i)
+      out.push_back(a[i].get<std::string>() + b[i].get<std::string>());
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("html: the page's compact columns restore the data document's exactly", "[html]") {
+  const Simulated r = simulated(interleaved_p2_m2(), uniform_cost_model(unit_costs(), 4));
+  const json plain = json::parse(html_run_data(r.dag, r.timeline, r.report));
+  const json run = page_data(html_report(html_report_data("t", {plain.dump()})))["runs"][0];
+  const json& ops = run["ops"];
+  // The string columns have a handful of values: F, B, W is the phase dictionary.
+  CHECK(ops["phase"]["dict"] == json::array({"F", "B", "W"}));
+  CHECK(ops["kind"]["dict"].size() < 6);
+  for (const char* column : {"kind", "unit", "phase", "name"})
+    CHECK(decode_column(ops[column]) == plain["ops"][column]);
+  for (const char* column : {"rank", "stream", "dur", "mb", "chunk", "instruction", "side"})
+    CHECK(ops[column] == plain["ops"][column]);  // left plain
+  // Start: the gap after the op before on the same lane; the first op of rank 0 starts at 0.
+  const json& gap = ops["start"]["gap"];
+  REQUIRE(gap.size() == plain["ops"]["start"].size());
+  CHECK(gap[0] == 0);
+  for (std::size_t i = 0; i < gap.size(); ++i) {
+    const json& p = plain["ops"];
+    const bool same =
+        i > 0 && p["rank"][i] == p["rank"][i - 1] && p["stream"][i] == p["stream"][i - 1];
+    const std::int64_t after =
+        same ? p["start"][i - 1].get<std::int64_t>() + p["dur"][i - 1].get<std::int64_t>() : 0;
+    CHECK(gap[i].get<std::int64_t>() + after == p["start"][i].get<std::int64_t>());
+  }
+  for (std::size_t rank = 0; rank < 2; ++rank) {
+    CHECK(decode_column(run["memory"][rank]["t"]) == plain["memory"][rank]["t"]);
+    CHECK(decode_column(run["memory"][rank]["activation_bytes"]) ==
+          plain["memory"][rank]["activation_bytes"]);
+  }
+  CHECK(run["report"] == plain["report"]);
+  CHECK(run["exposed"] == plain["exposed"]);
+}
+
+TEST_CASE("html: a column a browser could not restore exactly is embedded plain", "[html]") {
+  // 2^60 ticks is past what the page's sums hold exactly (2^51 is the bound): start stays plain,
+  // and a column of mixed types too; the string columns are still compacted.
+  const std::string run =
+      R"({"ops":{"rank":[0,0],"stream":[0,0],"start":[0,1152921504606846976],"dur":[5,5],)"
+      R"("name":["F0.0 Attn L0",7],"phase":["F","F"]},"memory":[{"t":[0,3],)"
+      R"("activation_bytes":[1,-1152921504606846976]}]})";
+  const json page = page_data(html_report(html_report_data("t", {run})))["runs"][0];
+  CHECK(page["ops"]["start"] == json::array({0, 1152921504606846976}));
+  CHECK(page["ops"]["name"] == json::array({"F0.0 Attn L0", 7}));
+  CHECK(page["ops"]["phase"]["dict"] == json::array({"F"}));
+  CHECK(page["memory"][0]["t"]["delta"] == json::array({0, 3}));
+  CHECK(page["memory"][0]["activation_bytes"] == json::array({1, -1152921504606846976}));
 }
 
 TEST_CASE("html: text that would close the script element is escaped", "[html]") {

@@ -7,14 +7,19 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include <unistd.h>
+#include <zlib.h>
 
 #include "../src/util/atomic_file.hpp"
+#include "../src/util/format.hpp"
+#include "../src/util/gzip.hpp"
 #include "braid/error.hpp"
 #include "cli_run.hpp"
 
@@ -65,6 +70,38 @@ CliRun run_script(const fs::path& dir, const std::string& script, const std::str
 
 const std::string kSimulate = "simulate --study default --schedule 1f1b";
 
+// The data of a gzip file, decompressed by zlib itself (not braid's code); throws on anything that
+// is not one whole gzip member.
+std::string gunzip(const std::string& gz) {
+  z_stream zs{};
+  REQUIRE(inflateInit2(&zs, 15 + 16) == Z_OK);  // 15 + 16: a gzip wrapper only
+  std::string out;
+  std::array<char, 1 << 16> buf{};
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(gz.data()));
+  zs.avail_in = static_cast<uInt>(gz.size());
+  int rc = Z_OK;
+  while (rc == Z_OK) {
+    zs.next_out = reinterpret_cast<Bytef*>(buf.data());
+    zs.avail_out = static_cast<uInt>(buf.size());
+    rc = inflate(&zs, Z_NO_FLUSH);
+    out.append(buf.data(), buf.size() - zs.avail_out);
+  }
+  const bool whole = rc == Z_STREAM_END && zs.avail_in == 0;
+  inflateEnd(&zs);
+  if (!whole)
+    throw std::runtime_error("not one whole gzip member: zlib says " + std::to_string(rc));
+  return out;
+}
+
+// The first 10 bytes of a gzip member, as hex: magic 1f 8b, method 08 (deflate), flags 00 (no
+// name, no comment), mtime 00000000, extra flags 00 (default level), OS 03 (Unix).
+std::string gzip_header(const std::string& gz) {
+  std::string hex;
+  for (std::size_t i = 0; i < 10 && i < gz.size(); ++i)
+    hex += braid::util::format("%02x", static_cast<unsigned char>(gz[i]));
+  return hex;
+}
+
 }  // namespace
 
 TEST_CASE("a user's x.tmp beside the target is kept, and no temporary is left", "[output_files]") {
@@ -75,6 +112,55 @@ TEST_CASE("a user's x.tmp beside the target is kept, and no temporary is left", 
   CHECK(slurp(dir.path / "keep.json.tmp") == "mine\n");
   CHECK(slurp(dir.path / "keep.json").rfind("{\"traceEvents\"", 0) == 0);
   CHECK(listing(dir.path) == "keep.json\nkeep.json.tmp\n");
+}
+
+TEST_CASE("gzip_compress: an empty file is the 20-byte gzip member with no name and mtime 0",
+          "[output_files][gzip]") {
+  const std::string gz = braid::detail::gzip_compress("");
+  // Header (10 bytes), the empty final block 03 00, CRC32 0 and length 0 (4 bytes each).
+  CHECK(gz.size() == 20);
+  CHECK(gzip_header(gz) == "1f8b0800000000000003");
+  CHECK(gunzip(gz).empty());
+  CHECK(gunzip(braid::detail::gzip_compress("braid\n")) == "braid\n");
+  CHECK(braid::detail::names_gzip("t.json.gz"));
+  CHECK_FALSE(braid::detail::names_gzip("t.json"));
+  CHECK_FALSE(braid::detail::names_gzip("t.gzip"));
+}
+
+TEST_CASE("a .gz trace or page is gzip of exactly the plain file's bytes, the same every run",
+          "[output_files][gzip]") {
+  ScratchDir dir("gzip");
+  const auto at = [&](const std::string& name) { return "'" + (dir.path / name).string() + "'"; };
+  REQUIRE(run_braid(kSimulate + " --trace " + at("t.json") + " --html " + at("r.html")).exit_code ==
+          0);
+  REQUIRE(run_braid(kSimulate + " --trace " + at("t.json.gz") + " --html " + at("r.html.gz"))
+              .exit_code == 0);
+  const std::string trace_gz = slurp(dir.path / "t.json.gz");
+  const std::string html_gz = slurp(dir.path / "r.html.gz");
+  CHECK(gzip_header(trace_gz) == "1f8b0800000000000003");
+  CHECK(gzip_header(html_gz) == "1f8b0800000000000003");
+  CHECK(gunzip(trace_gz) == slurp(dir.path / "t.json"));
+  CHECK(gunzip(html_gz) == slurp(dir.path / "r.html"));
+  CHECK(trace_gz.size() * 5 < slurp(dir.path / "t.json").size());  // compressed, not renamed
+
+  // Again into other names: byte for byte the same files.
+  REQUIRE(run_braid(kSimulate + " --trace " + at("t2.json.gz") + " --html " + at("r2.html.gz"))
+              .exit_code == 0);
+  CHECK(slurp(dir.path / "t2.json.gz") == trace_gz);
+  CHECK(slurp(dir.path / "r2.html.gz") == html_gz);
+  CHECK(listing(dir.path) ==
+        "r.html\nr.html.gz\nr2.html.gz\nt.json\nt.json.gz\nt2.json.gz\n");  // no temporary
+}
+
+TEST_CASE("a hard-linked .gz target gets the gzip bytes under every name", "[output_files][gzip]") {
+  ScratchDir dir("gzip_link");
+  put(dir.path / "a.csv.gz", "old\n");
+  fs::create_hard_link(dir.path / "a.csv.gz", dir.path / "b.csv.gz");
+  braid::detail::OutputFiles files;
+  files.add("--csv", (dir.path / "a.csv.gz").string(), "x,y\n1,2\n");
+  files.commit();
+  CHECK(gunzip(slurp(dir.path / "b.csv.gz")) == "x,y\n1,2\n");
+  CHECK(listing(dir.path) == "a.csv.gz\nb.csv.gz\n");
 }
 
 TEST_CASE("a symlinked target stays a link and its real file gets the content", "[output_files]") {

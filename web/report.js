@@ -76,6 +76,42 @@
   }
   function hideTip() { tip.style.display = "none"; }
 
+  // ---- the page's compact columns (src/output/html.cpp, compact_for_page) ------------------
+  // The same values as the data document's plain columns, in fewer bytes; restored here before
+  // anything is drawn. A column may be a plain array or {dict, index}, {delta} (running sums) or
+  // {concat: [a, b]} (a[i] + b[i]); ops.start may be {gap} (after the previous op on its lane).
+  function decodeColumn(c) {
+    if (Array.isArray(c) || c === null || typeof c !== "object") return c;
+    if ("dict" in c) return c.index.map((k) => c.dict[k]);
+    if ("delta" in c) {
+      let sum = 0;
+      return decodeColumn(c.delta).map((d) => (sum += d));
+    }
+    if ("concat" in c) {
+      const b = decodeColumn(c.concat[1]);
+      return decodeColumn(c.concat[0]).map((a, i) => a + b[i]);
+    }
+    return c;
+  }
+  function decodeRun(run) {
+    const ops = run.ops || {};
+    for (const k of Object.keys(ops)) if (k !== "start") ops[k] = decodeColumn(ops[k]);
+    if (ops.start && !Array.isArray(ops.start) && "gap" in ops.start) {
+      // A copy of the gaps, added to in place: a packed array (new Array(n) of a large n is a
+      // sparse one in V8, slow to read on every redraw).
+      const start = decodeColumn(ops.start.gap).slice();
+      for (let i = 1; i < start.length; ++i)
+        if (ops.rank[i] === ops.rank[i - 1] && ops.stream[i] === ops.stream[i - 1]) start[i] += start[i - 1] + ops.dur[i - 1];
+      ops.start = start;
+    } else {
+      ops.start = decodeColumn(ops.start);
+    }
+    (run.memory || []).forEach((m) => {
+      m.t = decodeColumn(m.t);
+      m.activation_bytes = decodeColumn(m.activation_bytes);
+    });
+  }
+
   // ---- timelines (one shared window for all runs: compare puts them on one time axis) ------
   const LEFT = 72, RIGHT = 16, COMPUTE_H = 24, TP_H = 8, P2P_H = 6, COPY_H = 6, GAP = 2, RANK_GAP = 10;
   function plotWidth() { return Math.max(600, Math.min(1800, window.innerWidth - 60)) - LEFT - RIGHT; }
@@ -528,6 +564,7 @@
     const t0 = performance.now();
     app.appendChild(el("h1", {}, esc(data.title)));
     const runs = data.runs;
+    runs.forEach(decodeRun);
     runs.forEach(prepareRun);
     if (runs.length) {
       const list = el("div", {"class": "summary"});
@@ -562,6 +599,8 @@
     }
     if (data.sweep) addSweep(data.sweep);
     window.braidReport = {renderMs: performance.now() - t0, runs: runs.length, setWindow: setWindow,
+      // The decoded data: its ops and memory columns are --report-data's (the browser test).
+      data: data,
       window: () => [view.fromS, view.toS]};
     document.body.dataset.ready = "1";
   }

@@ -15,6 +15,7 @@
 #include <mutex>
 
 #include "braid/error.hpp"
+#include "gzip.hpp"
 
 namespace braid::detail {
 
@@ -244,6 +245,17 @@ OutputFiles::~OutputFiles() {
 
 void OutputFiles::add(const std::string& option, const std::string& path,
                       const std::string& content) {
+  // A `.gz` name gets gzip bytes, compressed whole in memory, so everything below (temporary,
+  // rename, hard links, in-place targets) treats them as any other content.
+  if (names_gzip(path)) {
+    add_bytes(option, path, gzip_compress(content));
+    return;
+  }
+  add_bytes(option, path, content);
+}
+
+void OutputFiles::add_bytes(const std::string& option, const std::string& path,
+                            const std::string& content) {
   Staged s{option, path, path, "", "", -1};
   const TargetKind kind = target_kind(option, path);
   if (kind != TargetKind::Regular) s.content = content;

@@ -6,7 +6,8 @@
 // the new content (docs/reliability.md).
 // Standard output (`-`, /dev/stdout), standard error, a character device and a pipe are written
 // in place, never renamed over; a block device or socket is refused. Internal (src/util, any
-// module may use it: the CLI and braid-profile); it knows nothing of what the files hold.
+// module may use it: the CLI and braid-profile); it knows nothing of what the files hold, but
+// a name ending in `.gz` is written gzip-compressed.
 #pragma once
 
 #include <string>
@@ -30,6 +31,7 @@ class OutputFiles {
   ~OutputFiles();
 
   // Throws InputError(option, path, reason) when the temporary cannot be written (ENOSPC, EIO).
+  // A path ending in `.gz` gets `content` gzip-compressed (src/util/gzip.hpp).
   void add(const std::string& option, const std::string& path, const std::string& content);
   // Throws InputError naming the file that failed and those already in place.
   void commit();
@@ -43,6 +45,7 @@ class OutputFiles {
     int slot = -1;             // the signal cleanup's registration of `temp`
     bool linked = false;       // a hard-linked regular file: staged, then copied into place
   };
+  void add_bytes(const std::string& option, const std::string& path, const std::string& content);
   static void copy_into_place(Staged& s, const std::string& done);
   std::vector<Staged> staged_;
 };

@@ -5,7 +5,7 @@
 // the red exposed-TP marks add up to the report's tp_exposed, and the sweep filters work.
 // Usage: node tests/browser/report_test.mjs BRAID_EXE [--screenshots DIR]
 import { execFileSync } from "node:child_process";
-import { mkdtempSync, rmSync, existsSync } from "node:fs";
+import { mkdtempSync, rmSync, existsSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -39,10 +39,11 @@ function check(ok, what) {
 const work = mkdtempSync(join(tmpdir(), "braid-browser-"));
 const run = (args) => execFileSync(braid, args, { cwd: root, stdio: ["ignore", "ignore", "inherit"] });
 const simulateHtml = join(work, "simulate.html"), compareHtml = join(work, "compare.html");
-const sweepHtml = join(work, "sweep.html");
+const sweepHtml = join(work, "sweep.html"), simulateData = join(work, "simulate.json");
 let t = Date.now();
 run(["simulate", "--study", "default", "--schedule", "stp", "--html", simulateHtml]);
 const simulateMs = Date.now() - t;
+run(["simulate", "--study", "default", "--schedule", "stp", "--report-data", simulateData]);
 run(["compare", "--study", "default", "--schedules", "1f1b-i,zb-v,stp", "--html", compareHtml]);
 run(["sweep", "--study", "default", "--tp", "4,8", "--pp", "2", "--mbs", "1,2", "--microbatches", "32,64",
   "--schedules", "1f1b-i,zb-v,stp", "--html", sweepHtml]);
@@ -70,7 +71,16 @@ try {
       (await page.evaluate(() => window.braidReport.renderMs)).toFixed(0) + " ms");
     // The load time is a figure (printed above, docs/outputs.md), not a bound: a machine busy
     // with other builds took 2.25 s once, and a timed test fails on load, not on the page.
-    const data = await page.evaluate(() => JSON.parse(document.getElementById("braid-data").textContent));
+    // The page embeds some columns compactly (src/output/html.cpp) and its script decodes them:
+    // the decoded ops and memory are exactly --report-data's plain columns.
+    const data = await page.evaluate(() => {
+      const d = window.braidReport.data;
+      return { runs: d.runs.map((r) => ({ report: r.report, tick_s: r.tick_s, ops: r.ops, memory: r.memory })) };
+    });
+    const plain = JSON.parse(readFileSync(simulateData, "utf8")).runs[0];
+    check(JSON.stringify(data.runs[0].ops) === JSON.stringify(plain.ops) &&
+      JSON.stringify(data.runs[0].memory) === JSON.stringify(plain.memory),
+      "the page's compact columns decode to --report-data's ops and memory (" + plain.ops.start.length + " ops)");
     const rep = data.runs[0].report, ops = data.runs[0].ops, pp = rep.pp;
     const categories = Object.keys(rep.ranks[0]).filter((k) => /_s$/.test(k)).length;
     check(await count(page, "#timeline-0 text.rl") === pp, "one timeline row per rank (" + pp + ")");

@@ -1,0 +1,48 @@
+#include "gzip.hpp"
+
+// next_in as a pointer to const (zlib's z_const), so the input needs no const_cast.
+#define ZLIB_CONST
+#include <zlib.h>
+
+#include <algorithm>
+#include <limits>
+#include <new>
+
+#include "braid/error.hpp"
+
+namespace braid::detail {
+
+bool names_gzip(std::string_view path) { return path.ends_with(".gz"); }
+
+std::string gzip_compress(std::string_view data) {
+  z_stream zs{};
+  // windowBits 15 + 16: a gzip wrapper instead of zlib's. Without deflateSetHeader zlib writes
+  // the minimal header: no name, no comment, mtime 0.
+  constexpr int kGzipWindow = 15 + 16;
+  constexpr int kMemLevel = 8;  // zlib's default
+  if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, kGzipWindow, kMemLevel,
+                   Z_DEFAULT_STRATEGY) != Z_OK)
+    throw std::bad_alloc();  // deflateInit2 fails only for memory with these constant arguments
+  std::string out(deflateBound(&zs, static_cast<uLong>(data.size())), '\0');
+  // zlib's lengths are 32-bit: feed and drain in pieces that fit, whatever the data's size.
+  constexpr std::size_t kPiece = std::numeric_limits<uInt>::max();
+  std::size_t in_done = 0;
+  int rc = Z_OK;
+  while (rc == Z_OK) {
+    const std::size_t in_piece = std::min(kPiece, data.size() - in_done);
+    zs.next_in = reinterpret_cast<const Bytef*>(data.data() + in_done);
+    zs.avail_in = static_cast<uInt>(in_piece);
+    if (zs.total_out == out.size()) out.resize(out.size() * 2);
+    zs.next_out = reinterpret_cast<Bytef*>(out.data() + zs.total_out);
+    zs.avail_out = static_cast<uInt>(std::min(kPiece, out.size() - zs.total_out));
+    const bool last = in_done + in_piece == data.size();
+    rc = deflate(&zs, last ? Z_FINISH : Z_NO_FLUSH);
+    in_done += in_piece - zs.avail_in;
+  }
+  deflateEnd(&zs);
+  if (rc != Z_STREAM_END) throw InternalError("gzip: deflate failed (" + std::to_string(rc) + ")");
+  out.resize(zs.total_out);
+  return out;
+}
+
+}  // namespace braid::detail
