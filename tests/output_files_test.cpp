@@ -285,3 +285,44 @@ ls -A "$D" | tr '\n' ' '; echo
   const CliRun r = run_script(dir.path, script);
   CHECK(r.out == "rc=143\n\n");  // 128 + SIGTERM: the handler re-raised it
 }
+
+TEST_CASE("a .gz input is read back: a gzipped shard merges as the plain one, a bomb is refused",
+          "[output_files][gzip]") {
+  ScratchDir dir("gunzip");
+  const auto at = [&](const std::string& name) { return "'" + (dir.path / name).string() + "'"; };
+  const std::string sweep = "sweep --study default --tp 4,8 --schedules 1f1b --jobs 1 --shard 1/1";
+  REQUIRE(run_braid(sweep + " --shard-out " + at("p.bin")).exit_code == 0);
+  REQUIRE(run_braid(sweep + " --shard-out " + at("p.bin.gz")).exit_code == 0);
+  CHECK(slurp(dir.path / "p.bin.gz").substr(0, 2) == "\x1f\x8b");
+  const CliRun plain = run_braid("merge " + at("p.bin") + " --csv " + at("plain.csv"));
+  const CliRun gz = run_braid("merge " + at("p.bin.gz") + " --csv " + at("gz.csv"));
+  REQUIRE(plain.exit_code == 0);
+  REQUIRE(gz.exit_code == 0);
+  CHECK(gz.out == plain.out);
+  CHECK(slurp(dir.path / "gz.csv") == slurp(dir.path / "plain.csv"));
+
+  // Two members, as `cat a.gz b.gz` makes: one stream of both, as gzip -d reads it.
+  const std::string both =
+      braid::detail::gzip_compress("one ") + braid::detail::gzip_compress("two");
+  CHECK(braid::detail::gzip_decompress(both, 100).data == "one two");
+  CHECK(braid::detail::gzip_decompress(both, 100).problem.empty());
+  // The cap holds on the bytes it expands to: 1 MiB + 1 of zeros is about 1 KiB of gzip.
+  const std::string bomb = braid::detail::gzip_compress(std::string((1 << 20) + 1, '\0'));
+  CHECK(bomb.size() < 2048);
+  CHECK(braid::detail::gzip_decompress(bomb, 1 << 20).problem ==
+        "decompresses to more than 1048576 bytes");
+  CHECK(braid::detail::gzip_decompress(bomb, (1 << 20) + 1).data.size() == (1 << 20) + 1);
+  CHECK(braid::detail::gzip_decompress(bomb.substr(0, bomb.size() - 9), 1 << 21).problem ==
+        "gzip data ends early (truncated)");
+  CHECK_THAT(braid::detail::gzip_decompress("plain text", 100).problem,
+             Catch::StartsWith("not gzip data ("));
+  CHECK(braid::detail::gzip_decompress("", 100).problem == "gzip data ends early (truncated)");
+
+  // Plain bytes under a .gz name: one line naming the file and what it must hold.
+  std::ofstream(dir.path / "fake.bin.gz") << "not gzip";
+  const CliRun fake = run_braid("merge " + at("fake.bin.gz"));
+  CHECK(fake.exit_code == 2);
+  CHECK(braid::test::count_lines(fake.err) == 1);
+  CHECK_THAT(fake.err, Catch::Contains("fake.bin.gz: not gzip data (") &&
+                           Catch::Contains("a .gz name must hold gzip data of a shard file"));
+}

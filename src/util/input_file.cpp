@@ -7,8 +7,10 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "braid/error.hpp"
+#include "gzip.hpp"
 
 namespace braid::util {
 
@@ -99,7 +101,13 @@ std::string read_input_file(const std::filesystem::path& file, const InputFileKi
     // A file that grows while it is read stops at the cap too.
     if (text.size() > kind.cap_bytes) refuse.too_large(kind.cap_bytes, true);
   }
-  return text;
+  if (!detail::names_gzip(file.string())) return text;
+  // A .gz name is gzip, as braid writes it (atomic_file.cpp); the cap holds on what it expands to.
+  detail::Gunzipped plain = detail::gzip_decompress(text, kind.cap_bytes);
+  if (!plain.problem.empty())
+    refuse(plain.problem + "; a .gz name must hold gzip data of " + kind.noun + " (cap " +
+           std::to_string(kind.cap_bytes / kMiB) + " MiB)");
+  return std::move(plain.data);
 }
 
 }  // namespace braid::util
