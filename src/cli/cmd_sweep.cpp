@@ -152,7 +152,7 @@ void run_sweep(const SweepArgs& a) {
   vary(vpp.has_value(), "vpp");
   vary(seq.has_value(), "seq");
   vary(mbs.has_value(), "mbs");
-  vary(m.has_value(), "m");
+  vary(m.has_value() || fixed_batch > 0, "m");  // derived from the global batch
   vary(sp.has_value(), "sp");
   vary(rc.has_value(), "recompute");
   vary(schedules.has_value(), "schedules");
