@@ -152,9 +152,10 @@ TEST_CASE("sweep --cp: the cp column in the table, CSV and JSON, alike for --job
                              "divide the 16 GPUs"));
   const std::string csv = slurp(csv1);
   CHECK_THAT(csv, Catch::StartsWith("rank,status,reason,group_best,speedup_vs_1f1b_i,schedule,tp,"
-                                    "cp,pp,vpp,dp,seq,mbs,microbatches,sp,recompute,gpus,"));
-  // tp 4 cp 2 pp 2 on 16 GPUs: dp 1.
-  CHECK_THAT(csv, Catch::Contains(",stp,4,2,2,2,1,2048,1,8,off,none,16,"));
+                                    "cp,pp,vpp,dp,seq,mbs,microbatches,global_batch,sp,recompute,"
+                                    "gpus,"));
+  // tp 4 cp 2 pp 2 on 16 GPUs: dp 1, global batch 1 x 1 x 8.
+  CHECK_THAT(csv, Catch::Contains(",stp,4,2,2,2,1,2048,1,8,8,off,none,16,"));
   const CliRun js = run_braid(grid + " --json", scratch.dir);
   REQUIRE(js.exit_code == 0);
   const auto json = nlohmann::json::parse(js.out);

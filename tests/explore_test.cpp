@@ -578,7 +578,7 @@ TEST_CASE("braid sweep and search on the command line", "[explore][cli]") {
   c.seq = 2048;
   c.microbatches = 8;
   const Report expected = simulate_one(f.study, f.profile, c);
-  CHECK_THAT(csv1, Catch::Contains(",stp,8,1,2,2,1,2048,1,8,off,none,16," +
+  CHECK_THAT(csv1, Catch::Contains(",stp,8,1,2,2,1,2048,1,8,8,off,none,16," +
                                    exact(expected.iteration_time_s) + "," +
                                    exact(expected.tokens_per_s) + ","));
 
@@ -665,4 +665,138 @@ TEST_CASE("merge refuses a shard number outside 1..N before it counts the shards
                       "part.bin: shard: shard " + std::to_string(number) +
                           "/2 is out of range: expected i/N with 1 <= i <= N");
   }
+}
+
+TEST_CASE("every sweep row carries its global batch, and rows of several batches carry a note",
+          "[explore][global-batch]") {
+  const Fixture& f = fixture();
+  SweepAxes axes = small_axes();  // tp 4, 8; pp 2; m 8 per replica; 16 GPUs
+  axes.mbs = {1, 2};
+  axes.schedules = {"stp"};
+  const SweepResult r = sweep(f.study, f.profile, cross_product(axes), ExploreOptions{});
+  REQUIRE(r.valid == 4);
+  // dp x mbs x m: tp 4 gives dp 16 / (4 x 2) = 2, tp 8 gives dp 1.
+  const std::map<std::pair<int, int>, int> expected{
+      {{4, 1}, 2 * 1 * 8}, {{4, 2}, 2 * 2 * 8}, {{8, 1}, 1 * 1 * 8}, {{8, 2}, 1 * 2 * 8}};
+  const std::string csv = sweep_csv(r);
+  CHECK_THAT(csv, Catch::Contains(",mbs,microbatches,global_batch,sp,"));
+  for (int line = 0; line < 4; ++line) {
+    const int tp = std::stoi(csv_cell(csv, line, "tp")),
+              mbs = std::stoi(csv_cell(csv, line, "mbs"));
+    CHECK(csv_cell(csv, line, "global_batch") == std::to_string(expected.at({tp, mbs})));
+  }
+  const auto json = nlohmann::json::parse(sweep_json(r));
+  for (const auto& row : json["rows"])
+    CHECK(row["global_batch"] == expected.at({row["tp"].get<int>(), row["mbs"].get<int>()}));
+  // Ranked together by tokens/s, they run 8 to 32 samples per step: said under the cap line.
+  const std::string note =
+      "rows span global batches 8..32 samples: tokens/s compares different batch sizes; "
+      "--fixed-global-batch B compares at one";
+  CHECK(global_batch_note(r) == note);
+  CHECK_THAT(sweep_table(r), Catch::Contains("adds the fixed overhead\n" + note + "\n* = best"));
+  CHECK(json["global_batch_note"] == note);
+
+  // One batch size per row set: no note.
+  SweepAxes one = small_axes();
+  one.tp = {8};
+  one.schedules = {"stp"};
+  const SweepResult same = sweep(f.study, f.profile, cross_product(one), ExploreOptions{});
+  CHECK(global_batch_note(same).empty());
+  CHECK_THAT(sweep_table(same), !Catch::Contains("rows span"));
+  CHECK(nlohmann::json::parse(sweep_json(same))["global_batch_note"].is_null());
+}
+
+TEST_CASE("at a fixed global batch each configuration's microbatches are B / (mbs x dp)",
+          "[explore][global-batch]") {
+  const Fixture& f = fixture();
+  SweepAxes axes = small_axes();
+  axes.tp = {2, 4, 8};  // dp 4, 2, 1 at pp 2 on 16 GPUs
+  axes.mbs = {1, 2};
+  axes.schedules = {"stp"};
+  ExploreOptions options;
+  options.fixed_global_batch = 36;
+  const std::vector<Configuration> configs =
+      at_global_batch(cross_product(axes), f.study, options.fixed_global_batch);
+  // 36 / (1 x 4) = 9; 36 / (2 x 4) is not whole (0: none); 36 / 2 = 18; 36 / 4 = 9; 36; 18.
+  std::vector<int> m;
+  for (const Configuration& c : configs) m.push_back(c.microbatches);
+  CHECK(m == std::vector<int>{9, 0, 18, 9, 36, 18});
+  const SweepResult r = sweep(f.study, f.profile, configs, options);
+  CHECK(r.valid == 5);
+  REQUIRE(r.invalid == 1);
+  CHECK(r.rows[1].status == RowStatus::Invalid);
+  CHECK(r.rows[1].reason == "global batch 36 is not a multiple of mbs x dp = 8");
+  for (const Evaluation& e : r.rows)
+    if (e.status != RowStatus::Invalid) CHECK(e.dp * e.config.mbs * e.config.microbatches == 36);
+  // Counted in the invalid summary; every ranked row runs 36 samples, so no note.
+  const std::string table = sweep_table(r);
+  CHECK_THAT(table, Catch::EndsWith("\ninvalid (1, by reason; --show-invalid lists them):\n"
+                                    "  1 x global batch 36 is not a multiple of mbs x dp = 8\n"));
+  CHECK_THAT(table, !Catch::Contains("rows span"));
+  CHECK(global_batch_note(r).empty());
+
+  // The layout's own rules come first: tp 3 breaks the heads rule whatever the batch; 0 samples
+  // per microbatch (mbs x dp above B) is not a multiple either.
+  Configuration tp3 = configs[0];
+  tp3.tp = 3;
+  const Configuration odd = at_global_batch({tp3}, f.study, 36).front();
+  CHECK(odd.microbatches == 0);
+  CHECK_THAT(evaluate(f.study, f.profile, odd, options).reason,
+             Catch::Contains("does not divide the heads (64)"));
+  ExploreOptions small = options;
+  small.fixed_global_batch = 2;
+  const Configuration few = at_global_batch({configs[0]}, f.study, 2).front();
+  CHECK(few.microbatches == 0);
+  CHECK(evaluate(f.study, f.profile, few, small).reason ==
+        "global batch 2 is not a multiple of mbs x dp = 4");
+}
+
+TEST_CASE("braid sweep --fixed-global-batch on the command line, its refusals, and the note",
+          "[explore][global-batch][cli]") {
+  const fs::path dir =
+      fs::temp_directory_path() / ("braid_global_batch_test." + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string html = (dir / "s.html").string();
+  const std::string common = "sweep --pp 2 --seq 2048 --mbs 1,2 --schedules stp --jobs 1 ";
+  // Per-replica microbatches: 8 to 32 samples per step, said in the table and the HTML data.
+  const CliRun mixed = run_braid(common + "--tp 4,8 --microbatches 8 --html " + html, dir);
+  REQUIRE(mixed.exit_code == 0);
+  CHECK_THAT(mixed.out, Catch::Contains("\nrows span global batches 8..32 samples: tokens/s "
+                                        "compares different batch sizes; --fixed-global-batch B "
+                                        "compares at one\n"));
+  const std::string page = slurp(html);
+  CHECK_THAT(page, Catch::Contains("\"global_batch_note\":\"rows span global batches 8..32"));
+  CHECK_THAT(page, Catch::Contains("\"global_batch\":32,"));
+  // At one global batch: the microbatches derived, the non-dividing row invalid, no note.
+  const CliRun fixed = run_braid(common + "--tp 2,4,8 --fixed-global-batch 36 --json", dir);
+  REQUIRE(fixed.exit_code == 0);
+  const auto j = nlohmann::json::parse(fixed.out);
+  CHECK(j["global_batch_note"].is_null());
+  CHECK(j["valid"] == 5);
+  for (const auto& row : j["rows"]) {
+    if (row["status"] == "invalid")
+      CHECK(row["reason"] == "global batch 36 is not a multiple of mbs x dp = 8");
+    else
+      CHECK(row["global_batch"] == 36);
+  }
+  // Refusals: one line, exit 2, naming the option.
+  for (const char* bad : {"0", "-4", "x", "1.5", "''", "9999999999"}) {
+    const CliRun r = run_braid(common + "--tp 4 --fixed-global-batch " + bad, dir);
+    INFO(bad << ": " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(count_lines(r.err) == 1);
+    CHECK_THAT(r.err, Catch::StartsWith("braid: --fixed-global-batch: ") &&
+                          Catch::Contains("must be a positive integer"));
+  }
+  const CliRun both = run_braid(common + "--tp 4 --fixed-global-batch 36 --microbatches 8", dir);
+  CHECK(both.exit_code == 2);
+  CHECK(both.err ==
+        "braid: --fixed-global-batch: 36: derives the microbatches per replica (B / (mbs x dp)) "
+        "and --microbatches gives them; give one of the two\n");
+  // search takes it as its --global-batch.
+  const CliRun s = run_braid(
+      "search --gpus 16 --fixed-global-batch 16 --mbs 1 --schedules stp --seq 2048 --json", dir);
+  REQUIRE(s.exit_code == 0);
+  CHECK(nlohmann::json::parse(s.out)["global_batch"] == 16);
+  fs::remove_all(dir);
 }

@@ -476,19 +476,25 @@
   function addSweep(sweep) {
     const section = el("section", {"id": "sweep"}, "<h2>Sweep: throughput against peak memory</h2>");
     app.appendChild(section);
+    // Rows of different global batches: tokens/s compares different work per step.
+    if (sweep.global_batch_note) section.appendChild(el("p", {"class": "note", "id": "global-batch-note"}, esc(sweep.global_batch_note)));
     const points = sweep.points;
     const schedules = [...new Set(points.map((p) => p.schedule))];
     const colour = (s) => SCHEDULE_PALETTE[schedules.indexOf(s) % SCHEDULE_PALETTE.length];
     const values = (k) => [...new Set(points.map((p) => p[k]))].sort((a, b) => a - b);
+    // The layout fields to filter by; the global batch where the data has it (braid report keeps
+    // the sweeps of data documents written before it).
+    const batch = points.length > 0 && points[0].global_batch !== undefined;
+    const keys = ["tp", "pp", "seq", "mbs", "m"].concat(batch ? ["global_batch"] : []);
     const filters = el("div", {"class": "filters"});
     schedules.forEach((s) => {
       filters.insertAdjacentHTML("beforeend", '<label><input type="checkbox" class="fs" value="' + esc(s) + '" checked>' +
         '<span class="sw" style="background:' + colour(s) + '"></span>' + esc(s) + "</label>");
     });
     filters.insertAdjacentHTML("beforeend", '<label><input type="checkbox" id="show-oom" checked>over the cap</label>');
-    for (const k of ["tp", "pp", "seq", "mbs", "m"]) {
+    for (const k of keys) {
       const opts = values(k).map((v) => '<option value="' + v + '">' + v + "</option>").join("");
-      filters.insertAdjacentHTML("beforeend", '<label>' + k + ' <select id="filter-' + k + '"><option value="">all</option>' + opts + "</select></label>");
+      filters.insertAdjacentHTML("beforeend", '<label>' + k.replace("_", " ") + ' <select id="filter-' + k + '"><option value="">all</option>' + opts + "</select></label>");
     }
     section.appendChild(filters);
     const box = el("div", {"class": "chart", "id": "scatter"});
@@ -498,9 +504,9 @@
       const on = new Set([...filters.querySelectorAll(".fs")].filter((c) => c.checked).map((c) => c.value));
       const oom = filters.querySelector("#show-oom").checked;
       const sel = {};
-      for (const k of ["tp", "pp", "seq", "mbs", "m"]) sel[k] = filters.querySelector("#filter-" + k).value;
+      for (const k of keys) sel[k] = filters.querySelector("#filter-" + k).value;
       return points.map((p, k) => [p, k]).filter(([p]) => on.has(p.schedule) && (oom || p.status === "ok") &&
-        ["tp", "pp", "seq", "mbs", "m"].every((k) => sel[k] === "" || String(p[k]) === sel[k]));
+        keys.every((k) => sel[k] === "" || String(p[k]) === sel[k]));
     }
     function render() {
       const shown = visiblePoints();
@@ -541,7 +547,7 @@
       if (!t.classList.contains("pt")) return hideTip();
       const p = points[+t.dataset.k];
       showTip(ev, "<b>" + esc(p.schedule) + "</b><br>tp " + p.tp + " \u00b7 pp " + p.pp + " \u00b7 seq " + p.seq + " \u00b7 mbs " + p.mbs +
-        " \u00b7 m " + p.m + " \u00b7 schedule " + esc(p.schedule) + "<br>" + Math.round(p.tokens_per_s) + " tokens/s \u00b7 peak " +
+        " \u00b7 m " + p.m + " \u00b7 schedule " + esc(p.schedule) + (batch ? " \u00b7 global batch " + p.global_batch : "") + "<br>" + Math.round(p.tokens_per_s) + " tokens/s \u00b7 peak " +
         p.peak_gib.toFixed(2) + " GiB" + (p.status === "ok" ? "" : " (over the cap)"));
     });
     box.addEventListener("mouseleave", hideTip);

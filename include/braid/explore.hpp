@@ -86,6 +86,12 @@ struct SweepAxes {
 // Every combination, in order. A schedule with a fixed number of chunks per rank (all but
 // 1f1b-i) takes that value and appears once whatever the vpp list holds.
 std::vector<Configuration> cross_product(const SweepAxes& axes);
+// The configurations at one global batch of `global_batch` samples: each one's microbatches per
+// replica = global_batch / (mbs x dp), dp = the GPUs of `base`'s cluster / (tp x cp x pp); 0 where
+// that is not a whole number of 1 or more (or the layout does not divide the GPUs), for the
+// evaluation to mark invalid with ExploreOptions::fixed_global_batch set to the same batch.
+std::vector<Configuration> at_global_batch(std::vector<Configuration> configs, const Study& base,
+                                           int global_batch);
 
 // The processes a sweep or search is shared among. The library moves no bytes between processes
 // itself: the caller (braid's MPI layer, src/cli/distributed.cpp; or a test's threads) supplies
@@ -123,6 +129,10 @@ struct ExploreOptions {
   // `designed` in the schedule list: the wall-clock seconds each configuration's design may take
   // (a fixed candidate count ends it first unless the machine is slow; docs/design-search.md).
   double design_budget_s = 60;
+  // --fixed-global-batch: the samples per iteration every configuration runs, its microbatches
+  // set by at_global_batch(); a configuration with microbatches 0 (the batch does not divide into
+  // mbs x dp) is invalid with that reason. 0: the configurations' microbatches as given.
+  int fixed_global_batch = 0;
 };
 
 // The memory cap, one definition for search, sweep, compare, simulate and the charts: what a GPU
@@ -250,6 +260,11 @@ std::string sweep_csv(const SweepResult& result);   // every row, every metric, 
 std::string sweep_json(const SweepResult& result);  // {"mem_cap_gib",...,"rows":[...]}
 // Throughput against peak memory, one colour per schedule, the Pareto front of the rows that fit.
 std::string sweep_svg(const SweepResult& result, const std::string& title);
+// When the ranked rows (ok and oom) run more than one global batch, the note that says so:
+// "rows span global batches 64..512 samples: tokens/s compares different batch sizes;
+// --fixed-global-batch B compares at one"; "" when they all run one. The table prints it in its
+// header, the JSON and the HTML report carry it as a field.
+std::string global_batch_note(const SweepResult& result);
 
 // Search: the best layout of `gpus` GPUs for a global batch of `global_batch` samples.
 struct SearchSpace {

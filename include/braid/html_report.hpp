@@ -24,6 +24,7 @@ std::string html_run_data(const Dag& dag, const Timeline& timeline, const Report
 struct HtmlSweepPoint {
   std::string schedule;
   int tp = 1, pp = 1, vpp = 1, seq = 0, mbs = 1, microbatches = 1;
+  int global_batch = 0;  // samples per iteration: dp x mbs x microbatches
   bool sp = false;
   std::string recompute;
   std::string status;  // "ok" or "oom"
@@ -33,7 +34,8 @@ struct HtmlSweepPoint {
 
 struct HtmlSweep {
   std::vector<HtmlSweepPoint> points;
-  double cap_gib = 0;  // the memory cap in peak terms (cap + fixed overhead); 0: none
+  double cap_gib = 0;             // the memory cap in peak terms (cap + fixed overhead); 0: none
+  std::string global_batch_note;  // global_batch_note() of the sweep; "" (null): one global batch
 };
 
 // The data document: {"format":"braid-report-data","version":1,"title":..,"runs":[..],

@@ -140,8 +140,10 @@ void register_search(CLI::App& app) {
   cmd->add_option("--gpus", args->gpus,
                   "GPUs of the job (whole nodes of the study's cluster, or fewer than one node); "
                   "default: the cluster's (--nodes x its GPUs per node)");
-  cmd->add_option("--global-batch", args->global_batch,
-                  "samples per iteration = dp x micro-batch size x microbatches")
+  // --fixed-global-batch as on sweep: every search compares its layouts at one global batch.
+  cmd->add_option("--global-batch,--fixed-global-batch", args->global_batch,
+                  "samples per iteration = dp x micro-batch size x microbatches, the same for "
+                  "every layout")
       ->required();
   cmd->add_option("--schedules", args->schedules,
                   "all, or a list of schedule names (default: the study's schedules)");

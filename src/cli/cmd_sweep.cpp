@@ -4,6 +4,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "braid/error.hpp"
@@ -22,12 +23,23 @@ namespace {
 struct SweepArgs {
   ExploreStudyArgs study;
   std::string tp, cp, pp, vpp, seq, mbs, microbatches, sp, recompute, schedules;
+  std::string fixed_global_batch;
   SweepOutputs out;
   std::string shard, shard_out;
   CLI::App* cmd = nullptr;
   // Given on the command line (an empty value is then an empty list, an error).
   bool given(const char* option) const { return cmd->get_option(option)->count() > 0; }
 };
+
+// --fixed-global-batch's value: samples, a positive integer (as the lists' items are).
+int global_batch_value(const std::string& text) {
+  const bool digits = !text.empty() && text.size() <= 9 &&
+                      text.find_first_not_of("0123456789") == std::string::npos;
+  if (!digits || std::stoi(text) < 1)
+    throw InputError("--fixed-global-batch", text,
+                     "must be a positive integer: the samples of one iteration");
+  return std::stoi(text);
+}
 
 void run_sweep(const SweepArgs& a) {
   // Parse every list before any work.
@@ -46,6 +58,12 @@ void run_sweep(const SweepArgs& a) {
   seq = ints("--seq", a.seq);
   mbs = ints("--mbs", a.mbs);
   m = ints("--microbatches", a.microbatches);
+  const int fixed_batch =
+      a.given("--fixed-global-batch") ? global_batch_value(a.fixed_global_batch) : 0;
+  if (fixed_batch > 0 && m)
+    throw InputError("--fixed-global-batch", a.fixed_global_batch,
+                     "derives the microbatches per replica (B / (mbs x dp)) and --microbatches "
+                     "gives them; give one of the two");
   if (a.given("--sp")) sp = parse_sp_list("--sp", a.sp);
   if (a.given("--recompute")) rc = parse_recompute_list("--recompute", a.recompute);
   if (a.given("--schedules")) schedules = parse_schedule_list("--schedules", a.schedules);
@@ -93,7 +111,11 @@ void run_sweep(const SweepArgs& a) {
   ProgressBar bar;
   if (!root) bar.enabled = false;
   options.progress = bar.callback();
-  const std::vector<Configuration> configs = cross_product(axes);
+  std::vector<Configuration> configs = cross_product(axes);
+  if (fixed_batch > 0) {
+    options.fixed_global_batch = fixed_batch;
+    configs = at_global_batch(std::move(configs), base.study, fixed_batch);
+  }
   check_memory_in_flight(base.study, configs, options);  // before any is built
   if (shard.second > 0) {
     SweepShard part;
@@ -130,7 +152,7 @@ void run_sweep(const SweepArgs& a) {
   vary(vpp.has_value(), "vpp");
   vary(seq.has_value(), "seq");
   vary(mbs.has_value(), "mbs");
-  vary(m.has_value(), "m");
+  vary(m.has_value() || fixed_batch > 0, "m");  // derived from the global batch
   vary(sp.has_value(), "sp");
   vary(rc.has_value(), "recompute");
   vary(schedules.has_value(), "schedules");
@@ -151,6 +173,8 @@ void register_sweep(CLI::App& app) {
       "  braid sweep --tp 4,8 --pp 2,4 --schedules 1f1b-i,stp --csv sweep.csv --svg sweep.svg\n"
       "  braid sweep --study default --microbatches 16,32,64 --sp on,off --recompute "
       "none,selective --top 10\n"
+      "  braid sweep --tp 2,4,8 --pp 2,4 --mbs 1,2 --fixed-global-batch 64   (every row at 64 "
+      "samples)\n"
       "  braid sweep --tp 4,8 --pp 2,4 --shard 2/8 --shard-out part2.bin   (then: braid merge "
       "part*.bin)\n"
       "See docs/explore.md and, for many machines, docs/distributed.md.");
@@ -167,6 +191,10 @@ void register_sweep(CLI::App& app) {
   cmd->add_option("--mbs", args->mbs, "micro-batch sizes (default: the study's)");
   cmd->add_option("--microbatches", args->microbatches,
                   "microbatches per iteration per data-parallel replica (default: the study's)");
+  cmd->add_option("--fixed-global-batch", args->fixed_global_batch,
+                  "samples per iteration every row runs: microbatches per replica = B / (mbs x "
+                  "dp), a configuration where that does not divide is invalid; instead of "
+                  "--microbatches");
   cmd->add_option("--sp", args->sp,
                   "sequence parallelism: on, off or on,off (default: the study's)");
   cmd->add_option("--recompute", args->recompute,

@@ -235,12 +235,13 @@ namespace {
 std::string sweep_html(const SweepResult& result, const std::string& title) {
   HtmlSweep sweep;
   sweep.cap_gib = result.mem_cap_gib + result.fixed_overhead_gib;  // in peak terms
+  sweep.global_batch_note = global_batch_note(result);
   for (const Evaluation& e : result.rows) {
     if (e.status == RowStatus::Invalid) continue;
     const Configuration& c = e.config;
-    sweep.points.push_back({c.schedule, c.tp, c.pp, c.vpp, c.seq, c.mbs, c.microbatches, c.sp,
-                            name(c.recompute), name(e.status), e.report.tokens_per_s,
-                            e.report.max_peak_memory_gib});
+    sweep.points.push_back({c.schedule, c.tp, c.pp, c.vpp, c.seq, c.mbs, c.microbatches,
+                            e.dp * c.mbs * c.microbatches, c.sp, name(c.recompute), name(e.status),
+                            e.report.tokens_per_s, e.report.max_peak_memory_gib});
   }
   return html_report(html_report_data(title, {}, &sweep));
 }

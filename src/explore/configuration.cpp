@@ -1,5 +1,6 @@
 // Configurations of the explorer: the cross product of the sweep axes, and a study with one
 // configuration's sizes applied and validated.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,21 @@ std::vector<Configuration> cross_product(const SweepAxes& axes) {
                       out.push_back(c);
                     }
   return out;
+}
+
+std::vector<Configuration> at_global_batch(std::vector<Configuration> configs, const Study& base,
+                                           int global_batch) {
+  const int gpus = base.cluster.gpus();
+  for (Configuration& c : configs) {
+    // In 64 bits: the sizes come from the command line, their products need not fit an int.
+    const std::int64_t model_parallel = std::int64_t{c.tp} * c.cp * c.pp;
+    const std::int64_t per_microbatch =
+        model_parallel > 0 && gpus % model_parallel == 0 ? c.mbs * (gpus / model_parallel) : 0;
+    c.microbatches = per_microbatch > 0 && global_batch % per_microbatch == 0
+                         ? static_cast<int>(global_batch / per_microbatch)
+                         : 0;
+  }
+  return configs;
 }
 
 MemoryCap memory_cap(const Profile& profile, const ExploreOptions& options) {

@@ -1,6 +1,7 @@
 // One configuration through the chain `braid simulate` uses (build_cost_model -> make_schedule ->
 // lower -> simulate -> make_report), with the explorer's validity checks and memory cap.
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <thread>
 #include <vector>
@@ -63,10 +64,21 @@ std::optional<Prepared> prepare(const Study& base, const Configuration& c,
     return std::nullopt;
   }
   Prepared p;
+  // At a fixed global batch, microbatches 0 says the batch does not divide: the layout's own
+  // rules are checked first (with a stand-in count), then that is the reason.
+  const bool undivided = options.fixed_global_batch > 0 && c.microbatches == 0;
   try {
-    p.study = configure(base, c);
+    Configuration sized = c;
+    if (undivided) sized.microbatches = 1;
+    p.study = configure(base, sized);
   } catch (const InputError& e) {
     reason = reason_of(e);
+    return std::nullopt;
+  }
+  if (undivided) {
+    reason = "global batch " + std::to_string(options.fixed_global_batch) +
+             " is not a multiple of mbs x dp = " +
+             std::to_string(std::int64_t{c.mbs} * p.study.parallel.dp);
     return std::nullopt;
   }
   p.schedule.pp = c.pp;

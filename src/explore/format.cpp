@@ -195,6 +195,19 @@ std::string study_setting(const Study& st) {
          (t.distributed_optimizer ? "on" : "off");
 }
 
+std::string global_batch_note(const SweepResult& result) {
+  if (result.ranking.empty()) return "";
+  int least = explore::global_batch(result.rows[result.ranking.front()]), most = least;
+  for (int i : result.ranking) {
+    least = std::min(least, explore::global_batch(result.rows[i]));
+    most = std::max(most, explore::global_batch(result.rows[i]));
+  }
+  if (least == most) return "";
+  return "rows span global batches " + std::to_string(least) + ".." + std::to_string(most) +
+         " samples: tokens/s compares different batch sizes; --fixed-global-batch B compares at "
+         "one";
+}
+
 std::string sweep_table(const SweepResult& result, int top, bool show_invalid) {
   const std::vector<Evaluation>& rows = result.rows;
   std::string study;
@@ -208,6 +221,7 @@ std::string sweep_table(const SweepResult& result, int top, bool show_invalid) {
   out += ": " + std::to_string(rows.size()) + " configurations, " + std::to_string(result.valid) +
          " valid (" + std::to_string(result.oom) + " oom), " + std::to_string(result.invalid) +
          " invalid\n" + memory_cap_text(result.cap) + "\n";
+  if (const std::string note = global_batch_note(result); !note.empty()) out += note + "\n";
   out +=
       "* = best of its (tp, pp, seq) group that fits; speed-up: tokens/s over 1f1b-i at the "
       "same sizes\n\n";
@@ -256,10 +270,8 @@ void sweep_columns(const CsvRow& row, F&& column) {
   column("reason", util::csv_quoted(e.reason));
   column("group_best", e.group_best ? "1" : "0");
   column("speedup_vs_1f1b_i", e.speedup > 0 ? exact(e.speedup) : std::string());
-  // The layout without the derived global batch (the sweep's columns never had it).
-  explore::visit_layout_fields(e, [&](const ConfigField& f, const auto& v) {
-    if (std::string_view(f.key) != "global_batch") column(f.key, explore::field_text(v));
-  });
+  explore::visit_layout_fields(
+      e, [&](const ConfigField& f, const auto& v) { column(f.key, explore::field_text(v)); });
   column("gpus", std::to_string(e.gpus));
   auto metric = [&](const char* key, const std::string& cell) {
     column(key, sim ? cell : std::string());
@@ -309,6 +321,9 @@ std::string sweep_json(const SweepResult& result) {
   j["valid"] = result.valid;
   j["oom"] = result.oom;
   j["invalid"] = result.invalid;
+  const std::string note = global_batch_note(result);
+  j["global_batch_note"] =
+      note.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(note);
   auto& arr = j["rows"] = nlohmann::ordered_json::array();
   const std::vector<int> order = output_order(result);
   for (std::size_t k = 0; k < order.size(); ++k) {
@@ -321,10 +336,8 @@ std::string sweep_json(const SweepResult& result) {
     row["group_best"] = e.group_best;
     row["speedup_vs_1f1b_i"] =
         e.speedup > 0 ? nlohmann::ordered_json(e.speedup) : nlohmann::ordered_json(nullptr);
-    // The layout as in sweep_csv, without the derived global batch.
-    explore::visit_layout_fields(e, [&row](const ConfigField& f, const auto& v) {
-      if (std::string_view(f.key) != "global_batch") row[f.key] = explore::field_json(v);
-    });
+    explore::visit_layout_fields(
+        e, [&row](const ConfigField& f, const auto& v) { row[f.key] = explore::field_json(v); });
     row["gpus"] = e.gpus;
     if (sim) {
       row["static_gib"] = e.static_gib;

@@ -27,6 +27,10 @@ nlohmann::ordered_json field_json(const T& v) {
     return v;
 }
 
+// The samples one iteration of the row runs: dp x mbs x microbatches (0 for an invalid row, whose
+// dp is 0).
+inline int global_batch(const Evaluation& e) { return e.dp * e.config.mbs * e.config.microbatches; }
+
 // The layout of an evaluated row as the sweep's and search's tables, CSV and JSON show it: the
 // configuration's fields (visit_config_fields) with two derived ones, dp after vpp and the
 // global batch (dp x mbs x microbatches) after the microbatches.
@@ -36,8 +40,7 @@ void visit_layout_fields(const Evaluation& e, F&& f) {
     f(field, v);
     const std::string_view key = field.key;
     if (key == "vpp") f(ConfigField{"dp", "dp"}, e.dp);
-    if (key == "microbatches")
-      f(ConfigField{"global_batch", "global batch"}, e.dp * e.config.mbs * e.config.microbatches);
+    if (key == "microbatches") f(ConfigField{"global_batch", "global batch"}, global_batch(e));
   });
 }
 

@@ -159,6 +159,9 @@ void visit_study_fields(const ExploreOptions& o, F&& f, Skip&& skip) {
   skip("progress", o.progress);
   skip("group", o.group);
   f("design_budget_s", o.design_budget_s);
+  // The configurations carry the microbatches it gives (any count above 0 fixes the batch) and
+  // a configuration where it gives none is never valid; what it adds to a row is the reason text.
+  skip("fixed_global_batch", o.fixed_global_batch);
 }
 
 }  // namespace braid::explore

@@ -251,12 +251,17 @@ std::string html_report_data(const std::string& title, const std::vector<std::st
                             {"seq", p.seq},
                             {"mbs", p.mbs},
                             {"m", p.microbatches},
+                            {"global_batch", p.global_batch},
                             {"sp", p.sp},
                             {"recompute", p.recompute},
                             {"status", p.status},
                             {"tokens_per_s", p.tokens_per_s},
                             {"peak_gib", p.peak_gib}});
-    doc["sweep"] = json{{"cap_gib", sweep->cap_gib}, {"points", points}};
+    doc["sweep"] =
+        json{{"cap_gib", sweep->cap_gib},
+             {"global_batch_note",
+              sweep->global_batch_note.empty() ? json(nullptr) : json(sweep->global_batch_note)},
+             {"points", points}};
   } else {
     doc["sweep"] = nullptr;
   }

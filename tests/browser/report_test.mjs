@@ -181,6 +181,8 @@ try {
     check(points.length > 4, "sweep: " + points.length + " simulated rows");
     check(await count(page, "#scatter circle.pt") === points.length, "sweep: one point per simulated row");
     check(await count(page, "#scatter polyline.front") === 1, "sweep: the Pareto front is drawn");
+    // --mbs 1,2 and --microbatches 32,64 per replica at dp 1 and 2: several global batches.
+    check(await count(page, "#global-batch-note") === 1, "sweep: the note that the rows span global batches");
     // A point that no other covers at its centre.
     const spot = await page.evaluate(() => {
       for (const c of document.querySelectorAll("#scatter circle.pt")) {
