@@ -96,39 +96,61 @@ TEST_CASE("paths inside a study, cluster and profile resolve against the file's 
   fs::remove_all(dir);
 }
 
-TEST_CASE("the memory cap is HBM less the fixed overhead less the allocator margin",
+TEST_CASE("the memory cap is HBM less the allocator margin, compared to the whole peak",
           "[workflow][cap]") {
   const Profile a800 = load_profile("a800");
   const MemoryCap by_default = memory_cap(a800, ExploreOptions{});
   CHECK(by_default.hbm_bytes == 80e9);  // 80 GB
   CHECK(by_default.fixed_overhead_bytes == 2 * kGiB);
-  CHECK(by_default.margin_bytes == 0.05 * 80e9);
-  CHECK(by_default.cap_bytes == 80e9 - 2 * kGiB - 0.05 * 80e9);
+  CHECK(by_default.allocator_margin_bytes == 0.05 * 80e9);
+  CHECK(by_default.cap_bytes == 80e9 - 0.05 * 80e9);  // 70.78 GiB
+  CHECK(by_default.thin_bytes == 0.05 * 80e9);        // 3.73 GiB
   CHECK(memory_cap_text(by_default) ==
-        "memory cap 68.78 GiB for model state + activations = HBM 74.51 - fixed overhead 2.00 - "
-        "allocator margin 3.73 GiB; peak GiB adds the fixed overhead");
+        "memory cap 70.78 GiB = HBM 74.51 - allocator margin 3.73 GiB, compared to the peak "
+        "(fixed overhead 2.00 GiB included); a margin under 3.73 GiB is thin");
   ExploreOptions no_margin;
   no_margin.mem_margin_bytes = 0;
-  CHECK(memory_cap(a800, no_margin).cap_bytes == 80e9 - 2 * kGiB);
+  CHECK(memory_cap(a800, no_margin).cap_bytes == 80e9);
   ExploreOptions given;
   given.mem_cap_bytes = 30 * kGiB;
   CHECK(memory_cap(a800, given).cap_bytes == 30 * kGiB);
   CHECK(memory_cap(a800, given).given);
 
-  // A rank is over the cap when its peak less the fixed overhead exceeds it.
+  // A rank is over the cap when its peak (the fixed overhead in it) exceeds it.
+  MemoryCap cap;
+  cap.fixed_overhead_bytes = 2 * kGiB;
+  cap.cap_bytes = 11 * kGiB;
+  cap.thin_bytes = 1.5 * kGiB;
   Report r;
   r.ranks.resize(2);
   r.ranks[0].rank = 0;
   r.ranks[0].peak_memory_bytes = 10 * kGiB;
   r.ranks[1].rank = 1;
   r.ranks[1].peak_memory_bytes = 12 * kGiB;
-  apply_memory_cap(r, 9 * kGiB, 2 * kGiB);
+  apply_memory_cap(r, cap);
   CHECK_FALSE(r.ranks[0].oom);
   CHECK(r.ranks[1].oom);
   CHECK(r.ranks[1].over_bytes == 1 * kGiB);
   CHECK(r.oom);
   CHECK(r.oom_rank == 1);
   CHECK(r.oom_over_gib == 1.0);
+  CHECK(r.cap_gib == 11.0);
+  CHECK(r.margin_gib == -1.0);  // 11 - 12: the largest peak's
+  CHECK_FALSE(r.thin_margin);   // over the cap is oom, not thin
+}
+
+TEST_CASE("a margin under the threshold is thin, one at or over it is not", "[workflow][cap]") {
+  // Cap 10 GiB, threshold 1 GiB: a peak of 9.01 GiB leaves 0.99 (thin), 8.99 leaves 1.01 (not),
+  // 9 leaves exactly the threshold (not: thin is strictly under), 10.5 is over the cap (oom).
+  MemoryCap cap;
+  cap.cap_bytes = 10 * kGiB;
+  cap.thin_bytes = 1 * kGiB;
+  CHECK(cap.margin_bytes(9.01 * kGiB) == Approx(0.99 * kGiB));
+  CHECK(cap.thin(9.01 * kGiB));
+  CHECK_FALSE(cap.thin(8.99 * kGiB));
+  CHECK_FALSE(cap.thin(9 * kGiB));
+  CHECK_FALSE(cap.thin(10.5 * kGiB));
+  CHECK(cap.thin(10 * kGiB));  // a margin of 0 still fits
 }
 
 TEST_CASE("simulate, compare, sweep and search state the memory cap in the same words",
@@ -145,8 +167,8 @@ TEST_CASE("simulate, compare, sweep and search state the memory cap in the same 
     lines.push_back(line_starting(r.out, "memory cap "));
   }
   const std::string expected =
-      "memory cap 71.01 GiB for model state + activations = HBM 74.51 - fixed overhead 2.00 - "
-      "allocator margin 1.50 GiB; peak GiB adds the fixed overhead";
+      "memory cap 73.01 GiB = HBM 74.51 - allocator margin 1.50 GiB, compared to the peak (fixed "
+      "overhead 2.00 GiB included); a margin under 3.73 GiB is thin";
   for (const std::string& line : lines) CHECK(line == expected);
   // --mem-cap replaces the formula; with --mem-margin it is a conflict (exit 2, one line).
   const CliRun both = run_braid("simulate --schedule stp" + sizes + " --mem-cap 40 --mem-margin 1");
@@ -157,8 +179,9 @@ TEST_CASE("simulate, compare, sweep and search state the memory cap in the same 
 
 TEST_CASE("a rank over the cap is oom in simulate exactly when the sweep row is oom",
           "[workflow][cap][cli]") {
-  // 20 GiB lies between the static memory and the peak of stp at seq 4096 on 16 A800s.
-  const std::string sizes = " --tp 8 --pp 2 --seq 4096 --microbatches 16 --mem-cap 20";
+  // 22 GiB lies between the static memory and the peak of stp at seq 4096 on 16 A800s (both with
+  // the 2 GiB fixed overhead).
+  const std::string sizes = " --tp 8 --pp 2 --seq 4096 --microbatches 16 --mem-cap 22";
   const CliRun sim = run_braid("simulate --schedule stp --json" + sizes);
   REQUIRE(sim.exit_code == 0);
   const auto report = nlohmann::json::parse(sim.out);
@@ -208,9 +231,9 @@ TEST_CASE("the runner-up explanation names every field that differs", "[workflow
 
 TEST_CASE("when nothing fits, search says which lever would make it fit and at what cost",
           "[workflow][search][cli]") {
-  // 8 A800s, seq 4096, a 28 GiB cap: the fastest layouts need about 32 GiB.
+  // 8 A800s, seq 4096, a 30 GiB cap: the fastest layouts peak at about 34 GiB.
   const std::string common =
-      "search --gpus 8 --global-batch 8 --mbs 1 --schedules 1f1b-i,stp --seq 4096 --mem-cap 28";
+      "search --gpus 8 --global-batch 8 --mbs 1 --schedules 1f1b-i,stp --seq 4096 --mem-cap 30";
   const CliRun r = run_braid(common + " --json");
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
@@ -227,7 +250,7 @@ TEST_CASE("when nothing fits, search says which lever would make it fit and at w
       CHECK(!l["detail"].get<std::string>().empty());
       continue;
     }
-    CHECK(l["best"]["model_peak_gib"].get<double>() <= 28.0);
+    CHECK(l["best"]["report"]["max_peak_memory_gib"].get<double>() <= 30.0);
     CHECK(l["best"]["margin_gib"].get<double>() >= 0);
   }
   CHECK(levers["--sp on"]["fits"] == true);

@@ -179,7 +179,7 @@ SweepShard sweep_shard(const Study& base, const Profile& profile,
   for (int k = 0; k < n; ++k)
     if (wb.ready(k)) todo.push_back(k);
   explore::Ticker ticker{options, static_cast<int>(todo.size())};
-  explore::finish_rows(out.rows, wb, todo, out.cap.cap_bytes, local, ticker);
+  explore::finish_rows(out.rows, wb, todo, out.cap, local, ticker);
   return out;
 }
 
@@ -273,9 +273,10 @@ SweepShard decode_shard(const std::string& bytes, const std::string& file) {
     const auto& c = j.at("cap");
     s.cap.hbm_bytes = c.at("hbm_bytes").get<double>();
     s.cap.fixed_overhead_bytes = c.at("fixed_overhead_bytes").get<double>();
-    s.cap.margin_bytes = c.at("margin_bytes").get<double>();
+    s.cap.allocator_margin_bytes = c.at("margin_bytes").get<double>();
     s.cap.cap_bytes = c.at("cap_bytes").get<double>();
     s.cap.given = c.at("given").get<bool>();
+    s.cap.thin_bytes = kThinMarginShare * s.cap.hbm_bytes;  // as memory_cap() sets it
     for (const auto& index : j.at("indices")) s.indices.push_back(int_value(index));
     row_sums = j.at("row_checksums").get<std::vector<std::string>>();
     s.rows = decode_rows(bytes.substr(eol + 1));
