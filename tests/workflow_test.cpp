@@ -104,7 +104,7 @@ TEST_CASE("the memory cap is HBM less the allocator margin, compared to the whol
   CHECK(by_default.fixed_overhead_bytes == 2 * kGiB);
   CHECK(by_default.allocator_margin_bytes == 0.05 * 80e9);
   CHECK(by_default.cap_bytes == 80e9 - 0.05 * 80e9);  // 70.78 GiB
-  CHECK(by_default.thin_bytes == 0.05 * 80e9);        // 3.73 GiB
+  CHECK(by_default.thin_bytes() == 0.05 * 80e9);      // 3.73 GiB
   CHECK(memory_cap_text(by_default) ==
         "memory cap 70.78 GiB = HBM 74.51 - allocator margin 3.73 GiB, compared to the peak "
         "(fixed overhead 2.00 GiB included); a margin under 3.73 GiB is thin");
@@ -120,7 +120,7 @@ TEST_CASE("the memory cap is HBM less the allocator margin, compared to the whol
   MemoryCap cap;
   cap.fixed_overhead_bytes = 2 * kGiB;
   cap.cap_bytes = 11 * kGiB;
-  cap.thin_bytes = 1.5 * kGiB;
+  cap.hbm_bytes = 30 * kGiB;  // thin under 5% of it: 1.5 GiB
   Report r;
   r.ranks.resize(2);
   r.ranks[0].rank = 0;
@@ -140,11 +140,12 @@ TEST_CASE("the memory cap is HBM less the allocator margin, compared to the whol
 }
 
 TEST_CASE("a margin under the threshold is thin, one at or over it is not", "[workflow][cap]") {
-  // Cap 10 GiB, threshold 1 GiB: a peak of 9.01 GiB leaves 0.99 (thin), 8.99 leaves 1.01 (not),
-  // 9 leaves exactly the threshold (not: thin is strictly under), 10.5 is over the cap (oom).
+  // Cap 10 GiB, threshold 5% of 20 GiB = 1 GiB: a peak of 9.01 GiB leaves 0.99 (thin), 8.99
+  // leaves 1.01 (not), 9 leaves exactly the threshold (not: thin is strictly under), 10.5 is over
+  // the cap (oom).
   MemoryCap cap;
   cap.cap_bytes = 10 * kGiB;
-  cap.thin_bytes = 1 * kGiB;
+  cap.hbm_bytes = 20 * kGiB;
   CHECK(cap.margin_bytes(9.01 * kGiB) == Approx(0.99 * kGiB));
   CHECK(cap.thin(9.01 * kGiB));
   CHECK_FALSE(cap.thin(8.99 * kGiB));
@@ -175,6 +176,113 @@ TEST_CASE("simulate, compare, sweep and search state the memory cap in the same 
   CHECK(both.exit_code == 2);
   CHECK(count_lines(both.err) == 1);
   CHECK_THAT(both.err, Catch::Contains("--mem-margin"));
+}
+
+namespace {
+
+// The cell of `column` in the first data row of a CSV text (no quoted commas in these rows).
+std::string csv_cell(const std::string& csv, const std::string& column) {
+  auto split = [](const std::string& line) {
+    std::vector<std::string> cells;
+    std::size_t from = 0;
+    for (std::size_t comma; (comma = line.find(',', from)) != std::string::npos; from = comma + 1)
+      cells.push_back(line.substr(from, comma - from));
+    cells.push_back(line.substr(from));
+    return cells;
+  };
+  const std::size_t eol = csv.find('\n');
+  const std::vector<std::string> head = split(csv.substr(0, eol));
+  const std::vector<std::string> row =
+      split(csv.substr(eol + 1, csv.find('\n', eol + 1) - eol - 1));
+  for (std::size_t k = 0; k < head.size() && k < row.size(); ++k)
+    if (head[k] == column) return row[k];
+  return "(no column " + column + ")";
+}
+
+// The number after the first `key` in `text` ("\"cap_gib\":" in an HTML report's data).
+double number_after(const std::string& text, const std::string& key) {
+  const std::size_t at = text.find(key);
+  REQUIRE(at != std::string::npos);
+  return std::stod(text.substr(at + key.size()));
+}
+
+// One configuration (default study, stp, tp 8, pp 2, seq 2048, m 8): its peak is 19.74 GiB.
+const std::string kOneLayout = " --tp 8 --pp 2 --seq 2048 --microbatches 8";
+
+}  // namespace
+
+TEST_CASE(
+    "one cap, the peak's, in simulate's text, JSON and HTML and sweep's table, CSV, JSON, "
+    "SVG and HTML",
+    "[workflow][cap][cli]") {
+  // --mem-margin 1.5: cap = 80e9 B - 1.5 GiB = 74.506 - 1.5 = 73.006 GiB, printed 73.01; the
+  // peak 19.74 GiB (the 2 GiB fixed overhead in it) leaves 73.006 - 19.739 = 53.27 GiB.
+  const fs::path dir = scratch("one-cap");
+  const double cap = 80e9 / kGiB - 1.5;
+  const CliRun sim = run_braid("simulate --schedule stp --mem-margin 1.5" + kOneLayout +
+                               " --html " + (dir / "s.html").string());
+  REQUIRE(sim.exit_code == 0);
+  CHECK_THAT(line_starting(sim.out, "memory cap "), Catch::StartsWith("memory cap 73.01 GiB = "));
+  CHECK(line_starting(sim.out, "peak memory") ==
+        "peak memory      19.74 GiB, cap 73.01 GiB, margin 53.27 GiB");
+  CHECK(number_after(slurp(dir / "s.html"), "\"cap_gib\":") == Approx(cap).epsilon(1e-12));
+  const auto report = nlohmann::json::parse(
+      run_braid("simulate --schedule stp --json --mem-margin 1.5" + kOneLayout).out);
+  CHECK(report["cap_gib"].get<double>() == Approx(cap).epsilon(1e-12));
+  CHECK(report["margin_gib"].get<double>() ==
+        Approx(cap - report["max_peak_memory_gib"].get<double>()).epsilon(1e-12));
+
+  const std::string sweep = "sweep --schedules stp --mem-margin 1.5" + kOneLayout;
+  const CliRun table = run_braid(sweep + " --csv " + (dir / "w.csv").string() + " --svg " +
+                                 (dir / "w.svg").string() + " --html " + (dir / "w.html").string());
+  REQUIRE(table.exit_code == 0);
+  CHECK(line_starting(table.out, "memory cap ") == line_starting(sim.out, "memory cap "));
+  CHECK_THAT(table.out, Catch::Contains(" 19.74       53.27 "));  // peak GiB, margin GiB
+  const std::string csv = slurp(dir / "w.csv");
+  CHECK(std::stod(csv_cell(csv, "cap_gib")) == Approx(cap).epsilon(1e-12));
+  CHECK(std::stod(csv_cell(csv, "margin_gib")) == report["margin_gib"].get<double>());
+  CHECK(csv_cell(csv, "thin_margin") == "0");
+  const auto json = nlohmann::json::parse(run_braid(sweep + " --json").out);
+  CHECK(json["cap_gib"].get<double>() == Approx(cap).epsilon(1e-12));
+  CHECK(json["rows"][0]["margin_gib"] == report["margin_gib"]);
+  CHECK_THAT(slurp(dir / "w.svg"), Catch::Contains(">memory cap 73.01 GiB<"));
+  CHECK(number_after(slurp(dir / "w.html"), "\"cap_gib\":") == Approx(cap).epsilon(1e-12));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a margin just under the threshold is flagged thin in every output, just over it not",
+          "[workflow][cap][cli]") {
+  // Threshold 5% of 80 GB = 3.73 GiB (3.7253). Peak 19.74 GiB (19.7395): --mem-cap 23.46 leaves
+  // 3.7205 GiB (thin), --mem-cap 23.47 leaves 3.7305 GiB (not thin).
+  const fs::path dir = scratch("thin");
+  for (const bool thin : {true, false}) {
+    const std::string cap = thin ? " --mem-cap 23.46" : " --mem-cap 23.47";
+    INFO(cap);
+    const CliRun sim = run_braid("simulate --schedule stp" + kOneLayout + cap);
+    REQUIRE(sim.exit_code == 0);
+    CHECK(line_starting(sim.out, "peak memory") ==
+          (thin
+               ? "peak memory      19.74 GiB, cap 23.46 GiB, margin 3.72 GiB (thin: under 3.73 GiB)"
+               : "peak memory      19.74 GiB, cap 23.47 GiB, margin 3.73 GiB"));
+    const std::string sweep = "sweep --schedules stp" + kOneLayout + cap;
+    const CliRun table =
+        run_braid(sweep + " --csv " + (dir / "w.csv").string() + " --svg " +
+                  (dir / "w.svg").string() + " --html " + (dir / "w.html").string());
+    REQUIRE(table.exit_code == 0);
+    CHECK_THAT(table.out, Catch::Contains(thin ? " 3.72 thin " : " 3.73 "));
+    CHECK((table.out.find(" thin ") != std::string::npos) == thin);
+    CHECK(csv_cell(slurp(dir / "w.csv"), "thin_margin") == (thin ? "1" : "0"));
+    const auto json = nlohmann::json::parse(run_braid(sweep + " --json").out);
+    CHECK(json["rows"][0]["thin_margin"] == thin);
+    CHECK(json["rows"][0]["report"]["thin_margin"] == thin);
+    CHECK((slurp(dir / "w.svg").find("class=\"thin\"") != std::string::npos) == thin);
+    CHECK((slurp(dir / "w.html").find("\"thin\":true") != std::string::npos) == thin);
+  }
+  // Over the cap is oom, not thin.
+  const CliRun over = run_braid("simulate --schedule stp" + kOneLayout + " --mem-cap 19");
+  CHECK_THAT(line_starting(over.out, "peak memory"), Catch::Contains("OUT OF MEMORY"));
+  CHECK_THAT(line_starting(over.out, "peak memory"), !Catch::Contains("thin"));
+  fs::remove_all(dir);
 }
 
 TEST_CASE("a rank over the cap is oom in simulate exactly when the sweep row is oom",

@@ -136,16 +136,18 @@ struct MemoryCap {
   double hbm_bytes = 0, fixed_overhead_bytes = 0;
   double allocator_margin_bytes = 0;  // taken off the HBM (0 when --mem-cap is given)
   double cap_bytes = 0;               // the peak a rank may reach, fixed overhead included
-  double thin_bytes = 0;              // a fitting peak with less margin than this is "thin"
   bool given = false;                 // set by --mem-cap (the formula does not apply)
 
   // What is left under the cap at `peak_bytes` (negative: over it).
   double margin_bytes(double peak_bytes) const { return cap_bytes - peak_bytes; }
+  // A fitting peak with less margin than this is "thin": kThinMarginShare of the HBM, whatever
+  // made the cap (so a shard's cap needs no field for it).
+  double thin_bytes() const;
   // A peak that fits with a margin under thin_bytes: an estimate error or a busier allocator
   // than assumed may turn it into an out-of-memory failure (docs/configuration.md, Memory cap).
   bool thin(double peak_bytes) const {
     const double m = margin_bytes(peak_bytes);
-    return m >= 0 && m < thin_bytes;
+    return m >= 0 && m < thin_bytes();
   }
 };
 // 5% of the GPU's memory (docs/configuration.md, "Memory cap", gives the reasoning): an

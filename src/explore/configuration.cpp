@@ -68,15 +68,16 @@ MemoryCap memory_cap(const Profile& profile, const ExploreOptions& options) {
                                      ? options.mem_margin_bytes
                                      : kDefaultMarginShare * profile.hbm_bytes;
   cap.cap_bytes = cap.given ? options.mem_cap_bytes : cap.hbm_bytes - cap.allocator_margin_bytes;
-  cap.thin_bytes = kThinMarginShare * profile.hbm_bytes;
   return cap;
 }
+
+double MemoryCap::thin_bytes() const { return kThinMarginShare * hbm_bytes; }
 
 std::string memory_cap_text(const MemoryCap& cap) {
   const std::string peak = util::format(
       "compared to the peak (fixed overhead %.2f GiB included); a margin under %.2f GiB is "
       "thin",
-      cap.fixed_overhead_bytes / kGiB, cap.thin_bytes / kGiB);
+      cap.fixed_overhead_bytes / kGiB, cap.thin_bytes() / kGiB);
   if (cap.given)
     return util::format("memory cap %.2f GiB (--mem-cap), ", cap.cap_bytes / kGiB) + peak;
   return util::format("memory cap %.2f GiB = HBM %.2f - allocator margin %.2f GiB, ",
@@ -103,7 +104,7 @@ void apply_memory_cap(Report& report, const MemoryCap& cap) {
   for (const RankReport& r : report.ranks) peak = std::max(peak, r.peak_memory_bytes);
   report.cap_gib = cap.cap_bytes / kGiB;
   report.margin_gib = cap.margin_bytes(peak) / kGiB;
-  report.thin_under_gib = cap.thin_bytes / kGiB;
+  report.thin_under_gib = cap.thin_bytes() / kGiB;
   report.thin_margin = cap.thin(peak);
 }
 

@@ -300,7 +300,7 @@ std::string sweep_csv(const SweepResult& result) {
 std::string sweep_json(const SweepResult& result) {
   nlohmann::ordered_json j;
   j["cap_gib"] = result.mem_cap_gib;
-  j["thin_under_gib"] = result.cap.thin_bytes / kGiB;
+  j["thin_under_gib"] = result.cap.thin_bytes() / kGiB;
   j["fixed_overhead_gib"] = result.fixed_overhead_gib;
   j["hbm_gib"] = result.cap.hbm_bytes / kGiB;
   j["allocator_margin_gib"] =

@@ -394,6 +394,8 @@ SearchResult search_once(const Study& base, const Profile& profile, const Search
       ticker.tick();
     });
     explore::exchange_rows(options.group, costs, batch, rows);
+    for (int i : batch)  // the cap's fields are not in the rows exchanged
+      if (rows[i].status != RowStatus::Invalid) apply_memory_cap(rows[i].report, result.cap);
     for (std::size_t k = next; k < end; ++k) {
       const int i = open[k];
       listed[i] = true;
@@ -670,7 +672,7 @@ std::string search_json(const SearchResult& r) {
   j["pruned_bound"] = r.pruned_bound;
   j["simulated"] = r.simulated;
   j["cap_gib"] = r.mem_cap_gib;
-  j["thin_under_gib"] = r.cap.thin_bytes / kGiB;
+  j["thin_under_gib"] = r.cap.thin_bytes() / kGiB;
   j["hbm_gib"] = r.cap.hbm_bytes / kGiB;
   j["fixed_overhead_gib"] = r.cap.fixed_overhead_bytes / kGiB;
   j["allocator_margin_gib"] = r.cap.given

@@ -276,7 +276,6 @@ SweepShard decode_shard(const std::string& bytes, const std::string& file) {
     s.cap.allocator_margin_bytes = c.at("margin_bytes").get<double>();
     s.cap.cap_bytes = c.at("cap_bytes").get<double>();
     s.cap.given = c.at("given").get<bool>();
-    s.cap.thin_bytes = kThinMarginShare * s.cap.hbm_bytes;  // as memory_cap() sets it
     for (const auto& index : j.at("indices")) s.indices.push_back(int_value(index));
     row_sums = j.at("row_checksums").get<std::vector<std::string>>();
     s.rows = decode_rows(bytes.substr(eol + 1));

@@ -214,7 +214,7 @@ std::string sweep_svg(const SweepResult& result, const std::string& title) {
   for (int i : shown) thin = thin || result.rows[i].report.thin_margin;
   if (thin) {
     circle_mark("fill=\"none\" stroke=\"#d62728\" stroke-width=\"1.5\"");
-    label("thin margin (under " + util::format("%.2f", result.cap.thin_bytes / kGiB) + " GiB)");
+    label("thin margin (under " + util::format("%.2f", result.cap.thin_bytes() / kGiB) + " GiB)");
     ly += 20;
   }
   line_mark("stroke=\"#222\" stroke-width=\"1.5\"");

@@ -201,6 +201,8 @@ SweepResult sweep(const Study& base, const Profile& profile,
   SweepResult result = options.cache ? sweep_cached(base, profile, configs, options)
                                      : sweep_plain(base, profile, configs, options);
   result.cap = memory_cap(profile, options);
+  for (Evaluation& e : result.rows)  // the cap's fields are not in rows other processes sent
+    if (e.status != RowStatus::Invalid) apply_memory_cap(e.report, result.cap);
   result.mem_cap_gib = result.cap.cap_bytes / kGiB;
   result.fixed_overhead_gib = profile.fixed_overhead_bytes / kGiB;
   rank_rows(result);
