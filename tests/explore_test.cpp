@@ -56,7 +56,9 @@ Report simulate_one(const Study& base, const Profile& profile, const Configurati
   const CostModel cost = build_cost_model(s, profile, schedule.virtual_stages());
   const Dag dag = lower(schedule, cost);
   const Timeline timeline = simulate(dag);
-  return make_report(s.name, schedule, cost, dag, timeline);
+  Report r = make_report(s.name, schedule, cost, dag, timeline);
+  apply_memory_cap(r, memory_cap(profile, ExploreOptions{}));  // as simulate with a study does
+  return r;
 }
 
 std::string csv_cell(const std::string& csv, int line, const std::string& column) {
