@@ -101,7 +101,7 @@ Simulated simulate_plain(const DesignProblem& problem, const Schedule& s) {
   Simulated out;
   out.time_s = r.iteration_time_s;
   for (const RankReport& rr : r.ranks) {
-    out.peak_bytes = std::max(out.peak_bytes, rr.peak_memory_bytes - cost.fixed_overhead_bytes);
+    out.peak_bytes = std::max(out.peak_bytes, rr.peak_memory_bytes);  // as the cap counts it
     out.peak_ma = std::max(out.peak_ma, rr.activation_peak_ma);
   }
   return out;
@@ -226,7 +226,7 @@ TEST_CASE("a moved order runs under braid's runtime, not its seed's, and so neve
   DesignOptions options;
   options.max_candidates = 200;
   options.seeds = {"1f1b-i"};
-  options.mem_cap_bytes = s.profile.hbm_bytes - s.profile.fixed_overhead_bytes;
+  options.mem_cap_bytes = s.profile.hbm_bytes;
   const DesignResult r = design(problem, options);
   CHECK(r.candidates == 200);
   CHECK(r.schedule.name == kDesignedName);
@@ -272,11 +272,10 @@ TEST_CASE(
     for (const Simulated& h : hand)
       low = std::min(low, h.peak_bytes), high = std::max(high, h.peak_bytes);
     // Every other study gets a cap halfway between the hand-designed peaks, which shuts out the
-    // hungriest of them; the rest the GPU's memory less the fixed overhead.
+    // hungriest of them; the rest the GPU's memory.
     DesignOptions options;
     options.max_candidates = 40;
-    options.mem_cap_bytes =
-        i % 2 == 0 ? (low + high) / 2 : s.profile.hbm_bytes - s.profile.fixed_overhead_bytes;
+    options.mem_cap_bytes = i % 2 == 0 ? (low + high) / 2 : s.profile.hbm_bytes;
     double best_hand = 0;
     bool excluded = false;
     for (const Simulated& h : hand) {

@@ -152,6 +152,10 @@ TEST_CASE("rows survive encode_rows and decode_rows bit for bit", "[distribute]"
   CHECK(encode_rows(back) == bytes);
   SweepResult copy = r;
   copy.rows = back;
+  // The cap's fields of a report are not in the rows (a shard carries its cap once): set again
+  // from the cap, as merge and the exchange among processes do.
+  for (Evaluation& e : copy.rows)
+    if (e.status != RowStatus::Invalid) apply_memory_cap(e.report, copy.cap);
   CHECK(sweep_outputs(copy) == sweep_outputs(r));
   CHECK(back[0].report.critical_path.text == r.rows[0].report.critical_path.text);
   CHECK_THROWS(decode_rows(bytes.substr(0, bytes.size() - 1)));
@@ -324,7 +328,7 @@ TEST_CASE("the report field visitors list every member of the report structs", "
   CHECK(visited_count<RankReport>() == member_count<RankReport>());
   CHECK(visited_count<CriticalPathSummary>() == member_count<CriticalPathSummary>());
   CHECK(visited_count<ExposedPiece>() == member_count<ExposedPiece>());
-  CHECK(member_count<Report>() == 34);  // the count itself works: Report has 34 members
+  CHECK(member_count<Report>() == 38);  // the count itself works: Report has 38 members
   CHECK(member_count<ExposedPiece>() == 4);
 }
 

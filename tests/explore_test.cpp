@@ -56,7 +56,9 @@ Report simulate_one(const Study& base, const Profile& profile, const Configurati
   const CostModel cost = build_cost_model(s, profile, schedule.virtual_stages());
   const Dag dag = lower(schedule, cost);
   const Timeline timeline = simulate(dag);
-  return make_report(s.name, schedule, cost, dag, timeline);
+  Report r = make_report(s.name, schedule, cost, dag, timeline);
+  apply_memory_cap(r, memory_cap(profile, ExploreOptions{}));  // as simulate with a study does
+  return r;
 }
 
 std::string csv_cell(const std::string& csv, int line, const std::string& column) {
@@ -306,13 +308,11 @@ TEST_CASE(
   const Fixture& f = fixture();
   const auto configs = cross_product(small_axes());
   const SweepResult free_run = sweep(f.study, f.profile, configs, ExploreOptions{});
-  // Default cap: the GPU less the fixed overhead, so the flag agrees with simulate's.
+  // Default cap: the GPU less the allocator margin, so the flag agrees with simulate's.
   for (const Evaluation& e : free_run.rows) CHECK((e.status == RowStatus::Oom) == e.report.oom);
-  double least_static = 1e30, most_peak = 0;
-  for (const Evaluation& e : free_run.rows) {
-    least_static = std::min(least_static, e.static_gib - free_run.fixed_overhead_gib);
-    most_peak = std::max(most_peak, e.model_peak_gib);
-  }
+  // The cap is compared to the whole peak: static memory with the fixed overhead in it.
+  double least_static = 1e30;
+  for (const Evaluation& e : free_run.rows) least_static = std::min(least_static, e.static_gib);
   ExploreOptions tight;
   tight.mem_cap_bytes = (least_static + 0.001) * 1024.0 * 1024.0 * 1024.0;
   const SweepResult all_oom = sweep(f.study, f.profile, configs, tight);
@@ -334,7 +334,8 @@ TEST_CASE(
   // Megatron 22B (tied embeddings) at tp 8, pp 2 with stp: the V placement puts the embedding
   // and the last stage's copy of it on rank 0, which keeps one (the report's 23.67 GiB of
   // weights, gradients and optimizer state, fixed overhead aside). Counting both copies (24.33
-  // GiB) put this configuration over a 24 GiB cap without simulating it.
+  // GiB) put this configuration over a 24 GiB cap (26 GiB with the 2 GiB fixed overhead, as the
+  // cap counts it now) without simulating it.
   Study study =
       load_study(fs::path(BRAID_SOURCE_DIR) / "configs/studies/megatron/megatron-22b-full.yaml");
   study = with_gpus(study, 16);
@@ -350,7 +351,7 @@ TEST_CASE(
   c.recompute = study.training.recompute;
   c.schedule = "stp";
   ExploreOptions options;
-  options.mem_cap_bytes = 24.0 * 1024 * 1024 * 1024;
+  options.mem_cap_bytes = 26.0 * 1024 * 1024 * 1024;
   const SweepResult r = sweep(study, profile, {c}, options);
   REQUIRE(r.rows.size() == 1);
   const Evaluation& e = r.rows[0];
@@ -376,10 +377,10 @@ TEST_CASE(
     "search designs no configuration whose static memory is over the cap in every layout a "
     "design may return",
     "[explore][search]") {
-  // Default study on 16 GPUs, global batch 16, cap 14 GiB: at tp 4, pp 4 every layout (V, and
+  // Default study on 16 GPUs, global batch 16, cap 16 GiB: at tp 4, pp 4 every layout (V, and
   // the loop of 1f1b-i) holds 16.26 GiB of weights, gradients and optimizer state on its fullest
-  // rank, so no candidate of a design could fit; a design would simulate its 300 candidates to
-  // find that. At tp 8, pp 2 (13.66 GiB) the design runs.
+  // rank, 18.26 GiB with the 2 GiB fixed overhead, so no candidate of a design could fit; a design
+  // would simulate its 300 candidates to find that. At tp 8, pp 2 (15.66 GiB) the design runs.
   const Fixture& f = fixture();
   SearchSpace space;
   space.gpus = 16;
@@ -388,7 +389,7 @@ TEST_CASE(
   space.schedules = {"designed"};
   space.try_levers = false;
   ExploreOptions options;
-  options.mem_cap_bytes = 14.0 * 1024 * 1024 * 1024;
+  options.mem_cap_bytes = 16.0 * 1024 * 1024 * 1024;
   const SearchResult r = search(f.study, f.profile, space, options);
   int static_rows = 0;
   for (const Evaluation& e : r.rows) {
@@ -396,8 +397,8 @@ TEST_CASE(
     static_rows += e.reason.find("static memory") != std::string::npos;
     if (e.config.tp == 4 && e.config.pp == 4)
       CHECK(e.reason ==
-            "designed: static memory (weights, gradients, optimizer state) 16.26 GiB over the "
-            "14.00 GiB cap; not designed");
+            "designed: static memory (weights, gradients, optimizer state, fixed overhead) 18.26 "
+            "GiB over the 16.00 GiB cap; not designed");
     if (e.config.tp == 8 && e.config.pp == 2)
       CHECK(e.reason.find("static memory") == std::string::npos);
   }
@@ -693,7 +694,7 @@ TEST_CASE("every sweep row carries its global batch, and rows of several batches
       "rows span global batches 8..32 samples: tokens/s compares different batch sizes; "
       "--fixed-global-batch B compares at one";
   CHECK(global_batch_note(r) == note);
-  CHECK_THAT(sweep_table(r), Catch::Contains("adds the fixed overhead\n" + note + "\n* = best"));
+  CHECK_THAT(sweep_table(r), Catch::Contains("is thin\n" + note + "\n* = best"));
   CHECK(json["global_batch_note"] == note);
 
   // One batch size per row set: no note.

@@ -74,7 +74,7 @@ const std::vector<Golden>& goldens() {
        "design --unit-costs 1,1,1,0.25 --pp 4 --microbatches 8 --mem-cap-ma 6 --max-candidates "
        "40 --budget 0 -o {out}/d.json"},
       {"design_default.txt",
-       "design --study default --microbatches 8 --mem-cap 60 --max-candidates 12 --budget 0 "
+       "design --study default --microbatches 8 --mem-cap 62 --max-candidates 12 --budget 0 "
        "--seeds 1f1b-i,stp -o {out}/d.json"},
       // Every CSV: simulate, compare, sweep, search and the PyTorch schedule export.
       {"simulate_default_stp.csv",

@@ -96,39 +96,62 @@ TEST_CASE("paths inside a study, cluster and profile resolve against the file's 
   fs::remove_all(dir);
 }
 
-TEST_CASE("the memory cap is HBM less the fixed overhead less the allocator margin",
+TEST_CASE("the memory cap is HBM less the allocator margin, compared to the whole peak",
           "[workflow][cap]") {
   const Profile a800 = load_profile("a800");
   const MemoryCap by_default = memory_cap(a800, ExploreOptions{});
   CHECK(by_default.hbm_bytes == 80e9);  // 80 GB
   CHECK(by_default.fixed_overhead_bytes == 2 * kGiB);
-  CHECK(by_default.margin_bytes == 0.05 * 80e9);
-  CHECK(by_default.cap_bytes == 80e9 - 2 * kGiB - 0.05 * 80e9);
+  CHECK(by_default.allocator_margin_bytes == 0.05 * 80e9);
+  CHECK(by_default.cap_bytes == 80e9 - 0.05 * 80e9);  // 70.78 GiB
+  CHECK(by_default.thin_bytes() == 0.05 * 80e9);      // 3.73 GiB
   CHECK(memory_cap_text(by_default) ==
-        "memory cap 68.78 GiB for model state + activations = HBM 74.51 - fixed overhead 2.00 - "
-        "allocator margin 3.73 GiB; peak GiB adds the fixed overhead");
+        "memory cap 70.78 GiB = HBM 74.51 - allocator margin 3.73 GiB, compared to the peak "
+        "(fixed overhead 2.00 GiB included); a margin under 3.73 GiB is thin");
   ExploreOptions no_margin;
   no_margin.mem_margin_bytes = 0;
-  CHECK(memory_cap(a800, no_margin).cap_bytes == 80e9 - 2 * kGiB);
+  CHECK(memory_cap(a800, no_margin).cap_bytes == 80e9);
   ExploreOptions given;
   given.mem_cap_bytes = 30 * kGiB;
   CHECK(memory_cap(a800, given).cap_bytes == 30 * kGiB);
   CHECK(memory_cap(a800, given).given);
 
-  // A rank is over the cap when its peak less the fixed overhead exceeds it.
+  // A rank is over the cap when its peak (the fixed overhead in it) exceeds it.
+  MemoryCap cap;
+  cap.fixed_overhead_bytes = 2 * kGiB;
+  cap.cap_bytes = 11 * kGiB;
+  cap.hbm_bytes = 30 * kGiB;  // thin under 5% of it: 1.5 GiB
   Report r;
   r.ranks.resize(2);
   r.ranks[0].rank = 0;
   r.ranks[0].peak_memory_bytes = 10 * kGiB;
   r.ranks[1].rank = 1;
   r.ranks[1].peak_memory_bytes = 12 * kGiB;
-  apply_memory_cap(r, 9 * kGiB, 2 * kGiB);
+  apply_memory_cap(r, cap);
   CHECK_FALSE(r.ranks[0].oom);
   CHECK(r.ranks[1].oom);
   CHECK(r.ranks[1].over_bytes == 1 * kGiB);
   CHECK(r.oom);
   CHECK(r.oom_rank == 1);
   CHECK(r.oom_over_gib == 1.0);
+  CHECK(r.cap_gib == 11.0);
+  CHECK(r.margin_gib == -1.0);  // 11 - 12: the largest peak's
+  CHECK_FALSE(r.thin_margin);   // over the cap is oom, not thin
+}
+
+TEST_CASE("a margin under the threshold is thin, one at or over it is not", "[workflow][cap]") {
+  // Cap 10 GiB, threshold 5% of 20 GiB = 1 GiB: a peak of 9.01 GiB leaves 0.99 (thin), 8.99
+  // leaves 1.01 (not), 9 leaves exactly the threshold (not: thin is strictly under), 10.5 is over
+  // the cap (oom).
+  MemoryCap cap;
+  cap.cap_bytes = 10 * kGiB;
+  cap.hbm_bytes = 20 * kGiB;
+  CHECK(cap.margin_bytes(9.01 * kGiB) == Approx(0.99 * kGiB));
+  CHECK(cap.thin(9.01 * kGiB));
+  CHECK_FALSE(cap.thin(8.99 * kGiB));
+  CHECK_FALSE(cap.thin(9 * kGiB));
+  CHECK_FALSE(cap.thin(10.5 * kGiB));
+  CHECK(cap.thin(10 * kGiB));  // a margin of 0 still fits
 }
 
 TEST_CASE("simulate, compare, sweep and search state the memory cap in the same words",
@@ -145,8 +168,8 @@ TEST_CASE("simulate, compare, sweep and search state the memory cap in the same 
     lines.push_back(line_starting(r.out, "memory cap "));
   }
   const std::string expected =
-      "memory cap 71.01 GiB for model state + activations = HBM 74.51 - fixed overhead 2.00 - "
-      "allocator margin 1.50 GiB; peak GiB adds the fixed overhead";
+      "memory cap 73.01 GiB = HBM 74.51 - allocator margin 1.50 GiB, compared to the peak (fixed "
+      "overhead 2.00 GiB included); a margin under 3.73 GiB is thin";
   for (const std::string& line : lines) CHECK(line == expected);
   // --mem-cap replaces the formula; with --mem-margin it is a conflict (exit 2, one line).
   const CliRun both = run_braid("simulate --schedule stp" + sizes + " --mem-cap 40 --mem-margin 1");
@@ -155,10 +178,118 @@ TEST_CASE("simulate, compare, sweep and search state the memory cap in the same 
   CHECK_THAT(both.err, Catch::Contains("--mem-margin"));
 }
 
+namespace {
+
+// The cell of `column` in the first data row of a CSV text (no quoted commas in these rows).
+std::string csv_cell(const std::string& csv, const std::string& column) {
+  auto split = [](const std::string& line) {
+    std::vector<std::string> cells;
+    std::size_t from = 0;
+    for (std::size_t comma; (comma = line.find(',', from)) != std::string::npos; from = comma + 1)
+      cells.push_back(line.substr(from, comma - from));
+    cells.push_back(line.substr(from));
+    return cells;
+  };
+  const std::size_t eol = csv.find('\n');
+  const std::vector<std::string> head = split(csv.substr(0, eol));
+  const std::vector<std::string> row =
+      split(csv.substr(eol + 1, csv.find('\n', eol + 1) - eol - 1));
+  for (std::size_t k = 0; k < head.size() && k < row.size(); ++k)
+    if (head[k] == column) return row[k];
+  return "(no column " + column + ")";
+}
+
+// The number after the first `key` in `text` ("\"cap_gib\":" in an HTML report's data).
+double number_after(const std::string& text, const std::string& key) {
+  const std::size_t at = text.find(key);
+  REQUIRE(at != std::string::npos);
+  return std::stod(text.substr(at + key.size()));
+}
+
+// One configuration (default study, stp, tp 8, pp 2, seq 2048, m 8): its peak is 19.74 GiB.
+const std::string kOneLayout = " --tp 8 --pp 2 --seq 2048 --microbatches 8";
+
+}  // namespace
+
+TEST_CASE(
+    "one cap, the peak's, in simulate's text, JSON and HTML and sweep's table, CSV, JSON, "
+    "SVG and HTML",
+    "[workflow][cap][cli]") {
+  // --mem-margin 1.5: cap = 80e9 B - 1.5 GiB = 74.506 - 1.5 = 73.006 GiB, printed 73.01; the
+  // peak 19.74 GiB (the 2 GiB fixed overhead in it) leaves 73.006 - 19.739 = 53.27 GiB.
+  const fs::path dir = scratch("one-cap");
+  const double cap = 80e9 / kGiB - 1.5;
+  const CliRun sim = run_braid("simulate --schedule stp --mem-margin 1.5" + kOneLayout +
+                               " --html " + (dir / "s.html").string());
+  REQUIRE(sim.exit_code == 0);
+  CHECK_THAT(line_starting(sim.out, "memory cap "), Catch::StartsWith("memory cap 73.01 GiB = "));
+  CHECK(line_starting(sim.out, "peak memory") ==
+        "peak memory      19.74 GiB, cap 73.01 GiB, margin 53.27 GiB");
+  CHECK(number_after(slurp(dir / "s.html"), "\"cap_gib\":") == Approx(cap).epsilon(1e-12));
+  const auto report = nlohmann::json::parse(
+      run_braid("simulate --schedule stp --json --mem-margin 1.5" + kOneLayout).out);
+  CHECK(report["cap_gib"].get<double>() == Approx(cap).epsilon(1e-12));
+  CHECK(report["margin_gib"].get<double>() ==
+        Approx(cap - report["max_peak_memory_gib"].get<double>()).epsilon(1e-12));
+
+  const std::string sweep = "sweep --schedules stp --mem-margin 1.5" + kOneLayout;
+  const CliRun table = run_braid(sweep + " --csv " + (dir / "w.csv").string() + " --svg " +
+                                 (dir / "w.svg").string() + " --html " + (dir / "w.html").string());
+  REQUIRE(table.exit_code == 0);
+  CHECK(line_starting(table.out, "memory cap ") == line_starting(sim.out, "memory cap "));
+  CHECK_THAT(table.out, Catch::Contains(" 19.74       53.27 "));  // peak GiB, margin GiB
+  const std::string csv = slurp(dir / "w.csv");
+  CHECK(std::stod(csv_cell(csv, "cap_gib")) == Approx(cap).epsilon(1e-12));
+  CHECK(std::stod(csv_cell(csv, "margin_gib")) == report["margin_gib"].get<double>());
+  CHECK(csv_cell(csv, "thin_margin") == "0");
+  const auto json = nlohmann::json::parse(run_braid(sweep + " --json").out);
+  CHECK(json["cap_gib"].get<double>() == Approx(cap).epsilon(1e-12));
+  CHECK(json["rows"][0]["margin_gib"] == report["margin_gib"]);
+  CHECK_THAT(slurp(dir / "w.svg"), Catch::Contains(">memory cap 73.01 GiB<"));
+  CHECK(number_after(slurp(dir / "w.html"), "\"cap_gib\":") == Approx(cap).epsilon(1e-12));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("a margin just under the threshold is flagged thin in every output, just over it not",
+          "[workflow][cap][cli]") {
+  // Threshold 5% of 80 GB = 3.73 GiB (3.7253). Peak 19.74 GiB (19.7395): --mem-cap 23.46 leaves
+  // 3.7205 GiB (thin), --mem-cap 23.47 leaves 3.7305 GiB (not thin).
+  const fs::path dir = scratch("thin");
+  for (const bool thin : {true, false}) {
+    const std::string cap = thin ? " --mem-cap 23.46" : " --mem-cap 23.47";
+    INFO(cap);
+    const CliRun sim = run_braid("simulate --schedule stp" + kOneLayout + cap);
+    REQUIRE(sim.exit_code == 0);
+    CHECK(line_starting(sim.out, "peak memory") ==
+          (thin
+               ? "peak memory      19.74 GiB, cap 23.46 GiB, margin 3.72 GiB (thin: under 3.73 GiB)"
+               : "peak memory      19.74 GiB, cap 23.47 GiB, margin 3.73 GiB"));
+    const std::string sweep = "sweep --schedules stp" + kOneLayout + cap;
+    const CliRun table =
+        run_braid(sweep + " --csv " + (dir / "w.csv").string() + " --svg " +
+                  (dir / "w.svg").string() + " --html " + (dir / "w.html").string());
+    REQUIRE(table.exit_code == 0);
+    CHECK_THAT(table.out, Catch::Contains(thin ? " 3.72 thin " : " 3.73 "));
+    CHECK((table.out.find(" thin ") != std::string::npos) == thin);
+    CHECK(csv_cell(slurp(dir / "w.csv"), "thin_margin") == (thin ? "1" : "0"));
+    const auto json = nlohmann::json::parse(run_braid(sweep + " --json").out);
+    CHECK(json["rows"][0]["thin_margin"] == thin);
+    CHECK(json["rows"][0]["report"]["thin_margin"] == thin);
+    CHECK((slurp(dir / "w.svg").find("class=\"thin\"") != std::string::npos) == thin);
+    CHECK((slurp(dir / "w.html").find("\"thin\":true") != std::string::npos) == thin);
+  }
+  // Over the cap is oom, not thin.
+  const CliRun over = run_braid("simulate --schedule stp" + kOneLayout + " --mem-cap 19");
+  CHECK_THAT(line_starting(over.out, "peak memory"), Catch::Contains("OUT OF MEMORY"));
+  CHECK_THAT(line_starting(over.out, "peak memory"), !Catch::Contains("thin"));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("a rank over the cap is oom in simulate exactly when the sweep row is oom",
           "[workflow][cap][cli]") {
-  // 20 GiB lies between the static memory and the peak of stp at seq 4096 on 16 A800s.
-  const std::string sizes = " --tp 8 --pp 2 --seq 4096 --microbatches 16 --mem-cap 20";
+  // 22 GiB lies between the static memory and the peak of stp at seq 4096 on 16 A800s (both with
+  // the 2 GiB fixed overhead).
+  const std::string sizes = " --tp 8 --pp 2 --seq 4096 --microbatches 16 --mem-cap 22";
   const CliRun sim = run_braid("simulate --schedule stp --json" + sizes);
   REQUIRE(sim.exit_code == 0);
   const auto report = nlohmann::json::parse(sim.out);
@@ -208,9 +339,9 @@ TEST_CASE("the runner-up explanation names every field that differs", "[workflow
 
 TEST_CASE("when nothing fits, search says which lever would make it fit and at what cost",
           "[workflow][search][cli]") {
-  // 8 A800s, seq 4096, a 28 GiB cap: the fastest layouts need about 32 GiB.
+  // 8 A800s, seq 4096, a 30 GiB cap: the fastest layouts peak at about 34 GiB.
   const std::string common =
-      "search --gpus 8 --global-batch 8 --mbs 1 --schedules 1f1b-i,stp --seq 4096 --mem-cap 28";
+      "search --gpus 8 --global-batch 8 --mbs 1 --schedules 1f1b-i,stp --seq 4096 --mem-cap 30";
   const CliRun r = run_braid(common + " --json");
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
@@ -227,7 +358,7 @@ TEST_CASE("when nothing fits, search says which lever would make it fit and at w
       CHECK(!l["detail"].get<std::string>().empty());
       continue;
     }
-    CHECK(l["best"]["model_peak_gib"].get<double>() <= 28.0);
+    CHECK(l["best"]["report"]["max_peak_memory_gib"].get<double>() <= 30.0);
     CHECK(l["best"]["margin_gib"].get<double>() >= 0);
   }
   CHECK(levers["--sp on"]["fits"] == true);

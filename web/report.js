@@ -425,7 +425,10 @@
     const ma = rep.ma_gib * GiB;
     const scale = uniform ? (ma > 0 ? ma : 1) : GiB;
     const unit = uniform ? (ma > 0 ? "M_a" : "bytes") : "GiB";
-    const cap = uniform ? 0 : rep.hbm_gib;
+    // The study's memory cap, the peak's terms (fixed overhead included); a document written
+    // before reports carried it has the HBM only.
+    const cap = uniform ? 0 : (rep.cap_gib !== undefined ? rep.cap_gib : rep.hbm_gib);
+    const thin = !uniform && rep.thin_margin ? " \u00b7 thin margin " + rep.margin_gib.toFixed(2) + " GiB" : "";
     let ymax = cap;
     rep.ranks.forEach((rr) => {
       ymax = Math.max(ymax, uniform ? rr.activation_peak_gib * GiB / scale : rr.static_gib + rr.activation_peak_gib);
@@ -456,7 +459,7 @@
       if (stat > 0) parts.push('<line class="static" x1="' + ml + '" y1="' + Y(stat) + '" x2="' + (ml + cw) + '" y2="' + Y(stat) + '"/>' +
         '<text class="k" x="' + (ml + cw - 2) + '" y="' + (Y(stat) + 11) + '" text-anchor="end">static ' + stat.toFixed(2) + " " + unit + "</text>");
       if (cap > 0) parts.push('<line class="cap" x1="' + ml + '" y1="' + Y(cap) + '" x2="' + (ml + cw) + '" y2="' + Y(cap) + '"/>' +
-        '<text class="capl" x="' + (ml + 2) + '" y="' + (Y(cap) - 3) + '">cap ' + cap.toFixed(1) + " " + unit + "</text>");
+        '<text class="capl" x="' + (ml + 2) + '" y="' + (Y(cap) - 3) + '">cap ' + cap.toFixed(2) + " " + unit + thin + "</text>");
       parts.push('<path class="memline" d="' + d + '"/>');
       if (peak >= 0) parts.push('<circle class="peak" cx="' + X(peakT).toFixed(2) + '" cy="' + Y(peak).toFixed(2) + '" r="3"/>' +
         '<text class="pk" x="' + Math.min(X(peakT) + 5, ml + cw - 90).toFixed(1) + '" y="' + (Y(peak) - 5).toFixed(1) + '">peak ' + peak.toFixed(2) + " " + unit + "</text>");
@@ -524,7 +527,7 @@
       parts.push('<text class="l" x="' + (ml + W) + '" y="' + (mt + H + 34) + '" text-anchor="end">peak memory per GPU (GiB)</text>');
       parts.push('<text class="l" x="14" y="' + (mt + H / 2) + '" transform="rotate(-90 14 ' + (mt + H / 2) + ')" text-anchor="middle">tokens/s</text>');
       if (sweep.cap_gib > 0) parts.push('<line class="cap" x1="' + X(sweep.cap_gib) + '" y1="' + mt + '" x2="' + X(sweep.cap_gib) + '" y2="' + (mt + H) + '"/>' +
-        '<text class="capl" x="' + (X(sweep.cap_gib) - 4) + '" y="' + (mt + 12) + '" text-anchor="end">cap ' + sweep.cap_gib.toFixed(1) + " GiB</text>");
+        '<text class="capl" x="' + (X(sweep.cap_gib) - 4) + '" y="' + (mt + 12) + '" text-anchor="end">cap ' + sweep.cap_gib.toFixed(2) + " GiB</text>");
       // Pareto front of the shown rows that fit: no other uses less memory for more throughput.
       const fit = shown.filter(([p]) => p.status === "ok").sort((a, b) => a[0].peak_gib - b[0].peak_gib || b[0].tokens_per_s - a[0].tokens_per_s);
       let best = -1;
@@ -535,9 +538,10 @@
         const c = colour(p.schedule);
         parts.push('<circle class="pt" data-k="' + k + '" cx="' + X(p.peak_gib).toFixed(2) + '" cy="' + Y(p.tokens_per_s).toFixed(2) +
           '" r="5" fill="' + (p.status === "ok" ? c : "#fff") + '" stroke="' + c + '"/>');
+        if (p.thin) parts.push('<circle class="thin" cx="' + X(p.peak_gib).toFixed(2) + '" cy="' + Y(p.tokens_per_s).toFixed(2) + '" r="8" fill="none" stroke="#d62728"/>');
       }
       parts.push("</svg>");
-      box.innerHTML = '<div class="legend">' + shown.length + " of " + points.length + " rows shown \u00b7 line: Pareto front of the rows that fit \u00b7 hollow: over the cap</div>" + parts.join("");
+      box.innerHTML = '<div class="legend">' + shown.length + " of " + points.length + " rows shown \u00b7 line: Pareto front of the rows that fit \u00b7 hollow: over the cap \u00b7 red ring: thin margin</div>" + parts.join("");
       box.dataset.points = shown.length;
       box.dataset.front = front.length;
     }

@@ -40,8 +40,8 @@ struct DesignProgress {
 };
 
 struct DesignOptions {
-  // Cap on each rank's peak of weights + gradients + optimizer state + activations (the
-  // simulator's peak less the profile's fixed overhead, as sweep's --mem-cap); < 0: none.
+  // Cap on each rank's peak (the simulator's: weights, gradients, optimizer state, activations
+  // and the profile's fixed overhead, as the memory cap of sweep and simulate); < 0: none.
   double mem_cap_bytes = -1;
   // Cap on each rank's activation peak in units of M_a (uniform-cost mode); < 0: none.
   double mem_cap_ma = -1;

@@ -105,8 +105,8 @@ struct ProcessGroup {
 };
 
 struct ExploreOptions {
-  // Memory a GPU may use for weights, gradients, optimizer state and activations; < 0: the
-  // definition of memory_cap() (HBM less the fixed overhead less the allocator margin).
+  // Memory a GPU may use in all (its peak, the fixed overhead included); < 0: the definition of
+  // memory_cap() (HBM less the allocator margin).
   double mem_cap_bytes = -1;
   // The allocator margin of memory_cap(); < 0: kDefaultMarginShare of the GPU's memory.
   double mem_margin_bytes = -1;
@@ -136,25 +136,43 @@ struct ExploreOptions {
 };
 
 // The memory cap, one definition for search, sweep, compare, simulate and the charts: what a GPU
-// may hold in weights, gradients, optimizer state and activations is its HBM less the profile's
-// fixed overhead (CUDA context, workspaces, NCCL buffers) less an allocator margin (memory the
-// caching allocator holds but cannot hand out: fragmentation). A rank is over the cap when its
-// peak less the fixed overhead exceeds the cap. --mem-cap replaces the whole formula.
+// may use in all (its peak: weights, gradients, optimizer state, activations and the profile's
+// fixed overhead for CUDA context, workspaces and NCCL buffers) is its HBM less an allocator margin
+// (memory the caching allocator holds but cannot hand out: fragmentation). A rank is over the cap
+// when its peak exceeds it. --mem-cap replaces the whole formula (still compared to the peak).
+// Every output prints and draws cap_bytes and the margin that margin_bytes() gives, never a
+// figure of its own.
 struct MemoryCap {
-  double hbm_bytes = 0, fixed_overhead_bytes = 0, margin_bytes = 0;
-  double cap_bytes = 0;  // for model state + activations
-  bool given = false;    // set by --mem-cap (the formula does not apply)
+  double hbm_bytes = 0, fixed_overhead_bytes = 0;
+  double allocator_margin_bytes = 0;  // taken off the HBM (0 when --mem-cap is given)
+  double cap_bytes = 0;               // the peak a rank may reach, fixed overhead included
+  bool given = false;                 // set by --mem-cap (the formula does not apply)
+
+  // What is left under the cap at `peak_bytes` (negative: over it).
+  double margin_bytes(double peak_bytes) const { return cap_bytes - peak_bytes; }
+  // A fitting peak with less margin than this is "thin": kThinMarginShare of the HBM, whatever
+  // made the cap (so a shard's cap needs no field for it).
+  double thin_bytes() const;
+  // A peak that fits with a margin under thin_bytes: an estimate error or a busier allocator
+  // than assumed may turn it into an out-of-memory failure (docs/configuration.md, Memory cap).
+  bool thin(double peak_bytes) const {
+    const double m = margin_bytes(peak_bytes);
+    return m >= 0 && m < thin_bytes();
+  }
 };
 // 5% of the GPU's memory (docs/configuration.md, "Memory cap", gives the reasoning): an
 // assumption, not a measurement.
 inline constexpr double kDefaultMarginShare = 0.05;
+// A margin under 5% of the GPU's memory is flagged thin (docs/configuration.md, "Memory cap").
+inline constexpr double kThinMarginShare = 0.05;
 MemoryCap memory_cap(const Profile& profile, const ExploreOptions& options);
-// "memory cap 70.78 GiB = HBM 74.51 - fixed overhead 2.00 - allocator margin 3.73 GiB (peak GiB
-// includes the fixed overhead)": the same words in every header.
+// "memory cap 70.78 GiB = HBM 74.51 - allocator margin 3.73 GiB, for the peak (fixed overhead
+// 2.00 GiB included); a margin under 3.73 GiB is thin": the same words in every header.
 std::string memory_cap_text(const MemoryCap& cap);
-// Re-marks the report's out-of-memory fields against the cap (instead of the bare HBM): a rank is
-// oom when its peak less `fixed_overhead_bytes` exceeds `cap_bytes`; over_bytes is by how much.
-void apply_memory_cap(Report& report, double cap_bytes, double fixed_overhead_bytes);
+// Marks the report's out-of-memory fields against the cap (instead of the bare HBM): a rank is
+// oom when its peak exceeds `cap.cap_bytes`; over_bytes is by how much. Sets the report's cap,
+// margin and thin flag from `cap` for the outputs.
+void apply_memory_cap(Report& report, const MemoryCap& cap);
 
 // "model qwen2-12.1b on a800x16 (2 x 8 GPUs): tp 8, pp 2, dp 1, seq 6144, mbs 1, m 64, global
 // batch 64, sp off, recompute none, offload 0, distributed optimizer on": the full setting of one
@@ -173,7 +191,7 @@ struct Evaluation {
   std::string reason;         // Invalid: why (the field and the rule it breaks); Oom: by how much
   Report report;              // Ok and Oom rows: the report `braid simulate` prints
   double static_gib = 0;      // largest static memory of a rank (incl. the fixed overhead)
-  double model_peak_gib = 0;  // largest peak of a rank less the fixed overhead (compared to cap)
+  double model_peak_gib = 0;  // largest peak of a rank less the fixed overhead (not the cap's)
   double speedup = 0;         // tokens/s over 1f1b-i at the same sizes; 0 when there is none
   bool group_best = false;    // fastest row that fits of its (tp, pp, seq) group
 };
@@ -211,7 +229,7 @@ std::vector<Evaluation> decode_rows(const std::string& bytes);
 struct SweepResult {
   std::vector<Evaluation> rows;  // in configuration order
   std::vector<int> ranking;      // indices of Ok rows by tokens/s (ties: order), then Oom rows
-  double mem_cap_gib = 0;        // the cap applied
+  double mem_cap_gib = 0;        // the cap applied (cap.cap_bytes, the peak a rank may reach)
   double fixed_overhead_gib = 0;
   int valid = 0, oom = 0, invalid = 0;
   MemoryCap cap;  // how the cap was made (for the header)
@@ -257,7 +275,7 @@ SweepResult merge_shards(const std::vector<SweepShard>& shards,
 // counted by reason, or each with its reason when `show_invalid` (CSV and JSON keep every row).
 std::string sweep_table(const SweepResult& result, int top = 0, bool show_invalid = false);
 std::string sweep_csv(const SweepResult& result);   // every row, every metric, %.17g numbers
-std::string sweep_json(const SweepResult& result);  // {"mem_cap_gib",...,"rows":[...]}
+std::string sweep_json(const SweepResult& result);  // {"cap_gib",...,"rows":[...]}
 // Throughput against peak memory, one colour per schedule, the Pareto front of the rows that fit.
 std::string sweep_svg(const SweepResult& result, const std::string& title);
 // When the ranked rows (ok and oom) run more than one global batch, the note that says so:

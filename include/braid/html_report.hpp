@@ -30,11 +30,12 @@ struct HtmlSweepPoint {
   std::string status;  // "ok" or "oom"
   double tokens_per_s = 0;
   double peak_gib = 0;  // largest peak memory of a rank (the report's max_peak_memory_gib)
+  bool thin = false;    // fits with a thin margin (the report's thin_margin)
 };
 
 struct HtmlSweep {
   std::vector<HtmlSweepPoint> points;
-  double cap_gib = 0;             // the memory cap in peak terms (cap + fixed overhead); 0: none
+  double cap_gib = 0;  // the memory cap (explore.hpp, MemoryCap: the peak's terms); 0: none
   std::string global_batch_note;  // global_batch_note() of the sweep; "" (null): one global batch
 };
 

@@ -104,9 +104,13 @@ struct Report {
   double ma_bytes = 0;        // M_a: mean activation bytes of one microbatch on one chunk
   double max_peak_memory_gib = 0;
   bool oom = false;
-  int oom_rank = -1;  // the rank most over hbm
+  int oom_rank = -1;  // the rank most over the cap
   double oom_over_gib = 0;
   double hbm_gib = 0;
+  // The memory cap the peak is compared to (the HBM until a study's cap is applied: explore.hpp,
+  // MemoryCap), what is left under it, and whether that margin is thin (under thin_under_gib).
+  double cap_gib = 0, margin_gib = 0, thin_under_gib = 0;
+  bool thin_margin = false;
   CriticalPathSummary critical_path;
 };
 
@@ -207,6 +211,11 @@ void visit_fields(R& r, F&& f) {
   f(FieldInfo{"ma_bytes", "ma_gib", true}, r.ma_bytes);
   f(FieldInfo{"max_peak_memory_gib", "max_peak_memory_gib"}, r.max_peak_memory_gib);
   f(FieldInfo{"hbm_gib", "hbm_gib"}, r.hbm_gib);
+  // Set from the cap: a row carries what its cap gives again (sweep_from_rows).
+  f(FieldInfo{"cap_gib", "cap_gib", false, false}, r.cap_gib);
+  f(FieldInfo{"margin_gib", "margin_gib", false, false}, r.margin_gib);
+  f(FieldInfo{"thin_under_gib", "thin_under_gib", false, false}, r.thin_under_gib);
+  f(FieldInfo{"thin_margin", "thin_margin", false, false}, r.thin_margin);
   f(FieldInfo{"oom", "oom"}, r.oom);
   f(FieldInfo{"oom_rank", "oom_rank"}, r.oom_rank);
   f(FieldInfo{"oom_over_gib", "oom_over_gib"}, r.oom_over_gib);

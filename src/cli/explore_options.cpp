@@ -136,9 +136,9 @@ void add_explore_study_options(CLI::App& cmd, ExploreStudyArgs& args) {
 
 void add_memory_cap_options(CLI::App& cmd, double& cap_gib, double& margin_gib) {
   cmd.add_option("--mem-cap", cap_gib,
-                 "GiB a GPU may use for weights, gradients, optimizer state and activations "
-                 "before a rank is reported oom; default: HBM less the profile's fixed overhead "
-                 "less --mem-margin")
+                 "GiB a GPU may use in all (its peak: weights, gradients, optimizer state, "
+                 "activations and the profile's fixed overhead) before a rank is reported oom; "
+                 "default: HBM less --mem-margin")
       ->check(finite_positive(kMaxMemoryGiB, "GiB"));  // so -1, "not given", cannot be given
   cmd.add_option("--mem-margin", margin_gib,
                  "GiB kept free for the allocator (fragmentation); default 5% of HBM "
@@ -154,7 +154,7 @@ void check_memory_cap(double cap_gib, double margin_gib) {
                      "must be a GiB count of 0 or more");
   if (margin_gib != -1 && cap_gib != -1)
     throw InputError("--mem-margin", std::to_string(margin_gib),
-                     "--mem-cap replaces the whole cap (HBM - fixed overhead - margin); give one "
+                     "--mem-cap replaces the whole cap (HBM - allocator margin); give one "
                      "of the two");
 }
 
@@ -234,14 +234,15 @@ namespace {
 // The sweep's rows that were simulated, as the HTML report's scatter.
 std::string sweep_html(const SweepResult& result, const std::string& title) {
   HtmlSweep sweep;
-  sweep.cap_gib = result.mem_cap_gib + result.fixed_overhead_gib;  // in peak terms
+  sweep.cap_gib = result.mem_cap_gib;  // the peak a rank may reach
   sweep.global_batch_note = global_batch_note(result);
   for (const Evaluation& e : result.rows) {
     if (e.status == RowStatus::Invalid) continue;
     const Configuration& c = e.config;
     sweep.points.push_back({c.schedule, c.tp, c.pp, c.vpp, c.seq, c.mbs, c.microbatches,
                             e.dp * c.mbs * c.microbatches, c.sp, name(c.recompute), name(e.status),
-                            e.report.tokens_per_s, e.report.max_peak_memory_gib});
+                            e.report.tokens_per_s, e.report.max_peak_memory_gib,
+                            e.report.thin_margin});
   }
   return html_report(html_report_data(title, {}, &sweep));
 }

@@ -223,7 +223,7 @@ SimulationResult simulate_schedule(const SimulationContext& ctx, Schedule schedu
                         std::to_string(schedule.microbatches) + ")");
   }
   r.report = make_report(ctx.study_name, schedule, r.cost, r.dag, r.timeline);
-  if (ctx.study) apply_memory_cap(r.report, ctx.cap.cap_bytes, ctx.cap.fixed_overhead_bytes);
+  if (ctx.study) apply_memory_cap(r.report, ctx.cap);
   return r;
 }
 

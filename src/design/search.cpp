@@ -32,7 +32,7 @@ constexpr int kGapsKept = 16;
 struct Candidate {
   Schedule schedule;
   double time_s = 0;
-  double peak_bytes = 0;  // largest rank: the report's peak less the fixed overhead
+  double peak_bytes = 0;  // largest rank: the report's peak (the fixed overhead included)
   double peak_ma = 0;     // largest rank: activation peak / M_a
   double over = 0;        // relative excess over the cap(s); 0 when it fits
   std::vector<Gap> gaps;
@@ -104,8 +104,8 @@ class Oracle {
     return it->second;
   }
 
-  // Time and memory as `braid simulate` reports them: each rank's peak is the report's peak less
-  // the profile's fixed overhead (what sweep --mem-cap caps too), its M_a peak the report's.
+  // Time and memory as `braid simulate` reports them: each rank's peak is the report's peak (what
+  // the memory cap of sweep and simulate caps too), its M_a peak the report's.
   Candidate evaluate(Schedule s, const std::string& origin) {
     Candidate c;
     const CostModel& model = cost(s.virtual_stages());
@@ -114,7 +114,7 @@ class Oracle {
     const Report report = make_report(problem_.study, s, model, dag, t);
     c.time_s = report.iteration_time_s;
     for (const RankReport& rank : report.ranks) {
-      c.peak_bytes = std::max(c.peak_bytes, rank.peak_memory_bytes - model.fixed_overhead_bytes);
+      c.peak_bytes = std::max(c.peak_bytes, rank.peak_memory_bytes);
       c.peak_ma = std::max(c.peak_ma, rank.activation_peak_ma);
     }
     if (options_.hold_until_w) c.peak_ma = std::max(c.peak_ma, peak_until_w(s));

@@ -78,33 +78,36 @@ MemoryCap memory_cap(const Profile& profile, const ExploreOptions& options) {
   MemoryCap cap;
   cap.hbm_bytes = profile.hbm_bytes;
   cap.fixed_overhead_bytes = profile.fixed_overhead_bytes;
-  cap.margin_bytes = options.mem_margin_bytes >= 0 ? options.mem_margin_bytes
-                                                   : kDefaultMarginShare * profile.hbm_bytes;
   cap.given = options.mem_cap_bytes >= 0;
-  cap.cap_bytes = cap.given ? options.mem_cap_bytes
-                            : cap.hbm_bytes - cap.fixed_overhead_bytes - cap.margin_bytes;
+  if (!cap.given)
+    cap.allocator_margin_bytes = options.mem_margin_bytes >= 0
+                                     ? options.mem_margin_bytes
+                                     : kDefaultMarginShare * profile.hbm_bytes;
+  cap.cap_bytes = cap.given ? options.mem_cap_bytes : cap.hbm_bytes - cap.allocator_margin_bytes;
   return cap;
 }
 
+double MemoryCap::thin_bytes() const { return kThinMarginShare * hbm_bytes; }
+
 std::string memory_cap_text(const MemoryCap& cap) {
+  const std::string peak = util::format(
+      "compared to the peak (fixed overhead %.2f GiB included); a margin under %.2f GiB is "
+      "thin",
+      cap.fixed_overhead_bytes / kGiB, cap.thin_bytes() / kGiB);
   if (cap.given)
-    return util::format(
-        "memory cap %.2f GiB for model state + activations (--mem-cap); peak GiB adds the %.2f "
-        "GiB fixed overhead",
-        cap.cap_bytes / kGiB, cap.fixed_overhead_bytes / kGiB);
-  return util::format(
-      "memory cap %.2f GiB for model state + activations = HBM %.2f - fixed overhead %.2f - "
-      "allocator margin %.2f GiB; peak GiB adds the fixed overhead",
-      cap.cap_bytes / kGiB, cap.hbm_bytes / kGiB, cap.fixed_overhead_bytes / kGiB,
-      cap.margin_bytes / kGiB);
+    return util::format("memory cap %.2f GiB (--mem-cap), ", cap.cap_bytes / kGiB) + peak;
+  return util::format("memory cap %.2f GiB = HBM %.2f - allocator margin %.2f GiB, ",
+                      cap.cap_bytes / kGiB, cap.hbm_bytes / kGiB,
+                      cap.allocator_margin_bytes / kGiB) +
+         peak;
 }
 
-void apply_memory_cap(Report& report, double cap_bytes, double fixed_overhead_bytes) {
+void apply_memory_cap(Report& report, const MemoryCap& cap) {
   report.oom = false;
   report.oom_rank = -1;
   report.oom_over_gib = 0;
   for (RankReport& r : report.ranks) {
-    const double over = r.peak_memory_bytes - fixed_overhead_bytes - cap_bytes;
+    const double over = -cap.margin_bytes(r.peak_memory_bytes);
     r.oom = over > 0;
     r.over_bytes = r.oom ? over : 0;
     if (r.oom && (!report.oom || over > report.oom_over_gib * kGiB)) {
@@ -113,6 +116,12 @@ void apply_memory_cap(Report& report, double cap_bytes, double fixed_overhead_by
       report.oom_over_gib = over / kGiB;
     }
   }
+  double peak = 0;
+  for (const RankReport& r : report.ranks) peak = std::max(peak, r.peak_memory_bytes);
+  report.cap_gib = cap.cap_bytes / kGiB;
+  report.margin_gib = cap.margin_bytes(peak) / kGiB;
+  report.thin_under_gib = cap.thin_bytes() / kGiB;
+  report.thin_margin = cap.thin(peak);
 }
 
 Study configure(const Study& base, const Configuration& c) {

@@ -91,7 +91,7 @@ void design_schedules(Workbench& wb, const Profile& profile,
   std::vector<std::unique_ptr<CostModel>> costs(owner.size());
   std::vector<std::string> errors(owner.size());
   std::vector<char> over_cap(owner.size(), 0);  // char: written from several threads
-  const double cap = cap_bytes(profile, options);
+  const double cap = memory_cap(profile, options).cap_bytes;
   parallel_for(static_cast<int>(owner.size()), options.jobs, [&](int d) {
     const int i = owner[d];
     const Prepared& prepared = *wb.prepared[i];

@@ -108,19 +108,15 @@ SizeEstimate configuration_size(const Study& study, const Configuration& c) {
   return estimate_study_size(study, static_cast<double>(c.pp) * c.vpp, c.microbatches);
 }
 
-double cap_bytes(const Profile& profile, const ExploreOptions& options) {
-  return memory_cap(profile, options).cap_bytes;
-}
-
 double max_static_bytes(const CostModel& cost, const Schedule& schedule) {
   double worst = 0;
   for (int r = 0; r < schedule.pp; ++r)
     worst = std::max(worst, total(rank_static_parts(cost, schedule.virtual_stages_of(r))));
-  return worst;
+  return worst + cost.fixed_overhead_bytes;
 }
 
 std::string static_over_cap_reason(double static_bytes, double cap, const std::string& what) {
-  return "static memory (weights, gradients, optimizer state) " +
+  return "static memory (weights, gradients, optimizer state, fixed overhead) " +
          util::format("%.2f GiB", static_bytes / kGiB) + " over the " +
          util::format("%.2f GiB", cap / kGiB) + " cap; not " + what;
 }
@@ -134,7 +130,7 @@ CostKey cost_key(const Study& study, int virtual_stages) {
 }
 
 void finish(Evaluation& e, const Study& study, const Schedule& schedule, const CostModel& cost,
-            double cap, const ExploreOptions& options, Reused* reuse) {
+            const MemoryCap& cap, const ExploreOptions& options, Reused* reuse) {
   e.dp = study.parallel.dp;
   e.gpus = study.cluster.gpus();
   // The schedule is braid's own (make_schedule accepted the sizes): a lowering failure or a
@@ -154,7 +150,7 @@ void finish(Evaluation& e, const Study& study, const Schedule& schedule, const C
     internal_error(e.config, err);
   }
   e.report = make_report(study.name, schedule, cost, dag, timeline);
-  apply_memory_cap(e.report, cap, cost.fixed_overhead_bytes);  // the report's oom agrees
+  apply_memory_cap(e.report, cap);  // the report's oom agrees
   // A row keeps the report's figures, not the material of a timeline picture: no sweep or
   // search output draws the exposed pieces, and they grow with every op, for every row kept.
   for (RankReport& r : e.report.ranks) std::vector<ExposedPiece>().swap(r.exposed_pieces);
@@ -170,10 +166,10 @@ void finish(Evaluation& e, const Study& study, const Schedule& schedule, const C
   e.static_gib = stat / kGiB;
   const double model_peak = peak - cost.fixed_overhead_bytes;
   e.model_peak_gib = model_peak / kGiB;
-  if (model_peak > cap) {
+  if (e.report.oom) {
     e.status = RowStatus::Oom;
-    e.reason = "rank " + std::to_string(worst) + " needs " + gib(model_peak) + ", " +
-               gib(model_peak - cap) + " over the " + gib(cap) + " cap";
+    e.reason = "rank " + std::to_string(worst) + " needs " + gib(peak) + ", " +
+               gib(-cap.margin_bytes(peak)) + " over the " + gib(cap.cap_bytes) + " cap";
   } else {
     e.status = RowStatus::Ok;
     e.reason.clear();
@@ -226,7 +222,7 @@ Evaluation evaluate(const Study& base, const Profile& profile, const Configurati
   try {
     const Schedule schedule = make_schedule(config.schedule, p->schedule);
     const CostModel cost = build_cost_model(p->study, profile, schedule.virtual_stages());
-    explore::finish(e, p->study, schedule, cost, explore::cap_bytes(profile, options), options);
+    explore::finish(e, p->study, schedule, cost, memory_cap(profile, options), options);
   } catch (const InputError& err) {
     e.status = RowStatus::Invalid;
     e.reason = explore::reason_of(err);

@@ -34,7 +34,7 @@ namespace {
 // The columns of the sweep and search tables: column(label, cell) for each, header and cells from
 // this one list.
 template <typename F>
-void layout_columns(const Evaluation& e, double cap_gib, F&& column) {
+void layout_columns(const Evaluation& e, F&& column) {
   visit_layout_fields(e,
                       [&](const ConfigField& f, const auto& v) { column(f.label, field_text(v)); });
   const Report& r = e.report;
@@ -44,7 +44,8 @@ void layout_columns(const Evaluation& e, double cap_gib, F&& column) {
   column("TP bubble", percent(r.tp_bubble_rate));
   column("PP bubble", percent(r.pp_bubble_rate));
   column("peak GiB", util::format("%.2f", r.max_peak_memory_gib));
-  column("margin GiB", util::format("%.2f", cap_gib - e.model_peak_gib));
+  // The report's margin under the cap (apply_memory_cap), marked when thin.
+  column("margin GiB", util::format("%.2f", r.margin_gib) + (r.thin_margin ? " thin" : ""));
 }
 
 }  // namespace
@@ -52,17 +53,16 @@ void layout_columns(const Evaluation& e, double cap_gib, F&& column) {
 const std::vector<std::string>& layout_header() {
   static const std::vector<std::string> header = [] {
     std::vector<std::string> h;
-    layout_columns(Evaluation{}, 0,
+    layout_columns(Evaluation{},
                    [&h](const char* label, const std::string&) { h.push_back(label); });
     return h;
   }();
   return header;
 }
 
-std::vector<std::string> layout_cells(const Evaluation& e, double cap_gib) {
+std::vector<std::string> layout_cells(const Evaluation& e) {
   std::vector<std::string> cells;
-  layout_columns(e, cap_gib,
-                 [&cells](const char*, std::string cell) { cells.push_back(std::move(cell)); });
+  layout_columns(e, [&cells](const char*, std::string cell) { cells.push_back(std::move(cell)); });
   return cells;
 }
 
@@ -236,7 +236,7 @@ std::string sweep_table(const SweepResult& result, int top, bool show_invalid) {
   for (int k = 0; k < shown; ++k) {
     const Evaluation& e = rows[result.ranking[k]];
     std::vector<std::string> row{std::to_string(k + 1), e.group_best ? "*" : ""};
-    for (std::string& cell : explore::layout_cells(e, result.mem_cap_gib)) row.push_back(cell);
+    for (std::string& cell : explore::layout_cells(e)) row.push_back(cell);
     row.push_back(e.speedup > 0 ? util::format("%.3fx", e.speedup) : "-");
     row.push_back(e.status == RowStatus::Oom ? "OOM" : "ok");
     table.push_back(row);
@@ -285,7 +285,9 @@ void sweep_columns(const CsvRow& row, F&& column) {
   metric("pp_bubble_rate", exact(r.pp_bubble_rate));
   metric("offload_stall_rate", exact(r.offload_stall_rate));
   metric("max_peak_memory_gib", exact(r.max_peak_memory_gib));
-  metric("model_peak_gib", exact(e.model_peak_gib));
+  metric("cap_gib", exact(r.cap_gib));
+  metric("margin_gib", exact(r.margin_gib));
+  metric("thin_margin", r.thin_margin ? "1" : "0");
   metric("static_gib", exact(e.static_gib));
   metric("max_activation_peak_ma", exact(max_peak_ma(r)));
   metric("ma_gib", exact(r.ma_bytes / kGiB));
@@ -310,13 +312,13 @@ std::string sweep_csv(const SweepResult& result) {
 
 std::string sweep_json(const SweepResult& result) {
   nlohmann::ordered_json j;
-  j["mem_cap_gib"] = result.mem_cap_gib;
+  j["cap_gib"] = result.mem_cap_gib;
+  j["thin_under_gib"] = result.cap.thin_bytes() / kGiB;
   j["fixed_overhead_gib"] = result.fixed_overhead_gib;
-  j["hbm_gib"] = result.cap.hbm_bytes / (1024.0 * 1024.0 * 1024.0);
+  j["hbm_gib"] = result.cap.hbm_bytes / kGiB;
   j["allocator_margin_gib"] =
-      result.cap.given
-          ? nlohmann::ordered_json(nullptr)
-          : nlohmann::ordered_json(result.cap.margin_bytes / (1024.0 * 1024.0 * 1024.0));
+      result.cap.given ? nlohmann::ordered_json(nullptr)
+                       : nlohmann::ordered_json(result.cap.allocator_margin_bytes / kGiB);
   j["configurations"] = result.rows.size();
   j["valid"] = result.valid;
   j["oom"] = result.oom;
@@ -341,7 +343,8 @@ std::string sweep_json(const SweepResult& result) {
     row["gpus"] = e.gpus;
     if (sim) {
       row["static_gib"] = e.static_gib;
-      row["model_peak_gib"] = e.model_peak_gib;
+      row["margin_gib"] = e.report.margin_gib;
+      row["thin_margin"] = e.report.thin_margin;
       row["report"] = nlohmann::ordered_json::parse(report_json(e.report));
     }
     arr.push_back(std::move(row));

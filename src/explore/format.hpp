@@ -47,9 +47,9 @@ void visit_layout_fields(const Evaluation& e, F&& f) {
 // "stp tp 8 pp 2 vpp 2 seq 6144 mbs 1 m 64 sp off recompute none"
 std::string describe(const Configuration& c);
 // The columns of one evaluated layout in the sweep and search tables (schedule .. margin GiB),
-// the margin against a cap of `cap_gib` for model state + activations.
+// the margin the report holds under the memory cap ("thin" when under the threshold).
 const std::vector<std::string>& layout_header();
-std::vector<std::string> layout_cells(const Evaluation& e, double cap_gib);
+std::vector<std::string> layout_cells(const Evaluation& e);
 // The invalid and ruled-out rows of a sweep or search after its table, under `title` ("invalid",
 // "invalid or ruled out"). By default one line per reason with its count, the numbers that differ
 // between the rows of a reason written N ("1440 x tp N > 8 GPUs per node ..."), most frequent

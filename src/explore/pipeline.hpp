@@ -35,14 +35,13 @@ std::optional<Prepared> prepare(const Study& base, const Configuration& config,
 // The size guard's estimate of one configuration (size_limit.hpp), from its study's shape.
 SizeEstimate configuration_size(const Study& study, const Configuration& c);
 
-// The cap in bytes of model state + activations.
-double cap_bytes(const Profile& profile, const ExploreOptions& options);
-
-// Largest static bytes of a rank (weights, gradients, optimizer state; no fixed overhead), by the
-// report's rule (rank_static_parts: a tied embedding pair on one rank counted once).
+// Largest static bytes of a rank (weights, gradients, optimizer state and the fixed overhead: the
+// peak's part that is there from the start), by the report's rule (rank_static_parts: a tied
+// embedding pair on one rank counted once).
 double max_static_bytes(const CostModel& cost, const Schedule& schedule);
-// "static memory (weights, gradients, optimizer state) 30.12 GiB over the 24.00 GiB cap; not
-// <what>": the reason of a configuration ruled out by it without being simulated or designed.
+// "static memory (weights, gradients, optimizer state, fixed overhead) 30.12 GiB over the 24.00
+// GiB cap; not <what>": the reason of a configuration ruled out by it without being simulated or
+// designed.
 std::string static_over_cap_reason(double static_bytes, double cap, const std::string& what);
 
 // Everything a schedule depends on: its name and the sizes make_schedule reads.
@@ -76,7 +75,7 @@ struct Reused {
 // `reuse`, when given, holds the DAG of an earlier configuration: re-timed when its structure
 // fits (ExploreOptions::retime), else replaced by a fresh lowering; it holds this one's DAG after.
 void finish(Evaluation& e, const Study& study, const Schedule& schedule, const CostModel& cost,
-            double cap, const ExploreOptions& options, Reused* reuse = nullptr);
+            const MemoryCap& cap, const ExploreOptions& options, Reused* reuse = nullptr);
 
 // The reason text of an InputError raised while evaluating a configuration.
 std::string reason_of(const InputError& e);
@@ -105,7 +104,7 @@ Workbench build_workbench(const Study& base, const Profile& profile,
                           std::vector<Evaluation>& rows);
 // finish() for configuration i of the workbench; an InputError makes the row Invalid; anything
 // else is a bug (InternalError naming the configuration), which ends the whole job.
-void finish_row(Evaluation& e, const Workbench& wb, int i, double cap,
+void finish_row(Evaluation& e, const Workbench& wb, int i, const MemoryCap& cap,
                 const ExploreOptions& options, Reused* reuse = nullptr);
 
 struct Ticker;
@@ -113,7 +112,7 @@ struct Ticker;
 // threads, largest first. With options.retime the configurations of one schedule form runs, each
 // taken by one thread and evaluated in turn, re-timing the DAG of the one before it.
 void finish_rows(std::vector<Evaluation>& rows, const Workbench& wb, const std::vector<int>& todo,
-                 double cap, const ExploreOptions& options, Ticker& ticker);
+                 const MemoryCap& cap, const ExploreOptions& options, Ticker& ticker);
 
 // Sharing among processes (distribute.cpp). The ops estimate behind estimated_cost (no checks).
 double estimated_ops(const Study& base, const Configuration& c);

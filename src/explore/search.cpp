@@ -120,7 +120,7 @@ double peak_lower_bound(const CostModel& cost, const Schedule& schedule,
     const double held = std::max(offloads ? 0.0 : one_each, on_device[r] * least);
     worst = std::max(worst, total(rank_static_parts(cost, stages)) + held);
   }
-  return worst;
+  return worst + cost.fixed_overhead_bytes;  // the peak's terms, as the cap's
 }
 
 bool offloads(const Study& study, const Configuration& c) {
@@ -279,7 +279,7 @@ SearchResult search_once(const Study& base, const Profile& profile, const Search
   const int n = static_cast<int>(configs.size());
   SearchResult result;
   result.cap = memory_cap(profile, options);
-  const double cap = result.cap.cap_bytes;
+  const double cap = result.cap.cap_bytes;  // for the peak, fixed overhead included
   result.candidates = n;
   result.mem_cap_gib = cap / kGiB;
   result.gpus = space.gpus;
@@ -390,10 +390,12 @@ SearchResult search_once(const Study& base, const Profile& profile, const Search
     const std::vector<int> mine = explore::share(options.group, costs);
     explore::parallel_for(static_cast<int>(mine.size()), options.jobs, [&](int k) {
       const int i = batch[mine[k]];
-      explore::finish_row(rows[i], wb, i, cap, options);
+      explore::finish_row(rows[i], wb, i, result.cap, options);
       ticker.tick();
     });
     explore::exchange_rows(options.group, costs, batch, rows);
+    for (int i : batch)  // the cap's fields are not in the rows exchanged
+      if (rows[i].status != RowStatus::Invalid) apply_memory_cap(rows[i].report, result.cap);
     for (std::size_t k = next; k < end; ++k) {
       const int i = open[k];
       listed[i] = true;
@@ -566,9 +568,7 @@ std::string differences(const Evaluation& a, const Evaluation& b) {
 
 namespace {
 
-std::string margin_gib(const Evaluation& e, const MemoryCap& cap) {
-  return util::format("%.2f", cap.cap_bytes / kGiB - e.model_peak_gib);
-}
+std::string margin_gib(const Evaluation& e) { return util::format("%.2f", e.report.margin_gib); }
 
 std::string levers_text(const SearchResult& r) {
   std::string out = "\nwhat would make it fit (each lever alone; the fastest layout with it):\n";
@@ -579,8 +579,8 @@ std::string levers_text(const SearchResult& r) {
       const Evaluation& e = l.best.front();
       out += "fits: " + explore::describe(e.config) + ", dp " + std::to_string(e.dp) + ", " +
              util::format("%.3f s", e.report.iteration_time_s) + " per step, peak " +
-             util::format("%.2f GiB", e.report.max_peak_memory_gib) + " (margin " +
-             margin_gib(e, r.cap) + " GiB)";
+             util::format("%.2f GiB", e.report.max_peak_memory_gib) + " (margin " + margin_gib(e) +
+             " GiB" + (e.report.thin_margin ? ", thin" : "") + ")";
       if (ref > 0)
         out += "; cost: " + util::format("%+.1f%%", (e.report.iteration_time_s / ref - 1) * 100) +
                " step time against the fastest layout over the cap (" +
@@ -617,8 +617,7 @@ std::string search_text(const SearchResult& r, bool show_invalid) {
     for (const std::string& h : explore::layout_header()) t.back().push_back(h);
     for (std::size_t k = 0; k < r.best.size(); ++k) {
       t.push_back({std::to_string(k + 1)});
-      for (std::string& cell : explore::layout_cells(r.best[k], r.mem_cap_gib))
-        t.back().push_back(cell);
+      for (std::string& cell : explore::layout_cells(r.best[k])) t.back().push_back(cell);
     }
     out += explore::text_table(t);
     out += "\nbest: " + explore::describe(r.best[0].config) + " with dp " +
@@ -638,7 +637,7 @@ std::string search_text(const SearchResult& r, bool show_invalid) {
 
 namespace {
 
-nlohmann::ordered_json row_json(const Evaluation& e, const MemoryCap& cap) {
+nlohmann::ordered_json row_json(const Evaluation& e) {
   nlohmann::ordered_json b;
   // The configuration's fields less seq (the search's setting names it: every row has the
   // study's), dp beside the tp and pp it comes from, the global batch after the microbatches.
@@ -653,8 +652,8 @@ nlohmann::ordered_json row_json(const Evaluation& e, const MemoryCap& cap) {
     b["reason"] = e.reason;
     return b;
   }
-  b["model_peak_gib"] = e.model_peak_gib;
-  b["margin_gib"] = cap.cap_bytes / kGiB - e.model_peak_gib;
+  b["margin_gib"] = e.report.margin_gib;
+  b["thin_margin"] = e.report.thin_margin;
   b["report"] = nlohmann::ordered_json::parse(report_json(e.report));
   return b;
 }
@@ -672,13 +671,15 @@ std::string search_json(const SearchResult& r) {
   j["pruned_memory"] = r.pruned_memory;
   j["pruned_bound"] = r.pruned_bound;
   j["simulated"] = r.simulated;
-  j["mem_cap_gib"] = r.mem_cap_gib;
+  j["cap_gib"] = r.mem_cap_gib;
+  j["thin_under_gib"] = r.cap.thin_bytes() / kGiB;
   j["hbm_gib"] = r.cap.hbm_bytes / kGiB;
   j["fixed_overhead_gib"] = r.cap.fixed_overhead_bytes / kGiB;
-  j["allocator_margin_gib"] = r.cap.given ? nlohmann::ordered_json(nullptr)
-                                          : nlohmann::ordered_json(r.cap.margin_bytes / kGiB);
+  j["allocator_margin_gib"] = r.cap.given
+                                  ? nlohmann::ordered_json(nullptr)
+                                  : nlohmann::ordered_json(r.cap.allocator_margin_bytes / kGiB);
   auto& best = j["best"] = nlohmann::ordered_json::array();
-  for (const Evaluation& e : r.best) best.push_back(row_json(e, r.cap));
+  for (const Evaluation& e : r.best) best.push_back(row_json(e));
   j["why_runner_up"] = r.why_runner_up;
   auto& levers = j["levers"] = nlohmann::ordered_json::array();
   for (const Lever& l : r.levers) {
@@ -686,12 +687,12 @@ std::string search_json(const SearchResult& r) {
     x["lever"] = l.name;
     x["fits"] = l.fits;
     x["detail"] = l.detail;
-    x["best"] = l.best.empty() ? nlohmann::ordered_json(nullptr) : row_json(l.best.front(), r.cap);
+    x["best"] = l.best.empty() ? nlohmann::ordered_json(nullptr) : row_json(l.best.front());
     levers.push_back(std::move(x));
   }
   auto& invalid = j["invalid_rows"] = nlohmann::ordered_json::array();
   for (const Evaluation& e : r.rows)
-    if (e.status == RowStatus::Invalid) invalid.push_back(row_json(e, r.cap));
+    if (e.status == RowStatus::Invalid) invalid.push_back(row_json(e));
   return j.dump(2) + "\n";
 }
 

@@ -34,10 +34,11 @@ namespace {
 // 2: rows in visit_fields() order; 3: the grid fingerprints the whole study and the profile's
 // contents (study_fields.hpp); 4: the magic line ends with the checksum of the rest of the file
 // and the header lists each row's checksum, so a flipped byte is refused, naming its row; 5: the
-// rows carry cp (Configuration's context-parallel size).
+// rows carry cp (Configuration's context-parallel size); 6: the cap's cap_bytes is the peak a rank
+// may reach, the fixed overhead included (issue 39), where 5 held it without the overhead.
 constexpr const char* kMagicName = "braid-sweep-shard";
-constexpr int kVersion = 5;
-// "braid-sweep-shard 5": the first words of a shard file.
+constexpr int kVersion = 6;
+// "braid-sweep-shard 6": the first words of a shard file.
 std::string magic_words() { return std::string(kMagicName) + " " + std::to_string(kVersion); }
 
 // FNV-1a, 64 bits: a stable fingerprint (not a security measure) of what the shards must share.
@@ -179,7 +180,7 @@ SweepShard sweep_shard(const Study& base, const Profile& profile,
   for (int k = 0; k < n; ++k)
     if (wb.ready(k)) todo.push_back(k);
   explore::Ticker ticker{options, static_cast<int>(todo.size())};
-  explore::finish_rows(out.rows, wb, todo, out.cap.cap_bytes, local, ticker);
+  explore::finish_rows(out.rows, wb, todo, out.cap, local, ticker);
   return out;
 }
 
@@ -273,7 +274,7 @@ SweepShard decode_shard(const std::string& bytes, const std::string& file) {
     const auto& c = j.at("cap");
     s.cap.hbm_bytes = c.at("hbm_bytes").get<double>();
     s.cap.fixed_overhead_bytes = c.at("fixed_overhead_bytes").get<double>();
-    s.cap.margin_bytes = c.at("margin_bytes").get<double>();
+    s.cap.allocator_margin_bytes = c.at("margin_bytes").get<double>();
     s.cap.cap_bytes = c.at("cap_bytes").get<double>();
     s.cap.given = c.at("given").get<bool>();
     for (const auto& index : j.at("indices")) s.indices.push_back(int_value(index));

@@ -138,7 +138,7 @@ template <typename F>
 void visit_study_fields(const MemoryCap& c, F&& f) {
   f("hbm_bytes", c.hbm_bytes);
   f("fixed_overhead_bytes", c.fixed_overhead_bytes);
-  f("margin_bytes", c.margin_bytes);
+  f("margin_bytes", c.allocator_margin_bytes);
   f("cap_bytes", c.cap_bytes);
   f("given", c.given);
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "../util/format.hpp"
+#include "../util/units.hpp"
 #include "braid/design.hpp"
 #include "braid/explore.hpp"
 #include "braid/schedule.hpp"
@@ -63,7 +64,7 @@ std::string tokens_label(double v) {
 }  // namespace
 
 std::string sweep_svg(const SweepResult& result, const std::string& title) {
-  const double cap_peak = result.mem_cap_gib + result.fixed_overhead_gib;  // in peak GiB terms
+  const double cap_peak = result.mem_cap_gib;  // the peak a rank may reach, as the x axis
   // The x range covers the rows that fit and the cap with room to spare; rows far over the cap
   // (gpipe holds every microbatch) would squeeze the rest into a corner, so they are counted in a
   // note instead of drawn.
@@ -140,13 +141,20 @@ std::string sweep_svg(const SweepResult& result, const std::string& title) {
     const Evaluation& e = result.rows[*it];
     const char* c = colour(e.config.schedule);
     const bool oom = e.status == RowStatus::Oom;
-    s += "<circle cx=\"" + util::format("%.1f", X(e.report.max_peak_memory_gib)) + "\" cy=\"" +
-         util::format("%.1f", Y(e.report.tokens_per_s)) + "\" r=\"4\" fill=\"" +
-         (oom ? "none" : c) + "\" stroke=\"" + c + "\" stroke-width=\"1.5\"><title>" +
-         xml_escape(explore::describe(e.config)) + ": " +
-         util::format("%.0f", e.report.tokens_per_s) + " tokens/s, " +
-         util::format("%.2f", e.report.max_peak_memory_gib) + " GiB" + (oom ? " (oom)" : "") +
-         "</title></circle>\n";
+    s +=
+        "<circle cx=\"" + util::format("%.1f", X(e.report.max_peak_memory_gib)) + "\" cy=\"" +
+        util::format("%.1f", Y(e.report.tokens_per_s)) + "\" r=\"4\" fill=\"" + (oom ? "none" : c) +
+        "\" stroke=\"" + c + "\" stroke-width=\"1.5\"><title>" +
+        xml_escape(explore::describe(e.config)) + ": " +
+        util::format("%.0f", e.report.tokens_per_s) + " tokens/s, " +
+        util::format("%.2f", e.report.max_peak_memory_gib) + " GiB" + (oom ? " (oom)" : "") +
+        (e.report.thin_margin ? util::format(" (thin margin %.2f GiB)", e.report.margin_gib) : "") +
+        "</title></circle>\n";
+    // A row that fits with a thin margin (apply_memory_cap) wears a ring.
+    if (e.report.thin_margin)
+      s += "<circle class=\"thin\" cx=\"" + util::format("%.1f", X(e.report.max_peak_memory_gib)) +
+           "\" cy=\"" + util::format("%.1f", Y(e.report.tokens_per_s)) +
+           "\" r=\"7.5\" fill=\"none\" stroke=\"#d62728\" stroke-width=\"1.5\"/>\n";
   }
 
   // Pareto front of the rows that fit: by memory ascending, each faster than all before.
@@ -202,14 +210,21 @@ std::string sweep_svg(const SweepResult& result, const std::string& title) {
   circle_mark("fill=\"none\" stroke=\"#555\" stroke-width=\"1.5\"");
   label("over the cap");
   ly += 20;
+  bool thin = false;
+  for (int i : shown) thin = thin || result.rows[i].report.thin_margin;
+  if (thin) {
+    circle_mark("fill=\"none\" stroke=\"#d62728\" stroke-width=\"1.5\"");
+    label("thin margin (under " + util::format("%.2f", result.cap.thin_bytes() / kGiB) + " GiB)");
+    ly += 20;
+  }
   line_mark("stroke=\"#222\" stroke-width=\"1.5\"");
   label("Pareto front");
   ly += 20;
   line_mark("stroke=\"#444\" stroke-dasharray=\"6 4\"");
-  // Worded as every header words it (memory_cap_text); the line sits at cap + fixed overhead
-  // because the x axis is the whole peak.
+  // Worded as every header words it (memory_cap_text): the x axis is the whole peak, the fixed
+  // overhead included, as the cap's.
   label("memory cap " + util::format("%.2f", result.mem_cap_gib) + " GiB");
-  label("+ " + util::format("%.2f", result.fixed_overhead_gib) + " GiB overhead", 20,
+  label("(fixed overhead " + util::format("%.2f", result.fixed_overhead_gib) + " GiB included)", 20,
         " fill=\"#555\"");
   if (hidden > 0) {
     s += "<text x=\"" + util::format("%.1f", x1 - 6) + "\" y=\"" + util::format("%.1f", y1 + 16) +

@@ -78,7 +78,8 @@ void check_static_cap(const std::vector<double>& static_bytes, double cap) {
   const double least = *std::min_element(static_bytes.begin(), static_bytes.end());
   if (least > cap) {
     throw InputError("--mem-cap", util::format("%.2f GiB", cap / kGiB),
-                     util::format("below the static memory (weights, gradients, optimizer state) "
+                     util::format("below the static memory (weights, gradients, optimizer state, "
+                                  "fixed overhead) "
                                   "of every configuration; the smallest needs %.2f GiB",
                                   least / kGiB));
   }
@@ -138,10 +139,9 @@ SweepResult sweep_plain(const Study& base, const Profile& profile,
   explore::exchange_rows(options.group, share.costs, share.all, result.rows);
   check_some_valid(result.rows);
   std::vector<double> statics;
-  const double overhead = profile.fixed_overhead_bytes;
   for (const Evaluation& e : result.rows)
-    if (e.status != RowStatus::Invalid) statics.push_back(e.static_gib * kGiB - overhead);
-  check_static_cap(statics, explore::cap_bytes(profile, options));
+    if (e.status != RowStatus::Invalid) statics.push_back(e.static_gib * kGiB);
+  check_static_cap(statics, memory_cap(profile, options).cap_bytes);
   return result;
 }
 
@@ -153,7 +153,7 @@ SweepResult sweep_cached(const Study& base, const Profile& profile,
   SweepResult result;
   const int n = static_cast<int>(configs.size());
   result.rows.resize(n);
-  const double cap = explore::cap_bytes(profile, options);
+  const MemoryCap cap = memory_cap(profile, options);
   const Share share = share_of(base, configs, options);
   const int own = static_cast<int>(share.mine.size());
   std::vector<Configuration> own_configs;
@@ -180,7 +180,7 @@ SweepResult sweep_cached(const Study& base, const Profile& profile,
     gather();  // nothing valid anywhere: every process needs every reason for the message
     check_some_valid(result.rows);
   }
-  check_static_cap({least}, cap);
+  check_static_cap({least}, cap.cap_bytes);
 
   // Lower, simulate, report: the expensive part.
   explore::Ticker progress{options, static_cast<int>(todo.size())};
@@ -201,6 +201,8 @@ SweepResult sweep(const Study& base, const Profile& profile,
   SweepResult result = options.cache ? sweep_cached(base, profile, configs, options)
                                      : sweep_plain(base, profile, configs, options);
   result.cap = memory_cap(profile, options);
+  for (Evaluation& e : result.rows)  // the cap's fields are not in rows other processes sent
+    if (e.status != RowStatus::Invalid) apply_memory_cap(e.report, result.cap);
   result.mem_cap_gib = result.cap.cap_bytes / kGiB;
   result.fixed_overhead_gib = profile.fixed_overhead_bytes / kGiB;
   rank_rows(result);
@@ -215,9 +217,11 @@ SweepResult sweep_from_rows(std::vector<Evaluation> rows, const MemoryCap& cap) 
   result.rows = std::move(rows);
   check_some_valid(result.rows);
   std::vector<double> statics;
-  for (const Evaluation& e : result.rows)
-    if (e.status != RowStatus::Invalid)
-      statics.push_back(e.static_gib * kGiB - cap.fixed_overhead_bytes);
+  for (Evaluation& e : result.rows)
+    if (e.status != RowStatus::Invalid) {
+      statics.push_back(e.static_gib * kGiB);
+      apply_memory_cap(e.report, cap);  // the margin and thin flag rows do not carry (shards)
+    }
   check_static_cap(statics, cap.cap_bytes);
   result.cap = cap;
   result.mem_cap_gib = cap.cap_bytes / kGiB;

@@ -98,7 +98,7 @@ Workbench build_workbench(const Study& base, const Profile& profile,
   return wb;
 }
 
-void finish_row(Evaluation& e, const Workbench& wb, int i, double cap,
+void finish_row(Evaluation& e, const Workbench& wb, int i, const MemoryCap& cap,
                 const ExploreOptions& options, Reused* reuse) {
   try {
     finish(e, wb.prepared[i]->study, wb.schedule(i), wb.cost(i), cap, options, reuse);
@@ -151,7 +151,7 @@ std::vector<std::vector<int>> retime_runs(const Workbench& wb, const std::vector
 }  // namespace
 
 void finish_rows(std::vector<Evaluation>& rows, const Workbench& wb, const std::vector<int>& todo,
-                 double cap, const ExploreOptions& options, Ticker& ticker) {
+                 const MemoryCap& cap, const ExploreOptions& options, Ticker& ticker) {
   if (options.retime && !options.lower.fold_zero_time) {
     const std::vector<std::vector<int>> runs =
         retime_runs(wb, todo, std::min(resolve_jobs(options.jobs), static_cast<int>(todo.size())));

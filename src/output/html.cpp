@@ -256,7 +256,8 @@ std::string html_report_data(const std::string& title, const std::vector<std::st
                             {"recompute", p.recompute},
                             {"status", p.status},
                             {"tokens_per_s", p.tokens_per_s},
-                            {"peak_gib", p.peak_gib}});
+                            {"peak_gib", p.peak_gib},
+                            {"thin", p.thin}});
     doc["sweep"] =
         json{{"cap_gib", sweep->cap_gib},
              {"global_batch_note",

@@ -134,6 +134,9 @@ void report_columns(const Report& r, F&& column) {
   column("samples_per_s", csv_number(r.samples_per_s));
   column("tflops_per_gpu", csv_number(r.tflops_per_gpu));
   column("max_peak_memory_gib", csv_number(r.max_peak_memory_gib));
+  column("cap_gib", csv_number(r.cap_gib));
+  column("margin_gib", csv_number(r.margin_gib));
+  column("thin_margin", r.thin_margin ? "true" : "false");
   column("max_activation_peak_ma", csv_number(peak_ma));
   column("oom", r.oom ? "true" : "false");
   column("oom_rank", r.oom ? std::to_string(r.oom_rank) : std::string());
@@ -187,6 +190,22 @@ std::string ranks_csv(const Report& report) {
   });
 }
 
+namespace {
+
+// "40.23 GiB, cap 70.78 GiB, margin 30.55 GiB": the peak and the cap side by side, the fixed
+// overhead in both; the margin is the report's (set with the cap), flagged when thin.
+std::string memory_line(const Report& r) {
+  std::string out = util::format("%.2f GiB, cap %.2f GiB", r.max_peak_memory_gib, r.cap_gib);
+  if (r.oom)
+    return out + "  OUT OF MEMORY on rank " + std::to_string(r.oom_rank) + " by " +
+           util::format("%.2f GiB", r.oom_over_gib);
+  out += util::format(", margin %.2f GiB", r.margin_gib);
+  if (r.thin_margin) out += util::format(" (thin: under %.2f GiB)", r.thin_under_gib);
+  return out;
+}
+
+}  // namespace
+
 std::string simulate_table(const Report& r) {
   std::string out;
   out += "schedule " + r.schedule + " on " + (uniform(r) ? "uniform unit costs" : r.study) +
@@ -225,12 +244,7 @@ std::string simulate_table(const Report& r) {
     out += "throughput       " + util::format("%.0f tokens/s", r.tokens_per_s) + ", " +
            util::format("%.2f samples/s", r.samples_per_s) + ", " +
            util::format("%.1f TFLOP/s per GPU", r.tflops_per_gpu) + "\n";
-    out += "peak memory      " + util::format("%.2f GiB", r.max_peak_memory_gib) + " of " +
-           util::format("%.2f GiB", r.hbm_gib) +
-           (r.oom ? "  OUT OF MEMORY on rank " + std::to_string(r.oom_rank) + " by " +
-                        util::format("%.2f GiB", r.oom_over_gib)
-                  : std::string()) +
-           "\n";
+    out += "peak memory      " + memory_line(r) + "\n";
   }
   out += "\n";
   std::vector<std::vector<std::string>> rows;
@@ -334,6 +348,7 @@ std::string compare_table(const std::vector<Report>& reports, const std::string&
     const double ref = base ? base->iteration_time_s : reports.front().iteration_time_s;
     std::string mark = static_cast<int>(i) == best ? "<- best" : "";
     if (r.oom) mark = (mark.empty() ? "" : mark + ", ") + "OOM";
+    if (r.thin_margin) mark = (mark.empty() ? "" : mark + ", ") + "thin margin";
     rows.push_back(with_groups(
         {r.schedule,
          uni ? util::format("%.6g", r.iteration_time_s) : in_unit(r.iteration_time_s, unit),

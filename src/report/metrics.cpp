@@ -784,6 +784,9 @@ Report make_report(const std::string& study, const Schedule& schedule, const Cos
     }
     rep.max_peak_memory_gib = std::max(rep.max_peak_memory_gib, rr.peak_memory_gib);
   }
+  // Without a study's cap (explore.hpp, MemoryCap) the peak is held against the bare HBM.
+  rep.cap_gib = rep.hbm_gib;
+  rep.margin_gib = rep.hbm_gib - rep.max_peak_memory_gib;
   const double denom = schedule.pp * T;
   if (denom > 0) {
     rep.dp_exposed_rate = dp / denom;

@@ -112,7 +112,7 @@ class Commands(unittest.TestCase):
 
     def test_sweep_rows_cover_the_grid(self):
         result = braid.sweep(study=STUDY, tp=[4, 8], schedules=["1f1b-i", "stp"], jobs=1)
-        for key in ("mem_cap_gib", "configurations", "valid", "oom", "invalid", "rows"):
+        for key in ("cap_gib", "configurations", "valid", "oom", "invalid", "rows"):
             self.assertIn(key, result)
         self.assertEqual(result["configurations"], 4)  # 2 tp x 2 schedules
         self.assertEqual(sorted({(r["tp"], r["schedule"]) for r in result["rows"]}),
