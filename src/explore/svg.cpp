@@ -214,8 +214,10 @@ std::string sweep_svg(const SweepResult& result, const std::string& title) {
   for (int i : shown) thin = thin || result.rows[i].report.thin_margin;
   if (thin) {
     circle_mark("fill=\"none\" stroke=\"#d62728\" stroke-width=\"1.5\"");
-    label("thin margin (under " + util::format("%.2f", result.cap.thin_bytes() / kGiB) + " GiB)");
-    ly += 20;
+    label("thin margin");
+    label("(under " + util::format("%.2f", result.cap.thin_bytes() / kGiB) + " GiB)", 20,
+          " fill=\"#555\"");
+    ly += 36;
   }
   line_mark("stroke=\"#222\" stroke-width=\"1.5\"");
   label("Pareto front");
@@ -224,7 +226,8 @@ std::string sweep_svg(const SweepResult& result, const std::string& title) {
   // Worded as every header words it (memory_cap_text): the x axis is the whole peak, the fixed
   // overhead included, as the cap's.
   label("memory cap " + util::format("%.2f", result.mem_cap_gib) + " GiB");
-  label("(fixed overhead " + util::format("%.2f", result.fixed_overhead_gib) + " GiB included)", 20,
+  // Two short lines: the legend column is 200 px wide.
+  label("(incl. fixed " + util::format("%.2f", result.fixed_overhead_gib) + " GiB)", 20,
         " fill=\"#555\"");
   if (hidden > 0) {
     s += "<text x=\"" + util::format("%.1f", x1 - 6) + "\" y=\"" + util::format("%.1f", y1 + 16) +
