@@ -754,7 +754,7 @@ TEST_CASE("at a fixed global batch each configuration's microbatches are B / (mb
 
 TEST_CASE("braid sweep --fixed-global-batch on the command line, its refusals, and the note",
           "[explore][global-batch][cli]") {
-  const fs::path dir = braid::test::scratch_dir();
+  const fs::path& dir = braid::test::scratch_dir();
   const std::string html = (dir / "s.html").string();
   const std::string common = "sweep --pp 2 --seq 2048 --mbs 1,2 --schedules stp --jobs 1 ";
   // Per-replica microbatches: 8 to 32 samples per step, said in the table and the HTML data.
