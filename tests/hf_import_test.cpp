@@ -99,7 +99,8 @@ TEST_CASE("The shipped Llama 3.1 model files are the Hugging Face configs, 405B 
           "[hf]") {
   const fs::path models = fs::path(BRAID_SOURCE_DIR) / "configs/models";
   for (const auto& [file, imported] : {std::pair{"llama3.1-8b.yaml", "llama-3.1-8b"},
-                                       std::pair{"llama3.1-70b.yaml", "llama-3.1-70b"}}) {
+                                       std::pair{"llama3.1-70b.yaml", "llama-3.1-70b"},
+                                       std::pair{"mistral-7b.yaml", "mistral-7b-v0.3"}}) {
     INFO(file);
     ModelConfig shipped = load_model(models / file);
     ModelConfig from_hf = import_hf_model(hf(imported)).model;
@@ -250,7 +251,8 @@ TEST_CASE("a missing or malformed field names the file and the key", "[hf]") {
         biased.string() + ": mlp_bias: true is not modelled: braid's gated MLP has no biases");
 }
 
-TEST_CASE("NemotronForCausalLM maps to LayerNorm and a plain MLP", "[hf]") {
+TEST_CASE("NemotronForCausalLM maps to squared ReLU, LayerNorm and no biases: Nemotron-4 15B",
+          "[hf]") {
   // The transformers NemotronConfig defaults (Nemotron-4 15B's shape) written out.
   const fs::path file = write_scratch(
       "nemotron/config.json",
@@ -259,13 +261,33 @@ TEST_CASE("NemotronForCausalLM maps to LayerNorm and a plain MLP", "[hf]") {
           "num_key_value_heads": 8, "vocab_size": 256000, "partial_rotary_factor": 0.5,
           "norm_eps": 1e-05, "tie_word_embeddings": false})");
   const HfModel m = import_hf_model(file);
-  CHECK(m.model.activation == MlpActivation::GeLU);  // plain MLP, LayerNorm
+  CHECK(m.model.activation == MlpActivation::SquaredReLU);
+  CHECK(m.model.norm == Normalization::LayerNorm);
+  CHECK_FALSE(m.model.linear_bias);
   CHECK_FALSE(m.model.tied_embeddings);
-  CHECK(m.notes.size() == 2);
-  // Nemotron-4 15B: 12.5 B non-embedding + 3.2 B embedding (Parmar et al. 2024, Table 1); braid
-  // counts its (absent) linear biases too, 0.04 % more.
+  CHECK(m.notes.size() == 1);  // partial_rotary_factor
+  // By hand, per layer: attention 6144 x (48 + 2 x 8 + 48) x 128 = 88,080,384; MLP 2 x 6144 x
+  // 24576 = 301,989,888; two LayerNorms 4 x 6144 = 24,576: 390,094,848. 32 layers:
+  // 12,483,035,136 = Parmar et al. 2024, Table 1's "12.5 B non-embedding"; the embedding and LM
+  // head 2 x 256000 x 6144 = 3,145,728,000 their "3.2 B"; the final LayerNorm 12,288.
   const ParameterCount p = count_parameters(m.model);
-  CHECK(p.non_embedding == Approx(12.5e9).epsilon(0.005));
+  CHECK(p.per_layer == 390'094'848);
+  CHECK(p.non_embedding == 12'483'035'136);
+  CHECK(p.total == 12'483'035'136 + 3'145'728'000 + 12'288);
+  // The shipped model file is the same model.
+  const ModelConfig shipped =
+      load_model(fs::path(BRAID_SOURCE_DIR) / "configs/models/nemotron-4-15b.yaml");
+  CHECK(count_parameters(shipped).total == p.total);
+  CHECK(shipped.activation == MlpActivation::SquaredReLU);
+  // A bias on one kind of linear layer but not the other is refused in one line.
+  const fs::path half = write_scratch(
+      "nemotron-half-bias/config.json",
+      R"({"architectures": ["NemotronForCausalLM"], "hidden_size": 64, "intermediate_size": 256,
+          "num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 100,
+          "mlp_bias": true})");
+  CHECK(import_error(half) == half.string() +
+                                  ": attention_bias: differs from mlp_bias: braid's linear_bias "
+                                  "is one switch for every linear layer");
 }
 
 // ---- where a model is named -------------------------------------------------------------------

@@ -23,7 +23,7 @@ namespace {
 // Every member of ModelConfig but where it came from (name, file): a new member must be compared
 // here (the count below fails until it is).
 void check_same_model(const ModelConfig& a, const ModelConfig& b) {
-  static_assert(braid::test::member_count<ModelConfig>() == 18, "compare the new member below");
+  static_assert(braid::test::member_count<ModelConfig>() == 20, "compare the new member below");
   CHECK(a.layers == b.layers);
   CHECK(a.hidden == b.hidden);
   CHECK(a.heads == b.heads);
@@ -34,6 +34,8 @@ void check_same_model(const ModelConfig& a, const ModelConfig& b) {
   CHECK(a.tied_embeddings == b.tied_embeddings);
   CHECK(a.qkv_bias == b.qkv_bias);
   CHECK(a.activation == b.activation);
+  CHECK(a.norm == b.norm);
+  CHECK(a.linear_bias == b.linear_bias);
   CHECK(a.position == b.position);
   CHECK(a.max_positions == b.max_positions);
   CHECK(a.dropout == b.dropout);

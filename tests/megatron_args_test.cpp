@@ -76,11 +76,20 @@ TEST_CASE("Megatron model form: SwiGLU, GQA, RoPE, RMSNorm, untied, QKV bias", "
   CHECK(m.qkv_bias);
   CHECK_FALSE(m.dropout);
   CHECK_FALSE(m.flash_attention);
-  CHECK(l.not_modelled.empty());  // RMSNorm and no biases: braid's SwiGLU layer
-  // SwiGLU with LayerNorm and biases: braid's gated layer has neither; listed.
+  CHECK(m.norm == Normalization::RMSNorm);
+  CHECK_FALSE(m.linear_bias);
+  CHECK(l.not_modelled.empty());
+  // arguments.py's defaults whatever the activation: LayerNorm, biases on every linear layer.
   const MegatronLaunch mixed = args(std::string(kGpt) + "--vocab-size 32000 --swiglu");
-  CHECK(mixed.not_modelled == std::vector<std::string>{"--normalization LayerNorm",
-                                                       "linear biases (no --disable-bias-linear)"});
+  CHECK(mixed.overrides.model_config->norm == Normalization::LayerNorm);
+  CHECK(mixed.overrides.model_config->linear_bias);
+  CHECK(mixed.not_modelled.empty());
+  // Nemotron-4's MLP: --squared-relu, not gated; with --swiglu as well it is refused.
+  const MegatronLaunch squared = args(std::string(kGpt) + "--vocab-size 32000 --squared-relu");
+  CHECK(squared.overrides.model_config->activation == MlpActivation::SquaredReLU);
+  CHECK(squared.overrides.model_config->ffn == 4 * 2048);
+  CHECK_THAT(args_error(std::string(kGpt) + "--vocab-size 32000 --squared-relu --swiglu"),
+             Catch::Contains("--squared-relu: and --swiglu both given"));
 }
 
 TEST_CASE("Megatron parallelism: tp, pp, virtual stages, SP and cp read, ep listed",
@@ -213,8 +222,12 @@ TEST_CASE("Megatron-LM's Llama 3 8B FP8 launch script reads end to end", "[megat
   CHECK(m.position == PositionEmbedding::Rotary);
   CHECK_FALSE(m.tied_embeddings);
   CHECK_FALSE(m.dropout);
-  // Llama 3 8B: 8.03 B (Meta's model card) -- the same count as its Hugging Face config.
-  CHECK(count_parameters(m).total == 8'030'261'248);
+  // Llama 3 8B: 8.03 B (Meta's model card), its Hugging Face config's 8,030,261,248 plus a bias
+  // per norm: the script gives no --normalization, so Megatron-LM runs its default LayerNorm
+  // (65 norms x 4096 more).
+  CHECK(m.norm == Normalization::LayerNorm);
+  CHECK_FALSE(m.linear_bias);
+  CHECK(count_parameters(m).total == 8'030'261'248 + 65 * 4096);
   const StudyOverrides& o = l.overrides;
   CHECK(o.tp == 1);
   CHECK_FALSE(o.pp);  // commented out in the script
@@ -225,8 +238,7 @@ TEST_CASE("Megatron-LM's Llama 3 8B FP8 launch script reads end to end", "[megat
   CHECK(o.distributed_optimizer == true);
   CHECK(o.overlap_grad_reduce == true);
   CHECK(o.overlap_param_gather == true);
-  CHECK(l.not_modelled == std::vector<std::string>{"--normalization LayerNorm",
-                                                   "--fp8-format hybrid",
+  CHECK(l.not_modelled == std::vector<std::string>{"--fp8-format hybrid",
                                                    "--cross-entropy-loss-fusion",
                                                    "--fp8-param-gather", "--grad-reduce-in-bf16"});
 }
@@ -250,14 +262,14 @@ TEST_CASE("braid simulate --megatron-args-file warns in one line, --strict refus
   REQUIRE(r.exit_code == 0);
   CHECK(count_lines(r.err) == 1);
   CHECK(r.err == "braid: warning: " + file +
-                     ": not modelled, ignored: --normalization LayerNorm, --fp8-format hybrid, "
+                     ": not modelled, ignored: --fp8-format hybrid, "
                      "--cross-entropy-loss-fusion, --fp8-param-gather, --grad-reduce-in-bf16\n");
   CHECK_THAT(r.out, Catch::Contains("tp 1, pp 2, dp 32"));
   const CliRun strict = run_braid("simulate --megatron-args-file " + file +
                                   " --cluster h100x64 --pp 2 --schedule 1f1b-i --strict");
   CHECK(strict.exit_code == 2);
   CHECK(count_lines(strict.err) == 1);
-  CHECK_THAT(strict.err, Catch::Contains("not modelled: --normalization LayerNorm"));
+  CHECK_THAT(strict.err, Catch::Contains("not modelled: --fp8-format hybrid"));
   const CliRun inline_args = run_braid(
       "info --megatron-args \"--tensor-model-parallel-size 4 --micro-batch-size 1 "
       "--global-batch-size 32\"");

@@ -15,7 +15,12 @@
 
 namespace braid {
 
-enum class MlpActivation { SwiGLU, GeLU };
+// The MLP's activation: SwiGLU is gated (fc1 is two ffn-wide projections); GELU and squared ReLU
+// (Nemotron-4's) are not, and cost the same (one memory-bound elementwise kernel each way).
+enum class MlpActivation { SwiGLU, GeLU, SquaredReLU };
+// The norm of each layer and the final one: RMSNorm (a scale per hidden unit) or LayerNorm (scale
+// and bias).
+enum class Normalization { RMSNorm, LayerNorm };
 enum class PositionEmbedding { Rotary, Learned };
 enum class Recompute { None, Selective, Full };
 // Where a multimodal model's ViT runs: on virtual stage(s) of its own (no LM layers with it), or
@@ -54,9 +59,21 @@ std::optional<StageBalance> parse_stage_balance(std::string_view text);
 const std::vector<std::string>& attention_impl_names();  // default, flash2, flash3, cudnn, unfused
 const char* name(AttentionImpl a);
 std::optional<AttentionImpl> parse_attention_impl(std::string_view text);
+const std::vector<std::string>& activation_names();  // swiglu, gelu, squared-relu
+const char* name(MlpActivation a);
+std::optional<MlpActivation> parse_activation(std::string_view text);
+const std::vector<std::string>& normalization_names();  // rmsnorm, layernorm
+const char* name(Normalization n);
+std::optional<Normalization> parse_normalization(std::string_view text);
 const std::vector<std::string>& cp_comm_type_names();  // p2p, a2a, allgather, a2a+p2p
 const char* name(CpCommType c);
 std::optional<CpCommType> parse_cp_comm_type(std::string_view text);
+
+// The norm and linear biases of a model that does not name them, by its activation's family:
+// SwiGLU models (Llama, Qwen2, Mistral) use RMSNorm and no biases; GELU and squared-ReLU ones
+// Megatron's GPT defaults, LayerNorm and biases on every linear layer.
+Normalization default_normalization(MlpActivation a);
+bool default_linear_bias(MlpActivation a);
 
 // The ViT encoder of a multimodal model (Qwen2-VL style).
 struct VisionConfig {
@@ -84,6 +101,11 @@ struct ModelConfig {
   bool tied_embeddings = false;
   bool qkv_bias = false;
   MlpActivation activation = MlpActivation::SwiGLU;
+  // The norm and whether every linear layer (QKV, out-projection, both MLP projections) carries a
+  // bias. A model file that leaves them out gets its activation's family (default_normalization,
+  // default_linear_bias): Llama/Qwen2 for SwiGLU, GPT for GELU and squared ReLU.
+  Normalization norm = Normalization::RMSNorm;
+  bool linear_bias = false;
   PositionEmbedding position = PositionEmbedding::Rotary;
   int max_positions = 0;  // learned position embeddings only
   // Megatron GPT (Korthikanti et al.): dropout after attention softmax and after both residual

@@ -262,11 +262,14 @@ HfModel import_hf_model(const fs::path& path) {
       const std::string act = f.string_or("hidden_act", "relu2");
       if (act != "relu2")
         f.fail("hidden_act", "'" + act + "' is not modelled for NemotronForCausalLM (relu2)");
-      m.activation = MlpActivation::GeLU;  // braid's plain (not gated) MLP, LayerNorm
+      // transformers' NemotronMLP: up_proj, relu2, down_proj; NemotronLayerNorm1P has a bias.
+      m.activation = MlpActivation::SquaredReLU;
+      m.norm = Normalization::LayerNorm;
+      m.linear_bias = f.boolean_or("mlp_bias", false);
+      if (f.boolean_or("attention_bias", false) != m.linear_bias)
+        f.fail("attention_bias",
+               "differs from mlp_bias: braid's linear_bias is one switch for every linear layer");
       m.tied_embeddings = f.boolean_or("tie_word_embeddings", false);
-      out.notes.push_back(
-          "relu2 plain MLP: modelled as braid's plain MLP (gelu form), the same "
-          "shapes and FLOPs; its linear biases (absent here) are counted");
       if (f.has("partial_rotary_factor"))
         out.notes.push_back("partial_rotary_factor: rotary embedding modelled on the whole head");
       break;
@@ -313,7 +316,11 @@ std::string model_yaml(const HfModel& imported) {
     << "vocab: " << m.vocab << "\n"
     << "tied_embeddings: " << (m.tied_embeddings ? "true" : "false") << "\n"
     << "qkv_bias: " << (m.qkv_bias ? "true" : "false") << "\n"
-    << "activation: " << (m.activation == MlpActivation::SwiGLU ? "swiglu" : "gelu") << "\n";
+    << "activation: " << name(m.activation) << "\n";
+  // Written only where they differ from the activation's family, as the loader reads them.
+  if (m.norm != default_normalization(m.activation)) y << "norm: " << name(m.norm) << "\n";
+  if (m.linear_bias != default_linear_bias(m.activation))
+    y << "linear_bias: " << (m.linear_bias ? "true" : "false") << "\n";
   return y.str();
 }
 

@@ -72,14 +72,10 @@ void megatron_model(const Study& s, Fragment& f) {
   flag(f, "--position-embedding-type", learned ? "learned_absolute" : "rope");
   // Megatron requires it for every position embedding; rotary tables only need the sequence.
   flag(f, "--max-position-embeddings", std::to_string(learned ? m.max_positions : s.training.seq));
-  // braid's gated layer is Llama's (RMSNorm, no biases but QKV's); its GELU layer is GPT's.
-  if (m.activation == MlpActivation::SwiGLU) {
-    flag(f, "--swiglu");
-    flag(f, "--normalization", "RMSNorm");
-    flag(f, "--disable-bias-linear");
-  } else {
-    flag(f, "--normalization", "LayerNorm");
-  }
+  if (m.activation == MlpActivation::SwiGLU) flag(f, "--swiglu");
+  if (m.activation == MlpActivation::SquaredReLU) flag(f, "--squared-relu");
+  flag(f, "--normalization", m.norm == Normalization::RMSNorm ? "RMSNorm" : "LayerNorm");
+  if (!m.linear_bias) flag(f, "--disable-bias-linear");
   for (const detail::MegatronModelSwitch& sw : detail::kMegatronModelSwitches)
     if (m.*sw.field == sw.given) flag(f, sw.flag);
   // Megatron's default dropout is 0.1; braid's is on or off.

@@ -34,8 +34,10 @@ ModelConfig read_model(YamlMap& m, const fs::path& file) {
   model.vocab = m.positive_int("vocab");
   model.tied_embeddings = m.boolean_or("tied_embeddings", false);
   model.qkv_bias = m.boolean_or("qkv_bias", false);
-  model.activation = m.choice_or("activation", {"swiglu", "gelu"}, 0) == 0 ? MlpActivation::SwiGLU
-                                                                           : MlpActivation::GeLU;
+  model.activation = static_cast<MlpActivation>(m.choice_or("activation", activation_names(), 0));
+  model.norm = static_cast<Normalization>(m.choice_or(
+      "norm", normalization_names(), static_cast<int>(default_normalization(model.activation))));
+  model.linear_bias = m.boolean_or("linear_bias", default_linear_bias(model.activation));
   model.position = m.choice_or("position", {"rotary", "learned"}, 0) == 0
                        ? PositionEmbedding::Rotary
                        : PositionEmbedding::Learned;
@@ -148,6 +150,16 @@ const std::vector<std::string>& cp_comm_type_names() {
   return names;
 }
 
+const std::vector<std::string>& activation_names() {
+  static const std::vector<std::string> names = {"swiglu", "gelu", "squared-relu"};
+  return names;
+}
+
+const std::vector<std::string>& normalization_names() {
+  static const std::vector<std::string> names = {"rmsnorm", "layernorm"};
+  return names;
+}
+
 const std::vector<std::string>& attention_impl_names() {
   static const std::vector<std::string> names = {"default", "flash2", "flash3", "cudnn", "unfused"};
   return names;
@@ -169,6 +181,18 @@ const char* name(AttentionImpl a) { return table_name(attention_impl_names(), a)
 std::optional<AttentionImpl> parse_attention_impl(std::string_view text) {
   return table_parse<AttentionImpl>(attention_impl_names(), text);
 }
+const char* name(MlpActivation a) { return table_name(activation_names(), a); }
+std::optional<MlpActivation> parse_activation(std::string_view text) {
+  return table_parse<MlpActivation>(activation_names(), text);
+}
+const char* name(Normalization n) { return table_name(normalization_names(), n); }
+std::optional<Normalization> parse_normalization(std::string_view text) {
+  return table_parse<Normalization>(normalization_names(), text);
+}
+Normalization default_normalization(MlpActivation a) {
+  return a == MlpActivation::SwiGLU ? Normalization::RMSNorm : Normalization::LayerNorm;
+}
+bool default_linear_bias(MlpActivation a) { return a != MlpActivation::SwiGLU; }
 const char* name(CpCommType c) { return table_name(cp_comm_type_names(), c); }
 std::optional<CpCommType> parse_cp_comm_type(std::string_view text) {
   return table_parse<CpCommType>(cp_comm_type_names(), text);

@@ -124,6 +124,7 @@ const std::set<std::string>& known_flags() {
                                               "--apply-layernorm-1p",
                                               "--untie-embeddings-and-output-weights",
                                               "--swiglu",
+                                              "--squared-relu",
                                               "--disable-bias-linear",
                                               "--add-qkv-bias",
                                               "--group-query-attention",
@@ -291,7 +292,11 @@ ModelConfig model_of(const FlagReader& f, std::vector<std::string>& not_modelled
            "does not divide --hidden-size; give --kv-channels (Megatron asserts the same)");
   }
   const bool swiglu = f.has("--swiglu");
-  m.activation = swiglu ? MlpActivation::SwiGLU : MlpActivation::GeLU;
+  if (swiglu && f.has("--squared-relu"))
+    f.fail("--squared-relu", "and --swiglu both given; Megatron-LM takes one activation");
+  m.activation = swiglu                    ? MlpActivation::SwiGLU
+                 : f.has("--squared-relu") ? MlpActivation::SquaredReLU
+                                           : MlpActivation::GeLU;
   // arguments.py: 4h, or for SwiGLU two thirds of it rounded down to a multiple of 64.
   m.ffn = f.has("--ffn-hidden-size") ? f.positive("--ffn-hidden-size")
           : swiglu                   ? (4 * m.hidden * 2 / 3) / 64 * 64
@@ -316,13 +321,16 @@ ModelConfig model_of(const FlagReader& f, std::vector<std::string>& not_modelled
   const std::string backend = f.text("--attention-backend", "auto");
   m.flash_attention = f.has("--use-flash-attn") || !(backend == "unfused" || backend == "local");
   if (!m.flash_attention) m.attention_impl = AttentionImpl::Unfused;
-  // braid ties the norm and the biases to the MLP: SwiGLU with RMSNorm and no biases but QKV's,
-  // GELU with LayerNorm and biases everywhere. Other combinations are listed.
+  // arguments.py: --normalization defaults to LayerNorm and linear layers carry biases unless
+  // --disable-bias-linear, whatever the activation.
   const std::string norm = f.text("--normalization", "LayerNorm");
-  if ((norm == "RMSNorm") != swiglu) not_modelled.push_back("--normalization " + norm);
-  if (swiglu && !f.has("--disable-bias-linear"))
-    not_modelled.push_back("linear biases (no --disable-bias-linear)");
-  if (!swiglu && f.has("--disable-bias-linear")) not_modelled.push_back("--disable-bias-linear");
+  if (norm == "RMSNorm") {
+    m.norm = Normalization::RMSNorm;
+  } else {
+    m.norm = Normalization::LayerNorm;
+    if (norm != "LayerNorm") not_modelled.push_back("--normalization " + norm);
+  }
+  m.linear_bias = !f.has("--disable-bias-linear");
   if (f.has("--vocab-size")) {
     m.vocab = f.positive("--vocab-size");
   } else if (const int v = tokenizer_vocab(

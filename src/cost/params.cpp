@@ -18,13 +18,11 @@ LayerShape lm_layer_shape(const ModelConfig& m, double samples, double seq, int 
   s.ffn = m.ffn;
   s.gated = m.activation == MlpActivation::SwiGLU;
   s.causal = true;
-  s.qkv_bias = m.qkv_bias;
-  // Qwen2/Llama style (SwiGLU): RMSNorm, no linear biases but QKV's. GPT style (GELU): LayerNorm
-  // and biases everywhere.
-  s.norm_params = s.gated ? 1 : 2;
-  s.proj_bias = !s.gated;
-  s.mlp_bias = !s.gated;
-  if (!s.gated) s.qkv_bias = true;
+  // qkv_bias alone is Qwen2's (biases on q, k, v only); linear_bias puts one on every linear layer.
+  s.qkv_bias = m.qkv_bias || m.linear_bias;
+  s.norm_params = m.norm == Normalization::LayerNorm ? 2 : 1;
+  s.proj_bias = m.linear_bias;
+  s.mlp_bias = m.linear_bias;
   s.flash = m.flash_attention;
   s.attention_impl = m.attention_impl;
   s.dropout = m.dropout;

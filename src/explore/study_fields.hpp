@@ -39,6 +39,8 @@ void visit_study_fields(const ModelConfig& m, F&& f) {
   f("tied_embeddings", m.tied_embeddings);
   f("qkv_bias", m.qkv_bias);
   f("activation", m.activation);
+  f("norm", m.norm);
+  f("linear_bias", m.linear_bias);
   f("position", m.position);
   f("max_positions", m.max_positions);
   f("dropout", m.dropout);
