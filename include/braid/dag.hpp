@@ -73,10 +73,13 @@ struct DagOp {
   // Microbatch of the pass the op belongs to (a DP bucket's index for DpSync ops).
   std::int32_t mb : 21 = 0;
   OpKind kind : 3 = OpKind::Compute;
-  UnitKind unit : 5 = UnitKind::PreAttn;
-  Phase phase : 2 = Phase::F;          // P2P: F = activation, B = input gradient
-  bool vision : 1 = false;             // a ViT layer unit
-  std::int32_t instruction : 26 = -1;  // index in the rank's instruction list
+  UnitKind unit : 4 = UnitKind::PreAttn;
+  Phase phase : 2 = Phase::F;  // P2P: F = activation, B = input gradient
+  bool vision : 1 = false;     // a ViT layer unit
+  // A transfer of the copy engines (Collective::copy_engine): it takes no SMs, so the simulator
+  // neither slows the compute beside it nor is slowed by it.
+  bool copy_engine : 1 = false;
+  std::int32_t instruction : 26 = -1;                       // index in the rank's instruction list
   InstructionKind instruction_op : 3 = InstructionKind::F;  // the instruction it was lowered from
   // Full recomputation: a unit's forward run again (phase F) inside the backward pass, right
   // before its layer's B units ("R0.3 Attn L12").
