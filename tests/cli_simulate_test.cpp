@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "cli_run.hpp"
+#include "fixtures.hpp"
 
 using braid::test::CliRun;
 using braid::test::count_lines;
@@ -228,10 +229,7 @@ TEST_CASE("a model or cluster without --study starts from the job defaults and s
           "[cli][simulate][defaults]") {
   // configs/studies/job-defaults.yaml: tp 8, pp 1, vpp 2, cp 1, seq 8192, mbs 1, m 64, sp on,
   // recompute none, distributed optimizer on, every schedule. Given here: tp, pp and m.
-  const fs::path dir =
-      fs::temp_directory_path() / ("braid_job_defaults_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const std::string trace = (dir / "t.json").string();
+  const std::string trace = (braid::test::scratch_dir() / "job-defaults.json").string();
   const CliRun r = run_braid(
       "simulate --model llama3.1-8b --cluster dgx-h100 --schedule 1f1b --tp 2 --pp 2 "
       "--microbatches 8 --trace " +
@@ -245,12 +243,10 @@ TEST_CASE("a model or cluster without --study starts from the job defaults and s
   CHECK_THAT(r.out, Catch::Contains("sp on, recompute none, offload 0, distributed optimizer on"));
   CHECK_THAT(r.out, Catch::Contains("schedule 1f1b on llama3.1-8b on dgx-h100: pp 2"));
   CHECK_THAT(r.out, !Catch::Contains("default:") && !Catch::Contains("on default"));
-  std::ifstream in(trace);
-  const nlohmann::json t = nlohmann::json::parse(in);
+  const nlohmann::json t = nlohmann::json::parse(braid::test::slurp(trace));
   CHECK(t["otherData"]["study"] == "llama3.1-8b on dgx-h100");
-  fs::remove_all(dir);
 
-  SECTION("each setting given is left out of the line; all given, no line") {
+  SECTION("each setting given is left out of the line; schedules (no simulate option) stays") {
     const CliRun all = run_braid(
         "simulate --model llama3.1-8b --cluster dgx-h100 --schedule 1f1b --tp 2 --pp 2 --vpp 1 "
         "--cp 1 --seq 4096 --mbs 1 --microbatches 8 --sp off --recompute full "

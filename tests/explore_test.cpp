@@ -755,9 +755,7 @@ TEST_CASE("at a fixed global batch each configuration's microbatches are B / (mb
 
 TEST_CASE("braid sweep --fixed-global-batch on the command line, its refusals, and the note",
           "[explore][global-batch][cli]") {
-  const fs::path dir =
-      fs::temp_directory_path() / ("braid_global_batch_test." + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const fs::path& dir = braid::test::scratch_dir();
   const std::string html = (dir / "s.html").string();
   const std::string common = "sweep --pp 2 --seq 2048 --mbs 1,2 --schedules stp --jobs 1 ";
   // Per-replica microbatches: 8 to 32 samples per step, said in the table and the HTML data.
@@ -800,5 +798,4 @@ TEST_CASE("braid sweep --fixed-global-batch on the command line, its refusals, a
       "search --gpus 16 --fixed-global-batch 16 --mbs 1 --schedules stp --seq 2048 --json", dir);
   REQUIRE(s.exit_code == 0);
   CHECK(nlohmann::json::parse(s.out)["global_batch"] == 16);
-  fs::remove_all(dir);
 }

@@ -1,5 +1,6 @@
 // Configurations of the explorer: the cross product of the sweep axes, and a study with one
 // configuration's sizes applied and validated.
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -106,7 +107,9 @@ void apply_memory_cap(Report& report, const MemoryCap& cap) {
   report.oom = false;
   report.oom_rank = -1;
   report.oom_over_gib = 0;
+  double peak = 0;
   for (RankReport& r : report.ranks) {
+    peak = std::max(peak, r.peak_memory_bytes);
     const double over = -cap.margin_bytes(r.peak_memory_bytes);
     r.oom = over > 0;
     r.over_bytes = r.oom ? over : 0;
@@ -116,8 +119,6 @@ void apply_memory_cap(Report& report, const MemoryCap& cap) {
       report.oom_over_gib = over / kGiB;
     }
   }
-  double peak = 0;
-  for (const RankReport& r : report.ranks) peak = std::max(peak, r.peak_memory_bytes);
   report.cap_gib = cap.cap_bytes / kGiB;
   report.margin_gib = cap.margin_bytes(peak) / kGiB;
   report.thin_under_gib = cap.thin_bytes() / kGiB;

@@ -13,13 +13,16 @@
 
 namespace braid::detail {
 
+namespace {
+// zlib's windowBits for a gzip wrapper (15, the largest window, + 16) instead of zlib's own.
+constexpr int kGzipWindow = 15 + 16;
+}  // namespace
+
 bool names_gzip(std::string_view path) { return path.ends_with(".gz"); }
 
 std::string gzip_compress(std::string_view data) {
   z_stream zs{};
-  // windowBits 15 + 16: a gzip wrapper instead of zlib's. Without deflateSetHeader zlib writes
-  // the minimal header: no name, no comment, mtime 0.
-  constexpr int kGzipWindow = 15 + 16;
+  // Without deflateSetHeader zlib writes the minimal header: no name, no comment, mtime 0.
   constexpr int kMemLevel = 8;  // zlib's default
   if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, kGzipWindow, kMemLevel,
                    Z_DEFAULT_STRATEGY) != Z_OK)
@@ -49,7 +52,6 @@ std::string gzip_compress(std::string_view data) {
 Gunzipped gzip_decompress(std::string_view data, std::uint64_t max_bytes) {
   Gunzipped result;
   z_stream zs{};
-  constexpr int kGzipWindow = 15 + 16;  // a gzip wrapper only
   if (inflateInit2(&zs, kGzipWindow) != Z_OK) throw std::bad_alloc();
   constexpr std::size_t kPiece = 1 << 20;
   std::string& out = result.data;
