@@ -277,3 +277,29 @@ TEST_CASE("every schedule keeps the sum identity with TP overlap on, and 1F1B ge
   CHECK(e.ops <= 2 * on.dag.size());
   CHECK(estimate_study_size(qwen_study(true), 2, 8).ops >= e.ops);
 }
+
+TEST_CASE("the ring's copy-engine transfers run on a lane of their own, counted as TP",
+          "[tp-overlap][sim]") {
+  // STP braids one microbatch's TP collectives beside another's rings: on one stream the rings'
+  // transfers would queue behind them (TE sends them on streams of their own, not NCCL's).
+  Study s = qwen_study(true);
+  s.parallel.vpp = chunks_per_rank("stp", 1);
+  validate_study(s);
+  const Schedule sched = make_schedule("stp", ScheduleOptions{2, s.parallel.vpp, 8});
+  const test::Simulated r = test::simulated(sched, cost_of(s), false);
+  int ring_ops = 0;
+  double tp_s = 0;
+  for (int i = 0; i < r.dag.size(); ++i) {
+    const DagOp& op = r.dag.ops[i];
+    CHECK(op.copy_engine == (op.stream == StreamKind::TpRing));
+    ring_ops += op.copy_engine ? 1 : 0;
+    if (op.stream == StreamKind::Tp || op.stream == StreamKind::TpRing)
+      tp_s += r.timeline.end_s[i] - r.timeline.start_s[i];
+  }
+  // qwen2-7b has 28 layers, 14 per rank; each layer's PreAttn F, PreMLP F, Attn B and MLP B ring
+  // sends tp - 1 = 3 transfers: 2 ranks x 8 microbatches x 14 layers x 4 rings x 3.
+  CHECK(ring_ops == 2 * 8 * 14 * 4 * 3);
+  // The TP comm rate is the TP stream's and the ring lane's busy time over pp x iteration.
+  CHECK(r.report.tp_comm_rate == Approx(tp_s / (2 * r.report.iteration_time_s)));
+  test::check_pp_idle(r.report, r.dag, r.timeline);
+}

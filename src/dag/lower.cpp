@@ -447,7 +447,8 @@ class Lowerer final : public detail::StepEmitter {
     DagOp op = base_op(pass, unit, phase);
     op.recompute = recompute;
     op.kind = OpKind::Collective;
-    op.stream = stream_of(c.group);
+    // A copy-engine ring transfer runs on the copy engines' lane, not behind the TP collectives.
+    op.stream = c.copy_engine ? StreamKind::TpRing : stream_of(c.group);
     op.collective = c.kind;
     op.copy_engine = c.copy_engine;
     return new_op(op, {.duration_s = c.time_s / steps, .bytes = c.bytes / steps});
