@@ -456,7 +456,7 @@ TEST_CASE("the shard fingerprint's visitors list every member of the study's str
   auto count = [&options](const char*, const auto&) { ++options; };
   explore::visit_study_fields(ExploreOptions{}, count, count);
   CHECK(options == member_count<ExploreOptions>());
-  CHECK(member_count<TrainingConfig>() == 16);  // the count itself works
+  CHECK(member_count<TrainingConfig>() == 17);  // the count itself works
   CHECK(member_count<ModelConfig>() == 20);     // std::optional<VisionConfig> counts as one
 }
 
@@ -487,11 +487,12 @@ TEST_CASE("shards of studies that differ only in gradient_accumulation_fusion re
   // The shards of one study merge into its sweep.
   const SweepShard second = sweep_shard(fused, f.profile, configs, o, 2, 2, "t");
   CHECK(sweep_csv(merge_shards({first, second}, {"fused-1.bin", "fused-2.bin"})) == sweep_csv(a));
-  // The other fields the DP sync reads change the fingerprint too.
-  std::vector<Study> others(3, fused);
+  // The other fields the DP sync reads, and the TP-overlap switch, change the fingerprint too.
+  std::vector<Study> others(4, fused);
   others[0].training.overlap_grad_reduce = !fused.training.overlap_grad_reduce;
   others[1].training.overlap_param_gather = !fused.training.overlap_param_gather;
   others[2].training.bucket_params = fused.training.bucket_params + 1e6;
+  others[3].training.tp_comm_overlap = !fused.training.tp_comm_overlap;
   for (const Study& s : others)
     CHECK(sweep_shard(s, f.profile, configs, o, 1, 2, "t").grid != first.grid);
 }

@@ -107,6 +107,8 @@ TEST_CASE("Megatron round trip: every switch on, GQA + SwiGLU + QKV bias, two-sa
   o.recompute = Recompute::Selective;
   o.cluster = "h100x64";  // 64 GPUs: tp 4 x pp 2, dp 8
   check_round_trip("qwen2-7b-h20x16", o);
+  o.tp_comm_overlap = true;  // --tp-comm-overlap: SP on, tp 4 inside a node
+  check_round_trip("qwen2-7b-h20x16", o);
   o.cp = 2;  // --context-parallel-size 2: dp 4
   check_round_trip("qwen2-7b-h20x16", o);
 }
@@ -166,6 +168,11 @@ TEST_CASE("torchtitan fragment: schedule names, batch sizes, checkpoint mode, wh
   CHECK_THAT(
       torchtitan_toml(load_study(resolve_config("studies", "qwen2-7b-h20x16"), o), {"1f1b-i", 2}),
       Catch::Contains("context_parallel_degree = 4\n"));
+  CHECK(t.find("tp_comm_overlap") == std::string::npos);
+  o.tp_comm_overlap = true;
+  CHECK_THAT(
+      torchtitan_toml(load_study(resolve_config("studies", "qwen2-7b-h20x16"), o), {"1f1b-i", 2}),
+      Catch::Contains("# tp_comm_overlap (Transformer Engine's userbuffers) is not expressible"));
   CHECK(launch_format_names() == std::vector<std::string>{"megatron", "torchtitan"});
   CHECK(parse_launch_format("torchtitan") == LaunchFormat::Torchtitan);
   CHECK_FALSE(parse_launch_format("nemo"));

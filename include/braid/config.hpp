@@ -177,6 +177,10 @@ struct TrainingConfig {
   // Megatron's --gradient-accumulation-fusion (default on): each weight-gradient GEMM adds into
   // the fp32 main-gradient buffer, reading and writing it every microbatch.
   bool gradient_accumulation_fusion = true;
+  // Megatron's --tp-comm-overlap (default off): Transformer Engine's userbuffers split each
+  // sequence-parallel all-gather / reduce-scatter into chunks pipelined with the GEMM beside it
+  // (docs/cost-model.md, "TP-communication overlap"). Needs sequence parallelism.
+  bool tp_comm_overlap = false;
   // Megatron's scatter/gather of activations between pipeline stages (no SP): send 1/t of the
   // tensor over the inter-node link and all-gather it over NVLink on the receiver.
   bool p2p_scatter_gather = true;
@@ -233,7 +237,7 @@ struct StudyOverrides {
   std::optional<double> offload{};
   std::optional<bool> distributed_optimizer{}, overlap_grad_reduce{}, overlap_param_gather{};
   std::optional<bool> p2p_scatter_gather{}, p2p_batched{};
-  std::optional<bool> gradient_accumulation_fusion{};
+  std::optional<bool> gradient_accumulation_fusion{}, tp_comm_overlap{};
   // A model given whole (Megatron-LM arguments' sizes) instead of by name; replaces `model`.
   std::optional<ModelConfig> model_config{};
   // Megatron's --global-batch-size: microbatches per replica = global batch / (mbs x dp), dp

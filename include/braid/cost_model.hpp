@@ -69,6 +69,14 @@ struct Collective {
   int steps = 1;      // Inside: the pieces the compute runs in (>= 2); 1 otherwise
   double bytes = 0;   // payload per rank, as nccl-tests counts it (all steps together)
   double time_s = 0;  // alone on the link, no contention (all steps together)
+  // Inside: the part of the compute its pieces cover, as shares of the phase's time_s
+  // [segment_begin, segment_end). What comes before runs as one op ahead of the pieces, what
+  // comes after as one op behind them: Transformer Engine's ring exchange overlaps the GEMM, not
+  // the norm before it or the kernels after it. The whole compute by default (the CP ring).
+  double segment_begin = 0, segment_end = 1;
+  // Its transfers run on the copy engines (TE's userbuffers with use_ce, cudaMemcpyAsync between
+  // peers): they take no SMs, so the compute beside them is not slowed (simulator contention).
+  bool copy_engine = false;
 };
 
 // The collectives of one unit and phase, in the order they run: those before the compute in list
@@ -87,8 +95,12 @@ struct PhaseCost {
   Source source = Source::SpecDerived;
   // Time of its collectives, each alone on its link.
   double collective_s() const;
-  // The pieces its compute runs in: the steps of its Inside collectives (which must agree), else 1.
+  // The pieces its compute runs in: the steps of its Inside collectives (which must agree, with
+  // their segment), else 1.
   int compute_steps() const;
+  // Its compute ops: the pieces, plus one op before and one after the segment they cover when
+  // that segment is not the whole compute.
+  int compute_ops() const;
 };
 
 struct UnitCost {

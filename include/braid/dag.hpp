@@ -23,8 +23,23 @@ namespace braid {
 // (one physical link per direction). A unit's collective runs on its group's stream (stream_of):
 // Tp, Cp, Ep; Dp carries the data-parallel gradient / parameter sync and the tied-embedding
 // all-reduce. Every stream but Compute, D2H and H2D is communication (it contends with compute).
-enum class StreamKind : std::uint8_t { Compute = 0, Tp, P2pNext, P2pPrev, D2H, H2D, Dp, Cp, Ep };
-inline constexpr int kStreamsPerRank = 9;
+// TpRing is the copy-engine lane of TP-communication overlap's ring exchange (TE's
+// CommOverlapP2PBase sends and receives on streams of their own with cudaMemcpyAsync, not on
+// NCCL's): its transfers neither queue behind the TP stream's collectives nor hold them up. The
+// report counts it as TP (exposure, comm rate).
+enum class StreamKind : std::uint8_t {
+  Compute = 0,
+  Tp,
+  P2pNext,
+  P2pPrev,
+  D2H,
+  H2D,
+  Dp,
+  Cp,
+  Ep,
+  TpRing
+};
+inline constexpr int kStreamsPerRank = 10;
 const char* name(StreamKind s);
 // The stream a collective over group `g` runs on: the tensor-parallel groups' (tp, etp) on Tp,
 // cp on Cp, ep on Ep, the data-parallel ones (dp, dp x cp, edp) on Dp. Pipeline sends are P2P
@@ -73,10 +88,13 @@ struct DagOp {
   // Microbatch of the pass the op belongs to (a DP bucket's index for DpSync ops).
   std::int32_t mb : 21 = 0;
   OpKind kind : 3 = OpKind::Compute;
-  UnitKind unit : 5 = UnitKind::PreAttn;
-  Phase phase : 2 = Phase::F;          // P2P: F = activation, B = input gradient
-  bool vision : 1 = false;             // a ViT layer unit
-  std::int32_t instruction : 26 = -1;  // index in the rank's instruction list
+  UnitKind unit : 4 = UnitKind::PreAttn;
+  Phase phase : 2 = Phase::F;  // P2P: F = activation, B = input gradient
+  bool vision : 1 = false;     // a ViT layer unit
+  // A transfer of the copy engines (Collective::copy_engine): it takes no SMs, so the simulator
+  // neither slows the compute beside it nor is slowed by it.
+  bool copy_engine : 1 = false;
+  std::int32_t instruction : 26 = -1;                       // index in the rank's instruction list
   InstructionKind instruction_op : 3 = InstructionKind::F;  // the instruction it was lowered from
   // Full recomputation: a unit's forward run again (phase F) inside the backward pass, right
   // before its layer's B units ("R0.3 Attn L12").
@@ -126,17 +144,18 @@ static_assert([] {
   op.instruction = -1;
   op.layer = -2;  // the tied-embedding all-reduce
   op.kind = OpKind::Optimizer;
-  op.stream = StreamKind::Ep;
+  op.stream = StreamKind::TpRing;
   op.unit = UnitKind::Combine;
   op.phase = Phase::W;
   op.collective = CollectiveKind::P2P;
   op.instruction_op = InstructionKind::Reload;
   op.side = BlockSide::Second;
   return holds && op.mb == -1 && op.instruction == -1 && op.layer == -2 &&
-         op.kind == OpKind::Optimizer && op.stream == StreamKind::Ep &&
+         op.kind == OpKind::Optimizer && op.stream == StreamKind::TpRing &&
          op.unit == UnitKind::Combine && op.phase == Phase::W &&
          op.collective == CollectiveKind::P2P && op.instruction_op == InstructionKind::Reload &&
-         op.side == BlockSide::Second && static_cast<int>(StreamKind::Ep) + 1 == kStreamsPerRank;
+         op.side == BlockSide::Second &&
+         static_cast<int>(StreamKind::TpRing) + 1 == kStreamsPerRank;
 }());
 
 // Options of the lowering.

@@ -118,6 +118,10 @@ void add_study_options(CLI::App& cmd, StudyArgs& args) {
   on_off("--overlap-param-gather", o.overlap_param_gather,
          "overlap the distributed optimizer's parameter all-gather with the next forward: on or "
          "off; default: the study's (off, as Megatron)");
+  on_off("--tp-comm-overlap", o.tp_comm_overlap,
+         "Transformer Engine's TP-communication overlap (Megatron's --tp-comm-overlap): the "
+         "sequence-parallel all-gathers and reduce-scatters pipelined with their GEMMs; needs "
+         "--sp on and tp within a node: on or off; default: the study's (off, as Megatron)");
   on_off("--p2p-scatter-gather", o.p2p_scatter_gather,
          "send 1/tp of each activation between pipeline stages and all-gather it on NVLink "
          "(Megatron's scatter/gather, no SP): on or off; default: the study's (on)");

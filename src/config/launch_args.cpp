@@ -160,6 +160,10 @@ void torchtitan_parallelism(const Study& s, const LaunchSchedule& schedule, Frag
     f.note(
         "sequence parallelism off (braid): torchtitan's tensor parallelism always shards the "
         "norms by sequence");
+  if (s.training.tp_comm_overlap)
+    f.note(
+        "tp_comm_overlap (Transformer Engine's userbuffers) is not expressible: torchtitan runs "
+        "no Transformer Engine");
   // torchtitan's context parallelism (job_config.py Parallelism.context_parallel_degree).
   if (p.cp > 1) setting(f, "context_parallel_degree", std::to_string(p.cp));
   setting(f, "pipeline_parallel_degree", std::to_string(p.pp));

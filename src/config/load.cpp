@@ -270,6 +270,28 @@ void validate_context_parallel(const Study& s, const StudyOverrides& o, const Or
   }
 }
 
+// Transformer Engine's userbuffers (TP-communication overlap) as Megatron allows them: its
+// validate_args asserts sequence parallelism ("Tensor parallel communication/GEMM overlap can
+// happen only when sequence parallelism is enabled"; at tp 1 it turns SP off first), and the
+// buffers are peer memory mapped over NVLink, so the TP group stays in one node (TE issue 1071).
+void validate_tp_comm_overlap(const Study& s, const StudyOverrides& o, const Origin& origin,
+                              const RankLayout& layout) {
+  if (!s.training.tp_comm_overlap) return;
+  const std::string where = origin.where(o.tp_comm_overlap.has_value(), "--tp-comm-overlap");
+  if (!s.parallel.sequence_parallel || s.parallel.tp == 1) {
+    throw InputError(where, "training.tp_comm_overlap",
+                     "needs sequence parallelism with tp > 1 (as in Megatron); turn "
+                     "sequence_parallel on or this off");
+  }
+  if (layout.spans_nodes(Group::Tp)) {
+    throw InputError(where, "training.tp_comm_overlap",
+                     "needs the TP group inside one node (userbuffers use NVLink peer memory); "
+                     "tp " +
+                         std::to_string(s.parallel.tp) + " spans nodes of " +
+                         std::to_string(s.cluster.gpus_per_node) + " GPUs");
+  }
+}
+
 void validate(Study& s, const StudyOverrides* ov) {
   StudyOverrides none;
   const StudyOverrides& o = ov != nullptr ? *ov : none;
@@ -386,7 +408,9 @@ void validate(Study& s, const StudyOverrides* ov) {
             std::to_string(s.cluster.gpus_per_node) + "); allowed " +
             (cp ? "tp x cp x pp" : "tp x pp") + ": divisors of " + std::to_string(gpus));
   }
-  p.dp = rank_layout(s).dp;
+  const RankLayout layout = rank_layout(s);
+  p.dp = layout.dp;
+  validate_tp_comm_overlap(s, o, origin, layout);
 }
 
 // Megatron's global batch = micro-batch size x dp x microbatches (dp: the GPUs per tp x cp x pp).
@@ -481,6 +505,7 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
   t.overlap_param_gather = tr.boolean_or("overlap_param_gather", false);
   t.bucket_params = bounded_number_or(tr, "bucket_params", 0, kBucketBound);
   t.gradient_accumulation_fusion = tr.boolean_or("gradient_accumulation_fusion", true);
+  t.tp_comm_overlap = tr.boolean_or("tp_comm_overlap", false);
   t.p2p_scatter_gather = tr.boolean_or("p2p_scatter_gather", true);
   t.p2p_batched = tr.boolean_or("p2p_batched", true);
   tr.finish();
@@ -526,6 +551,7 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
   if (o.p2p_batched) t.p2p_batched = *o.p2p_batched;
   if (o.gradient_accumulation_fusion)
     t.gradient_accumulation_fusion = *o.gradient_accumulation_fusion;
+  if (o.tp_comm_overlap) t.tp_comm_overlap = *o.tp_comm_overlap;
   if (o.global_batch) t.microbatches = microbatches_of_global_batch(study, *o.global_batch);
 
   validate(study, &o);

@@ -395,7 +395,6 @@ MegatronLaunch parse_megatron_args(const std::string& text, const std::string& w
   if (f.has("--no-gradient-accumulation-fusion")) o.gradient_accumulation_fusion = false;
   if (f.has("--fp8-format"))
     out.not_modelled.push_back("--fp8-format " + f.text("--fp8-format", ""));
-  if (f.has("--tp-comm-overlap")) out.not_modelled.push_back("--tp-comm-overlap");
   // Flags neither used above nor known to set nothing braid simulates.
   for (const auto& [flag, values] : f.all()) {
     if (known_flags().count(flag) > 0) continue;
@@ -431,6 +430,7 @@ void merge_overrides(StudyOverrides& base, const StudyOverrides& top) {
   take(base.p2p_scatter_gather, top.p2p_scatter_gather);
   take(base.p2p_batched, top.p2p_batched);
   take(base.gradient_accumulation_fusion, top.gradient_accumulation_fusion);
+  take(base.tp_comm_overlap, top.tp_comm_overlap);
   // A model by name replaces one given whole, and microbatches a global batch, and back.
   if (top.model) base.model_config.reset();
   take(base.model_config, top.model_config);

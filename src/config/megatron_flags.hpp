@@ -64,6 +64,8 @@ inline constexpr MegatronSwitch kMegatronSwitches[] = {
      [](const Study& s) { return s.training.overlap_grad_reduce; }},
     {"--overlap-param-gather", &StudyOverrides::overlap_param_gather,
      [](const Study& s) { return s.training.overlap_param_gather; }},
+    {"--tp-comm-overlap", &StudyOverrides::tp_comm_overlap,
+     [](const Study& s) { return s.training.tp_comm_overlap; }},
 };
 
 }  // namespace braid::detail

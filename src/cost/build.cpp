@@ -34,6 +34,7 @@ detail::TpSetup tp_setup(const Study& study, const Profile& profile) {
   tp.main_grad_bytes =
       2 * tr.grad_bytes_per_param + (tr.gradient_accumulation_fusion ? 0 : 2 * tr.dtype_bytes);
   tp.main_grad_fused = tr.gradient_accumulation_fusion;
+  tp.tp_comm_overlap = tr.tp_comm_overlap && tp.sp && tp.tp > 1;
   // Each group's link: inside a node when the rank layout puts the group there (cp ranks follow
   // the tp ranks, Megatron-Core's order), across the NICs otherwise.
   const RankLayout layout = rank_layout(study);

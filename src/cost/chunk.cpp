@@ -14,12 +14,27 @@ double PhaseCost::collective_s() const {
 
 int PhaseCost::compute_steps() const {
   int steps = 1;
+  const Collective* first = nullptr;
   for (const Collective& c : collectives) {
     if (c.position != CollectivePosition::Inside) continue;
     if (c.steps < 2 || (steps != 1 && c.steps != steps))
       throw InternalError("a phase's collectives inside its compute run in " +
                           std::to_string(c.steps) + " steps, not 2 or more agreeing ones");
+    if (first != nullptr &&
+        (c.segment_begin != first->segment_begin || c.segment_end != first->segment_end))
+      throw InternalError("a phase's collectives inside its compute cover different segments");
     steps = c.steps;
+    first = &c;
+  }
+  return steps;
+}
+
+int PhaseCost::compute_ops() const {
+  const int steps = compute_steps();
+  if (steps == 1) return 1;
+  for (const Collective& c : collectives) {
+    if (c.position != CollectivePosition::Inside) continue;
+    return steps + (c.segment_begin > 0 ? 1 : 0) + (c.segment_end < 1 ? 1 : 0);
   }
   return steps;
 }

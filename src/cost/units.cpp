@@ -9,9 +9,11 @@
 // gradient).
 #include "units.hpp"
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "braid/error.hpp"
 
@@ -106,6 +108,54 @@ void tp_collectives(TpSplit split, UnitCost& u, const TpSetup& tp, double bytes)
     column_collectives(u, tp, bytes);
   else
     row_collectives(u, tp, bytes);
+}
+
+// Where a phase's TP GEMM sits in its compute: the time before it and its own time.
+struct GemmSpan {
+  double begin_s = 0, gemm_s = 0;
+};
+
+// Transformer Engine's ring-exchange all-gather (comm_gemm_overlap.cpp,
+// CommOverlapP2PBase::split_overlap_ag; the default method of qkv_fprop, fc1_fprop, proj_dgrad
+// and fc2_dgrad in pytorch/module/base.py initialize_ub): the GEMM runs in tp chunks, chunk 0 on
+// the GPU's own shard; while chunk i computes, the shard it read goes to the ring's next GPU, so
+// tp - 1 point-to-point transfers of bytes / tp, by the copy engines (use_ce: no SMs). The
+// phase's all-gather before its compute becomes this ring inside it. A phase that already runs a
+// ring inside (the CP ring of attention's backward) keeps its all-gather before: one compute runs
+// one ring here.
+void add_tp_ring_gather(PhaseCost& p, const TpSetup& tp, GemmSpan span) {
+  const auto gather = std::find_if(p.collectives.begin(), p.collectives.end(), [](const auto& c) {
+    return c.group == Group::Tp && c.kind == CollectiveKind::AllGather &&
+           c.position == CollectivePosition::Before;
+  });
+  if (gather == p.collectives.end() || p.time_s <= 0 || span.gemm_s <= 0) return;
+  if (std::any_of(p.collectives.begin(), p.collectives.end(),
+                  [](const Collective& c) { return c.position == CollectivePosition::Inside; }))
+    return;
+  Collective c;
+  c.kind = CollectiveKind::P2P;
+  c.group = Group::Tp;
+  c.position = CollectivePosition::Inside;
+  c.steps = tp.tp;
+  c.copy_engine = true;
+  c.source = collective_source(*tp.link, CollectiveKind::P2P, 2);
+  const double chunk_bytes = gather->bytes / tp.tp;
+  c.bytes = (tp.tp - 1) * chunk_bytes;
+  c.time_s = (tp.tp - 1) * collective_time_s(*tp.link, CollectiveKind::P2P, 2, chunk_bytes);
+  c.segment_begin = std::clamp(span.begin_s / p.time_s, 0.0, 1.0);
+  c.segment_end = std::clamp((span.begin_s + span.gemm_s) / p.time_s, c.segment_begin, 1.0);
+  p.collectives.erase(gather);
+  p.collectives.push_back(c);
+}
+
+// A lookup of the roofline without logging its kernel again (the phase's timing logged it).
+template <typename F>
+GemmSpan unlogged(const Roofline& roof, F&& time) {
+  std::vector<KernelCall>* log = roof.log;
+  roof.log = nullptr;
+  const GemmSpan span = time();
+  roof.log = log;
+  return span;
 }
 
 UnitCost make_unit(UnitKind kind, int layer, bool vision, Source source) {
@@ -440,6 +490,27 @@ void dense_unit_cost(UnitCost& u, const LayerTerms& L) {
   throw InternalError(std::string("the dense layer has no unit ") + name(u.kind));
 }
 
+// TP-communication overlap of a dense layer's unit: the ring all-gather over the GEMM of the
+// column units' forward (the norm runs first, on the GPU's shard) and of the row units' dgrad
+// (the dropout backward runs first), timed as the phase's own formulas time them.
+void ring_gathers(UnitCost& u, const LayerTerms& L) {
+  const Roofline& roof = L.roof;
+  const double t = L.t, e = L.e, T = L.T, Ts = L.Ts, h = L.h;
+  if (u.kind == UnitKind::PreAttn || u.kind == UnitKind::PreMLP) {
+    const double width = u.kind == UnitKind::PreAttn ? (L.q + 2 * L.k) / t : L.fc1_width / t;
+    add_tp_ring_gather(
+        u[Phase::F], L.tp, unlogged(roof, [&] {
+          return GemmSpan{L.norm_s(2 * Ts * h * e), roof.linear_s(T, h, width, Phase::F)};
+        }));
+  } else if (u.kind == UnitKind::Attn || u.kind == UnitKind::MLP) {
+    const double width = u.kind == UnitKind::Attn ? L.q / t : L.f / t;
+    add_tp_ring_gather(
+        u[Phase::B], L.tp, unlogged(roof, [&] {
+          return GemmSpan{roof.memory_s(L.dropout_bwd_bytes), roof.linear_s(T, width, h, Phase::B)};
+        }));
+  }
+}
+
 constexpr UnitRole kDenseUnits[] = {{UnitKind::PreAttn, TpSplit::Column},
                                     {UnitKind::Attn, TpSplit::Row},
                                     {UnitKind::PreMLP, TpSplit::Column},
@@ -463,6 +534,7 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
     UnitCost u = make_unit(role.kind, layer, vision, tp.source);
     dense_unit_cost(u, L);
     tp_collectives(role.tp, u, L.tp, L.hidden_bytes);
+    if (tp.tp_comm_overlap) ring_gathers(u, L);
     c.units.push_back(std::move(u));
   }
   if (tp.recompute_full) recompute_whole_layer(c, L);

@@ -77,6 +77,10 @@ struct TpSetup {
   // With gradient-accumulation fusion the accumulation is the GEMM's epilogue (no kernel of its
   // own); without, an add kernel re-reads the bf16 gradient.
   bool main_grad_fused = true;
+  // Transformer Engine's TP-communication overlap (training.tp_comm_overlap, SP on): the
+  // all-gathers before the layer's column GEMMs' forward and its row GEMMs' dgrad run as a ring
+  // of tp chunks beside the GEMM (add_tp_ring_gather).
+  bool tp_comm_overlap = false;
   Source source = Source::SpecDerived;
 };
 

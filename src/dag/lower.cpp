@@ -250,7 +250,7 @@ class Lowerer final : public detail::StepEmitter {
     const auto phase_ops = [&](const PhaseCost& c, bool w) -> std::size_t {
       const bool compute = !(w && w_skips && c.time_s == 0 && c.alloc_bytes == 0 &&
                              c.free_bytes == 0 && c.collectives.empty());
-      std::size_t ops = compute ? static_cast<std::size_t>(c.compute_steps()) : 0;
+      std::size_t ops = compute ? static_cast<std::size_t>(c.compute_ops()) : 0;
       for (const Collective& k : c.collectives) {
         if (k.position == CollectivePosition::Inside)
           ops += static_cast<std::size_t>(k.steps - 1);
@@ -447,8 +447,10 @@ class Lowerer final : public detail::StepEmitter {
     DagOp op = base_op(pass, unit, phase);
     op.recompute = recompute;
     op.kind = OpKind::Collective;
-    op.stream = stream_of(c.group);
+    // A copy-engine ring transfer runs on the copy engines' lane, not behind the TP collectives.
+    op.stream = c.copy_engine ? StreamKind::TpRing : stream_of(c.group);
     op.collective = c.kind;
+    op.copy_engine = c.copy_engine;
     return new_op(op, {.duration_s = c.time_s / steps, .bytes = c.bytes / steps});
   }
 
@@ -511,17 +513,37 @@ class Lowerer final : public detail::StepEmitter {
       return compute;
     }
     // Piece 0 and transfer 0 start together; transfer j follows transfer j - 1 and piece j - 1;
-    // piece j + 1 waits for transfer j. The activations are saved by the first piece and freed
-    // by the last.
-    const double piece_s = cost.time_s / steps;
+    // piece j + 1 waits for transfer j. The compute before the pieces' segment runs as one op
+    // ahead of them (the transfers start after it: it produces what they send), the compute
+    // after it as one op behind them. The activations are saved by the first op and freed by the
+    // last.
+    const Collective& inside =
+        *std::find_if(cost.collectives.begin(), cost.collectives.end(),
+                      [](const Collective& c) { return c.position == CollectivePosition::Inside; });
+    const bool whole = inside.segment_begin == 0 && inside.segment_end == 1;
+    const double head_s = cost.time_s * inside.segment_begin;
+    const double tail_s = cost.time_s * (1 - inside.segment_end);
+    const double piece_s = whole
+                               ? cost.time_s / steps
+                               : cost.time_s * (inside.segment_end - inside.segment_begin) / steps;
+    const bool head = inside.segment_begin > 0, tail = inside.segment_end < 1;
+    const auto step_op = [&](double duration_s, bool first, bool last) {
+      const int id = new_op(op, {.duration_s = duration_s,
+                                 .alloc_bytes = first ? cost.alloc_bytes : 0,
+                                 .free_bytes = last ? cost.free_bytes : 0});
+      if (!recompute) note_unit(pass.stage, unit, phase, id);
+      return id;
+    };
+    if (head) {
+      const int lead = step_op(head_s, true, false);
+      edge(input, lead);
+      input = lead;
+    }
     int piece = kNone;
     transfers_.clear();
     for (int j = 0; j < steps; ++j) {
       const int before = piece;
-      piece = new_op(op, {.duration_s = piece_s,
-                          .alloc_bytes = j == 0 ? cost.alloc_bytes : 0,
-                          .free_bytes = j + 1 == steps ? cost.free_bytes : 0});
-      if (!recompute) note_unit(pass.stage, unit, phase, piece);
+      piece = step_op(piece_s, j == 0 && !head, j + 1 == steps && !tail);
       if (j == 0) edge(input, piece);
       for (const int t : transfers_) edge(t, piece);
       if (j + 1 == steps) break;
@@ -538,7 +560,10 @@ class Lowerer final : public detail::StepEmitter {
         ++n;
       }
     }
-    return piece;
+    if (!tail) return piece;
+    const int rest = step_op(tail_s, false, true);
+    edge(piece, rest);
+    return rest;
   }
 
   // emit_unit with an explicit cost; `recompute` ops chain on the pass cursor but leave the

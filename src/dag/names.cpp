@@ -26,6 +26,8 @@ const char* name(StreamKind s) {
       return "cp";
     case StreamKind::Ep:
       return "ep";
+    case StreamKind::TpRing:
+      return "tp_ring";
   }
   return "?";
 }

@@ -10,10 +10,11 @@ namespace braid {
 
 namespace {
 
-// A phase's compute (in one op, or one piece per step beside the collectives inside it), plus
+// A phase's compute (in one op, or one piece per step beside the collectives inside it, with the
+// compute before and after their segment), plus
 // one op per collective (steps - 1 transfers for one inside the compute).
 std::int64_t phase_ops(const PhaseCost& phase) {
-  std::int64_t ops = phase.compute_steps();
+  std::int64_t ops = phase.compute_ops();
   for (const Collective& c : phase.collectives)
     ops += c.position == CollectivePosition::Inside ? c.steps - 1 : 1;
   return ops;
@@ -58,8 +59,13 @@ SizeEstimate estimate_study_size(const Study& study, double virtual_stages, doub
   // Context parallelism runs the attention's F and B (and a full recomputation's rerun) in cp
   // pieces beside cp - 1 ring transfers: 2 (cp - 1) more ops each.
   const double ring = 2.0 * (study.parallel.cp - 1);
-  double per_layer = 15 + 3 * collectives + 2 * ring;
-  if (study.training.recompute == Recompute::Full) per_layer += 5 + collectives + ring;
+  // TP-communication overlap runs four GEMMs of a layer (the two column forwards, the two row
+  // dgrads) in tp pieces beside tp - 1 ring transfers, with the compute before and after them
+  // as ops of their own: 2 (tp - 1) + 2 more ops each, two of them in a rerun forward.
+  const double tp_ring = study.training.tp_comm_overlap ? 2.0 * (study.parallel.tp - 1) + 2 : 0;
+  double per_layer = 15 + 3 * collectives + 2 * ring + 4 * tp_ring;
+  if (study.training.recompute == Recompute::Full)
+    per_layer += 5 + collectives + ring + 2 * tp_ring;
   double layers = study.model.layers;
   if (study.model.vision) layers += study.model.vision->depth;
   const double per_stage = 12 + 3 * collectives + 4;  // prologue/epilogue units, sends, copies

@@ -47,7 +47,7 @@ struct Writer {
 // does not compile until it has one.
 constexpr RowStatus last_of(RowStatus) { return RowStatus::Invalid; }
 constexpr Recompute last_of(Recompute) { return Recompute::Full; }
-constexpr StreamKind last_of(StreamKind) { return StreamKind::Ep; }
+constexpr StreamKind last_of(StreamKind) { return StreamKind::TpRing; }
 
 struct Reader {
   const std::string& in;

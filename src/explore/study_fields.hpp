@@ -99,6 +99,7 @@ void visit_study_fields(const TrainingConfig& t, F&& f) {
   f("overlap_param_gather", t.overlap_param_gather);
   f("bucket_params", t.bucket_params);
   f("gradient_accumulation_fusion", t.gradient_accumulation_fusion);
+  f("tp_comm_overlap", t.tp_comm_overlap);
   f("p2p_scatter_gather", t.p2p_scatter_gather);
   f("p2p_batched", t.p2p_batched);
   f("recompute", t.recompute);

@@ -161,8 +161,15 @@ std::string html_run_data(const Dag& dag, const Timeline& timeline, const Report
   run["report"] = json::parse(report_json(report));
   run["tick_s"] = 1.0 / ticks_per_unit;
   run["time_unit"] = report.uniform ? "unit" : "s";
+  // The TP ring's copy-engine lane (the last stream) is listed only where a rank runs one, so a
+  // run without TP-communication overlap writes the streams it always did.
+  int listed = kStreamsPerRank - 1;
+  for (int r = 0; r < dag.pp; ++r) {
+    const int sid = dag.stream_id(r, StreamKind::TpRing);
+    if (dag.stream_begin[sid] < dag.stream_begin[sid + 1]) listed = kStreamsPerRank;
+  }
   json streams = json::array();
-  for (int s = 0; s < kStreamsPerRank; ++s) streams.push_back(name(static_cast<StreamKind>(s)));
+  for (int s = 0; s < listed; ++s) streams.push_back(name(static_cast<StreamKind>(s)));
   run["streams"] = streams;
   json ranks = json::array(), stream = json::array(), start = json::array(), dur = json::array(),
        names = json::array(), mb = json::array(), chunk = json::array(), unit = json::array(),

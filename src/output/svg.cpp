@@ -550,11 +550,12 @@ class SvgWriter {
     }
   }
 
-  // TP collectives, and in the same lane the data-parallel sync ops (phase W: drawn like the
-  // backward's weight side), with their exposed parts.
+  // TP collectives (the ring exchange's copy-engine transfers among them), and in the same lane the
+  // data-parallel sync ops (phase W: drawn like the backward's weight side), with their exposed
+  // parts.
   void tp_lane(int r, double y) {
     std::vector<Interval> fwd, bwd, other;
-    for (StreamKind stream : {StreamKind::Tp, StreamKind::Dp}) {
+    for (StreamKind stream : {StreamKind::Tp, StreamKind::TpRing, StreamKind::Dp}) {
       const int ts = dag_.stream_id(r, stream);
       for (int k = dag_.stream_begin[ts]; k < dag_.stream_begin[ts + 1]; ++k) {
         const int i = dag_.stream_ops[k];

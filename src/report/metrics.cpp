@@ -63,8 +63,15 @@ struct Exposure {
   double dp_sync = 0, off = 0;
 };
 
-// The position of a collective stream in kCollectiveStreams; -1 for any other stream.
-constexpr int collective_index(StreamKind s) {
+// The stream a collective op's time is reported under: the TP ring's copy-engine lane is TP's.
+constexpr StreamKind report_stream(StreamKind s) {
+  return s == StreamKind::TpRing ? StreamKind::Tp : s;
+}
+
+// The position of a collective stream in kCollectiveStreams (the TP ring's lane: TP's); -1 for
+// any other stream.
+constexpr int collective_index(StreamKind stream) {
+  const StreamKind s = report_stream(stream);
   for (std::size_t k = 0; k < std::size(kCollectiveStreams); ++k)
     if (kCollectiveStreams[k] == s) return static_cast<int>(k);
   return -1;
@@ -149,18 +156,24 @@ class IdleAttribution {
   // The ops of rank r's collective streams. They are added right after its compute pass, which
   // has just read the times of the ops around them (a rank's part of the timeline stays in cache;
   // a second pass over the whole timeline would not find it).
+  // TP's sum takes the ring lane's ops too, merged with the TP stream's in op order.
   void add_collectives(int r) {
+    const int ring = dag_.stream_id(r, StreamKind::TpRing);
     for (std::size_t c = 0; c < std::size(kCollectiveStreams); ++c) {
       const int s = dag_.stream_id(r, kCollectiveStreams[c]);
       const int* i = dag_.stream_ops.data() + dag_.stream_begin[s];
       const int* const stop = dag_.stream_ops.data() + dag_.stream_begin[s + 1];
+      const bool tp = kCollectiveStreams[c] == StreamKind::Tp;
+      const int* j = dag_.stream_ops.data() + dag_.stream_begin[tp ? ring : s + 1];
+      const int* const j_stop = dag_.stream_ops.data() + dag_.stream_begin[tp ? ring + 1 : s + 1];
       const double* start = t_.start_s.data();
       const double* end = t_.end_s.data();
       CollectiveSum sum = comm_[c];
-      for (; i != stop; ++i) {
-        sum.in_order = sum.in_order && *i > sum.last;
-        sum.last = *i;
-        sum.total_s += end[*i] - start[*i];
+      while (i != stop || j != j_stop) {
+        const int op = j == j_stop || (i != stop && *i < *j) ? *i++ : *j++;
+        sum.in_order = sum.in_order && op > sum.last;
+        sum.last = op;
+        sum.total_s += end[op] - start[op];
       }
       comm_[c] = sum;
     }
@@ -259,8 +272,9 @@ class IdleAttribution {
     }
     bool record(const WalkView&, const DagOp& op, int y) {  // the intervals are read at the end
       if (op.kind == OpKind::Collective) {
-        if (n_coll == 2 || (n_coll == 1 && op.stream != coll_stream)) return false;
-        coll_stream = op.stream;
+        const StreamKind stream = report_stream(op.stream);
+        if (n_coll == 2 || (n_coll == 1 && stream != coll_stream)) return false;
+        coll_stream = stream;
         coll[n_coll++] = y;
         return true;
       }

@@ -223,7 +223,9 @@ class Engine {
     double slowdown = 1.0;
     const std::uint8_t role = role_of(op.stream);
     const std::size_t compute = slot(r, StreamKind::Compute);
-    if (role == kCompute) {
+    if (op.copy_engine) {
+      // No SMs: it runs at its own rate beside the compute (counted in no contention).
+    } else if (role == kCompute) {
       if (comm_count_[r] > 0) {
         slowdown = compute_slowdown_;
         retime_comm(r, comm_slowdown_);
@@ -264,7 +266,9 @@ class Engine {
       running_[slot(r, op.stream)].op = -1;
       const std::uint8_t role = role_of(op.stream);
       const std::size_t compute = slot(r, StreamKind::Compute);
-      if (role == kCompute) {
+      if (op.copy_engine) {
+        // It took part in no contention.
+      } else if (role == kCompute) {
         if (comm_count_[r] > 0) retime_comm(r, 1.0);
       } else if (role >= kComm) {
         if (--comm_count_[r] == 0 && running_[compute].op >= 0) retime(compute, 1.0);
@@ -291,7 +295,9 @@ class Engine {
   void retime_comm(int rank, double slowdown) {
     for (int k = 0; k < kStreamsPerRank; ++k) {
       const std::size_t s = slot(rank, static_cast<StreamKind>(k));
-      if (role_of(static_cast<StreamKind>(k)) >= kComm && running_[s].op >= 0) retime(s, slowdown);
+      if (role_of(static_cast<StreamKind>(k)) >= kComm && running_[s].op >= 0 &&
+          !dag_.ops[running_[s].op].copy_engine)
+        retime(s, slowdown);
     }
   }
 
