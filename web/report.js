@@ -147,7 +147,7 @@
   // The y of a collective lane (tp, or a group lane) in rank r's block; -1 for none.
   function commLaneY(run, r, stream) {
     const tpY = run.rankY[r] + COMPUTE_H + GAP;
-    if (stream === "tp" || stream === "dp") return tpY;
+    if (stream === "tp" || stream === "tp_ring" || stream === "dp") return tpY;
     const k = run.groupLanes.indexOf(stream);
     return k < 0 ? -1 : tpY + (k + 1) * (TP_H + GAP);
   }
@@ -162,7 +162,8 @@
         const side = run.ops.side[i];
         return side === 1 ? [y0, COMPUTE_H / 2] : side === 2 ? [y0 + COMPUTE_H / 2, COMPUTE_H / 2] : [y0, COMPUTE_H];
       }
-      case "tp": return [tpY, TP_H];
+      case "tp":
+      case "tp_ring": return [tpY, TP_H];  // TE's ring transfers, drawn with the TP lane as in the SVG
       case "cp":
       case "ep": return [commLaneY(run, run.ops.rank[i], s), TP_H];
       case "p2p_next": return [p2pY, P2P_H / 2];
@@ -174,7 +175,7 @@
   function opColour(run, i) {
     const ops = run.ops, s = run.streams[ops.stream[i]];
     if (s === "compute") return chunkColour(ops.phase[i], ops.chunk[i], run.vpp);
-    if (s === "tp") return TP_COLOUR[ops.phase[i]] || TP_COLOUR.F;
+    if (s === "tp" || s === "tp_ring") return TP_COLOUR[ops.phase[i]] || TP_COLOUR.F;
     return STREAM_COLOUR[s] || "#888";
   }
 
@@ -362,7 +363,7 @@
       }
       for (let i = 0; i < run.n; ++i) {
         const s = run.streams[o.stream[i]];
-        if (s === "tp") add("tp" + o.phase[i], opColour(run, i), "TP collective (" + o.phase[i] + ")");
+        if (s === "tp" || s === "tp_ring") add("tp" + o.phase[i], opColour(run, i), "TP collective (" + o.phase[i] + ")");
         else if (GROUP_LANES.includes(s)) add(s, opColour(run, i), s.toUpperCase() + " collective");
         else if (s !== "compute") add(s, opColour(run, i), s.replace("_", "-"));
       }
