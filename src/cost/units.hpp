@@ -77,6 +77,9 @@ struct TpSetup {
   // With gradient-accumulation fusion the accumulation is the GEMM's epilogue (no kernel of its
   // own); without, an add kernel re-reads the bf16 gradient.
   bool main_grad_fused = true;
+  // The linear layers' GEMM format: with an FP8 recipe their GEMMs run at the FP8 peak and
+  // Transformer Engine's cast kernels run around them (docs/cost-model.md, "FP8").
+  Precision precision = Precision::Bf16;
   Source source = Source::SpecDerived;
 };
 
@@ -85,6 +88,9 @@ LayerCost layer_cost(const LayerShape& shape, const TpSetup& tp, const Roofline&
                      bool vision);
 // Parameters of one layer held by one GPU of the TP group (weights sharded, norms replicated).
 double layer_params_per_gpu(const LayerShape& shape, int tp);
+// The weights of its four linear layers (QKV, out-projection, FC1, FC2) per GPU: those an FP8
+// recipe casts (no biases, no norms).
+double linear_weights_per_gpu(const LayerShape& shape, int tp);
 
 // Token embedding (vocab-parallel): `vocab_per_gpu` rows of `hidden`; GPT models add learned
 // position embeddings and apply dropout to the sum.
