@@ -121,9 +121,9 @@ TEST_CASE("FP8 on a GPU without it, and MXFP8 on Hopper, are refused with one li
             ": training.precision: fp8-delayed needs FP8 tensor cores and profile a800 (NVIDIA "
             "A800 SXM4 80GB) gives no peak_fp8_tflops (Ampere has none; a GPU whose datasheet "
             "gives one may add it with its source): use bf16, or a GPU with FP8 (h100, h200)");
-  CHECK(precision_refusal(Precision::Fp8Current, load_profile("h20")) != "");
-  CHECK(precision_refusal(Precision::Fp8Blockwise, load_profile("h100")) == "");
-  CHECK(precision_refusal(Precision::Bf16, load_profile("a100")) == "");
+  CHECK_FALSE(precision_refusal(Precision::Fp8Current, load_profile("h20")).empty());
+  CHECK(precision_refusal(Precision::Fp8Blockwise, load_profile("h100")).empty());
+  CHECK(precision_refusal(Precision::Bf16, load_profile("a100")).empty());
   CHECK_THAT(precision_refusal(Precision::Mxfp8, load_profile("h100")),
              Catch::StartsWith("mxfp8 needs a Blackwell GPU"));
 
