@@ -111,6 +111,12 @@ TEST_CASE("Megatron round trip: every switch on, GQA + SwiGLU + QKV bias, two-sa
   check_round_trip("qwen2-7b-h20x16", o);
   o.cp = 2;  // --context-parallel-size 2: dp 4
   check_round_trip("qwen2-7b-h20x16", o);
+  // Every FP8 recipe as --fp8-format + --fp8-recipe (tests/precision_test.cpp has the flags).
+  for (Precision p :
+       {Precision::Fp8Delayed, Precision::Fp8Current, Precision::Fp8Blockwise, Precision::Mxfp8}) {
+    o.precision = p;
+    check_round_trip("qwen2-7b-h20x16", o);
+  }
 }
 
 TEST_CASE("Megatron round trip: Hugging Face models with their own head size and tied embeddings",

@@ -153,11 +153,12 @@ TEST_CASE("Megatron memory and overlap switches", "[megatron-args]") {
   CHECK_FALSE(args("--sequence-parallel").overrides.tp_comm_overlap.has_value());
 }
 
-TEST_CASE("Megatron precision and unknown flags: bf16 is braid's, fp8 and the unknown listed",
+TEST_CASE("Megatron precision and unknown flags: bf16 and fp8 are braid's, the unknown listed",
           "[megatron-args]") {
   CHECK(args("--bf16 --lr 1e-4 --train-iters 10 --save /x").not_modelled.empty());
-  CHECK(args("--fp8-format hybrid --fp8-amax-history-len 1024 --frobnicate 3").not_modelled ==
-        std::vector<std::string>{"--fp8-format hybrid", "--frobnicate 3"});
+  const MegatronLaunch fp8 = args("--fp8-format hybrid --fp8-amax-history-len 1024 --frobnicate 3");
+  CHECK(fp8.overrides.precision == Precision::Fp8Delayed);  // tests/precision_test.cpp: recipes
+  CHECK(fp8.not_modelled == std::vector<std::string>{"--frobnicate 3"});
   CHECK(args_error("32 --num-layers 2") ==
         "--megatron-args: 32: not a flag: Megatron-LM arguments are --flag [value]");
   CHECK(args_error("--micro-batch-size two") ==
@@ -241,8 +242,8 @@ TEST_CASE("Megatron-LM's Llama 3 8B FP8 launch script reads end to end", "[megat
   CHECK(o.distributed_optimizer == true);
   CHECK(o.overlap_grad_reduce == true);
   CHECK(o.overlap_param_gather == true);
-  CHECK(l.not_modelled == std::vector<std::string>{"--fp8-format hybrid",
-                                                   "--cross-entropy-loss-fusion",
+  CHECK(o.precision == Precision::Fp8Delayed);  // --fp8-format hybrid, the default recipe
+  CHECK(l.not_modelled == std::vector<std::string>{"--cross-entropy-loss-fusion",
                                                    "--fp8-param-gather", "--grad-reduce-in-bf16"});
 }
 
@@ -265,14 +266,14 @@ TEST_CASE("braid simulate --megatron-args-file warns in one line, --strict refus
   REQUIRE(r.exit_code == 0);
   CHECK(count_lines(r.err) == 1);
   CHECK(r.err == "braid: warning: " + file +
-                     ": not modelled, ignored: --fp8-format hybrid, "
+                     ": not modelled, ignored: "
                      "--cross-entropy-loss-fusion, --fp8-param-gather, --grad-reduce-in-bf16\n");
   CHECK_THAT(r.out, Catch::Contains("tp 1, pp 2, dp 32"));
   const CliRun strict = run_braid("simulate --megatron-args-file " + file +
                                   " --cluster h100x64 --pp 2 --schedule 1f1b-i --strict");
   CHECK(strict.exit_code == 2);
   CHECK(count_lines(strict.err) == 1);
-  CHECK_THAT(strict.err, Catch::Contains("not modelled: --fp8-format hybrid"));
+  CHECK_THAT(strict.err, Catch::Contains("not modelled: --cross-entropy-loss-fusion"));
   const CliRun inline_args = run_braid(
       "info --megatron-args \"--tensor-model-parallel-size 4 --micro-batch-size 1 "
       "--global-batch-size 32\"");

@@ -44,6 +44,13 @@ enum class AttentionImpl { Default, Flash2, Flash3, Cudnn, Unfused };
 // with p2p (A2AP2P) are named so that a study can say them; they are refused until the
 // all-to-all collective is modelled.
 enum class CpCommType { P2P, A2A, AllGather, A2AP2P };
+// The number format the linear layers' GEMMs run in (docs/cost-model.md, "FP8"): bf16, or one of
+// Transformer Engine's FP8 recipes (transformer_engine/common/recipe/__init__.py): DelayedScaling
+// (a per-tensor scale from an amax history, Megatron's default --fp8-recipe delayed),
+// Float8CurrentScaling (a per-tensor scale from the tensor itself, --fp8-recipe tensorwise),
+// Float8BlockScaling (per 128-block scales, --fp8-recipe blockwise) and MXFP8BlockScaling (per
+// 32-element E8M0 scales, Blackwell only, --fp8-recipe mxfp8).
+enum class Precision { Bf16, Fp8Delayed, Fp8Current, Fp8Blockwise, Mxfp8 };
 
 // The YAML and command-line values of each enum above, in enum order: name() writes them,
 // parse_*() reads them back (std::nullopt for any other text).
@@ -68,6 +75,10 @@ std::optional<Normalization> parse_normalization(std::string_view text);
 const std::vector<std::string>& cp_comm_type_names();  // p2p, a2a, allgather, a2a+p2p
 const char* name(CpCommType c);
 std::optional<CpCommType> parse_cp_comm_type(std::string_view text);
+// bf16, fp8-delayed, fp8-current, fp8-blockwise, mxfp8
+const std::vector<std::string>& precision_names();
+const char* name(Precision p);
+std::optional<Precision> parse_precision(std::string_view text);
 
 // The norm and linear biases of a model that does not name them, by its activation's family:
 // SwiGLU models (Llama, Qwen2, Mistral) use RMSNorm and no biases; GELU and squared-ReLU ones
@@ -193,6 +204,8 @@ struct TrainingConfig {
   // chunk-0 activations are copied to host after their forward and back before their backward.
   // 0 = off (default).
   double offload = 0;
+  // The linear layers' GEMM format (training.precision); bf16 by default.
+  Precision precision = Precision::Bf16;
   auto operator<=>(const TrainingConfig&) const = default;  // NOLINT(modernize-use-nullptr)
 };
 
@@ -231,6 +244,7 @@ struct StudyOverrides {
   std::optional<bool> sequence_parallel{};
   std::optional<Recompute> recompute{};
   std::optional<CpCommType> cp_comm_type{};
+  std::optional<Precision> precision{};
   std::optional<VisionPlacement> vision_placement{};
   std::optional<StageBalance> balance{};
   std::optional<std::vector<int>> layers_per_stage{};
@@ -248,7 +262,7 @@ struct StudyOverrides {
 // A Megatron-LM launch (megatron_args.cpp; docs/megatron.md, "Megatron-LM arguments"): the flags
 // of a pretrain_gpt.py command line as settings of a study. `model` when the sizes are given
 // (--num-layers, --hidden-size, --num-attention-heads); `not_modelled` lists each flag braid
-// reads but cannot model (expert parallelism, FP8, ...) or does not know, as given.
+// reads but cannot model (expert parallelism, ...) or does not know, as given.
 struct MegatronLaunch {
   StudyOverrides overrides;
   std::vector<std::string> not_modelled;

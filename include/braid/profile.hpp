@@ -132,6 +132,7 @@ struct Profile {
   Source source = Source::SpecDerived;
   std::string gpu;               // marketing name
   double peak_flops = 0;         // dense bf16, FLOP/s
+  double fp8_peak_flops = 0;     // dense FP8, FLOP/s; 0: none (Ampere) or no datasheet gives it
   double hbm_bytes = 0;          // device memory, bytes
   double hbm_bandwidth_Bps = 0;  // bytes/s
   int sms = 0;                   // streaming multiprocessors (0: not given)
@@ -157,6 +158,12 @@ struct Profile {
 
   const LinkProfile& link(const std::string& name) const;  // throws InputError if missing
 };
+
+// Why `precision` cannot run on `profile`'s GPU, with what is allowed and how to fix it (one
+// line), or "" when it can: FP8 needs the profile's FP8 peak (Hopper and later; Transformer
+// Engine's check_fp8_support in pytorch/fp8.py); MXFP8 needs Blackwell (check_mxfp8_support:
+// compute capability 10.0), which no profile of braid's is.
+std::string precision_refusal(Precision precision, const Profile& profile);
 
 // Resolves a name ("a800") or path under data_root()/profiles and loads it.
 Profile load_profile(const std::filesystem::path& file);

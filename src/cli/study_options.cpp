@@ -68,6 +68,12 @@ void add_study_options(CLI::App& cmd, StudyArgs& args) {
          [&o](const std::string& v) { o.recompute = parse_recompute(v).value_or(Recompute::None); },
          "activation recomputation: none, selective or full; default: the study's (none)")
       ->check(CLI::IsMember(recompute_names()));
+  cmd.add_option_function<std::string>(
+         "--precision",
+         [&o](const std::string& v) { o.precision = parse_precision(v).value_or(Precision::Bf16); },
+         "the linear layers' GEMM format: bf16, or a Transformer Engine FP8 recipe: fp8-delayed, "
+         "fp8-current, fp8-blockwise, mxfp8 (Blackwell); default: the study's (bf16)")
+      ->check(CLI::IsMember(precision_names()));
   cmd.add_option_function<int>(
       "--nodes", [&o](int v) { o.nodes = v; },
       "nodes of the cluster (GPUs per node from the cluster file); default: the cluster's");
@@ -236,7 +242,9 @@ std::string job_defaults_text(const StudyArgs& args, const Study& study,
          "), not given: " + CLI::detail::join(items, ", ") + "\n";
 }
 
-Profile resolve_profile(const StudyArgs& args, const Study& study) {
+namespace {
+
+Profile load_study_profile(const StudyArgs& args, const Study& study) {
   if (!args.profile.empty()) return load_profile(args.profile);
   try {
     return load_profile(study.cluster.profile);
@@ -245,6 +253,18 @@ Profile resolve_profile(const StudyArgs& args, const Study& study) {
     if (e.where == "--profile") throw InputError(study.cluster.file, "profile", e.problem);
     throw;
   }
+}
+
+}  // namespace
+
+Profile resolve_profile(const StudyArgs& args, const Study& study) {
+  Profile profile = load_study_profile(args, study);
+  // An FP8 precision on a GPU without it: named after the option that chose it, else the study.
+  if (const std::string refusal = precision_refusal(study.training.precision, profile);
+      !refusal.empty())
+    throw InputError(args.overrides.precision ? "--precision" : study.file, "training.precision",
+                     refusal);
+  return profile;
 }
 
 }  // namespace braid::cli

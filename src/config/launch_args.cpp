@@ -103,6 +103,22 @@ void megatron_schedule(const Study& s, const LaunchSchedule& schedule, Fragment&
            "--virtual-pipeline-model-parallel-size)");
 }
 
+// FP8 on top of --bf16 (Megatron keeps bf16 for everything outside the linear layers' GEMMs):
+// --fp8-recipe as Megatron names Transformer Engine's recipes (megatron/core/fp8_utils.py
+// get_fp8_recipe), --fp8-format as each recipe's default in TE (common/recipe/__init__.py:
+// HYBRID for DelayedScaling and Float8CurrentScaling, E4M3 for the block-scaled ones).
+void megatron_fp8(Precision precision, Fragment& f) {
+  const char* recipe = precision == Precision::Fp8Delayed     ? "delayed"
+                       : precision == Precision::Fp8Current   ? "tensorwise"
+                       : precision == Precision::Fp8Blockwise ? "blockwise"
+                       : precision == Precision::Mxfp8        ? "mxfp8"
+                                                              : nullptr;
+  if (recipe == nullptr) return;  // bf16
+  const bool hybrid = precision == Precision::Fp8Delayed || precision == Precision::Fp8Current;
+  flag(f, "--fp8-format", hybrid ? "hybrid" : "e4m3");
+  flag(f, "--fp8-recipe", recipe);
+}
+
 void megatron_training(const Study& s, Fragment& f) {
   const TrainingConfig& t = s.training;
   flag(f, "--global-batch-size", std::to_string(global_batch(s)));
@@ -118,6 +134,7 @@ void megatron_training(const Study& s, Fragment& f) {
   }
   if (!t.gradient_accumulation_fusion) flag(f, "--no-gradient-accumulation-fusion");
   flag(f, "--bf16");
+  megatron_fp8(t.precision, f);
   if (t.bucket_params > 0)
     f.note("gradient buckets of " + std::to_string(static_cast<long long>(t.bucket_params)) +
            " parameters: Megatron-LM's --ddp-bucket-size (braid reads no such flag)");
@@ -192,6 +209,10 @@ void torchtitan_training(const Study& s, Fragment& f) {
   setting(f, "local_batch_size", std::to_string(local));
   setting(f, "global_batch_size", std::to_string(global_batch(s)));
   setting(f, "mixed_precision_param", quoted("bfloat16"));
+  if (t.precision != Precision::Bf16)
+    f.note(std::string("precision ") + name(t.precision) +
+           " (braid) is not written: torchtitan's float8 converter is not Transformer Engine's "
+           "recipe");
   f.lines.emplace_back("");
   f.lines.emplace_back("[activation_checkpoint]");
   setting(f, "mode", quoted(name(t.recompute)));

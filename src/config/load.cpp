@@ -160,6 +160,12 @@ const std::vector<std::string>& normalization_names() {
   return names;
 }
 
+const std::vector<std::string>& precision_names() {
+  static const std::vector<std::string> names = {"bf16", "fp8-delayed", "fp8-current",
+                                                 "fp8-blockwise", "mxfp8"};
+  return names;
+}
+
 const std::vector<std::string>& attention_impl_names() {
   static const std::vector<std::string> names = {"default", "flash2", "flash3", "cudnn", "unfused"};
   return names;
@@ -193,6 +199,10 @@ Normalization default_normalization(MlpActivation a) {
   return a == MlpActivation::SwiGLU ? Normalization::RMSNorm : Normalization::LayerNorm;
 }
 bool default_linear_bias(MlpActivation a) { return a != MlpActivation::SwiGLU; }
+const char* name(Precision p) { return table_name(precision_names(), p); }
+std::optional<Precision> parse_precision(std::string_view text) {
+  return table_parse<Precision>(precision_names(), text);
+}
 const char* name(CpCommType c) { return table_name(cp_comm_type_names(), c); }
 std::optional<CpCommType> parse_cp_comm_type(std::string_view text) {
   return table_parse<CpCommType>(cp_comm_type_names(), text);
@@ -508,6 +518,7 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
   t.tp_comm_overlap = tr.boolean_or("tp_comm_overlap", false);
   t.p2p_scatter_gather = tr.boolean_or("p2p_scatter_gather", true);
   t.p2p_batched = tr.boolean_or("p2p_batched", true);
+  t.precision = static_cast<Precision>(tr.choice_or("precision", precision_names(), 0));
   tr.finish();
 
   // Layer layout (multimodal placement, balancing, explicit split): optional.
@@ -539,6 +550,7 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
   if (o.mbs) t.micro_batch_size = *o.mbs;
   if (o.microbatches) t.microbatches = *o.microbatches;
   if (o.recompute) t.recompute = *o.recompute;
+  if (o.precision) t.precision = *o.precision;
   if (o.nodes) study.cluster.nodes = *o.nodes;
   if (o.vision_placement) study.layout.vision_placement = *o.vision_placement;
   if (o.balance) study.layout.balance = *o.balance;

@@ -163,6 +163,7 @@ const std::set<std::string>& known_flags() {
                                               "--hidden-dropout",
                                               "--no-gradient-accumulation-fusion",
                                               "--fp8-format",
+                                              "--fp8-recipe",
                                               "--tp-comm-overlap",
                                               "--decoupled-lr",
                                               "--decoupled-min-lr",
@@ -345,6 +346,24 @@ ModelConfig model_of(const FlagReader& f, std::vector<std::string>& not_modelled
   return m;
 }
 
+// Megatron turns FP8 on with --fp8-format (e4m3 or hybrid; the format changes no time braid
+// models) and picks Transformer Engine's recipe with --fp8-recipe, delayed by default
+// (megatron/training/arguments.py; megatron/core/fp8_utils.py get_fp8_recipe maps delayed to
+// DelayedScaling, tensorwise to Float8CurrentScaling, blockwise to Float8BlockScaling and mxfp8 to
+// MXFP8BlockScaling). Without --fp8-format the recipe is ignored, as Megatron ignores it.
+Precision fp8_precision(const FlagReader& f) {
+  const std::string format = f.text("--fp8-format", "");
+  if (format != "e4m3" && format != "hybrid")
+    f.fail("--fp8-format", "'" + format + "': Megatron allows e4m3 or hybrid");
+  const std::string recipe = f.text("--fp8-recipe", "delayed");
+  if (recipe == "delayed") return Precision::Fp8Delayed;
+  if (recipe == "tensorwise") return Precision::Fp8Current;
+  if (recipe == "blockwise") return Precision::Fp8Blockwise;
+  if (recipe == "mxfp8") return Precision::Mxfp8;
+  f.fail("--fp8-recipe",
+         "'" + recipe + "': Megatron allows delayed, tensorwise, blockwise or mxfp8");
+}
+
 }  // namespace
 
 MegatronLaunch parse_megatron_args(const std::string& text, const std::string& where) {
@@ -393,8 +412,7 @@ MegatronLaunch parse_megatron_args(const std::string& text, const std::string& w
   for (const detail::MegatronSwitch& s : detail::kMegatronSwitches)
     if (f.has(s.flag)) o.*s.override = true;
   if (f.has("--no-gradient-accumulation-fusion")) o.gradient_accumulation_fusion = false;
-  if (f.has("--fp8-format"))
-    out.not_modelled.push_back("--fp8-format " + f.text("--fp8-format", ""));
+  if (f.has("--fp8-format")) o.precision = fp8_precision(f);
   // Flags neither used above nor known to set nothing braid simulates.
   for (const auto& [flag, values] : f.all()) {
     if (known_flags().count(flag) > 0) continue;
@@ -420,6 +438,7 @@ void merge_overrides(StudyOverrides& base, const StudyOverrides& top) {
   take(base.sequence_parallel, top.sequence_parallel);
   take(base.recompute, top.recompute);
   take(base.cp_comm_type, top.cp_comm_type);
+  take(base.precision, top.precision);
   take(base.vision_placement, top.vision_placement);
   take(base.balance, top.balance);
   take(base.layers_per_stage, top.layers_per_stage);

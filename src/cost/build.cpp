@@ -35,6 +35,7 @@ detail::TpSetup tp_setup(const Study& study, const Profile& profile) {
       2 * tr.grad_bytes_per_param + (tr.gradient_accumulation_fusion ? 0 : 2 * tr.dtype_bytes);
   tp.main_grad_fused = tr.gradient_accumulation_fusion;
   tp.tp_comm_overlap = tr.tp_comm_overlap && tp.sp && tp.tp > 1;
+  tp.precision = tr.precision;
   // Each group's link: inside a node when the rank layout puts the group there (cp ranks follow
   // the tp ranks, Megatron-Core's order), across the NICs otherwise.
   const RankLayout layout = rank_layout(study);
@@ -72,7 +73,29 @@ struct StudyUnits {
   UnitCost patch, merger;
   double vision_layer_params = 0, patch_params = 0, merger_params = 0, vision_output_bytes = 0;
   double lm_output_bytes = 0;
+  // FP8: the linear weights of one LM (ViT) layer per GPU, of which Transformer Engine keeps an
+  // FP8 copy and casts once per step (0 for bf16).
+  double lm_fp8_weights = 0, vision_fp8_weights = 0;
 };
+
+// Transformer Engine's FP8 copy of a weight: the FP8 values and their transpose (Hopper's FP8
+// GEMMs take only the "TN" layout, so dgrad reads the transposed copy; pytorch/module/linear.py
+// _Linear.forward quantizes the weight with rowwise and columnwise usage while gradients are
+// on), 1 byte each, kept across the microbatches of a step (the weight workspace cached when
+// is_first_microbatch is given, as Megatron-Core's TE layers do).
+constexpr double kFp8WeightBytes = 2;
+
+// The step's cast of `weights` bf16 weights to that copy: read 2 bytes, write 1 + 1 in one
+// cast-transpose kernel per weight tensor (4 per layer); the current-scaling recipe first reads
+// each weight once more for its amax. It runs in the first microbatch's forward; the cost model
+// has no first-microbatch term, so it is charged to the step with the optimizer (same stream,
+// once per step).
+double fp8_weight_cast_s(const detail::Roofline& roof, Precision precision, double weights,
+                         int layers) {
+  if (precision == Precision::Bf16 || weights <= 0) return 0;
+  const bool current = precision == Precision::Fp8Current;
+  return roof.memory_s((current ? 6 : 4) * weights, (current ? 8 : 4) * layers);
+}
 
 void add_vision_units(StudyUnits& u, const Study& study, const detail::TpSetup& tp,
                       const detail::Roofline& roof) {
@@ -97,6 +120,8 @@ void add_vision_units(StudyUnits& u, const Study& study, const detail::TpSetup& 
   u.layout.patch_s = detail::unit_time_s(u.patch);
   u.layout.merger_s = detail::unit_time_s(u.merger);
   u.vision_layer_params = detail::layer_params_per_gpu(detail::vision_layer_shape(vis, 1), par.tp);
+  if (study.training.precision != Precision::Bf16)
+    u.vision_fp8_weights = detail::linear_weights_per_gpu(vs, par.tp);
   u.patch_params = detail::vision_patch_inputs(vis) * vis.hidden;
   u.merger_params = detail::vision_params_per_gpu(vis, m.hidden, par.tp) - u.patch_params -
                     vis.depth * u.vision_layer_params;
@@ -129,6 +154,8 @@ StudyUnits study_units(const Study& study, const detail::TpSetup& tp,
                        tr.optimizer_bytes_per_param / optimizer_share;
 
   u.lm_layer = detail::layer_cost(lm, tp, roof, 0, false);
+  if (tr.precision != Precision::Bf16)
+    u.lm_fp8_weights = detail::linear_weights_per_gpu(lm, par.tp);
   u.embedding = detail::embedding_cost(gpu_tokens, m.hidden, tp, roof,
                                        m.position == PositionEmbedding::Learned, m.dropout);
   u.head = detail::head_cost(gpu_tokens, m.hidden, u.vocab_per_gpu, tp, roof);
@@ -201,6 +228,8 @@ ChunkCost chunk_cost(const Study& study, const Profile& profile, const detail::R
   ChunkFiller fill(chunk, su.static_per_param);
   StaticParts& parts = chunk.parts;
   const int first = next, last = next + layers;  // [first, last)
+  double fp8_weights = 0;                        // linear weights of this chunk's layers under FP8
+  int fp8_layers = 0;
   if (folded && v == 0) {
     // The ViT folded into the first LM stage: patch embedding, its layers and the merger run
     // before the embedding, unbraided (prologue units).
@@ -209,6 +238,8 @@ ChunkCost chunk_cost(const Study& study, const Profile& profile, const detail::R
       LayerCost layer = su.folded_vision_layer;
       for (UnitCost& u : layer.units) u.layer = l;
       fill.folded_layer(layer, su.vision_layer_params);
+      fp8_weights += su.vision_fp8_weights;
+      ++fp8_layers;
     }
     fill.prologue(su.merger, su.merger_params, parts.other_bytes);
     next = D;
@@ -228,6 +259,8 @@ ChunkCost chunk_cost(const Study& study, const Profile& profile, const detail::R
     LayerCost layer = next < D ? su.vision_layer : su.lm_layer;
     for (auto& u : layer.units) u.layer = next < D ? next : next - D;
     fill.layer(layer, next < D ? su.vision_layer_params : su.layer_params);
+    fp8_weights += next < D ? su.vision_fp8_weights : su.lm_fp8_weights;
+    ++fp8_layers;
   }
   if (D > 0 && !folded && first < D && D <= last) {
     fill.epilogue(su.merger, su.merger_params, parts.other_bytes);
@@ -249,6 +282,10 @@ ChunkCost chunk_cost(const Study& study, const Profile& profile, const detail::R
       detail::grad_buckets(study, profile, fill.unit_params(), tr.overlap_grad_reduce && v == 0);
   chunk.optimizer_s = roof.memory_s(
       detail::optimizer_bytes(tr, chunk.params, rank_layout(study).size(Group::DpCp)));
+  if (fp8_weights > 0) {
+    parts.layers_bytes += kFp8WeightBytes * fp8_weights;
+    chunk.optimizer_s += fp8_weight_cast_s(roof, tr.precision, fp8_weights, fp8_layers);
+  }
   chunk.static_bytes = parts.layers_bytes + parts.embeddings_bytes + parts.other_bytes;
   for_each_unit(chunk,
                 [&](const UnitCost& u) { chunk.activation_bytes += sum_alloc(u, Phase::F); });
@@ -358,6 +395,10 @@ std::vector<detail::LayerKernel> detail::lm_layer_kernels(const Study& study,
 
 CostModel build_cost_model(const Study& study, const Profile& profile, int virtual_stages,
                            const LayerSplit& split) {
+  // The command line checks this first, naming --precision when it set it (study_options.cpp).
+  if (const std::string refusal = precision_refusal(study.training.precision, profile);
+      !refusal.empty())
+    throw InputError(study.file, "training.precision", refusal);
   detail::Roofline roof{&profile};  // answers from profile.measured where it has tables
   const detail::TpSetup tp = tp_setup(study, profile);
   const StudyUnits su = study_units(study, tp, roof);

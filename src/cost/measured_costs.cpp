@@ -24,16 +24,17 @@ KernelCall gemm_call(const GemmDims& g) {
 
 }  // namespace
 
-double Roofline::gemm_s(const GemmDims& g) const {
+double Roofline::gemm_s(const GemmDims& g, double peak) const {
   KernelCall call = gemm_call(g);
+  const double p = peak > 0 ? peak : profile->peak_flops;
   if (profile->gemm.tiles.enabled()) {
-    call.gemm =
-        tile_gemm(profile->gemm.tiles, profile->sms, profile->peak_flops, g.m, g.n, g.k, g.batch);
+    call.gemm = tile_gemm(profile->gemm.tiles, profile->sms, p, g.m, g.n, g.k, g.batch);
     call.time_s = call.gemm.time_s;
   } else {
-    call.time_s = gemm_s(call.flops);
+    call.time_s = gemm_s(call.flops, p);
   }
-  call.efficiency = call.time_s > 0 ? call.flops / (call.time_s * profile->peak_flops) : 0;
+  // Of the peak the GEMM ran at (FP8's for an FP8 GEMM).
+  call.efficiency = call.time_s > 0 ? call.flops / (call.time_s * p) : 0;
   record(call);
   return call.time_s;
 }
@@ -56,12 +57,12 @@ double Roofline::gemms_s(std::initializer_list<GemmDims> gemms) const {
   return t;
 }
 
-double Roofline::linear_s(double tokens, double in, double out, Phase phase) const {
+double Roofline::linear_s(double tokens, double in, double out, Phase phase, bool fp8) const {
   const double flops = 2 * tokens * in * out;
   if (flops <= 0) return 0;
   const auto shapes = linear_gemms(std::llround(tokens), std::llround(in), std::llround(out), "");
   const GemmShape& g = shapes[static_cast<int>(phase)];
-  if (profile->measured) {
+  if (profile->measured && !fp8) {
     if (auto l = gemm_time(*profile->measured, g.m, g.n, g.k)) {
       ++measured_hits;
       KernelCall call = gemm_call(
@@ -77,7 +78,7 @@ double Roofline::linear_s(double tokens, double in, double out, Phase phase) con
   // W: out x in x tokens), as the measured tables see it.
   const double dims[3][3] = {{tokens, out, in}, {tokens, in, out}, {out, in, tokens}};
   const auto& d = dims[static_cast<int>(phase)];
-  return gemm_s(GemmDims{d[0], d[1], d[2], 1});
+  return gemm_s(GemmDims{d[0], d[1], d[2], 1}, fp8 ? profile->fp8_peak_flops : 0);
 }
 
 double Roofline::attention_s(double samples, double seq, double heads, double kv_heads,

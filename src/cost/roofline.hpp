@@ -32,12 +32,15 @@ struct Roofline {
     const GemmEfficiency& g = profile->gemm;
     return g.max_efficiency * flops / (flops + g.half_flops);
   }
-  double gemm_s(double flops) const {
-    return flops <= 0 ? 0 : flops / (profile->peak_flops * gemm_efficiency(flops));
+  // `peak`: the tensor-core peak the GEMM runs at (0: the profile's bf16 peak_flops; FP8 GEMMs
+  // pass fp8_peak_flops and keep the efficiencies measured in bf16, docs/cost-model.md "FP8").
+  double gemm_s(double flops, double peak = 0) const {
+    const double p = peak > 0 ? peak : profile->peak_flops;
+    return flops <= 0 ? 0 : flops / (p * gemm_efficiency(flops));
   }
   // One GEMM of these dimensions: the tile model when the profile has one, else the curve on its
   // FLOPs.
-  double gemm_s(const GemmDims& g) const;
+  double gemm_s(const GemmDims& g, double peak = 0) const;
   // GEMMs run one after another (the batched GEMMs of unfused attention): the sum of their tile
   // model times, or without tiles the curve on their summed FLOPs (what braid did before the
   // tile model, kept exactly for such profiles).
@@ -60,7 +63,8 @@ struct Roofline {
   mutable int measured_hits = 0;  // lookups answered from profile->measured
 
   // One GEMM (F, B or W; linear_gemms' shapes) of a linear layer `in` -> `out` over `tokens`.
-  double linear_s(double tokens, double in, double out, Phase phase) const;
+  // fp8: at the profile's FP8 peak, by the spec model (the measured tables hold bf16 GEMMs).
+  double linear_s(double tokens, double in, double out, Phase phase, bool fp8 = false) const;
   // Attention of `samples` sequences of `seq` tokens, per-GPU heads, with kernel `impl`
   // (Default: the profile's default); `flops` as the spec model counts them (the forward's, or
   // FlashAttention's 2.5 x for the backward).

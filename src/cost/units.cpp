@@ -188,6 +188,25 @@ struct LayerTerms {
   // Dropout backward on the hidden state: read the gradient and the 1-byte mask, write the
   // gradient.
   double dropout_bwd_bytes = 0;
+  // FP8 (tp.precision not bf16): the linear layers' GEMMs run at the FP8 peak.
+  bool fp8 = false;
+
+  // Transformer Engine's cast of one GEMM operand of `elements` bf16 values to FP8, with the
+  // transposed copy the other GEMM of the pair reads (Hopper's FP8 GEMMs take only the "TN"
+  // layout): read 2 bytes, write 1 + 1 (TE's fused cast_transpose, common/transpose/; called by
+  // the quantizers of pytorch/module/linear.py _Linear.forward and backward). The current-scaling
+  // recipe first finds the tensor's amax in a kernel of its own (reading it once more) before the
+  // cast can scale (Float8CurrentScalingQuantizer); delayed scaling takes the scale from the amax
+  // history and records the amax inside the cast; block scaling computes each block's scale
+  // inside the cast. 0 without FP8.
+  double cast_s(double elements) const {
+    if (!fp8 || elements <= 0) return 0;
+    const bool current = tp.precision == Precision::Fp8Current;
+    return roof.memory_s((current ? 6 : 4) * elements, current ? 2 : 1);
+  }
+  double linear_s(double tokens, double in, double out, Phase phase) const {
+    return roof.linear_s(tokens, in, out, phase, fp8);
+  }
 
   // The measured RMSNorm kernel stands for the LM's norms (the ViT's LayerNorm is not measured);
   // backward norms use it at their byte count.
@@ -217,6 +236,7 @@ LayerTerms layer_terms(const LayerShape& s, const TpSetup& tp, const Roofline& r
   L.residual_grad_s = roof.memory_s(3 * L.Ts * L.h * L.e);
   L.norm_param_grad_s = roof.memory_s(2 * L.Ts * L.h * L.e);
   L.dropout_bwd_bytes = s.dropout ? L.Ts * L.h * (2 * L.e + 1) : 0;
+  L.fp8 = tp.precision != Precision::Bf16;
   return L;
 }
 
@@ -237,19 +257,21 @@ void norm_column_gemm_cost(UnitCost& u, const LayerTerms& L, const NormColumnGem
   const double e = L.e, T = L.T, Ts = L.Ts, h = L.h;
   const double norm_in = Ts * h * e, gemm_in = Ts * h * e;
   timed(u[Phase::F], roof, [&] {
-    return L.norm_s(2 * Ts * h * e) + roof.linear_s(T, h, g.width, Phase::F) + extra_s();
+    // With FP8 the norm writes its output in FP8 itself (TE's LayerNormLinear quantizes in the
+    // normalization kernel, pytorch/module/layernorm_linear.py): no cast kernel of its own.
+    return L.norm_s(2 * Ts * h * e) + L.linear_s(T, h, g.width, Phase::F) + extra_s();
   });
   set_flops(u[Phase::F], g.flops);
   u[Phase::F].alloc_bytes = norm_in + gemm_in;
   timed(u[Phase::B], roof, [&] {
-    return extra_s() + roof.linear_s(T, h, g.width, Phase::B) + L.norm_s(3 * Ts * h * e) +
-           L.residual_grad_s;
+    return extra_s() + L.cast_s(g.grad_out / e) + L.linear_s(T, h, g.width, Phase::B) +
+           L.norm_s(3 * Ts * h * e) + L.residual_grad_s;
   });
   set_flops(u[Phase::B], g.flops);
   u[Phase::B].alloc_bytes = g.grad_out;
   u[Phase::B].free_bytes = norm_in;
   timed(u[Phase::W], roof, [&] {
-    return roof.linear_s(T, h, g.width, Phase::W) + L.norm_param_grad_s + L.main_grad_s(g.weights) +
+    return L.linear_s(T, h, g.width, Phase::W) + L.norm_param_grad_s + L.main_grad_s(g.weights) +
            (g.bias ? roof.memory_s(g.grad_out) : 0);
   });
   set_flops(u[Phase::W], g.flops);
@@ -282,7 +304,7 @@ void row_gemm_weight_grad(UnitCost& u, const LayerTerms& L, double in_width, dou
   const Roofline& roof = L.roof;
   const double e = L.e, T = L.T, Ts = L.Ts, h = L.h;
   timed(u[Phase::W], roof, [&] {
-    return roof.linear_s(T, in_width, h, Phase::W) + L.main_grad_s(in_width * h) +
+    return L.linear_s(T, in_width, h, Phase::W) + L.main_grad_s(in_width * h) +
            (L.s.proj_bias ? roof.memory_s(Ts * h * e) : 0);
   });
   set_flops(u[Phase::W], flops);
@@ -363,8 +385,8 @@ void attn_cost(UnitCost& u, const LayerTerms& L) {
   const double permute_bytes = s.flash ? 0 : 2 * out;
   const double qkv_cat_bytes = 2 * qkv;
   timed(u[Phase::F], roof, [&] {
-    return core_fwd_s() + roof.memory_s(permute_bytes) + roof.linear_s(T, q / t, h, Phase::F) +
-           residual_s;
+    return core_fwd_s() + roof.memory_s(permute_bytes) + L.cast_s(T * q / t) +
+           L.linear_s(T, q / t, h, Phase::F) + residual_s;
   });
   u[Phase::F].flops = core + proj;
   u[Phase::F].hw_flops = core_hw + proj;
@@ -374,9 +396,9 @@ void attn_cost(UnitCost& u, const LayerTerms& L) {
   const bool rerun = L.tp.recompute_attention;
   u[Phase::F].alloc_bytes = qkv + out + mask + (rerun ? 0 : scores_saved);
   timed(u[Phase::B], roof, [&] {
-    return roof.memory_s(L.dropout_bwd_bytes) + roof.linear_s(T, q / t, h, Phase::B) +
-           roof.memory_s(permute_bytes) + (rerun ? core_fwd_s() : 0) + core_bwd_s() +
-           roof.memory_s(qkv_cat_bytes);
+    return roof.memory_s(L.dropout_bwd_bytes) + L.cast_s(T * h) +
+           L.linear_s(T, q / t, h, Phase::B) + roof.memory_s(permute_bytes) +
+           (rerun ? core_fwd_s() : 0) + core_bwd_s() + roof.memory_s(qkv_cat_bytes);
   });
   u[Phase::B].flops = 2 * core + proj;  // model FLOPs: backward = 2 x forward
   u[Phase::B].hw_flops = core_bwd_hw + (rerun ? core_hw : 0) + proj;
@@ -432,14 +454,14 @@ void mlp_cost(UnitCost& u, const LayerTerms& L) {
     return s.gated ? roof.kernel_s(ElementwiseKernel::SwiGLU, bytes) : roof.memory_s(bytes);
   };
   timed(u[Phase::F], roof, [&] {
-    return act_s(act_fwd_bytes) + roof.linear_s(T, f / t, h, Phase::F) +
+    return act_s(act_fwd_bytes) + L.cast_s(T * f / t) + L.linear_s(T, f / t, h, Phase::F) +
            roof.memory_s(3 * Ts * h * e + mask);
   });
   set_flops(u[Phase::F], gemm);
   u[Phase::F].alloc_bytes = act_in + fc2_in + mask;
   timed(u[Phase::B], roof, [&] {
-    return roof.memory_s(L.dropout_bwd_bytes) + roof.linear_s(T, f / t, h, Phase::B) +
-           act_s(act_bwd_bytes);
+    return roof.memory_s(L.dropout_bwd_bytes) + L.cast_s(T * h) +
+           L.linear_s(T, f / t, h, Phase::B) + act_s(act_bwd_bytes);
   });
   set_flops(u[Phase::B], gemm);
   u[Phase::B].alloc_bytes = grad_out;
@@ -553,6 +575,14 @@ double layer_params_per_gpu(const LayerShape& s, int tp) {
   double replicated = 2 * s.norm_params * h;
   if (s.proj_bias) replicated += 2 * h;  // row-parallel biases are added after the reduction
   return sharded / t + replicated;
+}
+
+double linear_weights_per_gpu(const LayerShape& s, int tp) {
+  const double h = s.hidden;
+  const double q = s.heads * s.head_dim;
+  const double k = s.kv_heads * s.head_dim;
+  const double fc1_width = s.gated ? 2 * s.ffn : s.ffn;
+  return (h * (q + 2 * k) + q * h + h * fc1_width + s.ffn * h) / tp;
 }
 
 UnitCost embedding_cost(double tokens, double hidden, const TpSetup& tp, const Roofline& roof,

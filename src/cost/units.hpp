@@ -81,6 +81,9 @@ struct TpSetup {
   // all-gathers before the layer's column GEMMs' forward and its row GEMMs' dgrad run as a ring
   // of tp chunks beside the GEMM (add_tp_ring_gather).
   bool tp_comm_overlap = false;
+  // The linear layers' GEMM format: with an FP8 recipe their GEMMs run at the FP8 peak and
+  // Transformer Engine's cast kernels run around them (docs/cost-model.md, "FP8").
+  Precision precision = Precision::Bf16;
   Source source = Source::SpecDerived;
 };
 
@@ -89,6 +92,9 @@ LayerCost layer_cost(const LayerShape& shape, const TpSetup& tp, const Roofline&
                      bool vision);
 // Parameters of one layer held by one GPU of the TP group (weights sharded, norms replicated).
 double layer_params_per_gpu(const LayerShape& shape, int tp);
+// The weights of its four linear layers (QKV, out-projection, FC1, FC2) per GPU: those an FP8
+// recipe casts (no biases, no norms).
+double linear_weights_per_gpu(const LayerShape& shape, int tp);
 
 // Token embedding (vocab-parallel): `vocab_per_gpu` rows of `hidden`; GPT models add learned
 // position embeddings and apply dropout to the sum.

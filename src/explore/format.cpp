@@ -192,7 +192,10 @@ std::string study_setting(const Study& st) {
          ", global batch " + std::to_string(p.dp * t.micro_batch_size * t.microbatches) + ", sp " +
          (p.sequence_parallel ? "on" : "off") + ", recompute " + name(t.recompute) + ", offload " +
          util::format("%g", t.offload) + ", distributed optimizer " +
-         (t.distributed_optimizer ? "on" : "off");
+         (t.distributed_optimizer ? "on" : "off") +
+         // Written only when not bf16, so that bf16 studies read as before.
+         (t.precision != Precision::Bf16 ? std::string(", precision ") + name(t.precision)
+                                         : std::string());
 }
 
 std::string global_batch_note(const SweepResult& result) {

@@ -104,6 +104,7 @@ void visit_study_fields(const TrainingConfig& t, F&& f) {
   f("p2p_batched", t.p2p_batched);
   f("recompute", t.recompute);
   f("offload", t.offload);
+  f("precision", t.precision);
 }
 
 template <typename F>

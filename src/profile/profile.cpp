@@ -264,6 +264,19 @@ const LinkProfile& Profile::link(const std::string& link_name) const {
   return it->second;
 }
 
+std::string precision_refusal(Precision precision, const Profile& profile) {
+  if (precision == Precision::Bf16) return "";
+  const std::string gpu = "profile " + profile.name + " (" + profile.gpu + ")";
+  if (precision == Precision::Mxfp8)
+    return "mxfp8 needs a Blackwell GPU (Transformer Engine's MXFP8BlockScaling: compute "
+           "capability 10.0); " +
+           gpu + " is not one: use fp8-blockwise, fp8-current or fp8-delayed on Hopper, or bf16";
+  if (profile.fp8_peak_flops > 0) return "";
+  return std::string(name(precision)) + " needs FP8 tensor cores and " + gpu +
+         " gives no peak_fp8_tflops (Ampere has none; a GPU whose datasheet gives one may add it "
+         "with its source): use bf16, or a GPU with FP8 (h100, h200)";
+}
+
 Profile load_profile(const fs::path& name_or_file) {
   fs::path file = resolve_config("profiles", name_or_file.string());
   YamlMap p(detail::load_yaml_file(file), file.string(), "");
@@ -275,6 +288,7 @@ Profile load_profile(const fs::path& name_or_file) {
   profile.gpu = p.string("gpu");
   p.string_or("notes", "");  // free text: where and when a measured profile was taken
   profile.peak_flops = bounded_number(p, "peak_tflops", kTflopsBound) * 1e12;
+  profile.fp8_peak_flops = bounded_number_or(p, "peak_fp8_tflops", 0, kTflopsBound) * 1e12;
   profile.hbm_bytes = bounded_number(p, "hbm_gb", kMemoryGbBound) * kGB;
   profile.hbm_bandwidth_Bps = bounded_number(p, "hbm_bandwidth_gbps", kBandwidthBound) * kGB;
   profile.memory_bound_efficiency = p.positive_number("memory_bound_efficiency");
