@@ -442,6 +442,7 @@ TEST_CASE("the shard fingerprint's visitors list every member of the study's str
   CHECK(visited(Study{}) == member_count<Study>());
   CHECK(visited(ModelConfig{}) == member_count<ModelConfig>());
   CHECK(visited(VisionConfig{}) == member_count<VisionConfig>());
+  CHECK(visited(MoeConfig{}) == member_count<MoeConfig>());
   CHECK(visited(ClusterConfig{}) == member_count<ClusterConfig>());
   CHECK(visited(LinkConfig{}) == member_count<LinkConfig>());
   CHECK(visited(NetworkConfig{}) == member_count<NetworkConfig>());
