@@ -288,7 +288,7 @@ TEST_CASE("commands that simulate refuse an MoE model in one line, pointing at b
           "[cli][moe][errors]") {
   for (const std::string command :
        {"simulate --model mixtral-8x7b --schedule 1f1b", "compare --model mixtral-8x7b",
-        "sweep --model mixtral-8x7b --tp 1,2", "search --model mixtral-8x7b"}) {
+        "sweep --model mixtral-8x7b --tp 1,2", "search --model mixtral-8x7b --global-batch 64"}) {
     INFO(command);
     const CliRun r = run_braid(command);
     CHECK(r.exit_code == 2);

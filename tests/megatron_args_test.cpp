@@ -113,7 +113,8 @@ TEST_CASE("Megatron MoE flags: experts, top-k, widths, dense layers, routing are
   const MegatronLaunch l = args(
       "--num-layers 4 --hidden-size 4096 --num-attention-heads 32 --group-query-attention "
       "--num-query-groups 8 --ffn-hidden-size 14336 --swiglu --normalization RMSNorm "
-      "--disable-bias-linear --vocab-size 32000 --num-experts 8 --moe-router-topk 2 "
+      "--disable-bias-linear --vocab-size 32000 --seq-length 4096 --num-experts 8 "
+      "--moe-router-topk 2 "
       "--moe-ffn-hidden-size 1024 --moe-shared-expert-intermediate-size 2048 "
       "--moe-layer-freq \"([0]*1+[1]*3)\" --moe-router-score-function sigmoid "
       "--moe-router-num-groups 4 --moe-router-group-topk 2 --moe-expert-capacity-factor 1.5 "

@@ -28,7 +28,7 @@ namespace {
 // the groups split the experts evenly and the chosen groups hold at least top_k experts.
 void check_router_groups(YamlMap& e, const MoeConfig& moe) {
   if ((moe.router_groups == 0) != (moe.router_group_top_k == 0))
-    e.fail(moe.router_groups == 0 ? "router_group_top_k" : "router_groups",
+    e.fail(moe.router_groups == 0 ? "router_groups" : "router_group_top_k",
            "group-limited routing needs both router_groups and router_group_top_k");
   if (moe.router_groups == 0) return;
   if (moe.experts % moe.router_groups != 0)

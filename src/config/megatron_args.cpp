@@ -357,6 +357,7 @@ ModelConfig model_of(const FlagReader& f, std::vector<std::string>& not_modelled
 // l % N == 0), or the list expression ([0]*K+[1]*N) that launch scripts write for K dense layers
 // first (DeepSeek-V3's form); other lists are refused.
 void read_layer_freq(const FlagReader& f, const ModelConfig& m, MoeConfig& e) {
+  if (!f.has("--moe-layer-freq")) return;  // every layer
   const std::string text = f.text("--moe-layer-freq", "1");
   static const std::regex pattern(R"(\(?\[0\]\*(\d{1,7})\+\[1\]\*(\d{1,7})\)?)");
   std::smatch match;
