@@ -148,3 +148,26 @@ TEST_CASE("braid info lists one layer's GEMMs and attention kernels with their s
   }
   CHECK(attention == 2);
 }
+
+TEST_CASE(
+    "braid info on an MoE model shows its experts, total and active parameters, and no "
+    "dense stand-in's costs",
+    "[cli][info][moe]") {
+  const CliRun r = run_braid("info --model mixtral-8x7b");
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.err.empty());
+  // config_test derives both counts by hand: 46,702,792,704 and 12,879,925,248.
+  CHECK_THAT(r.out, Catch::Contains("parameters: total 46.703 B, active per token 12.880 B"));
+  CHECK_THAT(r.out, Catch::Contains("MoE: 32 of 32 layers; 8 experts, top-2, expert ffn 14336, "
+                                    "shared experts 0 (ffn 14336), router softmax, dropless"));
+  CHECK_THAT(r.out, Catch::Contains("not modelled yet"));
+  CHECK_THAT(r.out, !Catch::Contains("M_a_gib") && !Catch::Contains("FLOPs"));
+  const CliRun j = run_braid("info --model mixtral-8x7b --json");
+  REQUIRE(j.exit_code == 0);
+  const auto doc = nlohmann::json::parse(j.out);
+  CHECK(doc["params_total"] == 46'702'792'704.0);
+  CHECK(doc["params_active"] == 12'879'925'248.0);
+  CHECK(doc["moe"]["experts"] == 8);
+  CHECK(doc["moe"]["top_k"] == 2);
+  CHECK(doc["moe"]["capacity_factor"].is_null());
+}

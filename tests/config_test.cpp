@@ -514,3 +514,126 @@ TEST_CASE("attention_impl names the fused kernel, and unfused is flash_attention
   CHECK_THAT(e.problem, Catch::Contains("flash3"));
   for (const std::string& n : attention_impl_names()) CHECK(name(*parse_attention_impl(n)) == n);
 }
+
+// ---- Mixture-of-Experts models ----------------------------------------------------------------
+
+namespace {
+
+// A small MoE model: 4 layers, 8 experts; `moe` is the body of its `moe:` map.
+std::string moe_model(const std::string& moe) {
+  return "name: tiny-moe\nlayers: 4\nhidden: 64\nheads: 4\nkv_heads: 2\nffn: 128\nvocab: 1000\n"
+         "moe:\n" +
+         moe;
+}
+
+}  // namespace
+
+TEST_CASE("Mixtral-8x7B counts 46.7 B parameters, 12.9 B active per token, by hand",
+          "[config][moe]") {
+  const ModelConfig m = load_model(resolve_config("models", "mixtral-8x7b"));
+  REQUIRE(m.moe);
+  CHECK(m.moe->experts == 8);
+  CHECK(m.moe->top_k == 2);
+  CHECK(moe_layer_count(*m.moe, m.layers) == 32);
+  // Per layer: attention 4096 x (4096 + 2 x 1024) + 4096 x 4096 = 41,943,040 (32 heads, 8 KV
+  // heads of 128); two RMSNorms 8,192; one SwiGLU expert 3 x 4096 x 14336 = 176,160,768, eight
+  // of them 1,409,286,144; router 4096 x 8 = 32,768. Sum 1,451,270,144.
+  const ParameterCount p = count_parameters(m);
+  CHECK(p.per_moe_layer == 1'451'270'144);
+  // 32 layers 46,440,644,608 + embedding 32000 x 4096 = 131,072,000 + untied head 131,072,000
+  // + final norm 4,096 = 46,702,792,704.
+  CHECK(p.total == 46'702'792'704);
+  CHECK(p.embedding == 131'072'000);
+  CHECK(p.head == 131'076'096);
+  // Active: 2 of the 8 experts, 6 x 176,160,768 = 1,056,964,608 fewer per layer:
+  // 32 x 394,305,536 + 262,148,096 = 12,879,925,248. Mixtral paper: 46.7 B / 12.9 B.
+  CHECK(p.active == 12'879'925'248);
+  // The dense layer it would be (one FFN) is not what the model counts.
+  CHECK(p.per_layer == 41'943'040 + 8'192 + 176'160'768);
+}
+
+TEST_CASE("MoE layers: first_k_dense dense layers, then every layer_freq-th", "[config][moe]") {
+  MoeConfig e;
+  e.first_k_dense = 3;
+  e.layer_freq = 1;
+  CHECK_FALSE(is_moe_layer(e, 2));
+  CHECK(is_moe_layer(e, 3));
+  CHECK(moe_layer_count(e, 61) == 58);  // DeepSeek-V3: 61 layers, first 3 dense
+  e.first_k_dense = 0;
+  e.layer_freq = 2;
+  CHECK(is_moe_layer(e, 0));
+  CHECK_FALSE(is_moe_layer(e, 1));
+  CHECK(moe_layer_count(e, 5) == 3);  // Megatron's --moe-layer-freq 2: layers 0, 2, 4
+  // Counts follow: a tiny model with one dense and three MoE layers (hidden 64, ffn 128, 8
+  // experts of 32, top-2, one shared expert of 64). Dense layer: attention 64 x (64 + 2 x 32)
+  // + 64 x 64 = 12,288, norms 128, MLP 3 x 64 x 128 = 24,576: 36,992. MoE layer: 12,288 + 128
+  // + router 512 + 8 x 6,144 + shared 12,288 = 74,368. Embedding and head 2 x 64,000 + 64.
+  const ModelConfig m = load_model(scratch(
+      "tiny-moe.yaml", moe_model("  experts: 8\n  top_k: 2\n  expert_ffn: 32\n  shared_experts: 1\n"
+                                 "  shared_expert_ffn: 64\n  first_k_dense: 1\n")));
+  const ParameterCount p = count_parameters(m);
+  CHECK(p.per_layer == 36'992);
+  CHECK(p.per_moe_layer == 74'368);
+  CHECK(p.total == 36'992 + 3 * 74'368 + 128'064);
+  CHECK(p.active == p.total - 3 * 6 * 6'144);  // 6 routed experts unused per MoE layer
+}
+
+TEST_CASE("MoE fields are validated with one error naming the field", "[config][moe][errors]") {
+  auto error_of = [](const std::string& moe) {
+    return input_error([&] { load_model(scratch("bad-moe.yaml", moe_model(moe))); });
+  };
+  InputError e = error_of("  experts: 8\n  top_k: 9\n");
+  CHECK(e.field == "moe.top_k");
+  CHECK(e.problem == "9 is more than the 8 experts");
+  e = error_of("  top_k: 2\n");
+  CHECK(e.field == "moe.experts");
+  CHECK_THAT(e.problem, Catch::Contains("missing"));
+  e = error_of("  experts: 8\n  top_k: 2\n  expert: 32\n");
+  CHECK(e.field == "moe.expert");
+  CHECK_THAT(e.problem, Catch::Contains("unknown field") && Catch::Contains("expert_ffn"));
+  e = error_of("  experts: 8\n  top_k: 2\n  router_groups: 3\n  router_group_top_k: 1\n");
+  CHECK(e.field == "moe.router_groups");
+  CHECK(e.problem == "3 does not divide the 8 experts");
+  e = error_of("  experts: 8\n  top_k: 4\n  router_groups: 4\n  router_group_top_k: 1\n");
+  CHECK(e.field == "moe.top_k");
+  CHECK(e.problem == "4 is more than the 2 experts in router_group_top_k groups");
+  e = error_of("  experts: 8\n  top_k: 2\n  router_groups: 4\n");
+  CHECK(e.field == "moe.router_group_top_k");
+  e = error_of("  experts: 8\n  top_k: 2\n  first_k_dense: 4\n");
+  CHECK(e.field == "moe.first_k_dense");
+  CHECK(e.problem == "must be 0 up to layers - 1 (3), got 4");
+  e = error_of("  experts: 8\n  top_k: 2\n  first_k_dense: 3\n  layer_freq: 2\n");
+  CHECK(e.field == "moe.layer_freq");
+  CHECK_THAT(e.problem, Catch::StartsWith("leaves no MoE layer among the 4 layers"));
+  e = error_of("  experts: 8\n  top_k: 2\n  router_score: relu\n");
+  CHECK(e.field == "moe.router_score");
+  CHECK_THAT(e.problem, Catch::Contains("softmax, sigmoid"));
+  e = error_of("  experts: 8\n  top_k: 2\n  capacity_factor: 0\n");
+  CHECK(e.field == "moe.capacity_factor");
+  e = error_of("  experts: 8\n  top_k: 2\n  shared_experts: -1\n");
+  CHECK(e.field == "moe.shared_experts");
+  // Defaults: widths from ffn, every layer, softmax, dropless.
+  const ModelConfig ok =
+      load_model(scratch("ok-moe.yaml", moe_model("  experts: 8\n  top_k: 2\n")));
+  REQUIRE(ok.moe);
+  CHECK(ok.moe->expert_ffn == 128);
+  CHECK(ok.moe->shared_experts == 0);
+  CHECK(ok.moe->layer_freq == 1);
+  CHECK(ok.moe->router_score == RouterScore::Softmax);
+  CHECK_FALSE(ok.moe->capacity_factor.has_value());
+  CHECK_FALSE(load_model(scratch("dense.yaml", kModel7b)).moe.has_value());
+}
+
+TEST_CASE("the shipped MoE models count their published totals", "[config][moe]") {
+  auto counts = [](const char* name) {
+    return count_parameters(load_model(resolve_config("models", name)));
+  };
+  // Mixtral 8x22B: 141 B, 39 B active (Mistral AI); Qwen3 report Table 2: 30.5 B / 3.3 B,
+  // 235 B / 22 B.
+  CHECK(counts("mixtral-8x22b").total == Approx(141e9).epsilon(0.005));
+  CHECK(counts("mixtral-8x22b").active == Approx(39e9).epsilon(0.005));
+  CHECK(counts("qwen3-30b-a3b").total == Approx(30.5e9).epsilon(0.005));
+  CHECK(counts("qwen3-30b-a3b").active == Approx(3.3e9).epsilon(0.02));
+  CHECK(counts("qwen3-235b-a22b").total == Approx(235e9).epsilon(0.005));
+  CHECK(counts("qwen3-235b-a22b").active == Approx(22e9).epsilon(0.01));
+}

@@ -442,6 +442,7 @@ TEST_CASE("the shard fingerprint's visitors list every member of the study's str
   CHECK(visited(Study{}) == member_count<Study>());
   CHECK(visited(ModelConfig{}) == member_count<ModelConfig>());
   CHECK(visited(VisionConfig{}) == member_count<VisionConfig>());
+  CHECK(visited(MoeConfig{}) == member_count<MoeConfig>());
   CHECK(visited(ClusterConfig{}) == member_count<ClusterConfig>());
   CHECK(visited(LinkConfig{}) == member_count<LinkConfig>());
   CHECK(visited(NetworkConfig{}) == member_count<NetworkConfig>());
@@ -457,7 +458,7 @@ TEST_CASE("the shard fingerprint's visitors list every member of the study's str
   explore::visit_study_fields(ExploreOptions{}, count, count);
   CHECK(options == member_count<ExploreOptions>());
   CHECK(member_count<TrainingConfig>() == 17);  // the count itself works
-  CHECK(member_count<ModelConfig>() == 20);     // std::optional<VisionConfig> counts as one
+  CHECK(member_count<ModelConfig>() == 21);     // std::optional<VisionConfig> counts as one
 }
 
 TEST_CASE("shards of studies that differ only in gradient_accumulation_fusion refuse to merge",

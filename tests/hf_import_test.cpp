@@ -1,8 +1,9 @@
 // Hugging Face config.json import (config.hpp: import_hf_model, model_yaml, load_model_ref): the
 // real config.json of each supported architecture (tests/data/hf, sources in tests/data/README.md)
-// gives braid's parameter count within 0.5 % of the published one; Mixture-of-Experts and unknown
-// classes are refused in one line; `hf:` works wherever a model is named; `braid import hf`
-// writes a YAML file that loads back to the same model.
+// gives braid's parameter count within 0.5 % of the published one; Mixtral and Qwen3-MoE bring
+// their experts, other Mixture-of-Experts and unknown classes are refused in one line; `hf:` works
+// wherever a model is named; `braid import hf` writes a YAML file that loads back to the same
+// model.
 #include <catch2/catch.hpp>
 
 #include <filesystem>
@@ -199,16 +200,77 @@ TEST_CASE("Gemma 3 1B (Gemma3ForCausalLM) imports at 1.0 B with MQA", "[hf]") {
 
 // ---- refusals ---------------------------------------------------------------------------------
 
-TEST_CASE("Mixture-of-Experts configs are refused naming the expert field", "[hf]") {
-  CHECK(import_error(hf("mixtral-8x7b-v0.1")) ==
-        hf("mixtral-8x7b-v0.1").string() +
-            ": num_local_experts: Mixture-of-Experts models are not modelled yet "
-            "(MixtralForCausalLM); braid imports dense models: LlamaForCausalLM, "
-            "MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, GemmaForCausalLM, "
-            "Gemma2ForCausalLM, Gemma3ForCausalLM, NemotronForCausalLM");
-  CHECK_THAT(import_error(hf("qwen3-30b-a3b")),
-             Catch::Contains(": num_experts: Mixture-of-Experts models are not modelled yet "
-                             "(Qwen3MoeForCausalLM)"));
+TEST_CASE("Mixtral imports its experts: 8 of 14336, top-2, 46.7 B total, 12.9 B active",
+          "[hf][moe]") {
+  const HfModel m = import_hf_model(hf("mixtral-8x7b-v0.1"));
+  CHECK(m.architecture == "MixtralForCausalLM");
+  REQUIRE(m.model.moe);
+  CHECK(m.model.moe->experts == 8);
+  CHECK(m.model.moe->top_k == 2);
+  CHECK(m.model.moe->expert_ffn == 14336);
+  CHECK(m.model.moe->shared_experts == 0);
+  CHECK(m.model.moe->first_k_dense == 0);
+  // The same model as configs/models/mixtral-8x7b.yaml (config_test counts it by hand).
+  const ModelConfig shipped =
+      load_model(fs::path(BRAID_SOURCE_DIR) / "configs/models/mixtral-8x7b.yaml");
+  CHECK(test::sizes_of(shipped) == test::sizes_of(m.model));
+  CHECK(*shipped.moe == *m.model.moe);
+  CHECK(count_parameters(m.model).total == 46'702'792'704);
+  CHECK(count_parameters(m.model).active == 12'879'925'248);
+}
+
+TEST_CASE("Qwen3-30B-A3B imports 128 experts of 768, top-8: 30.5 B total, 3.3 B active",
+          "[hf][moe]") {
+  const HfModel m = import_hf_model(hf("qwen3-30b-a3b"));
+  CHECK(m.architecture == "Qwen3MoeForCausalLM");
+  REQUIRE(m.model.moe);
+  CHECK(m.model.moe->experts == 128);
+  CHECK(m.model.moe->top_k == 8);
+  CHECK(m.model.moe->expert_ffn == 768);
+  CHECK(m.model.ffn == 6144);  // the dense width, used by no layer of this model
+  const ModelConfig shipped =
+      load_model(fs::path(BRAID_SOURCE_DIR) / "configs/models/qwen3-30b-a3b.yaml");
+  CHECK(test::sizes_of(shipped) == test::sizes_of(m.model));
+  CHECK(*shipped.moe == *m.model.moe);
+  // Published (Qwen3 report, Table 2; model card): 30.5 B total, 3.3 B activated.
+  const ParameterCount p = count_parameters(m.model);
+  CHECK(p.total == Approx(30.5e9).epsilon(0.005));
+  CHECK(p.active == Approx(3.3e9).epsilon(0.02));
+}
+
+TEST_CASE(
+    "Qwen3-MoE's dense layers: a leading mlp_only_layers list is first_k_dense, any other "
+    "pattern is refused",
+    "[hf][moe]") {
+  std::string text = braid::test::slurp(hf("qwen3-30b-a3b"));
+  const std::string empty = "\"mlp_only_layers\": []";
+  REQUIRE(text.find(empty) != std::string::npos);
+  std::string leading = text;
+  leading.replace(leading.find(empty), empty.size(), "\"mlp_only_layers\": [0, 1]");
+  const ModelConfig m = import_hf_model(write_scratch("q3-leading/config.json", leading)).model;
+  CHECK(m.moe->first_k_dense == 2);
+  std::string middle = text;
+  middle.replace(middle.find(empty), empty.size(), "\"mlp_only_layers\": [5]");
+  CHECK_THAT(import_error(write_scratch("q3-middle/config.json", middle)),
+             Catch::EndsWith(": mlp_only_layers: only the first k layers (0, 1, ..., k-1) can be "
+                             "dense in braid"));
+  std::string step = text;
+  step.replace(step.find("\"decoder_sparse_step\": 1"), 24, "\"decoder_sparse_step\": 2");
+  CHECK_THAT(import_error(write_scratch("q3-step/config.json", step)),
+             Catch::Contains(": decoder_sparse_step: only 1 (every layer sparse) is modelled"));
+}
+
+TEST_CASE("MoE classes whose experts are not read yet are refused naming the expert field",
+          "[hf][moe]") {
+  const fs::path file =
+      write_scratch("deepseek/config.json",
+                    R"({"architectures": ["DeepseekV3ForCausalLM"], "n_routed_experts": 256})");
+  CHECK(import_error(file) ==
+        file.string() +
+            ": n_routed_experts: the experts of DeepseekV3ForCausalLM are not read yet; braid "
+            "imports: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+            "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, NemotronForCausalLM, "
+            "MixtralForCausalLM, Qwen3MoeForCausalLM");
 }
 
 TEST_CASE("an unknown architecture is refused with the known ones", "[hf]") {
@@ -218,7 +280,8 @@ TEST_CASE("an unknown architecture is refused with the known ones", "[hf]") {
         file.string() +
             ": architectures: 'FalconForCausalLM' is not a known architecture; known: "
             "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
-            "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, NemotronForCausalLM");
+            "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, NemotronForCausalLM, "
+            "MixtralForCausalLM, Qwen3MoeForCausalLM");
 }
 
 TEST_CASE("a missing or malformed field names the file and the key", "[hf]") {
@@ -348,7 +411,7 @@ TEST_CASE("braid simulate --model hf:... runs a Hugging Face model on a cluster"
   CHECK_THAT(info.out, Catch::Contains("parameters: total 8.030 B"));
 }
 
-TEST_CASE("braid import hf writes the YAML, and refuses MoE in one line with exit code 2",
+TEST_CASE("braid import hf writes the YAML, MoE experts included, which loads back the same",
           "[hf][cli]") {
   const fs::path out = braid::test::scratch_dir() / "imported-qwen2.5-7b.yaml";
   const CliRun r = run_braid("import hf tests/data/hf/qwen2.5-7b -o " + out.string());
@@ -366,14 +429,19 @@ TEST_CASE("braid import hf writes the YAML, and refuses MoE in one line with exi
   // And the file works as --model.
   CHECK(run_braid("info --model " + out.string() + " --tp 4 --pp 2").exit_code == 0);
 
-  const CliRun moe = run_braid("import hf tests/data/hf/mixtral-8x7b-v0.1 -o " +
-                               (braid::test::scratch_dir() / "mixtral.yaml").string());
-  CHECK(moe.exit_code == 2);
-  CHECK(count_lines(moe.err) == 1);
-  CHECK_THAT(moe.err, Catch::Contains("num_local_experts: Mixture-of-Experts models are not "
-                                      "modelled yet"));
-  CHECK_FALSE(fs::exists(braid::test::scratch_dir() / "mixtral.yaml"));
-  const CliRun sim = run_braid("simulate --model hf:tests/data/hf/qwen3-30b-a3b --schedule stp");
+  // An MoE config imports with its experts, and the file loads back to the same model.
+  const fs::path mixtral = braid::test::scratch_dir() / "mixtral.yaml";
+  const CliRun moe = run_braid("import hf tests/data/hf/mixtral-8x7b-v0.1 -o " + mixtral.string());
+  CHECK(moe.err.empty());
+  REQUIRE(moe.exit_code == 0);
+  const ModelConfig moe_back = load_model(mixtral);
+  REQUIRE(moe_back.moe);
+  CHECK(*moe_back.moe == *import_hf_model(hf("mixtral-8x7b-v0.1")).model.moe);
+  CHECK(count_parameters(moe_back).total == 46'702'792'704);
+  // Simulating it is refused in one line until the MoE layer's units exist (docs/moe.md).
+  const CliRun sim =
+      run_braid("simulate --model hf:tests/data/hf/qwen3-30b-a3b --tp 4 --schedule stp");
   CHECK(sim.exit_code == 2);
   CHECK(count_lines(sim.err) == 1);
+  CHECK_THAT(sim.err, Catch::Contains("is a Mixture-of-Experts model (128 experts, top-8)"));
 }

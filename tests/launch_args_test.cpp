@@ -4,6 +4,7 @@
 // The torchtitan fragment's golden is in tests/golden_test.cpp.
 #include <catch2/catch.hpp>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -23,7 +24,7 @@ namespace {
 // Every member of ModelConfig but where it came from (name, file): a new member must be compared
 // here (the count below fails until it is).
 void check_same_model(const ModelConfig& a, const ModelConfig& b) {
-  static_assert(braid::test::member_count<ModelConfig>() == 20, "compare the new member below");
+  static_assert(braid::test::member_count<ModelConfig>() == 21, "compare the new member below");
   CHECK(a.layers == b.layers);
   CHECK(a.hidden == b.hidden);
   CHECK(a.heads == b.heads);
@@ -42,6 +43,7 @@ void check_same_model(const ModelConfig& a, const ModelConfig& b) {
   CHECK(a.flash_attention == b.flash_attention);
   CHECK(a.attention_impl == b.attention_impl);
   CHECK(a.vision.has_value() == b.vision.has_value());
+  CHECK(a.moe == b.moe);
 }
 
 // Every member of the study but the model's name and file.
@@ -127,6 +129,22 @@ TEST_CASE("Megatron round trip: Hugging Face models with their own head size and
     o.model = std::string(kHfModelPrefix) + BRAID_SOURCE_DIR + "/tests/data/hf/" + model;
     check_round_trip("default", o);
   }
+}
+
+TEST_CASE("Megatron round trip: MoE models' experts, shared experts, dense layers and routing",
+          "[launch-args][moe]") {
+  StudyOverrides o{.model = "mixtral-8x7b"};
+  check_round_trip("default", o);  // tp 8 x pp 2 on a800x16
+  // Every MoE field Megatron can say: a shared expert, 2 dense layers first, sigmoid, 4 groups
+  // (top 2), capacity factor 1.25.
+  const std::string moe_file = (braid::test::scratch_dir() / "moe-all.yaml").string();
+  std::ofstream(moe_file) << "name: moe-all\nlayers: 8\nhidden: 1024\nheads: 16\nkv_heads: 8\n"
+                             "ffn: 4096\nvocab: 32000\nmoe:\n  experts: 16\n  top_k: 4\n"
+                             "  expert_ffn: 512\n  shared_experts: 1\n  shared_expert_ffn: 1024\n"
+                             "  first_k_dense: 2\n  router_score: sigmoid\n  router_groups: 4\n"
+                             "  router_group_top_k: 2\n  capacity_factor: 1.25\n";
+  o.model = moe_file;
+  check_round_trip("default", o);
 }
 
 TEST_CASE("Megatron flags: one per line, comments first, what Megatron cannot run noted",

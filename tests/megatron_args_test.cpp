@@ -115,6 +115,54 @@ TEST_CASE("Megatron parallelism: tp, pp, virtual stages, SP and cp read, ep list
              Catch::StartsWith("--megatron-args: --num-layers-per-virtual-pipeline-stage: needs"));
 }
 
+TEST_CASE("Megatron MoE flags: experts, top-k, widths, dense layers, routing are the model's",
+          "[megatron-args][moe]") {
+  // Megatron-LM's Mixtral 8x7B settings (megatron/core/transformer/moe/README.md) with
+  // DeepSeek-style extras: a shared expert, one dense layer first, sigmoid group routing.
+  const MegatronLaunch l = args(
+      "--num-layers 4 --hidden-size 4096 --num-attention-heads 32 --group-query-attention "
+      "--num-query-groups 8 --ffn-hidden-size 14336 --swiglu --normalization RMSNorm "
+      "--disable-bias-linear --vocab-size 32000 --seq-length 4096 --num-experts 8 "
+      "--moe-router-topk 2 "
+      "--moe-ffn-hidden-size 1024 --moe-shared-expert-intermediate-size 2048 "
+      "--moe-layer-freq \"([0]*1+[1]*3)\" --moe-router-score-function sigmoid "
+      "--moe-router-num-groups 4 --moe-router-group-topk 2 --moe-expert-capacity-factor 1.5 "
+      "--expert-model-parallel-size 8 --moe-grouped-gemm");
+  REQUIRE(l.overrides.model_config);
+  REQUIRE(l.overrides.model_config->moe);
+  const MoeConfig& e = *l.overrides.model_config->moe;
+  CHECK(e.experts == 8);
+  CHECK(e.top_k == 2);
+  CHECK(e.expert_ffn == 1024);
+  CHECK(e.shared_experts == 1);
+  CHECK(e.shared_expert_ffn == 2048);
+  CHECK(e.first_k_dense == 1);
+  CHECK(e.layer_freq == 1);
+  CHECK(e.router_score == RouterScore::Sigmoid);
+  CHECK(e.router_groups == 4);
+  CHECK(e.router_group_top_k == 2);
+  CHECK(e.capacity_factor == 1.5);
+  // Read, so no longer listed; expert parallelism and the grouped GEMM are not modelled yet.
+  CHECK(l.not_modelled ==
+        std::vector<std::string>{"--expert-model-parallel-size 8", "--moe-grouped-gemm"});
+  // Megatron's defaults: top-2, experts as wide as --ffn-hidden-size, every layer, softmax.
+  const MegatronLaunch d = args(std::string(kGpt) + "--vocab-size 100 --num-experts 4");
+  REQUIRE(d.overrides.model_config->moe);
+  CHECK(d.overrides.model_config->moe->top_k == 2);
+  CHECK(d.overrides.model_config->moe->expert_ffn == 8192);
+  CHECK(d.overrides.model_config->moe->router_score == RouterScore::Softmax);
+  CHECK(args(std::string(kGpt) + "--vocab-size 100 --num-experts 4 --moe-layer-freq 2")
+            .overrides.model_config->moe->layer_freq == 2);
+  CHECK(args_error(std::string(kGpt) + "--vocab-size 100 --num-experts 4 --moe-router-topk 5") ==
+        "--megatron-args: --moe-router-topk: 5 is more than --num-experts 4");
+  CHECK(args_error(std::string(kGpt) + "--vocab-size 100 --num-experts 4 --moe-layer-freq "
+                                       "'([0]*2+[1]*2)'") ==
+        "--megatron-args: --moe-layer-freq: '([0]*2+[1]*2)' does not list the 24 layers of "
+        "--num-layers with at least one MoE layer");
+  // Without the model's sizes the experts have no model to join: listed, not dropped.
+  CHECK(args("--num-experts 8").not_modelled == std::vector<std::string>{"--num-experts 8"});
+}
+
 TEST_CASE("Megatron batch: the global batch gives the microbatches per replica",
           "[megatron-args]") {
   // The default study: a800x16 (16 GPUs), tp 8, pp 2 -> dp 1.

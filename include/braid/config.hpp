@@ -51,6 +51,10 @@ enum class CpCommType { P2P, A2A, AllGather, A2AP2P };
 // Float8BlockScaling (per 128-block scales, --fp8-recipe blockwise) and MXFP8BlockScaling (per
 // 32-element E8M0 scales, Blackwell only, --fp8-recipe mxfp8).
 enum class Precision { Bf16, Fp8Delayed, Fp8Current, Fp8Blockwise, Mxfp8 };
+// How a Mixture-of-Experts router turns its logits into expert scores (Megatron's
+// --moe-router-score-function, megatron/core/transformer/moe/router.py TopKRouter): softmax
+// (Mixtral, Qwen3-MoE) or sigmoid (DeepSeek-V3).
+enum class RouterScore { Softmax, Sigmoid };
 
 // The YAML and command-line values of each enum above, in enum order: name() writes them,
 // parse_*() reads them back (std::nullopt for any other text).
@@ -85,6 +89,8 @@ std::optional<Precision> parse_precision(std::string_view text);
 // Megatron's GPT defaults, LayerNorm and biases on every linear layer.
 Normalization default_normalization(MlpActivation a);
 bool default_linear_bias(MlpActivation a);
+const std::vector<std::string>& router_score_names();  // softmax, sigmoid
+const char* name(RouterScore r);
 
 // The ViT encoder of a multimodal model (Qwen2-VL style).
 struct VisionConfig {
@@ -98,6 +104,36 @@ struct VisionConfig {
   int spatial_merge = 2;      // merge x merge patches become one LM token
   int tokens_per_sample = 0;  // LM tokens the image contributes per sample (after merging)
 };
+
+// The Mixture-of-Experts part of a model (model YAML `moe:`; docs/moe.md): what its MoE layers
+// are made of and which layers they are, as Megatron-Core's MoE arguments say it
+// (megatron/training/arguments.py, _add_moe_args). Plain data: braid counts its parameters;
+// the MoE layer's units (router, dispatch and combine all-to-all, experts) are not built yet.
+struct MoeConfig {
+  int experts = 0;            // routed experts per MoE layer (--num-experts)
+  int top_k = 0;              // routed experts per token (--moe-router-topk)
+  int expert_ffn = 0;         // one routed expert's FFN width, per gate (--moe-ffn-hidden-size)
+  int shared_experts = 0;     // experts every token passes through (0: none)
+  int shared_expert_ffn = 0;  // one shared expert's FFN width (Megatron's
+                              // --moe-shared-expert-intermediate-size is count x this)
+  // Which layers are MoE (0-based layer l): l >= first_k_dense and l % layer_freq == 0, the rule
+  // of Megatron's integer --moe-layer-freq and of DeepSeek-V3's first_k_dense_replace.
+  int layer_freq = 1;
+  int first_k_dense = 0;
+  RouterScore router_score = RouterScore::Softmax;
+  // Group-limited routing (--moe-router-num-groups, --moe-router-group-topk; DeepSeek-V3's
+  // node-limited routing): experts in router_groups groups, a token's top_k chosen within its
+  // router_group_top_k best groups. 0 and 0: not limited.
+  int router_groups = 0;
+  int router_group_top_k = 0;
+  // Tokens an expert takes, as a multiple of its balanced share (--moe-expert-capacity-factor);
+  // none: dropless, Megatron's default.
+  std::optional<double> capacity_factor;
+  auto operator<=>(const MoeConfig&) const = default;  // NOLINT(modernize-use-nullptr)
+};
+// Whether 0-based layer `layer` of a model with `moe` is an MoE layer; the count of them.
+bool is_moe_layer(const MoeConfig& moe, int layer);
+int moe_layer_count(const MoeConfig& moe, int layers);
 
 struct ModelConfig {
   std::string name;
@@ -129,6 +165,8 @@ struct ModelConfig {
   // flash_attention: false). Default: the profile's attention.default_impl.
   AttentionImpl attention_impl = AttentionImpl::Default;
   std::optional<VisionConfig> vision;
+  // Mixture-of-Experts layers (none: a dense model). `ffn` stays the dense layers' width.
+  std::optional<MoeConfig> moe;
 };
 
 // A link class of the cluster (NVLink inside a node, InfiniBand between nodes, PCIe to the host).

@@ -250,7 +250,13 @@ struct ParameterCount {
   double vision = 0;         // ViT: patch embedding + blocks + merger (0 for text models)
   double total = 0;          // everything
   double non_embedding = 0;  // layers + vision: the convention of the STP paper's model names
+  // Mixture-of-Experts models (0 for dense ones): one MoE layer (attention, norms, router, every
+  // routed and shared expert), and the parameters one token passes through (total less the
+  // routed experts it is not sent to: experts - top_k of them in every MoE layer).
+  double per_moe_layer = 0;
+  double active = 0;
 };
+// `per_layer` is a dense layer's count (`ffn` wide), `layers` sums dense and MoE layers.
 ParameterCount count_parameters(const ModelConfig& model);
 
 // Time of one collective of `bytes` (payload per rank, as nccl-tests counts it: the full buffer of
@@ -303,6 +309,11 @@ std::string cost_model_table(const Study& study, const Profile& profile, const C
                              const ParameterCount& params);
 std::string cost_model_json(const Study& study, const Profile& profile, const CostModel& cost,
                             const ParameterCount& params);
+// `braid info` on a Mixture-of-Experts model: the model, its MoE fields and parameter counts
+// (total and active per token), and a line saying the cost model is not built (the MoE layer's
+// units are not modelled yet), as text or JSON (docs/moe.md). No dense stand-in.
+std::string moe_model_table(const Study& study, const ParameterCount& params);
+std::string moe_model_json(const Study& study, const ParameterCount& params);
 
 // Builds the cost model of `study` on `profile` for `virtual_stages` chunks (pp * chunks per
 // rank). Throws InputError when the split is impossible (fewer layers than virtual stages).

@@ -196,7 +196,28 @@ std::string study_file_for(const StudyArgs& args, const StudyOverrides& merged) 
   return merged.model || merged.model_config || merged.cluster ? kJobDefaults : kDefaultStudy;
 }
 
-Study resolve_study(const StudyArgs& args) {
+namespace {
+
+// The one line a simulating command gives for an MoE model (docs/moe.md), naming where the model
+// came from.
+void refuse_moe(const StudyOverrides& merged, const Study& study) {
+  const ModelConfig& m = study.model;
+  if (!m.moe) return;
+  const std::string where = merged.model          ? "--model"
+                            : merged.model_config ? "--megatron-args"
+                                                  : study.file;
+  throw InputError(where, "model",
+                   m.name + " is a Mixture-of-Experts model (" + std::to_string(m.moe->experts) +
+                       " experts, top-" + std::to_string(m.moe->top_k) +
+                       "): its MoE layers' units (router, dispatch and combine all-to-all, "
+                       "experts) are not modelled yet, so braid does not simulate it rather than "
+                       "run a dense stand-in; `braid info --model " +
+                       m.name + "` shows its fields and parameter counts (docs/moe.md)");
+}
+
+}  // namespace
+
+Study resolve_study(const StudyArgs& args, ModelUse use) {
   const StudyOverrides overrides = with_megatron_args(args, true);
   const std::string file = study_file_for(args, overrides);
   Study study = load_study(resolve_config("studies", file), overrides);
@@ -210,6 +231,7 @@ Study resolve_study(const StudyArgs& args) {
       throw InputError(study.file, "schedules",
                        "unknown schedule '" + name + "'; known: " + CLI::detail::join(known, ", ") +
                            util::did_you_mean(name, known));
+  if (use == ModelUse::Simulate) refuse_moe(overrides, study);
   return study;
 }
 

@@ -34,7 +34,11 @@ inline constexpr const char* kJobDefaults = "configs/studies/job-defaults.yaml";
 std::string study_file_for(const StudyArgs& args, const StudyOverrides& merged);
 // Resolved from the job defaults, a study is named after its model and cluster
 // ("llama3.1-70b on dgx-h100"), never "job-defaults".
-Study resolve_study(const StudyArgs& args);
+// A command that simulates (ModelUse::Simulate: simulate, compare, sweep, search, design,
+// theory, export) refuses a Mixture-of-Experts model with one line until the MoE layer's units
+// are modelled, rather than run a dense stand-in; `info` describes one (ModelUse::Describe).
+enum class ModelUse { Simulate, Describe };
+Study resolve_study(const StudyArgs& args, ModelUse use = ModelUse::Simulate);
 // "" unless `study` started from the job defaults; then one line naming each of its settings the
 // command did not give, so no default passes unseen. `varied`: the settings the command sets
 // itself (sweep and search axes: "tp", "seq", "schedules", ...), left out.

@@ -2,8 +2,9 @@
 // class transformers defines is read the way its modeling file builds the layers: which
 // keys it has, their defaults when absent, which projections carry biases, whether the MLP is
 // gated. Keys braid does not need are ignored; a feature braid reads but cannot model becomes a
-// note (kept as a comment by `braid import hf`); a Mixture-of-Experts model is refused naming the
-// field. The mapping table is in docs/configuration.md, "Hugging Face configs".
+// note (kept as a comment by `braid import hf`). Mixtral and Qwen3-MoE bring their experts
+// (config.hpp: MoeConfig); other Mixture-of-Experts classes are refused naming the field. The
+// mapping table is in docs/configuration.md, "Hugging Face configs".
 #include <algorithm>
 #include <fstream>
 #include <sstream>
@@ -31,13 +32,21 @@ enum class Family {
   Qwen3,     // Qwen3ForCausalLM: as Llama, with RMSNorm on q and k (qk-norm)
   Gemma,     // Gemma/Gemma2/Gemma3ForCausalLM: gated GELU (GeGLU), tied embeddings by default
   Nemotron,  // NemotronForCausalLM: LayerNorm (1p), squared-ReLU plain MLP, no biases
-  Moe,       // refused: experts are not modelled yet
+  Moe,       // refused: an MoE class whose experts braid does not read yet
+};
+
+// Where a Mixture-of-Experts class keeps its experts (transformers' configuration files).
+enum class Experts {
+  None,
+  Mixtral,   // MixtralSparseMoeBlock: num_local_experts, every layer, intermediate_size wide
+  Qwen3Moe,  // Qwen3MoeSparseMoeBlock: num_experts, moe_intermediate_size, decoder_sparse_step
 };
 
 struct Architecture {
   const char* name;
   Family family;
   const char* moe_field = "";  // for Family::Moe: the key holding the expert count
+  Experts experts = Experts::None;
 };
 
 constexpr Architecture kArchitectures[] = {
@@ -49,9 +58,9 @@ constexpr Architecture kArchitectures[] = {
     {"Gemma2ForCausalLM", Family::Gemma},
     {"Gemma3ForCausalLM", Family::Gemma},
     {"NemotronForCausalLM", Family::Nemotron},
-    {"MixtralForCausalLM", Family::Moe, "num_local_experts"},
+    {"MixtralForCausalLM", Family::Llama, "", Experts::Mixtral},
+    {"Qwen3MoeForCausalLM", Family::Qwen3, "", Experts::Qwen3Moe},
     {"Qwen2MoeForCausalLM", Family::Moe, "num_experts"},
-    {"Qwen3MoeForCausalLM", Family::Moe, "num_experts"},
     {"DeepseekV2ForCausalLM", Family::Moe, "n_routed_experts"},
     {"DeepseekV3ForCausalLM", Family::Moe, "n_routed_experts"},
 };
@@ -95,6 +104,19 @@ class HfFields {
     if (!root_[key].is_string())
       throw InputError(file_, key, "must be a string, got " + root_[key].dump());
     return root_[key].get<std::string>();
+  }
+  // A list of non-negative integers (layer indices); empty when absent.
+  std::vector<int> index_list_or_empty(const char* key) const {
+    std::vector<int> out;
+    if (!has(key)) return out;
+    if (!root_[key].is_array())
+      fail(key, "must be a list of layer indices, got " + root_[key].dump());
+    for (const json& v : root_[key]) {
+      if (!v.is_number_integer() || v.get<long long>() < 0 || v.get<long long>() > (1LL << 30))
+        fail(key, "must be a list of layer indices, got " + root_[key].dump());
+      out.push_back(static_cast<int>(v.get<long long>()));
+    }
+    return out;
   }
   [[noreturn]] void fail(const char* key, const std::string& problem) const {
     throw InputError(file_, key, problem);
@@ -175,6 +197,39 @@ void note_sliding_window(const HfFields& f, HfModel& out, const std::string& whi
                       std::to_string(window));
 }
 
+// Mixtral's experts (modeling_mixtral.py, MixtralSparseMoeBlock): one softmax router and
+// num_local_experts SwiGLU experts as wide as intermediate_size in every layer, no shared expert.
+MoeConfig mixtral_experts(const HfFields& f, const ModelConfig& m) {
+  MoeConfig moe;
+  moe.experts = f.positive_int("num_local_experts");
+  moe.top_k = f.positive_int("num_experts_per_tok");
+  moe.expert_ffn = m.ffn;
+  moe.shared_expert_ffn = m.ffn;
+  return moe;
+}
+
+// Qwen3-MoE's experts (modeling_qwen3_moe.py, Qwen3MoeDecoderLayer): layer l is sparse when it
+// is not in mlp_only_layers and (l + 1) % decoder_sparse_step == 0. braid's rule (first k dense,
+// then every layer_freq-th) holds step 1 with mlp_only_layers 0..k-1; other patterns are refused.
+MoeConfig qwen3_moe_experts(const HfFields& f, const ModelConfig& m) {
+  MoeConfig moe;
+  moe.experts = f.positive_int("num_experts");
+  moe.top_k = f.positive_int("num_experts_per_tok");
+  moe.expert_ffn = f.positive_int("moe_intermediate_size");
+  moe.shared_expert_ffn = moe.expert_ffn;
+  if (f.positive_int_or("decoder_sparse_step", 1) != 1)
+    f.fail("decoder_sparse_step",
+           "only 1 (every layer sparse) is modelled; braid's MoE layers are every layer from "
+           "the first_k_dense-th on");
+  const std::vector<int> dense = f.index_list_or_empty("mlp_only_layers");
+  for (std::size_t i = 0; i < dense.size(); ++i)
+    if (dense[i] != static_cast<int>(i))
+      f.fail("mlp_only_layers", "only the first k layers (0, 1, ..., k-1) can be dense in braid");
+  moe.first_k_dense = static_cast<int>(dense.size());
+  if (moe.first_k_dense >= m.layers) f.fail("mlp_only_layers", "leaves no MoE layer");
+  return moe;
+}
+
 }  // namespace
 
 HfModel import_hf_model(const fs::path& path) {
@@ -185,9 +240,8 @@ HfModel import_hf_model(const fs::path& path) {
   const Architecture& arch = architecture_of(root, where);
   const HfFields f(root, where, arch.name);
   if (arch.family == Family::Moe) {
-    f.fail(arch.moe_field, std::string("Mixture-of-Experts models are not modelled yet (") +
-                               arch.name +
-                               "); braid imports dense models: " + known_architectures());
+    f.fail(arch.moe_field, std::string("the experts of ") + arch.name +
+                               " are not read yet; braid imports: " + known_architectures());
   }
 
   HfModel out;
@@ -277,6 +331,11 @@ HfModel import_hf_model(const fs::path& path) {
     case Family::Moe:
       break;  // refused above
   }
+  if (arch.experts == Experts::Mixtral) m.moe = mixtral_experts(f, m);
+  if (arch.experts == Experts::Qwen3Moe) m.moe = qwen3_moe_experts(f, m);
+  if (m.moe && m.moe->top_k > m.moe->experts)
+    f.fail("num_experts_per_tok",
+           "is more than the " + std::to_string(m.moe->experts) + " experts");
   return out;
 }
 
@@ -321,6 +380,15 @@ std::string model_yaml(const HfModel& imported) {
   if (m.norm != default_normalization(m.activation)) y << "norm: " << name(m.norm) << "\n";
   if (m.linear_bias != default_linear_bias(m.activation))
     y << "linear_bias: " << (m.linear_bias ? "true" : "false") << "\n";
+  if (m.moe) {
+    const MoeConfig& e = *m.moe;
+    y << "moe:\n"
+      << "  experts: " << e.experts << "\n"
+      << "  top_k: " << e.top_k << "\n"
+      << "  expert_ffn: " << e.expert_ffn << "\n";
+    if (e.first_k_dense > 0) y << "  first_k_dense: " << e.first_k_dense << "\n";
+    y << "  router_score: " << name(e.router_score) << "\n";
+  }
   return y.str();
 }
 

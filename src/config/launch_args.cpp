@@ -56,6 +56,37 @@ void flag(Fragment& f, const std::string& name, const std::string& value = "") {
   f.lines.push_back(value.empty() ? name : name + " " + value);
 }
 
+// The experts as moe_of (megatron_args.cpp) reads them back.
+void megatron_experts(const ModelConfig& m, Fragment& f) {
+  if (!m.moe) return;
+  const MoeConfig& e = *m.moe;
+  flag(f, "--num-experts", std::to_string(e.experts));
+  flag(f, "--moe-router-topk", std::to_string(e.top_k));
+  flag(f, "--moe-ffn-hidden-size", std::to_string(e.expert_ffn));
+  if (e.shared_experts > 0)
+    flag(f, "--moe-shared-expert-intermediate-size",
+         std::to_string(e.shared_experts * e.shared_expert_ffn));
+  if (e.first_k_dense > 0 && e.layer_freq == 1)
+    flag(f, "--moe-layer-freq",
+         "\"([0]*" + std::to_string(e.first_k_dense) + "+[1]*" +
+             std::to_string(m.layers - e.first_k_dense) + ")\"");
+  else if (e.first_k_dense > 0)
+    f.note("MoE layers: first " + std::to_string(e.first_k_dense) + " dense, then every " +
+           std::to_string(e.layer_freq) + " (braid) are not expressible: every layer is written");
+  else if (e.layer_freq > 1)
+    flag(f, "--moe-layer-freq", std::to_string(e.layer_freq));
+  flag(f, "--moe-router-score-function", name(e.router_score));
+  if (e.router_groups > 0) {
+    flag(f, "--moe-router-num-groups", std::to_string(e.router_groups));
+    flag(f, "--moe-router-group-topk", std::to_string(e.router_group_top_k));
+  }
+  if (e.capacity_factor) {
+    std::ostringstream factor;
+    factor << *e.capacity_factor;
+    flag(f, "--moe-expert-capacity-factor", factor.str());
+  }
+}
+
 void megatron_model(const Study& s, Fragment& f) {
   const ModelConfig& m = s.model;
   for (const detail::MegatronModelSize& size : detail::kMegatronModelSizes)
@@ -92,6 +123,7 @@ void megatron_model(const Study& s, Fragment& f) {
     f.note(std::string("attention_impl ") + name(m.attention_impl) + ": --attention-backend " +
            (cudnn ? "fused" : "flash") + " (Megatron-LM picks the installed kernel's version)");
   }
+  megatron_experts(m, f);
 }
 
 void megatron_schedule(const Study& s, const LaunchSchedule& schedule, Fragment& f) {

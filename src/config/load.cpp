@@ -1,4 +1,5 @@
 // Loading and validating models, clusters and studies (config.hpp).
+#include <cstdint>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -22,6 +23,68 @@ using detail::kRatioBound;
 using detail::YamlMap;
 
 namespace {
+
+// Group-limited routing as Megatron's TopKRouter checks it (moe_utils.py, group_limited_topk):
+// the groups split the experts evenly and the chosen groups hold at least top_k experts.
+void check_router_groups(YamlMap& e, const MoeConfig& moe) {
+  if ((moe.router_groups == 0) != (moe.router_group_top_k == 0))
+    e.fail(moe.router_groups == 0 ? "router_groups" : "router_group_top_k",
+           "group-limited routing needs both router_groups and router_group_top_k");
+  if (moe.router_groups == 0) return;
+  if (moe.experts % moe.router_groups != 0)
+    e.fail("router_groups", std::to_string(moe.router_groups) + " does not divide the " +
+                                std::to_string(moe.experts) + " experts");
+  if (moe.router_group_top_k > moe.router_groups)
+    e.fail("router_group_top_k", std::to_string(moe.router_group_top_k) +
+                                     " is more than the router_groups (" +
+                                     std::to_string(moe.router_groups) + ")");
+  const int reachable = moe.router_group_top_k * (moe.experts / moe.router_groups);
+  if (moe.top_k > reachable)
+    e.fail("top_k", std::to_string(moe.top_k) + " is more than the " + std::to_string(reachable) +
+                        " experts in router_group_top_k groups");
+}
+
+// A count that may be 0 (shared experts, dense layers, groups), read without overflowing int.
+int count_or_zero(YamlMap& e, const std::string& key) {
+  const std::int64_t v = e.integer_or(key, 0);
+  if (v < 0 || v > (1 << 20))
+    e.fail(key, "must be 0 or a positive integer up to 1048576, got " + std::to_string(v));
+  return static_cast<int>(v);
+}
+
+// The model's `moe:` map (config.hpp: MoeConfig). Widths default to the dense ffn (Mixtral's
+// experts are its FFN); every other default is Megatron-Core's.
+MoeConfig read_moe(YamlMap& e, const ModelConfig& model) {
+  MoeConfig moe;
+  moe.experts = e.positive_int("experts");
+  moe.top_k = e.positive_int("top_k");
+  if (moe.top_k > moe.experts)
+    e.fail("top_k", std::to_string(moe.top_k) + " is more than the " + std::to_string(moe.experts) +
+                        " experts");
+  moe.expert_ffn = e.positive_int_or("expert_ffn", model.ffn);
+  moe.shared_experts = count_or_zero(e, "shared_experts");
+  if (moe.shared_experts > moe.experts)
+    e.fail("shared_experts", "must be 0 (none) up to the experts (" + std::to_string(moe.experts) +
+                                 "), got " + std::to_string(moe.shared_experts));
+  moe.shared_expert_ffn = e.positive_int_or("shared_expert_ffn", moe.expert_ffn);
+  moe.layer_freq = e.positive_int_or("layer_freq", 1);
+  moe.first_k_dense = count_or_zero(e, "first_k_dense");
+  if (moe.first_k_dense >= model.layers)
+    e.fail("first_k_dense", "must be 0 up to layers - 1 (" + std::to_string(model.layers - 1) +
+                                "), got " + std::to_string(moe.first_k_dense));
+  if (moe_layer_count(moe, model.layers) == 0)
+    e.fail("layer_freq", "leaves no MoE layer among the " + std::to_string(model.layers) +
+                             " layers (layer l is MoE when l >= first_k_dense and l % layer_freq "
+                             "== 0)");
+  moe.router_score = static_cast<RouterScore>(e.choice_or("router_score", router_score_names(), 0));
+  moe.router_groups = count_or_zero(e, "router_groups");
+  moe.router_group_top_k = count_or_zero(e, "router_group_top_k");
+  check_router_groups(e, moe);
+  if (e.has("capacity_factor"))
+    moe.capacity_factor = bounded_number(e, "capacity_factor", kRatioBound);
+  e.finish();
+  return moe;
+}
 
 ModelConfig read_model(YamlMap& m, const fs::path& file) {
   ModelConfig model;
@@ -76,6 +139,7 @@ ModelConfig read_model(YamlMap& m, const fs::path& file) {
     v->finish();
     model.vision = vision;
   }
+  if (auto e = m.map_if_present("moe")) model.moe = read_moe(*e, model);
   m.finish();
   return model;
 }
@@ -164,6 +228,22 @@ const std::vector<std::string>& precision_names() {
   static const std::vector<std::string> names = {"bf16", "fp8-delayed", "fp8-current",
                                                  "fp8-blockwise", "mxfp8"};
   return names;
+}
+
+const std::vector<std::string>& router_score_names() {
+  static const std::vector<std::string> names = {"softmax", "sigmoid"};
+  return names;
+}
+const char* name(RouterScore r) { return table_name(router_score_names(), r); }
+
+bool is_moe_layer(const MoeConfig& moe, int layer) {
+  return layer >= moe.first_k_dense && moe.layer_freq > 0 && layer % moe.layer_freq == 0;
+}
+
+int moe_layer_count(const MoeConfig& moe, int layers) {
+  int count = 0;
+  for (int l = 0; l < layers; ++l) count += is_moe_layer(moe, l) ? 1 : 0;
+  return count;
 }
 
 const std::vector<std::string>& attention_impl_names() {

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <iterator>
 #include <map>
+#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -189,6 +190,21 @@ int tokenizer_vocab(const std::string& type) {
   return 0;
 }
 
+// The Mixture-of-Experts flags moe_of reads into the model (megatron/training/arguments.py,
+// _add_moe_args); without a model of its own sizes they are listed as not modelled.
+const std::set<std::string>& moe_flags() {
+  static const std::set<std::string> names = {"--num-experts",
+                                              "--moe-router-topk",
+                                              "--moe-ffn-hidden-size",
+                                              "--moe-shared-expert-intermediate-size",
+                                              "--moe-layer-freq",
+                                              "--moe-router-score-function",
+                                              "--moe-router-num-groups",
+                                              "--moe-router-group-topk",
+                                              "--moe-expert-capacity-factor"};
+  return names;
+}
+
 class FlagReader {
  public:
   FlagReader(Flags flags, std::string where) : flags_(std::move(flags)), where_(std::move(where)) {}
@@ -364,6 +380,63 @@ Precision fp8_precision(const FlagReader& f) {
          "'" + recipe + "': Megatron allows delayed, tensorwise, blockwise or mxfp8");
 }
 
+// --moe-layer-freq as Megatron's moe_freq_type takes it: an integer N (layer l is MoE when
+// l % N == 0), or the list expression ([0]*K+[1]*N) that launch scripts write for K dense layers
+// first (DeepSeek-V3's form); other lists are refused.
+void read_layer_freq(const FlagReader& f, const ModelConfig& m, MoeConfig& e) {
+  if (!f.has("--moe-layer-freq")) return;  // every layer
+  const std::string text = f.text("--moe-layer-freq", "1");
+  static const std::regex pattern(R"(\(?\[0\]\*(\d{1,7})\+\[1\]\*(\d{1,7})\)?)");
+  std::smatch match;
+  if (std::regex_match(text, match, pattern)) {
+    e.first_k_dense = std::stoi(match[1].str());
+    if (e.first_k_dense + std::stoi(match[2].str()) != m.layers || e.first_k_dense >= m.layers)
+      f.fail("--moe-layer-freq", "'" + text + "' does not list the " + std::to_string(m.layers) +
+                                     " layers of --num-layers with at least one MoE layer");
+    return;
+  }
+  e.layer_freq = f.positive("--moe-layer-freq");
+}
+
+// The model's experts from --num-experts and the flags beside it (Megatron's defaults: top-2,
+// expert width --ffn-hidden-size, every layer, softmax, dropless).
+MoeConfig moe_of(const FlagReader& f, const ModelConfig& m) {
+  MoeConfig e;
+  e.experts = f.positive("--num-experts");
+  e.top_k = f.has("--moe-router-topk") ? f.positive("--moe-router-topk") : 2;
+  if (e.top_k > e.experts)
+    f.fail("--moe-router-topk",
+           std::to_string(e.top_k) + " is more than --num-experts " + std::to_string(e.experts));
+  e.expert_ffn = f.has("--moe-ffn-hidden-size") ? f.positive("--moe-ffn-hidden-size") : m.ffn;
+  e.shared_expert_ffn = e.expert_ffn;
+  if (f.has("--moe-shared-expert-intermediate-size")) {
+    // Megatron gives the shared experts' width together: one shared expert that wide.
+    e.shared_experts = 1;
+    e.shared_expert_ffn = f.positive("--moe-shared-expert-intermediate-size");
+  }
+  read_layer_freq(f, m, e);
+  const std::string score = f.text("--moe-router-score-function", "softmax");
+  if (score != "softmax" && score != "sigmoid")
+    f.fail("--moe-router-score-function", "'" + score + "': Megatron allows softmax or sigmoid");
+  e.router_score = score == "softmax" ? RouterScore::Softmax : RouterScore::Sigmoid;
+  if (f.has("--moe-router-num-groups") != f.has("--moe-router-group-topk"))
+    f.fail("--moe-router-num-groups",
+           "group-limited routing needs both --moe-router-num-groups and --moe-router-group-topk");
+  if (f.has("--moe-router-num-groups")) {
+    e.router_groups = f.positive("--moe-router-num-groups");
+    e.router_group_top_k = f.positive("--moe-router-group-topk");
+    if (e.experts % e.router_groups != 0 || e.router_group_top_k > e.router_groups)
+      f.fail("--moe-router-num-groups",
+             "must divide --num-experts and be at least --moe-router-group-topk");
+  }
+  if (f.has("--moe-expert-capacity-factor")) {
+    const double factor = f.number("--moe-expert-capacity-factor", 0);
+    if (!(factor > 0)) f.fail("--moe-expert-capacity-factor", "must be above 0");
+    e.capacity_factor = factor;
+  }
+  return e;
+}
+
 }  // namespace
 
 MegatronLaunch parse_megatron_args(const std::string& text, const std::string& where) {
@@ -373,6 +446,7 @@ MegatronLaunch parse_megatron_args(const std::string& text, const std::string& w
   if (std::any_of(std::begin(detail::kMegatronModelSizes), std::end(detail::kMegatronModelSizes),
                   [&](const detail::MegatronModelSize& size) { return f.has(size.flag); }))
     o.model_config = model_of(f, out.not_modelled);
+  if (o.model_config && f.has("--num-experts")) o.model_config->moe = moe_of(f, *o.model_config);
   for (const detail::MegatronSize& size : detail::kMegatronSizes)
     if (f.has(size.flag)) o.*size.override = f.positive(size.flag);
   if (f.has("--global-batch-size")) o.global_batch = f.positive("--global-batch-size");
@@ -416,6 +490,7 @@ MegatronLaunch parse_megatron_args(const std::string& text, const std::string& w
   // Flags neither used above nor known to set nothing braid simulates.
   for (const auto& [flag, values] : f.all()) {
     if (known_flags().count(flag) > 0) continue;
+    if (o.model_config && o.model_config->moe && moe_flags().count(flag) > 0) continue;
     std::string given = flag;
     for (const std::string& v : values) given += " " + v;
     out.not_modelled.push_back(given);

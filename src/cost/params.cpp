@@ -69,11 +69,46 @@ double vision_params_per_gpu(const VisionConfig& v, double lm_hidden, int tp) {
 
 }  // namespace detail
 
+namespace {
+
+// One expert: the MLP of the dense layer at `width` (gated: gate, up, down; plain: fc1, fc2 and,
+// as the dense MLP has them, their biases).
+double expert_params(const detail::LayerShape& s, double width) {
+  const double fc1_width = s.gated ? 2 * width : width;
+  double p = s.hidden * fc1_width + width * s.hidden;
+  if (s.mlp_bias) p += fc1_width;
+  if (s.proj_bias) p += s.hidden;
+  return p;
+}
+
+// An MoE layer's parameters when a token reaches `routed` of its routed experts: the dense
+// layer without its MLP, the router (hidden x experts, no bias, as Megatron's TopKRouter and
+// Mixtral's gate), the routed and the shared experts.
+double moe_layer_params(const ModelConfig& m, int routed) {
+  const MoeConfig& e = *m.moe;
+  detail::LayerShape shape = detail::lm_layer_shape(m, 1, 1);
+  const double mlp = expert_params(shape, shape.ffn);
+  const double router = static_cast<double>(m.hidden) * e.experts;
+  return detail::layer_params_per_gpu(shape, 1) - mlp + router +
+         routed * expert_params(shape, e.expert_ffn) +
+         e.shared_experts * expert_params(shape, e.shared_expert_ffn);
+}
+
+}  // namespace
+
 ParameterCount count_parameters(const ModelConfig& m) {
   ParameterCount c;
   detail::LayerShape shape = detail::lm_layer_shape(m, 1, 1);
   c.per_layer = detail::layer_params_per_gpu(shape, 1);
   c.layers = c.per_layer * m.layers;
+  int moe_layers = 0;
+  double inactive = 0;  // the routed experts a token is not sent to
+  if (m.moe) {
+    moe_layers = moe_layer_count(*m.moe, m.layers);
+    c.per_moe_layer = moe_layer_params(m, m.moe->experts);
+    c.layers = c.per_layer * (m.layers - moe_layers) + c.per_moe_layer * moe_layers;
+    inactive = (c.per_moe_layer - moe_layer_params(m, m.moe->top_k)) * moe_layers;
+  }
   c.embedding = static_cast<double>(m.vocab) * m.hidden;
   if (m.position == PositionEmbedding::Learned)
     c.embedding += static_cast<double>(m.max_positions) * m.hidden;
@@ -82,6 +117,7 @@ ParameterCount count_parameters(const ModelConfig& m) {
   if (m.vision) c.vision = detail::vision_params_per_gpu(*m.vision, m.hidden, 1);
   c.total = c.layers + c.embedding + c.head + c.vision;
   c.non_embedding = c.layers + c.vision;
+  if (m.moe) c.active = c.total - inactive;
   return c;
 }
 

@@ -26,6 +26,21 @@ void visit_study_fields(const VisionConfig& v, F&& f) {
 }
 
 template <typename F>
+void visit_study_fields(const MoeConfig& e, F&& f) {
+  f("experts", e.experts);
+  f("top_k", e.top_k);
+  f("expert_ffn", e.expert_ffn);
+  f("shared_experts", e.shared_experts);
+  f("shared_expert_ffn", e.shared_expert_ffn);
+  f("layer_freq", e.layer_freq);
+  f("first_k_dense", e.first_k_dense);
+  f("router_score", e.router_score);
+  f("router_groups", e.router_groups);
+  f("router_group_top_k", e.router_group_top_k);
+  f("capacity_factor", e.capacity_factor);
+}
+
+template <typename F>
 void visit_study_fields(const ModelConfig& m, F&& f) {
   f("name", m.name);
   f("file", m.file);
@@ -47,6 +62,7 @@ void visit_study_fields(const ModelConfig& m, F&& f) {
   f("flash_attention", m.flash_attention);
   f("attention_impl", m.attention_impl);
   f("vision", m.vision);
+  f("moe", m.moe);
 }
 
 template <typename F>
