@@ -335,7 +335,8 @@ struct HfModel {
 inline constexpr std::string_view kHfModelPrefix = "hf:";
 // Reads `path`: a config.json, or a folder holding one. Throws InputError(file, field, ...) for
 // a missing or malformed file, a missing or invalid field, an unknown architecture (the known
-// ones listed) and a Mixture-of-Experts model (the field braid cannot model named).
+// ones listed) and a Mixture-of-Experts class whose experts it does not read (the field named);
+// Mixtral and Qwen3-MoE come with their experts (ModelConfig::moe).
 HfModel import_hf_model(const std::filesystem::path& path);
 // The imported model as a model YAML file that load_model reads back to the same model, with the
 // source and the notes as comments.
