@@ -19,6 +19,8 @@
 #include "fixtures.hpp"
 
 using namespace braid;
+using test::cost_of;
+using test::first_unit;
 
 namespace {
 
@@ -30,20 +32,6 @@ Study qwen_cp(int cp, int tp = 4, CpCommType comm = CpCommType::P2P) {
   o.cp_comm_type = comm;
   o.microbatches = 4;
   return load_study(resolve_config("studies", "default"), o);
-}
-
-CostModel cost_of(const Study& s) {
-  return build_cost_model(s, load_profile(s.cluster.profile), s.parallel.pp * s.parallel.vpp);
-}
-
-// The first LM layer's unit of `kind`.
-UnitCost first_unit(const CostModel& cm, UnitKind kind) {
-  for (const ChunkCost& ch : cm.chunks)
-    for (int l = 0; l < ch.layer_count(); ++l)
-      for (const UnitCost& u : ch.layer(l))
-        if (u.kind == kind && !u.vision) return u;
-  FAIL("no " << name(kind) << " unit");
-  return {};
 }
 
 // Every schedule at cp 2 with `comm`: the sum identity holds and the CP group communicates.

@@ -27,6 +27,21 @@
 
 namespace braid::test {
 
+// The study's cost model on its cluster's profile, one virtual stage per pp x vpp.
+inline CostModel cost_of(const Study& s) {
+  return build_cost_model(s, load_profile(s.cluster.profile), s.parallel.pp * s.parallel.vpp);
+}
+
+// The first LM layer's unit of `kind` in `cm` (a test failure when there is none).
+inline UnitCost first_unit(const CostModel& cm, UnitKind kind) {
+  for (const ChunkCost& ch : cm.chunks)
+    for (int l = 0; l < ch.layer_count(); ++l)
+      for (const UnitCost& u : ch.layer(l))
+        if (u.kind == kind && !u.vision) return u;
+  FAIL("no " << name(kind) << " unit");
+  return {};
+}
+
 // A model's sizes as one value, so a test compares them with a published table in one line (and
 // a failure prints all seven): layers, hidden, heads, KV heads, head size, FFN, vocabulary.
 struct ModelSizes {

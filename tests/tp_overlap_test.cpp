@@ -20,6 +20,8 @@
 #include "fixtures.hpp"
 
 using namespace braid;
+using test::cost_of;
+using test::first_unit;
 
 namespace {
 
@@ -171,20 +173,6 @@ TEST_CASE("copy-engine transfers leave the GEMM pieces beside them at full speed
 }
 
 namespace {
-
-CostModel cost_of(const Study& s) {
-  return build_cost_model(s, load_profile(s.cluster.profile), s.parallel.pp * s.parallel.vpp);
-}
-
-// The first LM layer's unit of `kind`.
-UnitCost first_unit(const CostModel& cm, UnitKind kind) {
-  for (const ChunkCost& ch : cm.chunks)
-    for (int l = 0; l < ch.layer_count(); ++l)
-      for (const UnitCost& u : ch.layer(l))
-        if (u.kind == kind && !u.vision) return u;
-  FAIL("no " << name(kind) << " unit");
-  return {};
-}
 
 Study qwen_study(bool overlap, int cp = 1) {
   StudyOverrides o = qwen_sp(overlap);

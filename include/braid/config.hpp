@@ -57,7 +57,8 @@ enum class Precision { Bf16, Fp8Delayed, Fp8Current, Fp8Blockwise, Mxfp8 };
 enum class RouterScore { Softmax, Sigmoid };
 
 // The YAML and command-line values of each enum above, in enum order: name() writes them,
-// parse_*() reads them back (std::nullopt for any other text).
+// parse_*() reads them back where a command line or another format gives them (std::nullopt for
+// any other text); a model file reads them through the names table.
 const std::vector<std::string>& recompute_names();  // none, selective, full
 const char* name(Recompute r);
 std::optional<Recompute> parse_recompute(std::string_view text);
@@ -72,10 +73,8 @@ const char* name(AttentionImpl a);
 std::optional<AttentionImpl> parse_attention_impl(std::string_view text);
 const std::vector<std::string>& activation_names();  // swiglu, gelu, squared-relu
 const char* name(MlpActivation a);
-std::optional<MlpActivation> parse_activation(std::string_view text);
 const std::vector<std::string>& normalization_names();  // rmsnorm, layernorm
 const char* name(Normalization n);
-std::optional<Normalization> parse_normalization(std::string_view text);
 const std::vector<std::string>& cp_comm_type_names();  // p2p, a2a, allgather, a2a+p2p
 const char* name(CpCommType c);
 std::optional<CpCommType> parse_cp_comm_type(std::string_view text);
@@ -83,14 +82,15 @@ std::optional<CpCommType> parse_cp_comm_type(std::string_view text);
 const std::vector<std::string>& precision_names();
 const char* name(Precision p);
 std::optional<Precision> parse_precision(std::string_view text);
+const std::vector<std::string>& router_score_names();  // softmax, sigmoid
+const char* name(RouterScore r);
+std::optional<RouterScore> parse_router_score(std::string_view text);
 
 // The norm and linear biases of a model that does not name them, by its activation's family:
 // SwiGLU models (Llama, Qwen2, Mistral) use RMSNorm and no biases; GELU and squared-ReLU ones
 // Megatron's GPT defaults, LayerNorm and biases on every linear layer.
 Normalization default_normalization(MlpActivation a);
 bool default_linear_bias(MlpActivation a);
-const std::vector<std::string>& router_score_names();  // softmax, sigmoid
-const char* name(RouterScore r);
 
 // The ViT encoder of a multimodal model (Qwen2-VL style).
 struct VisionConfig {

@@ -235,6 +235,9 @@ const std::vector<std::string>& router_score_names() {
   return names;
 }
 const char* name(RouterScore r) { return table_name(router_score_names(), r); }
+std::optional<RouterScore> parse_router_score(std::string_view text) {
+  return table_parse<RouterScore>(router_score_names(), text);
+}
 
 bool is_moe_layer(const MoeConfig& moe, int layer) {
   return layer >= moe.first_k_dense && moe.layer_freq > 0 && layer % moe.layer_freq == 0;
@@ -268,13 +271,7 @@ std::optional<AttentionImpl> parse_attention_impl(std::string_view text) {
   return table_parse<AttentionImpl>(attention_impl_names(), text);
 }
 const char* name(MlpActivation a) { return table_name(activation_names(), a); }
-std::optional<MlpActivation> parse_activation(std::string_view text) {
-  return table_parse<MlpActivation>(activation_names(), text);
-}
 const char* name(Normalization n) { return table_name(normalization_names(), n); }
-std::optional<Normalization> parse_normalization(std::string_view text) {
-  return table_parse<Normalization>(normalization_names(), text);
-}
 Normalization default_normalization(MlpActivation a) {
   return a == MlpActivation::SwiGLU ? Normalization::RMSNorm : Normalization::LayerNorm;
 }

@@ -416,9 +416,10 @@ MoeConfig moe_of(const FlagReader& f, const ModelConfig& m) {
   }
   read_layer_freq(f, m, e);
   const std::string score = f.text("--moe-router-score-function", "softmax");
-  if (score != "softmax" && score != "sigmoid")
+  const std::optional<RouterScore> router_score = parse_router_score(score);
+  if (!router_score)
     f.fail("--moe-router-score-function", "'" + score + "': Megatron allows softmax or sigmoid");
-  e.router_score = score == "softmax" ? RouterScore::Softmax : RouterScore::Sigmoid;
+  e.router_score = *router_score;
   if (f.has("--moe-router-num-groups") != f.has("--moe-router-group-topk"))
     f.fail("--moe-router-num-groups",
            "group-limited routing needs both --moe-router-num-groups and --moe-router-group-topk");

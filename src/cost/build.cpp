@@ -85,16 +85,13 @@ struct StudyUnits {
 // is_first_microbatch is given, as Megatron-Core's TE layers do).
 constexpr double kFp8WeightBytes = 2;
 
-// The step's cast of `weights` bf16 weights to that copy: read 2 bytes, write 1 + 1 in one
-// cast-transpose kernel per weight tensor (4 per layer); the current-scaling recipe first reads
-// each weight once more for its amax. It runs in the first microbatch's forward; the cost model
-// has no first-microbatch term, so it is charged to the step with the optimizer (same stream,
-// once per step).
+// The step's cast of `weights` bf16 weights to that copy (detail::fp8_cast_s: four weight
+// tensors per layer). It runs in the first microbatch's forward; the cost model has no
+// first-microbatch term, so it is charged to the step with the optimizer (same stream, once per
+// step).
 double fp8_weight_cast_s(const detail::Roofline& roof, Precision precision, double weights,
                          int layers) {
-  if (precision == Precision::Bf16 || weights <= 0) return 0;
-  const bool current = precision == Precision::Fp8Current;
-  return roof.memory_s((current ? 6 : 4) * weights, (current ? 8 : 4) * layers);
+  return detail::fp8_cast_s(roof, precision, weights, 4 * layers);
 }
 
 void add_vision_units(StudyUnits& u, const Study& study, const detail::TpSetup& tp,

@@ -191,18 +191,10 @@ struct LayerTerms {
   // FP8 (tp.precision not bf16): the linear layers' GEMMs run at the FP8 peak.
   bool fp8 = false;
 
-  // Transformer Engine's cast of one GEMM operand of `elements` bf16 values to FP8, with the
-  // transposed copy the other GEMM of the pair reads (Hopper's FP8 GEMMs take only the "TN"
-  // layout): read 2 bytes, write 1 + 1 (TE's fused cast_transpose, common/transpose/; called by
-  // the quantizers of pytorch/module/linear.py _Linear.forward and backward). The current-scaling
-  // recipe first finds the tensor's amax in a kernel of its own (reading it once more) before the
-  // cast can scale (Float8CurrentScalingQuantizer); delayed scaling takes the scale from the amax
-  // history and records the amax inside the cast; block scaling computes each block's scale
-  // inside the cast. 0 without FP8.
+  // Transformer Engine's FP8 cast of one GEMM operand of `elements` values (fp8_cast_s); 0
+  // without FP8.
   double cast_s(double elements) const {
-    if (!fp8 || elements <= 0) return 0;
-    const bool current = tp.precision == Precision::Fp8Current;
-    return roof.memory_s((current ? 6 : 4) * elements, current ? 2 : 1);
+    return fp8 ? fp8_cast_s(roof, tp.precision, elements, 1) : 0;
   }
   double linear_s(double tokens, double in, double out, Phase phase) const {
     return roof.linear_s(tokens, in, out, phase, fp8);
@@ -575,6 +567,12 @@ double layer_params_per_gpu(const LayerShape& s, int tp) {
   double replicated = 2 * s.norm_params * h;
   if (s.proj_bias) replicated += 2 * h;  // row-parallel biases are added after the reduction
   return sharded / t + replicated;
+}
+
+double fp8_cast_s(const Roofline& roof, Precision precision, double elements, int tensors) {
+  if (precision == Precision::Bf16 || elements <= 0) return 0;
+  const bool current = precision == Precision::Fp8Current;
+  return roof.memory_s((current ? 6 : 4) * elements, (current ? 2 : 1) * tensors);
 }
 
 double linear_weights_per_gpu(const LayerShape& s, int tp) {

@@ -96,6 +96,16 @@ double layer_params_per_gpu(const LayerShape& shape, int tp);
 // recipe casts (no biases, no norms).
 double linear_weights_per_gpu(const LayerShape& shape, int tp);
 
+// Transformer Engine's cast of `elements` bf16 values, in `tensors` tensors, to FP8 with the
+// transposed copy the other GEMM of the pair reads (Hopper's FP8 GEMMs take only the "TN"
+// layout): read 2 bytes, write 1 + 1 in one fused cast_transpose kernel per tensor (TE's
+// common/transpose/; called by the quantizers of pytorch/module/linear.py _Linear.forward and
+// backward). The current-scaling recipe first finds each tensor's amax in a kernel of its own
+// (reading it once more) before the cast can scale (Float8CurrentScalingQuantizer); delayed
+// scaling takes the scale from the amax history and records the amax inside the cast; block
+// scaling computes each block's scale inside the cast. 0 for bf16.
+double fp8_cast_s(const Roofline& roof, Precision precision, double elements, int tensors);
+
 // Token embedding (vocab-parallel): `vocab_per_gpu` rows of `hidden`; GPT models add learned
 // position embeddings and apply dropout to the sum.
 UnitCost embedding_cost(double tokens, double hidden, const TpSetup& tp, const Roofline& roof,
