@@ -375,6 +375,16 @@ std::string cost_model_json(const Study& s, const Profile& prof, const CostModel
 
 namespace {
 
+// The model's shape and the layer's form (MLP activation, norm, biases) in one line: the form
+// changes the cost and parameter count, so it is shown beside the sizes it multiplies.
+std::string model_line(const ModelConfig& m) {
+  return util::format(
+      "model %s: %d layers, hidden %d, heads %d, kv_heads %d, ffn %d, vocab %d; %s, %s, %s%s\n",
+      m.name.c_str(), m.layers, m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab, name(m.activation),
+      name(m.norm), m.linear_bias ? "linear biases" : "no linear biases",
+      m.vision ? "; with ViT" : "");
+}
+
 // The study, model, cluster, parallel sizes, layout and training in a few lines, with the
 // parameter counts and the FLOPs per iteration.
 std::string study_lines(const Study& s, const Profile& prof, const CostModel& cm,
@@ -383,9 +393,7 @@ std::string study_lines(const Study& s, const Profile& prof, const CostModel& cm
   const auto& p = s.parallel;
   const auto& t = s.training;
   std::string out = "study " + s.name + " (" + s.file + ")\n";
-  out += util::format("model %s: %d layers, hidden %d, heads %d, kv_heads %d, ffn %d, vocab %d%s\n",
-                      m.name.c_str(), m.layers, m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab,
-                      m.vision ? ", with ViT" : "");
+  out += model_line(m);
   out += util::format(
       "  parameters: total %.3f B, non-embedding %.3f B (layers %.3f B, vision %.3f B), "
       "embedding %.3f B, head %.3f B\n",
@@ -420,9 +428,9 @@ std::string study_lines(const Study& s, const Profile& prof, const CostModel& cm
   }
   out += util::format(
       "training: seq %d, micro-batch %d, %d microbatches x dp %d = %.0f samples, %.0f "
-      "tokens per iteration\n",
+      "tokens per iteration, precision %s\n",
       t.seq, t.micro_batch_size, t.microbatches, p.dp, cm.samples_per_iteration,
-      cm.tokens_per_iteration);
+      cm.tokens_per_iteration, name(t.precision));
   out += util::format(
       "model FLOPs per iteration: %.4e (%.3f GFLOP per token; forward + backward, causal "
       "attention halved, no recompute)\n",
@@ -562,8 +570,7 @@ std::string moe_model_table(const Study& s, const ParameterCount& pc) {
   const ModelConfig& m = s.model;
   const MoeConfig& e = *m.moe;
   std::string out = "study " + s.name + " (" + s.file + ")\n";
-  out += util::format("model %s: %d layers, hidden %d, heads %d, kv_heads %d, ffn %d, vocab %d\n",
-                      m.name.c_str(), m.layers, m.hidden, m.heads, m.kv_heads, m.ffn, m.vocab);
+  out += model_line(m);
   out += util::format(
       "  MoE: %s; %d experts, top-%d, expert ffn %d, shared experts %d (ffn %d), router %s",
       moe_layers_text(m).c_str(), e.experts, e.top_k, e.expert_ffn, e.shared_experts,
