@@ -89,7 +89,7 @@ TEST_CASE("every shipped model, cluster, study and profile loads", "[config]") {
   for (const auto& e : fs::recursive_directory_iterator(kRoot / "configs/studies")) {
     if (!e.is_regular_file()) continue;
     Study s = load_study(e.path());
-    CHECK(s.parallel.dp * s.parallel.tp * s.parallel.pp == s.cluster.gpus());
+    CHECK(s.parallel.dp * s.parallel.tp * s.parallel.cp * s.parallel.pp == s.cluster.gpus());
     CHECK_FALSE(s.schedules.empty());
     ++studies;
   }

@@ -1,6 +1,9 @@
 // The simulator on the studies in configs/: the sum identity on every rank of every schedule and
-// study, and the ordering of TP bubbles DESIGN §6 predicts on the default study.
+// study, the ordering of TP bubbles DESIGN §6 predicts on the default study, and the public Hopper
+// validation studies (configs/studies/hopper/, tools/validation) load and simulate.
+#include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -81,4 +84,36 @@ TEST_CASE("a study that does not fit still simulates and is flagged with the ran
   REQUIRE(r.oom_rank >= 0);
   CHECK(r.ranks[r.oom_rank].oom);
   CHECK(r.oom_over_gib == Approx(r.ranks[r.oom_rank].peak_memory_gib - 20.0));
+}
+
+TEST_CASE("each public Hopper validation study loads as its published job and simulates 1F1B-I",
+          "[validation][study]") {
+  // tools/validation's Hopper table runs these (docs/validation.md): a study that stops loading
+  // or simulating fails here rather than in the doc's regeneration. The GBS is the published
+  // table's; every run is 8192 tokens a sample. Not a test of the error values.
+  const std::vector<std::pair<std::string, int>> published = {
+      {"llama3-70b-h100x64-gbs256", 256},
+      {"llama3.1-405b-h100x1024-gbs1536", 1536},
+      {"llama3-70b-h100x64-gbs128", 128},
+      {"llama3.1-405b-h100x1024-gbs512", 512},
+  };
+  const std::filesystem::path dir =
+      std::filesystem::path(BRAID_SOURCE_DIR) / "configs/studies/hopper";
+  size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) files += e.is_regular_file();
+  CHECK(files == published.size());  // a study added or dropped is added to or dropped from here
+  for (const auto& [name, gbs] : published) {
+    INFO(name);
+    const StudyRun s = load((dir / (name + ".yaml")).string());
+    const ParallelConfig& p = s.study.parallel;
+    const TrainingConfig& t = s.study.training;
+    CHECK(p.dp * p.tp * p.cp * p.pp == s.study.cluster.gpus());
+    CHECK(p.dp * t.microbatches * t.micro_batch_size == gbs);
+    CHECK(t.seq == 8192);
+    CHECK(t.precision == Precision::Fp8Current);
+    CHECK(t.tp_comm_overlap);
+    const Report r = simulate_study(s, "1f1b-i");
+    test::check_sum_identity(r);
+    CHECK(r.iteration_time_s > 0);
+  }
 }
