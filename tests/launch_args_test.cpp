@@ -102,6 +102,7 @@ TEST_CASE("Megatron round trip: every switch on, GQA + SwiGLU + QKV bias, two-sa
   o.overlap_grad_reduce = true;
   o.overlap_param_gather = true;
   o.gradient_accumulation_fusion = false;
+  o.overlap_p2p_comm = false;  // --no-overlap-p2p-communication
   o.mbs = 2;
   o.microbatches = 8;
   o.vpp = 7;  // 28 layers on pp 2 x 7 chunks

@@ -230,11 +230,15 @@ TEST_CASE("every generated schedule lowers without a cycle under batched sends",
             const Schedule s = make_schedule(name, o);
             CostModel cost = send_cost(s.virtual_stages());
             cost.node_of_rank.assign(p, 0);
-            const Dag dag = lower(s, cost, LowerOptions{P2pMode::Batched});
-            REQUIRE_NOTHROW(check_acyclic(dag));
-            const Timeline t = simulate(dag);
-            check_sum_identity(make_report("batched", s, cost, dag, t));
-            ++lowered;
+            for (bool overlap : {true, false}) {
+              INFO("overlap_p2p_comm " << overlap);
+              cost.overlap_p2p_comm = overlap;
+              const Dag dag = lower(s, cost, LowerOptions{P2pMode::Batched});
+              REQUIRE_NOTHROW(check_acyclic(dag));
+              const Timeline t = simulate(dag);
+              check_sum_identity(make_report("batched", s, cost, dag, t));
+              ++lowered;
+            }
           }
       }
   CHECK(lowered > 100);
@@ -243,7 +247,8 @@ TEST_CASE("every generated schedule lowers without a cycle under batched sends",
 TEST_CASE("megatron's interleaved steady state sends a forward's output after the next backward",
           "[p2p]") {
   const Schedule s = generated("1f1b-i", 4, 8);  // two chunks per rank
-  const CostModel cost = send_cost(s.virtual_stages());
+  CostModel cost = send_cost(s.virtual_stages());
+  cost.overlap_p2p_comm = false;  // one send_forward_backward_recv_forward_backward per pair
   for (P2pMode mode : {P2pMode::Batched, P2pMode::Blocking}) {
     const Dag dag = lower(s, cost, LowerOptions{mode});
     int after_backward = 0;
@@ -264,6 +269,43 @@ TEST_CASE("megatron's interleaved steady state sends a forward's output after th
     // Steady-state forwards of every stage but the last send after their backward.
     if (mode == P2pMode::Batched) CHECK(after_backward > 0);
   }
+}
+
+TEST_CASE(
+    "with overlap_p2p_comm megatron's interleaved steady state posts each receive a step "
+    "early and waits for a backward's sends only after the next backward",
+    "[p2p]") {
+  // 1F1B-I, p = 2, v = 2, m = 4 (stages: rank 0 holds 0 and 2, rank 1 holds 1 and 3):
+  //   rank 0: F0.0 F0.1 F1.0 F1.1 | F0.2 B1.0 F0.3 B1.1 F1.2 B0.0 F1.3 B0.1 | B1.2 B1.3 B0.2 B0.3
+  //   rank 1: F0.0 F0.1 | F1.0 B1.0 F1.1 B1.1 F0.2 B0.0 F0.3 B0.1 F1.2 B1.2 F1.3 B1.3 | B0.2 B0.3
+  // (warm-up | steady pairs | cool-down). F takes 4, B 16, a send 3; p = 2: one send stream.
+  const Schedule s = generated("1f1b-i", 2, 4);
+  const CostModel cost = send_cost(s.virtual_stages());
+  REQUIRE(cost.overlap_p2p_comm);  // Megatron's default
+  const Dag dag = lower(s, cost, LowerOptions{P2pMode::Batched});
+  const Timeline t = simulate(dag);
+  // Warm-up, blocking: rank 0 F0.0 [0,4] send [4,7]; rank 1 F0.0 [7,11]; ... rank 0 F1.1
+  // [21,25]; rank 1 F1.0 [21,25], then its first steady B1.0 [25,41] sends its gradient [41,44].
+  CHECK(t.start_s[find_op(dag, "send B1.0 r1->r0", 1)] == 41.0);
+  // That send is waited for only after rank 1's next backward: F1.1 starts as B1.0 ends.
+  CHECK(t.start_s[find_op(dag, "F1.1 PreAttn L3", 1)] == 41.0);
+  // Rank 0: F0.2 [28,32] (after its F1.1 send [25,28]); its send goes once rank 1 has run F1.1
+  // [41,45], the instruction after which rank 1 posts F0.2's receive: [45,48]; rank 0's B1.0
+  // waits for it: [48,64].
+  CHECK(t.start_s[find_op(dag, "send F0.2 r0->r1", 0)] == 45.0);
+  CHECK(t.start_s[find_op(dag, "B1.0 MLP L2", 0)] == 48.0);
+  // Rank 1: B1.1 [45,61], send [64,67] (rank 0 posts it after B1.0, at 64); F0.2 [61,65].
+  // Rank 0's F0.3 [64,68] posts F1.2's receive (a step early: before B1.1), so rank 1's send of
+  // F0.2 runs [68,71] behind its B1.1 send; without overlap it would wait for rank 0's B1.1.
+  CHECK(t.start_s[find_op(dag, "send F0.2 r1->r0", 1)] == 68.0);
+  // Rank 0's B1.0 gradient [64,67] is held until its F1.2, which starts once B1.1 [71,87] ends.
+  CHECK(t.start_s[find_op(dag, "send B1.0 r0->r1", 0)] == 64.0);
+  CHECK(t.start_s[find_op(dag, "F1.2 PreAttn L2", 0)] == 87.0);
+  // The pairs go on in step, 16 + 4 + 3 apart; the cool-down is blocking: rank 0 B1.2 [136,152]
+  // B1.3 [155,171] B0.2 [174,190]; rank 1 sends B0.3 [190,193]; rank 0 B0.3 [193,209].
+  CHECK(t.start_s[find_op(dag, "B1.2 MLP L2", 0)] == 136.0);
+  CHECK(t.start_s[find_op(dag, "send B0.3 r1->r0", 1)] == 190.0);
+  CHECK(t.iteration_time_s == 209.0);
 }
 
 TEST_CASE("orders other than megatron's post receives ahead and stay near the blocking model",

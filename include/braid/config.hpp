@@ -237,6 +237,11 @@ struct TrainingConfig {
   // of its next one go out as one batch_isend_irecv that it waits for; a send completes only once
   // the receiver has posted its receive. Off: the sender waits for its sends alone.
   bool p2p_batched = true;
+  // Megatron's overlap_p2p_comm (--no-overlap-p2p-communication turns it off; on by default, and
+  // only the interleaved schedule uses it): the steady state's sends and receives go out right
+  // after each forward and backward instead of once per forward + backward pair, and each receive
+  // is posted one instruction earlier (docs/simulator.md, "P2P"). Off: Megatron before it (2022).
+  bool overlap_p2p_comm = true;
   Recompute recompute = Recompute::None;
   // Activation offloading for schedules other than stp-offload: share of the microbatches whose
   // chunk-0 activations are copied to host after their forward and back before their backward.
@@ -288,7 +293,7 @@ struct StudyOverrides {
   std::optional<std::vector<int>> layers_per_stage{};
   std::optional<double> offload{};
   std::optional<bool> distributed_optimizer{}, overlap_grad_reduce{}, overlap_param_gather{};
-  std::optional<bool> p2p_scatter_gather{}, p2p_batched{};
+  std::optional<bool> p2p_scatter_gather{}, p2p_batched{}, overlap_p2p_comm{};
   std::optional<bool> gradient_accumulation_fusion{}, tp_comm_overlap{};
   // A model given whole (Megatron-LM arguments' sizes) instead of by name; replaces `model`.
   std::optional<ModelConfig> model_config{};

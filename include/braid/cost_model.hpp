@@ -227,6 +227,8 @@ struct CostModel {
   // Sends between pipeline ranks as Megatron's batched isend/irecv (P2pMode::Batched under
   // P2pMode::Auto); false: the older blocking model (P2pMode::Blocking).
   bool p2p_batched = true;
+  // Megatron's overlap_p2p_comm for its interleaved schedule (TrainingConfig::overlap_p2p_comm).
+  bool overlap_p2p_comm = true;
   double gather_latency_s = 0, gather_Bps = 0;  // the TP group's all-gather (NVLink)
   Recompute recompute = Recompute::None;        // Full: layer units carry a `recompute` forward
 

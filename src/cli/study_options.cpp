@@ -135,6 +135,11 @@ void add_study_options(CLI::App& cmd, StudyArgs& args) {
          "pipeline sends as Megatron's batched isend/irecv (a send starts once the receiver has "
          "posted its receive, the sender's next instruction waits for the batch): on, or off for "
          "the sender waiting on its sends alone; default: the study's (on)");
+  on_off("--overlap-p2p-comm", o.overlap_p2p_comm,
+         "Megatron's overlap_p2p_comm for 1f1b-i (its interleaved schedule): each forward and "
+         "backward sends at once and posts the next one's receive, instead of once per "
+         "steady-state pair: on, or off as --no-overlap-p2p-communication; default: the study's "
+         "(on, as Megatron)");
 }
 
 std::vector<int> parse_layers_per_stage(const std::string& text) {

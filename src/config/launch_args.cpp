@@ -155,7 +155,7 @@ void megatron_training(const Study& s, Fragment& f) {
   const TrainingConfig& t = s.training;
   flag(f, "--global-batch-size", std::to_string(global_batch(s)));
   for (const detail::MegatronSwitch& sw : detail::kMegatronSwitches)
-    if (sw.of(s)) flag(f, sw.flag);
+    if (sw.of(s) == sw.given) flag(f, sw.flag);
   if (t.recompute == Recompute::Selective) {
     flag(f, "--recompute-granularity", "selective");
   } else if (t.recompute == Recompute::Full) {
@@ -164,7 +164,6 @@ void megatron_training(const Study& s, Fragment& f) {
     flag(f, "--recompute-method", "uniform");
     flag(f, "--recompute-num-layers", "1");
   }
-  if (!t.gradient_accumulation_fusion) flag(f, "--no-gradient-accumulation-fusion");
   flag(f, "--bf16");
   megatron_fp8(t.precision, f);
   if (t.bucket_params > 0)

@@ -595,6 +595,7 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
   t.tp_comm_overlap = tr.boolean_or("tp_comm_overlap", false);
   t.p2p_scatter_gather = tr.boolean_or("p2p_scatter_gather", true);
   t.p2p_batched = tr.boolean_or("p2p_batched", true);
+  t.overlap_p2p_comm = tr.boolean_or("overlap_p2p_comm", true);
   t.precision = static_cast<Precision>(tr.choice_or("precision", precision_names(), 0));
   tr.finish();
 
@@ -638,6 +639,7 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
   if (o.overlap_param_gather) t.overlap_param_gather = *o.overlap_param_gather;
   if (o.p2p_scatter_gather) t.p2p_scatter_gather = *o.p2p_scatter_gather;
   if (o.p2p_batched) t.p2p_batched = *o.p2p_batched;
+  if (o.overlap_p2p_comm) t.overlap_p2p_comm = *o.overlap_p2p_comm;
   if (o.gradient_accumulation_fusion)
     t.gradient_accumulation_fusion = *o.gradient_accumulation_fusion;
   if (o.tp_comm_overlap) t.tp_comm_overlap = *o.tp_comm_overlap;

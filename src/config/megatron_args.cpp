@@ -163,6 +163,7 @@ const std::set<std::string>& known_flags() {
                                               "--attention-dropout",
                                               "--hidden-dropout",
                                               "--no-gradient-accumulation-fusion",
+                                              "--no-overlap-p2p-communication",
                                               "--fp8-format",
                                               "--fp8-recipe",
                                               "--tp-comm-overlap",
@@ -485,8 +486,7 @@ MegatronLaunch parse_megatron_args(const std::string& text, const std::string& w
     f.fail("--recompute-granularity", "'" + granularity + "': Megatron allows full or selective");
   }
   for (const detail::MegatronSwitch& s : detail::kMegatronSwitches)
-    if (f.has(s.flag)) o.*s.override = true;
-  if (f.has("--no-gradient-accumulation-fusion")) o.gradient_accumulation_fusion = false;
+    if (f.has(s.flag)) o.*s.override = s.given;
   if (f.has("--fp8-format")) o.precision = fp8_precision(f);
   // Flags neither used above nor known to set nothing braid simulates.
   for (const auto& [flag, values] : f.all()) {
@@ -524,6 +524,7 @@ void merge_overrides(StudyOverrides& base, const StudyOverrides& top) {
   take(base.overlap_param_gather, top.overlap_param_gather);
   take(base.p2p_scatter_gather, top.p2p_scatter_gather);
   take(base.p2p_batched, top.p2p_batched);
+  take(base.overlap_p2p_comm, top.overlap_p2p_comm);
   take(base.gradient_accumulation_fusion, top.gradient_accumulation_fusion);
   take(base.tp_comm_overlap, top.tp_comm_overlap);
   // A model by name replaces one given whole, and microbatches a global batch, and back.

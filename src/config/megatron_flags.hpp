@@ -49,11 +49,13 @@ inline constexpr MegatronSize kMegatronSizes[] = {
      [](const Study& s) { return s.training.micro_batch_size; }},
 };
 
-// A switch that Megatron turns on when given (off by default, as in braid's study).
+// A switch: the flag given sets the setting to `given`, its absence leaves Megatron's default
+// (!given, as in braid's study); written back when the study's value is `given`.
 struct MegatronSwitch {
   const char* flag;
   std::optional<bool> StudyOverrides::*override;
   bool (*of)(const Study&);
+  bool given = true;
 };
 inline constexpr MegatronSwitch kMegatronSwitches[] = {
     {"--sequence-parallel", &StudyOverrides::sequence_parallel,
@@ -66,6 +68,12 @@ inline constexpr MegatronSwitch kMegatronSwitches[] = {
      [](const Study& s) { return s.training.overlap_param_gather; }},
     {"--tp-comm-overlap", &StudyOverrides::tp_comm_overlap,
      [](const Study& s) { return s.training.tp_comm_overlap; }},
+    {"--no-gradient-accumulation-fusion", &StudyOverrides::gradient_accumulation_fusion,
+     [](const Study& s) { return s.training.gradient_accumulation_fusion; }, false},
+    // Megatron uses it with a virtual pipeline size only (arguments.py turns it off otherwise),
+    // as braid does.
+    {"--no-overlap-p2p-communication", &StudyOverrides::overlap_p2p_comm,
+     [](const Study& s) { return s.training.overlap_p2p_comm; }, false},
 };
 
 }  // namespace braid::detail

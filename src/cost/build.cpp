@@ -337,6 +337,7 @@ void set_links(CostModel& cm, const Study& study, const Profile& profile) {
   }
   cm.p2p_scatter_gather = study.training.p2p_scatter_gather && !par.sequence_parallel && par.tp > 1;
   cm.p2p_batched = study.training.p2p_batched;
+  cm.overlap_p2p_comm = study.training.overlap_p2p_comm;
   cm.gather_latency_s = intra.latency_s;
   cm.gather_Bps = intra.bus_bandwidth_Bps;
   cm.d2h_Bps = profile.host_d2h_Bps;

@@ -42,6 +42,7 @@ namespace braid {
 // not depend on costs.
 struct LoweringPlan {
   bool batches_known = false;
+  detail::Stepping stepping = detail::Stepping::Single;  // what `batches` was planned for
   detail::BatchPlan batches;
 };
 
@@ -753,7 +754,10 @@ class Lowerer final : public detail::StepEmitter {
     edge(pass.cursor, id);
     edge(send_after_, id);
     (pass.phase == Phase::F ? send_f_ : send_b_)[idx_of(pass)] = id;
-    if (dag_.p2p_blocking) hold(id);
+    if (const int until = held_until(); until >= 0)
+      held_[rank_].push_back(HeldSend{until, id});
+    else if (dag_.p2p_blocking)
+      hold(id);
     if (batched_) prev_sends_[rank_].push_back(id);
   }
 
@@ -788,25 +792,50 @@ class Lowerer final : public detail::StepEmitter {
   void plan_runtime() {
     rendezvous_ = s_.p2p_runtime == P2pRuntime::Megatron;
     // With one chunk per rank Megatron runs the schedule without interleaving (get_forward_
-    // backward_func picks forward_backward_pipelining_with_interleaving only with a virtual size).
-    const bool pairs = rendezvous_ && s_.vpp > 1;
-    if (!plan_known_) {
-      plan_ = rendezvous_ ? detail::plan_batches(s_, pairs) : detail::single_steps(s_);
-      if (memo_) memo_->batches_known = true;
+    // backward_func picks forward_backward_pipelining_with_interleaving only with a virtual size),
+    // and overlap_p2p_comm is off there (arguments.py turns it off without a virtual size).
+    const bool interleaved = rendezvous_ && s_.vpp > 1;
+    const detail::Stepping stepping = !interleaved             ? detail::Stepping::Single
+                                      : cost_.overlap_p2p_comm ? detail::Stepping::Overlapped
+                                                               : detail::Stepping::Paired;
+    if (!plan_known_ || memo_->stepping != stepping) {
+      plan_ = rendezvous_ ? detail::plan_batches(s_, stepping) : detail::single_steps(s_);
+      if (memo_) {
+        memo_->batches_known = true;
+        memo_->stepping = stepping;
+      }
     }
     // forward_backward_pipelining_without_interleaving batches a send with the next receive only
     // across phases (send_forward_recv_backward, send_backward_recv_forward); its warm-up and
     // cool-down call send_forward then recv_forward (send_backward then recv_backward) one after
     // the other, so there the receive is posted once the sends have completed.
-    sequential_ = rendezvous_ && !pairs;
+    sequential_ = rendezvous_ && !interleaved;
     prev_sends_.resize(s_.pp);
+    held_.resize(s_.pp);
     prev_op_.assign(s_.pp, InstructionKind::W);
+  }
+
+  // Overlapped P2P: the instruction until whose first compute op the sends being emitted may run
+  // (-1: the next compute op, as every held send; p2p_batches.hpp).
+  [[nodiscard]] int held_until() const {
+    return batched_ && !plan_.held_until.empty() ? plan_.held_until[rank_][instruction_] : -1;
+  }
+  // The sends held until the instruction about to be lowered join the ones its first compute op
+  // waits for.
+  void release_held() {
+    std::vector<HeldSend>& held = held_[rank_];
+    std::erase_if(held, [this](const HeldSend& h) {
+      if (h.until != instruction_) return false;
+      hold(h.op);
+      return true;
+    });
   }
 
   // Batched P2P: the receives a step needs are posted, in the batch with the sends of the rank's
   // previous step, once that step's compute is done (no compute before it: at the start).
   // An instruction joined to the step before it (see p2p_batches.hpp) shares that step's batch.
   void open_batch() {
+    if (batched_ && !plan_.held_until.empty()) release_held();
     batch_begin_ = emitted();
     if (batched_ && !plan_.step_start[rank_][instruction_]) return;
     batch_post_ = last_compute_[rank_];
@@ -1374,6 +1403,12 @@ class Lowerer final : public detail::StepEmitter {
   // cool-down); per rank, the sends of its last instruction with compute and that one's kind.
   bool sequential_ = false;
   std::vector<std::vector<int>> recv_after_f_, recv_after_b_, prev_sends_;
+  // Overlapped P2P: per rank, sends whose wait comes at a later instruction (p2p_batches.hpp).
+  struct HeldSend {
+    int until = 0;  // the instruction whose first compute op waits for it
+    int op = 0;
+  };
+  std::vector<std::vector<HeldSend>> held_;
   std::vector<InstructionKind> prev_op_;
   int batch_post_ = kNone;
   std::size_t batch_begin_ = 0;

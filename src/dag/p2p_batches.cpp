@@ -61,7 +61,7 @@ void for_each_pass(const Instruction& in, Fn&& fn) {
 // schedule has thousands of instructions and most lists hold one send or none.
 class Planner {
  public:
-  Planner(const Schedule& s, bool pair_forward_backward) : s_(s), stages_(s.virtual_stages()) {
+  Planner(const Schedule& s, Stepping stepping) : s_(s), stages_(s.virtual_stages()) {
     const std::size_t ranks = s.ranks.size();
     pc_.assign(ranks, 0);
     start_.resize(ranks);
@@ -73,19 +73,23 @@ class Planner {
     }
     queues_.resize(ranks * 2);
     collect();
-    if (pair_forward_backward) pair();
+    if (stepping != Stepping::Single) find_steady_backwards();
+    if (stepping == Stepping::Paired) pair();
     for (Send& send : sends_)
       if (send.consumer_at >= 0) send.post = post_at(send.consumer_rank, send.consumer_at);
+    if (stepping == Stepping::Overlapped) overlap();
     order_step_sends();
   }
 
-  // Megatron's interleaved 1F1B communicates once per steady-state forward + backward pair
-  // (forward_backward_pipelining_with_interleaving: forward_step, backward_step, then one
-  // send_forward_backward_recv_forward_backward): a plain B right after a plain F (copies between
-  // them aside) joins its step. A rank whose forwards all come before its first backward has no
-  // steady state (all microbatches in warm-up): nothing pairs there.
-  void pair() {
+  // The steady state of Megatron's interleaved 1F1B (forward_backward_pipelining_with_
+  // interleaving: forward_step, backward_step per pair): a plain B right after a plain F (copies
+  // between them aside). A rank whose forwards all come before its first backward has no steady
+  // state (all microbatches in warm-up): no backward of it is steady.
+  void find_steady_backwards() {
+    steady_.resize(s_.ranks.size());
     for (const RankProgram& p : s_.ranks) {
+      std::vector<bool>& steady = steady_[p.rank];
+      steady.assign(p.instructions.size(), false);
       const auto first_b =
           std::find_if(p.instructions.begin(), p.instructions.end(),
                        [](const Instruction& in) { return in.op == InstructionKind::B; });
@@ -96,11 +100,65 @@ class Planner {
       for (std::size_t i = 0; i < p.instructions.size(); ++i) {
         const InstructionKind op = p.instructions[i].op;
         if (is_copy(op)) continue;
-        if (op == InstructionKind::B && last_compute >= 0 &&
-            p.instructions[last_compute].op == InstructionKind::F && start_[p.rank][last_compute])
-          for (std::size_t j = last_compute + 1; j <= i; ++j) start_[p.rank][j] = false;
+        steady[i] = op == InstructionKind::B && last_compute >= 0 &&
+                    p.instructions[last_compute].op == InstructionKind::F;
         last_compute = static_cast<int>(i);
       }
+    }
+  }
+
+  // Without overlap_p2p_comm Megatron communicates once per steady-state pair (then one
+  // send_forward_backward_recv_forward_backward): the backward joins the forward's step.
+  void pair() {
+    for (const RankProgram& p : s_.ranks)
+      for (std::size_t i = 0; i < p.instructions.size(); ++i) {
+        if (!steady_[p.rank][i]) continue;
+        const int f = previous_compute(p.rank, static_cast<int>(i));
+        for (std::size_t j = f + 1; j <= i; ++j) start_[p.rank][j] = false;
+      }
+  }
+
+  // With overlap_p2p_comm (Megatron's default for the interleaved schedule) every instruction is
+  // its own step, and in the steady state:
+  //   - pp_post_forward sends the forward's output with the receive of the next forward's input,
+  //     and pp_post_backward the backward's input gradient with the next backward's receive: a
+  //     receive is posted one instruction earlier than its step (the last warm-up forward posts
+  //     the first steady backward's, send_backward_recv_backward with overlap_p2p_comm);
+  //   - a forward's send is waited for at once (deallocate_pipeline_outputs), a backward's only
+  //     in the next backward's pp_post_backward (send_prev_wait_handle), or before the first
+  //     cool-down backward (bwd_wait_handles) when the next backward is one.
+  // Warm-up and cool-down stay blocking (send_forward_recv_forward, send_backward_recv_backward).
+  void overlap() {
+    for (int id = 0; id < static_cast<int>(sends_.size()); ++id) {
+      Send& send = sends_[id];
+      if (send.consumer_at < 0) continue;
+      const int r = send.consumer_rank, at = send.consumer_at;
+      const int before = previous_compute(r, at);
+      if (before < 0) continue;
+      const bool early = steady_[r][at] || (s_.ranks[r].instructions[at].op == InstructionKind::F &&
+                                            steady_[r][before]);
+      if (!early) continue;
+      send.post = previous_compute(r, before);
+      hoisted_.push_back(id);
+    }
+    held_until_.resize(s_.ranks.size());
+    for (const RankProgram& p : s_.ranks) {
+      const int n = static_cast<int>(p.instructions.size());
+      held_until_[p.rank].assign(n, -1);
+      for (int i = 0; i < n; ++i) {
+        if (!steady_[p.rank][i]) continue;
+        int next_b = i + 1;
+        while (next_b < n && p.instructions[next_b].op != InstructionKind::B) ++next_b;
+        if (next_b == n) continue;  // waited for after the loop: gates nothing
+        held_until_[p.rank][i] = steady_[p.rank][next_b] ? next_compute(p.rank, next_b) : next_b;
+      }
+    }
+    released_at_.resize(s_.ranks.size());
+    for (const RankProgram& p : s_.ranks) {
+      released_at_[p.rank].resize(p.instructions.size() + 1);
+      for (std::size_t i = 0; i < p.instructions.size(); ++i)
+        if (const int until = held_until_[p.rank][i]; until >= 0)
+          released_at_[p.rank][until].push_back(static_cast<int>(i));
     }
   }
 
@@ -121,6 +179,7 @@ class Planner {
   [[nodiscard]] BatchPlan plan() const {
     BatchPlan plan;
     plan.step_start = start_;
+    plan.held_until = held_until_;
     for (int id : hoisted_) plan.hoisted.push_back(HoistedReceive{sends_[id].ref, sends_[id].post});
     const std::size_t ranks = s_.ranks.size();
     plan.flush_begin.resize(ranks);
@@ -214,14 +273,24 @@ class Planner {
     while (i > 0 && !start_[r][i]) --i;
     return i;
   }
-  // The receiver posts the receive for instruction `at` after the last instruction with compute
-  // before `at`'s step (-1: at the start).
-  [[nodiscard]] int post_at(int r, int at) const {
+  // Rank r's last instruction with compute before `i` (-1: none), and its first after `i` (the
+  // rank's instruction count: none).
+  [[nodiscard]] int previous_compute(int r, int i) const {
     const std::vector<Instruction>& in = s_.ranks[r].instructions;
-    for (int j = step_first(r, at) - 1; j >= 0; --j)
+    for (int j = i - 1; j >= 0; --j)
       if (!is_copy(in[j].op)) return j;
     return -1;
   }
+  [[nodiscard]] int next_compute(int r, int i) const {
+    const std::vector<Instruction>& in = s_.ranks[r].instructions;
+    const int n = static_cast<int>(in.size());
+    for (int j = i + 1; j < n; ++j)
+      if (!is_copy(in[j].op)) return j;
+    return n;
+  }
+  // The receiver posts the receive for instruction `at` after the last instruction with compute
+  // before `at`'s step (-1: at the start).
+  [[nodiscard]] int post_at(int r, int at) const { return previous_compute(r, step_first(r, at)); }
 
   // The sends of each step, listed at its last instruction in the order they leave: the order
   // their receivers consume them (NCCL matches a pair's sends and receives in issue order, so a
@@ -256,10 +325,21 @@ class Planner {
 
   // Whether the sends the step starting at `first` waits for, those of the step before it, have
   // all completed (in any order: no list is made, none sorted, while a rank waits).
+  // Overlapped: the step before's sends unless they are held until later, and the sends held until
+  // this instruction.
   [[nodiscard]] bool waited_sends_done(int r, int first) const {
     if (first == 0) return true;
-    for (int id = produced_begin_[at(r, step_first(r, first - 1))];
-         id < produced_begin_[at(r, first)]; ++id)
+    const int before = step_first(r, first - 1);
+    if (held_until_.empty() || held_until_[r][before] < 0)
+      if (!sends_done(r, before, first)) return false;
+    if (!held_until_.empty())
+      for (const int j : released_at_[r][first])
+        if (!sends_done(r, j, j + 1)) return false;
+    return true;
+  }
+  // Whether the sends of rank r's instructions [from, to) have all completed.
+  [[nodiscard]] bool sends_done(int r, int from, int to) const {
+    for (int id = produced_begin_[at(r, from)]; id < produced_begin_[at(r, to)]; ++id)
       if (!sends_[id].done) return false;
     return true;
   }
@@ -331,17 +411,23 @@ class Planner {
   // consumes, receives_[receive_begin_[g] .. receive_begin_[g + 1]); the sends that leave after
   // it (step_ids_ from step_begin_[g], ordered; none unless it ends its step).
   std::vector<int> produced_begin_, receive_begin_, receives_, step_begin_, step_ids_;
-  std::vector<std::vector<bool>> start_;  // per rank and instruction: whether it opens a step
-  std::vector<Queue> queues_;             // per (rank, stream): issued sends not yet complete
+  std::vector<std::vector<bool>> start_;      // per rank and instruction: whether it opens a step
+  std::vector<std::vector<bool>> steady_;     // per rank and instruction: a steady-state backward
+  std::vector<std::vector<int>> held_until_;  // Stepping::Overlapped only (BatchPlan::held_until)
+  // Overlapped: per rank and instruction, the instructions whose sends are held until it.
+  std::vector<std::vector<std::vector<int>>> released_at_;
+  std::vector<Queue> queues_;  // per (rank, stream): issued sends not yet complete
   std::vector<int> hoisted_;
 };
 
 }  // namespace
 
-BatchPlan single_steps(const Schedule& schedule) { return Planner(schedule, false).plan(); }
+BatchPlan single_steps(const Schedule& schedule) {
+  return Planner(schedule, Stepping::Single).plan();
+}
 
-BatchPlan plan_batches(const Schedule& schedule, bool pair_forward_backward) {
-  Planner planner(schedule, pair_forward_backward);
+BatchPlan plan_batches(const Schedule& schedule, Stepping stepping) {
+  Planner planner(schedule, stepping);
   planner.run();
   return planner.plan();
 }

@@ -118,6 +118,7 @@ void visit_study_fields(const TrainingConfig& t, F&& f) {
   f("tp_comm_overlap", t.tp_comm_overlap);
   f("p2p_scatter_gather", t.p2p_scatter_gather);
   f("p2p_batched", t.p2p_batched);
+  f("overlap_p2p_comm", t.overlap_p2p_comm);
   f("recompute", t.recompute);
   f("offload", t.offload);
   f("precision", t.precision);
