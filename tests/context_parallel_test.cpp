@@ -290,6 +290,16 @@ TEST_CASE("cp a2a swaps the sequence split for a head split with exposed all-to-
     CHECK(found[i].bytes == expected[i].bytes);
     CHECK(found[i].time_s == expected[i].time_s);
   }
+  // Under SP the output gradient's TP all-gather comes first: it produces what dO's all-to-all
+  // sends (after the out-projection's dgrad in TE).
+  Study with_sp = llama_cp(CpCommType::A2A);
+  with_sp.parallel.sequence_parallel = true;
+  const UnitCost attn_sp = first_unit(cost_of(with_sp), UnitKind::Attn);
+  REQUIRE(attn_sp[Phase::B].collectives.size() == 3);
+  CHECK(attn_sp[Phase::B].collectives[0].group == Group::Tp);
+  CHECK(attn_sp[Phase::B].collectives[0].kind == CollectiveKind::AllGather);
+  CHECK(attn_sp[Phase::B].collectives[1].kind == CollectiveKind::AllToAll);
+  CHECK(attn_sp[Phase::B].collectives[1].position == CollectivePosition::Before);
   // The doubt written down: without all_to_all rows the time is the all-gather's.
   CHECK(a2a_s(8 * mib) == collective_time_s(nvlink, CollectiveKind::AllGather, 2, 8 * mib));
   // Same model FLOPs and saved activations (memory / cp) as the ring: Q, K, V head-split over the

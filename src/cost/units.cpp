@@ -573,6 +573,15 @@ void ring_gathers(UnitCost& u, const LayerTerms& L) {
   }
 }
 
+// The Attn backward of the a2a type receives its output gradient in the TP all-gather (under
+// SP) and sends dO to the CP group only after the out-projection's dgrad: TP collectives before
+// the compute run ahead of the CP all-to-all there, as they do in TE and Megatron.
+void tp_gathers_first(PhaseCost& p) {
+  std::stable_partition(p.collectives.begin(), p.collectives.end(), [](const Collective& c) {
+    return c.group == Group::Tp && c.position == CollectivePosition::Before;
+  });
+}
+
 constexpr UnitRole kDenseUnits[] = {{UnitKind::PreAttn, TpSplit::Column},
                                     {UnitKind::Attn, TpSplit::Row},
                                     {UnitKind::PreMLP, TpSplit::Column},
@@ -596,6 +605,7 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
     UnitCost u = make_unit(role.kind, layer, vision, tp.source);
     dense_unit_cost(u, L);
     tp_collectives(role.tp, u, L.tp, L.hidden_bytes);
+    if (tp.cp > 1 && tp.cp_comm == CpCommType::A2A) tp_gathers_first(u[Phase::B]);
     if (tp.tp_comm_overlap) ring_gathers(u, L);
     c.units.push_back(std::move(u));
   }
