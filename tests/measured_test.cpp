@@ -182,8 +182,8 @@ TEST_CASE("bad measured tables name the field", "[measured]") {
                     Catch::Contains("measured.gemm[0].k") && Catch::Contains("missing"));
   CHECK_THROWS_WITH(parse_measured("elementwise:\n  - {kernel: gelu, bytes: 1, time_s: 1}\n", "p"),
                     Catch::Contains("allowed: rmsnorm, rope, swiglu"));
-  CHECK_THROWS_WITH(parse_measured("comm: {nvlink: {all_to_all: []}}\n", "p"),
-                    Catch::Contains("measured.comm.nvlink.all_to_all"));
+  CHECK_THROWS_WITH(parse_measured("comm: {nvlink: {broadcast: []}}\n", "p"),
+                    Catch::Contains("measured.comm.nvlink.broadcast"));
   CHECK_THROWS_WITH(parse_measured("copies: {d2h: [{bytes: 1, time_s: -1}]}\n", "p"),
                     Catch::Contains("must be > 0"));
   CHECK_THROWS_AS(parse_measured("gemm: [oops", "p"), InputError);

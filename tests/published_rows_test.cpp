@@ -151,8 +151,9 @@ TEST_CASE("bad published rows are one line naming the row and exit code 2",
        "links.nvlink.published.all_reduce[1]: rows must be in increasing (ranks, bytes) order"},
       {"duplicate", with(good, "bytes: 67108864, time_us: 557.4", first),
        "links.nvlink.published.all_reduce[1]: rows must be in increasing"},
-      {"unknown collective", with(good, "      all_gather:", "      all_to_all:"),
-       "links.nvlink.published.all_to_all: unknown field; allowed here: all_gather, all_reduce, "
+      {"unknown collective", with(good, "      all_gather:", "      broadcast:"),
+       "links.nvlink.published.broadcast: unknown field; allowed here: all_gather, all_reduce, "
+       "all_to_all, "
        "reduce_scatter"},
       {"no source", with(good, ", source: \"C21 single-node output, 33554432 B row\"", ""),
        "links.nvlink.published.all_reduce[0].source"},

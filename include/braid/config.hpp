@@ -40,9 +40,10 @@ enum class AttentionImpl { Default, Flash2, Flash3, Cudnn, Unfused };
 // Transformer Engine's attention/dot_product_attention/context_parallel.py): a ring of KV chunks
 // overlapped with the attention steps (P2P, AttnFuncWithCPAndKVP2P), or an all-gather of KV
 // before the attention and a reduce-scatter of dKV after its backward, exposed
-// (AllGather, AttnFuncWithCPAndKVAllGather). Ulysses-style all-to-all (A2A) and its hierarchy
-// with p2p (A2AP2P) are named so that a study can say them; they are refused until the
-// all-to-all collective is modelled.
+// (AllGather, AttnFuncWithCPAndKVAllGather), or Ulysses-style all-to-alls that trade the
+// sequence split for a head split around the attention, exposed (A2A, AttnFuncWithCPAndQKVOA2A).
+// The hierarchy of a2a inside sub-groups and p2p between them (A2AP2P) is named so that a study
+// can say it; it is refused until modelled.
 enum class CpCommType { P2P, A2A, AllGather, A2AP2P };
 // The number format the linear layers' GEMMs run in (docs/cost-model.md, "FP8"): bf16, or one of
 // Transformer Engine's FP8 recipes (transformer_engine/common/recipe/__init__.py): DelayedScaling

@@ -23,21 +23,30 @@ enum class Source { SpecDerived, Measured, Published };
 
 struct MeasuredTables;  // measured.hpp: braid-profile's per-shape tables
 
-// The communication a link carries: the TP and DP collectives (None: a unit without one) and
-// the pipeline's point-to-point sends. One kind for the cost model, the DAG and the measured
-// tables.
-enum class CollectiveKind : std::uint8_t { None, AllReduce, AllGather, ReduceScatter, P2P };
-// nccl-tests' names, as profiles spell them: "all_reduce", "all_gather", "reduce_scatter", "p2p"
-// ("none" for None).
+// The communication a link carries: the TP, CP and DP collectives (None: a unit without one),
+// the pipeline's point-to-point sends and the all-to-all (context parallelism's Ulysses
+// exchange; the same kind MoE's token dispatch and combine are). One kind for the cost model,
+// the DAG and the measured tables.
+enum class CollectiveKind : std::uint8_t {
+  None,
+  AllReduce,
+  AllGather,
+  ReduceScatter,
+  P2P,
+  AllToAll
+};
+// nccl-tests' names, as profiles spell them: "all_reduce", "all_gather", "reduce_scatter", "p2p",
+// "all_to_all" ("none" for None).
 const char* name(CollectiveKind k);
-// The inverse of name() for the four measurable kinds; nullopt for anything else ("none" too).
+// The inverse of name() for the measurable kinds; nullopt for anything else ("none" too).
 std::optional<CollectiveKind> parse_collective_kind(const std::string& s);
-// "all_reduce, all_gather, reduce_scatter, p2p": the names parse_collective_kind accepts.
+// "all_reduce, all_gather, reduce_scatter, p2p, all_to_all": the names parse_collective_kind
+// accepts.
 std::string collective_kind_names();
 // nccl-tests' bus-bandwidth factor (doc/PERFORMANCE.md): busbw = algbw * factor, with
 // algbw = bytes / time and bytes the nccl-tests "size" (the full, gathered buffer for
-// all_gather / reduce_scatter): 2(n-1)/n for all_reduce, (n-1)/n for all_gather and
-// reduce_scatter, 1 for p2p (0 for None).
+// all_gather / reduce_scatter, each rank's whole send buffer for alltoall): 2(n-1)/n for
+// all_reduce, (n-1)/n for all_gather, reduce_scatter and all_to_all, 1 for p2p (0 for None).
 double bus_factor(CollectiveKind kind, int ranks);
 
 // One measured point of a collective or copy: group size, payload bytes per rank, seconds.

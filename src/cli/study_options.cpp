@@ -45,8 +45,9 @@ void add_study_options(CLI::App& cmd, StudyArgs& args) {
            o.cp_comm_type = parse_cp_comm_type(v).value_or(CpCommType::P2P);
          },
          "how a context-parallel group exchanges KV: p2p (a ring hidden behind the attention "
-         "steps) or allgather (exposed gather and reduce-scatter); a2a and a2a+p2p are not "
-         "modelled yet; default: the study's (p2p)")
+         "steps), allgather (exposed gather and reduce-scatter) or a2a (Ulysses: exposed "
+         "all-to-alls of Q, K, V and the output); a2a+p2p is not modelled yet; default: the "
+         "study's (p2p)")
       ->check(CLI::IsMember(cp_comm_type_names()));
   cmd.add_option_function<int>(
       "--vpp", [&o](int v) { o.vpp = v; },

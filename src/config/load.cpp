@@ -319,6 +319,23 @@ std::string sizes_given(const StudyOverrides& o) {
   return out;
 }
 
+// The a2a type splits each TP rank's attention heads over the CP group: Transformer Engine's
+// AttnFuncWithCPAndQKVOA2A asserts num_heads % cp_size == 0 for Q and for K, V (the GPU's heads
+// after the TP split, so GQA's kv heads / tp too).
+void validate_ulysses(const Study& s, const StudyOverrides& o, const Origin& origin) {
+  const int cp = s.parallel.cp, tp = s.parallel.tp;
+  const int heads = s.model.heads / tp, kv_heads = s.model.kv_heads / tp;
+  if (heads % cp == 0 && kv_heads % cp == 0) return;
+  const bool named_cp = o.cp.has_value() || !o.cp_comm_type.has_value();
+  throw InputError(
+      named_cp ? origin.where(o.cp.has_value(), "--cp") : "--cp-comm-type", "parallel.cp_comm_type",
+      "a2a splits each TP rank's heads over cp (Transformer Engine requires heads and "
+      "kv heads divisible by cp): model " +
+          s.model.name + " at tp " + std::to_string(tp) + " has " + std::to_string(heads) +
+          " heads and " + std::to_string(kv_heads) + " kv heads per rank; allowed cp: " +
+          detail::divisors_of(std::gcd(heads, kv_heads)) + ", or use p2p");
+}
+
 // Context parallelism as Transformer Engine runs it with Megatron-Core (p2p, load-balanced):
 // each rank holds 2 of 2 x cp sequence chunks, attention is TE's fused kernel (Megatron builds
 // the CP attention only from TEDotProductAttention), and the vision encoder has no CP.
@@ -327,12 +344,11 @@ void validate_context_parallel(const Study& s, const StudyOverrides& o, const Or
   if (cp == 1) return;  // the communication type has nothing to exchange
   const std::string where = origin.where(o.cp.has_value(), "--cp");
   const CpCommType comm = s.parallel.cp_comm_type;
-  if (comm == CpCommType::A2A || comm == CpCommType::A2AP2P)
+  if (comm == CpCommType::A2AP2P)
     throw InputError(origin.where(o.cp_comm_type.has_value(), "--cp-comm-type"),
                      "parallel.cp_comm_type",
-                     std::string(name(comm)) +
-                         " is not modelled yet (it needs the all-to-all collective); use p2p "
-                         "(Megatron's default) or allgather");
+                     "a2a+p2p is not modelled yet; use p2p (Megatron's default), a2a or allgather");
+  if (comm == CpCommType::A2A) validate_ulysses(s, o, origin);
   check_at_most(cp, kMaxCp, where, "parallel.cp");
   if (s.training.seq % (2 * cp) != 0) {
     // Named after the option that made it fail: --cp when given, else --seq when given.

@@ -406,7 +406,8 @@ std::string study_lines(const Study& s, const Profile& prof, const CostModel& cm
       "parallel: tp %d, pp %d, vpp %d (%zu virtual stages), dp %d, sequence parallel %s", p.tp,
       p.pp, p.vpp, cm.chunks.size(), p.dp, p.sequence_parallel ? "on" : "off");
   if (p.cp > 1)
-    out += util::format(", context parallel %d (KV ring %s)", p.cp,
+    out += util::format(", context parallel %d (%s %s)", p.cp,
+                        p.cp_comm_type == CpCommType::A2A ? "all-to-all" : "KV ring",
                         rank_layout(s).spans_nodes(Group::Cp) ? "across nodes" : "inside a node");
   out += "\n";
   out += std::string("layout: ") +

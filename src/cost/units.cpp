@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -72,6 +73,26 @@ void add_cp_collective(PhaseCost& p, const TpSetup& tp, CollectiveKind kind,
                        CollectivePosition position, double bytes) {
   if (tp.cp <= 1) return;
   add_group_collective(p, Group::Cp, tp.cp, *tp.cp_link, kind, position, bytes);
+}
+
+// An exposed all-to-all of the context-parallel group before or after a phase's compute, one call
+// per tensor of `tensors` (each its bytes per rank, the nccl-tests size) as Transformer Engine
+// issues them (flash_attn_a2a_communicate in attention/dot_product_attention/context_parallel.py:
+// one all_to_all_single per tensor, back to back): one collective of their bytes and the sum of
+// their times. None for a group of one.
+void add_cp_all_to_all(PhaseCost& p, const TpSetup& tp, CollectivePosition position,
+                       std::initializer_list<double> tensors) {
+  if (tp.cp <= 1) return;
+  Collective c;
+  c.kind = CollectiveKind::AllToAll;
+  c.group = Group::Cp;
+  c.position = position;
+  c.source = collective_source(*tp.cp_link, CollectiveKind::AllToAll, tp.cp);
+  for (double bytes : tensors) {
+    c.bytes += bytes;
+    c.time_s += collective_time_s(*tp.cp_link, CollectiveKind::AllToAll, tp.cp, bytes);
+  }
+  p.collectives.push_back(c);
 }
 
 // The two collective patterns of DESIGN §2. Column units (PreAttn, PreMLP, LM head): no SP -> B
@@ -325,13 +346,21 @@ void attn_cost(UnitCost& u, const LayerTerms& L) {
   // The all-gather type (AttnFuncWithCPAndKVAllGather) gathers the whole KV first and runs two
   // kernels, one per local chunk (seq / 2cp queries against the keys up to the chunk's end: on
   // average half the sequence), timed at the attention rows' rate for seq / 2.
+  // The a2a type (Ulysses; AttnFuncWithCPAndQKVOA2A) trades the sequence split for a head split
+  // before the attention: one kernel over the whole sequence with heads / cp (and kv heads / cp)
+  // of the GPU's heads, the same FLOPs; no load-balanced steps.
   const bool gather = s.cp > 1 && L.tp.cp_comm == CpCommType::AllGather;
-  const double steps = gather ? 2 : s.cp;
-  const double kernel_seq = gather ? s.seq / 2.0 : s.seq / static_cast<double>(s.cp);
+  const bool ulysses = s.cp > 1 && L.tp.cp_comm == CpCommType::A2A;
+  const double steps = gather ? 2 : ulysses ? 1 : s.cp;
+  const double kernel_seq = gather    ? s.seq / 2.0
+                            : ulysses ? s.seq
+                                      : s.seq / static_cast<double>(s.cp);
+  const double head_split = ulysses ? t * s.cp : t;
   const double samples = T * s.cp / s.seq;
   auto attention = [&](bool backward, double flops) {
-    return steps * roof.attention_s(samples, kernel_seq, s.heads / t, s.kv_heads / t, s.head_dim,
-                                    s.causal, backward, flops / steps, s.attention_impl);
+    return steps * roof.attention_s(samples, kernel_seq, s.heads / head_split,
+                                    s.kv_heads / head_split, s.head_dim, s.causal, backward,
+                                    flops / steps, s.attention_impl);
   };
   // The core attention forward (also its rerun) and backward: time, hardware FLOPs, and the
   // s x s bytes it saves. Times are computed inside `timed` so measured tables tag the phase.
@@ -400,6 +429,25 @@ void attn_cost(UnitCost& u, const LayerTerms& L) {
   // The ring: while step j computes, the KV chunk of step j + 1 arrives (K and V of the GPU's
   // tokens, kv heads / t). The backward passes KV and the accumulated dKV around the ring.
   const double kv_bytes = 2 * T * k / t * e;
+  if (ulysses) {
+    // The a2a type, exposed (TE runs it on the compute path: the attention waits for it): Q, K
+    // (kv heads) and V from sequence- to head-split before the attention, the output back after
+    // it; the backward sends dO before and dQ, dK, dV after. Each tensor's bytes per rank are
+    // the GPU's share (nccl-tests' alltoall size). The rerun of selective recomputation repeats
+    // the forward's all-to-alls (Megatron checkpoints TE's whole attention function), ahead of
+    // dO's. The output's exchange runs before the out-projection in TE; here it follows the
+    // unit's compute: all of it is serial, so the unit's span is the same.
+    const double q_bytes = T * q / t * e, k_bytes = T * k / t * e;
+    add_cp_all_to_all(u[Phase::F], L.tp, CollectivePosition::Before, {q_bytes, k_bytes, k_bytes});
+    add_cp_all_to_all(u[Phase::F], L.tp, CollectivePosition::After, {out});
+    if (rerun)
+      add_cp_all_to_all(u[Phase::B], L.tp, CollectivePosition::Before,
+                        {q_bytes, k_bytes, k_bytes, out, out});
+    else
+      add_cp_all_to_all(u[Phase::B], L.tp, CollectivePosition::Before, {out});
+    add_cp_all_to_all(u[Phase::B], L.tp, CollectivePosition::After, {q_bytes, k_bytes, k_bytes});
+    return;
+  }
   if (!gather) {
     add_cp_ring(u[Phase::F], L.tp, kv_bytes);
     add_cp_ring(u[Phase::B], L.tp, 2 * kv_bytes);
@@ -525,6 +573,15 @@ void ring_gathers(UnitCost& u, const LayerTerms& L) {
   }
 }
 
+// The Attn backward of the a2a type receives its output gradient in the TP all-gather (under
+// SP) and sends dO to the CP group only after the out-projection's dgrad: TP collectives before
+// the compute run ahead of the CP all-to-all there, as they do in TE and Megatron.
+void tp_gathers_first(PhaseCost& p) {
+  std::stable_partition(p.collectives.begin(), p.collectives.end(), [](const Collective& c) {
+    return c.group == Group::Tp && c.position == CollectivePosition::Before;
+  });
+}
+
 constexpr UnitRole kDenseUnits[] = {{UnitKind::PreAttn, TpSplit::Column},
                                     {UnitKind::Attn, TpSplit::Row},
                                     {UnitKind::PreMLP, TpSplit::Column},
@@ -548,6 +605,7 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
     UnitCost u = make_unit(role.kind, layer, vision, tp.source);
     dense_unit_cost(u, L);
     tp_collectives(role.tp, u, L.tp, L.hidden_bytes);
+    if (tp.cp > 1 && tp.cp_comm == CpCommType::A2A) tp_gathers_first(u[Phase::B]);
     if (tp.tp_comm_overlap) ring_gathers(u, L);
     c.units.push_back(std::move(u));
   }

@@ -63,7 +63,7 @@ struct TpSetup {
   const LinkProfile* link = nullptr;  // the link class the TP group spans
   // The context-parallel ring the attention's KV exchanges run over (cp 1: none).
   int cp = 1;
-  CpCommType cp_comm = CpCommType::P2P;  // the ring, or the exposed all-gather
+  CpCommType cp_comm = CpCommType::P2P;  // the ring, the exposed all-gather or all-to-alls
   const LinkProfile* cp_link = nullptr;
   // Selective recomputation (Megatron: core attention): B runs the attention forward again.
   bool recompute_attention = false;

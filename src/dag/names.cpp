@@ -84,6 +84,8 @@ const char* short_name(CollectiveKind k) {
       return "RS";
     case CollectiveKind::P2P:
       return "P2P";
+    case CollectiveKind::AllToAll:
+      return "A2A";
     case CollectiveKind::None:
       break;
   }

@@ -104,10 +104,13 @@ ProfileFit fit_profile(const MeasuredTables& t) {
   for (const auto& [link, ops] : t.comm) {
     LinkFit lf;
     std::vector<std::pair<double, double>> coll, p2p;
+    // The link's bus bandwidth is fitted to the ring collectives; all-to-all rows are listed
+    // against it but do not move it (its rows time it: cost/collective.cpp).
     for (const auto& [op, points] : ops)
       for (const MeasuredComm& c : points)
-        (op == CollectiveKind::P2P ? p2p : coll)
-            .emplace_back(bus_factor(op, c.ranks) * c.bytes, c.time_s);
+        if (op != CollectiveKind::AllToAll)
+          (op == CollectiveKind::P2P ? p2p : coll)
+              .emplace_back(bus_factor(op, c.ranks) * c.bytes, c.time_s);
     if (!coll.empty()) {
       const Line l = fit_line(coll);
       lf.latency_s = l.intercept;

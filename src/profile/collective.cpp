@@ -6,7 +6,8 @@ namespace braid {
 namespace {
 
 constexpr CollectiveKind kMeasurable[] = {CollectiveKind::AllReduce, CollectiveKind::AllGather,
-                                          CollectiveKind::ReduceScatter, CollectiveKind::P2P};
+                                          CollectiveKind::ReduceScatter, CollectiveKind::P2P,
+                                          CollectiveKind::AllToAll};
 
 }  // namespace
 
@@ -22,6 +23,8 @@ const char* name(CollectiveKind k) {
       return "reduce_scatter";
     case CollectiveKind::P2P:
       return "p2p";
+    case CollectiveKind::AllToAll:
+      return "all_to_all";
   }
   return "?";
 }
@@ -48,6 +51,9 @@ double bus_factor(CollectiveKind kind, int ranks) {
       return n > 0 ? 2.0 * (n - 1) / n : 0;
     case CollectiveKind::AllGather:
     case CollectiveKind::ReduceScatter:
+    // nccl-tests' alltoall (src/alltoall.cu, AlltoAllGetBw): each rank keeps 1/n of its buffer
+    // and sends (n-1)/n of it.
+    case CollectiveKind::AllToAll:
       return n > 0 ? (n - 1) / n : 0;
     case CollectiveKind::P2P:
       return 1.0;

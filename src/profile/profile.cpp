@@ -33,8 +33,8 @@ namespace {
 // links.<name>.measured: rows per collective, {ranks, bytes, time_us} each.
 CollectiveRows read_link_rows(YamlMap& measured) {
   CollectiveRows rows;
-  for (CollectiveKind kind :
-       {CollectiveKind::AllReduce, CollectiveKind::AllGather, CollectiveKind::ReduceScatter}) {
+  for (CollectiveKind kind : {CollectiveKind::AllReduce, CollectiveKind::AllGather,
+                              CollectiveKind::ReduceScatter, CollectiveKind::AllToAll}) {
     const std::string key = name(kind);
     if (!measured.has(key)) continue;
     YAML::Node list = measured.node(key);
@@ -87,8 +87,8 @@ MeasuredComm read_published_row(YamlMap& r, CollectiveKind kind, std::string& so
 // measured rows (LinkProfile::measured), with their sources beside them.
 void read_published_rows(YamlMap& published, LinkProfile& link) {
   CollectiveRows rows;
-  for (CollectiveKind kind :
-       {CollectiveKind::AllReduce, CollectiveKind::AllGather, CollectiveKind::ReduceScatter}) {
+  for (CollectiveKind kind : {CollectiveKind::AllReduce, CollectiveKind::AllGather,
+                              CollectiveKind::ReduceScatter, CollectiveKind::AllToAll}) {
     const std::string key = name(kind);
     if (!published.has(key)) continue;
     YAML::Node list = published.node(key);
@@ -113,7 +113,8 @@ void read_published_rows(YamlMap& published, LinkProfile& link) {
     }
   }
   if (rows.empty())
-    published.fail("", "lists no rows; give all_reduce, all_gather or reduce_scatter rows");
+    published.fail("",
+                   "lists no rows; give all_reduce, all_gather, reduce_scatter or all_to_all rows");
   published.finish();
   link.measured = std::make_shared<const CollectiveRows>(std::move(rows));
   link.published = true;

@@ -24,6 +24,9 @@ class Nccl {
                             cudaStream_t) = nullptr;
   ncclResult_t (*ReduceScatter)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
                                 cudaStream_t) = nullptr;
+  ncclResult_t (*Send)(const void*, size_t, ncclDataType_t, int, ncclComm_t,
+                       cudaStream_t) = nullptr;
+  ncclResult_t (*Recv)(void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) = nullptr;
   ncclResult_t (*GroupStart)() = nullptr;
   ncclResult_t (*GroupEnd)() = nullptr;
   const char* (*GetErrorString)(ncclResult_t) = nullptr;
@@ -54,9 +57,9 @@ std::shared_ptr<Nccl> load_nccl(std::string* why) {
   const bool ok = sym(n->GetVersion, "ncclGetVersion") && sym(n->CommInitAll, "ncclCommInitAll") &&
                   sym(n->CommDestroy, "ncclCommDestroy") && sym(n->AllReduce, "ncclAllReduce") &&
                   sym(n->AllGather, "ncclAllGather") &&
-                  sym(n->ReduceScatter, "ncclReduceScatter") &&
-                  sym(n->GroupStart, "ncclGroupStart") && sym(n->GroupEnd, "ncclGroupEnd") &&
-                  sym(n->GetErrorString, "ncclGetErrorString");
+                  sym(n->ReduceScatter, "ncclReduceScatter") && sym(n->Send, "ncclSend") &&
+                  sym(n->Recv, "ncclRecv") && sym(n->GroupStart, "ncclGroupStart") &&
+                  sym(n->GroupEnd, "ncclGroupEnd") && sym(n->GetErrorString, "ncclGetErrorString");
   if (!ok) {
     if (why) *why = "the loaded NCCL lacks a required function (NCCL >= 2.x expected)";
     return nullptr;
@@ -134,12 +137,29 @@ struct Group {
                                         ncclSum, comms[i], streams[i]),
                      "ncclReduceScatter");
           break;
+        case CollectiveKind::AllToAll:  // size = each rank's send buffer; 1/n of it to each peer
+          all_to_all(i, elems / n);
+          break;
         case CollectiveKind::P2P:
         case CollectiveKind::None:
           break;
       }
     }
     nccl.check(nccl.GroupEnd(), "ncclGroupEnd");
+  }
+  // nccl-tests' alltoall (src/alltoall.cu, AlltoAllRunColl): inside the group, rank i sends
+  // chunk r of its buffer to every rank r and receives chunk r of its output from it (NCCL has no
+  // all-to-all call; grouped ncclSend/ncclRecv is how nccl-tests and PyTorch's all_to_all run it).
+  void all_to_all(int i, std::size_t chunk) {
+    const std::size_t chunk_bytes = chunk * 2;  // bf16
+    auto* out = static_cast<char*>(send[i].get());
+    auto* in = static_cast<char*>(recv[i].get());
+    for (int r = 0; r < n; ++r) {
+      nccl.check(nccl.Send(out + r * chunk_bytes, chunk, ncclBfloat16, r, comms[i], streams[i]),
+                 "ncclSend");
+      nccl.check(nccl.Recv(in + r * chunk_bytes, chunk, ncclBfloat16, r, comms[i], streams[i]),
+                 "ncclRecv");
+    }
   }
   void sync() {
     for (int i = 0; i < n; ++i) {
@@ -174,8 +194,8 @@ std::map<CollectiveKind, std::vector<MeasuredComm>> time_collectives(Nccl& nccl,
   for (int ranks : o.groups) {
     Group g(nccl, ranks, max_bytes);
     if (comm_overhead_bytes) *comm_overhead_bytes = std::max(*comm_overhead_bytes, g.comm_bytes);
-    for (CollectiveKind op :
-         {CollectiveKind::AllReduce, CollectiveKind::AllGather, CollectiveKind::ReduceScatter}) {
+    for (CollectiveKind op : {CollectiveKind::AllReduce, CollectiveKind::AllGather,
+                              CollectiveKind::ReduceScatter, CollectiveKind::AllToAll}) {
       for (double bytes : o.bytes) {
         if (bytes < 2.0 * ranks) continue;  // at least one element per rank
         g.run(op, bytes, 5);                // warm-up (and NCCL's lazy connection set-up)
