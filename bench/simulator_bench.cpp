@@ -1,6 +1,7 @@
 // Simulator speed: simulated unit ops per second (single thread) and lowering time on
 // qwen2-26.3b (configs/studies/qwen2-26.3b-a800x32 with pp 8, 8 nodes, m 256) and the stp
 // schedule: 16 virtual stages, 30 layers, embedding + LM head, sequence parallelism, contention.
+// BM_Llama405B: the whole chain on a 2048-GPU Llama-3.1-405B job.
 //   build/simulator_bench --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
 
@@ -158,5 +159,47 @@ void BM_Report(benchmark::State& state) {
   rate(state, f.dag);
 }
 BENCHMARK(BM_Report)->Unit(benchmark::kMillisecond);
+
+// A 2048-GPU Llama-3.1-405B-shaped job: the job defaults (dgx-h100, SP on, bf16, distributed
+// optimizer) with llama3.1-405b on 256 nodes, tp 8, pp 8, vpp 8, cp 2 (p2p), micro-batch 1, 128
+// microbatches per replica (dp 16), 1f1b-i: schedule, cost model, lowering, simulation (the
+// H100 profile's contention: the event engine) and report, as `braid simulate` runs them after
+// reading the files. Issue 36's target: under 1 s of CPU.
+void BM_Llama405B(benchmark::State& state) {
+  braid_bench::heap_as_the_cli();
+  braid::StudyOverrides o;
+  o.model = "llama3.1-405b";
+  o.cluster = "dgx-h100";
+  o.nodes = 256;
+  o.tp = 8;
+  o.pp = 8;
+  o.vpp = 8;
+  o.cp = 2;
+  o.mbs = 1;
+  o.microbatches = 128;
+  const braid::Study study = braid::load_study(braid::resolve_config("studies", "job-defaults"), o);
+  const braid::Profile profile =
+      braid::load_profile(braid::resolve_config("profiles", study.cluster.profile));
+  braid::ScheduleOptions options;
+  options.pp = study.parallel.pp;
+  options.vpp = study.parallel.vpp;
+  options.microbatches = study.training.microbatches;
+  braid::LowerOptions lower;
+  lower.fold_zero_time = true;  // as the CLI lowers
+  int ops = 0;
+  for (auto _ : state) {
+    const braid::Schedule schedule = braid::make_schedule("1f1b-i", options);
+    const braid::CostModel cost =
+        braid::build_cost_model(study, profile, schedule.virtual_stages());
+    const braid::Dag dag = braid::lower(schedule, cost, lower);
+    const braid::Timeline t = braid::simulate(dag);
+    const braid::Report r = braid::make_report("bench", schedule, cost, dag, t);
+    ops = dag.size();
+    benchmark::DoNotOptimize(r.iteration_time_s);
+  }
+  state.counters["ops"] = ops;
+  state.counters["gpus"] = study.cluster.gpus();
+}
+BENCHMARK(BM_Llama405B)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime();
 
 }  // namespace

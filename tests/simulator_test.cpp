@@ -1,3 +1,4 @@
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -126,6 +127,30 @@ TEST_CASE("offload frees at the end of the copy, reload allocates at its start",
   for (const MemorySample& m : t.memory) samples.emplace_back(m.time_s, m.activation_bytes);
   CHECK(samples == std::vector<std::pair<double, double>>{
                        {0, 1}, {1, 2}, {2, 3}, {3, 4}, {8, 4}, {14, 3}, {18, 2}, {22, 1}, {26, 0}});
+}
+
+// A search skips timing a layout whose activation peak, known before timing, is over the cap.
+TEST_CASE("untimed activation peaks: the stream order's peaks, or none when copies move memory",
+          "[sim]") {
+  // Memory on the compute stream alone: the peaks of the exact timelines above (M_a = 4).
+  const std::optional<std::vector<double>> one =
+      untimed_activation_peaks(lower(one_f_one_b_p2_m2(), uniform_cost_model(unit_costs(), 2)));
+  REQUIRE(one);
+  CHECK(*one == std::vector<double>{8.0, 4.0});
+  const std::optional<std::vector<double>> inter =
+      untimed_activation_peaks(lower(interleaved_p2_m2(), uniform_cost_model(unit_costs(), 4)));
+  REQUIRE(inter);
+  CHECK(*inter == std::vector<double>{16.0, 12.0});
+  // An offload frees on the D2H stream and a reload allocates on H2D: their order against the
+  // compute's depends on the times.
+  CostModel cost = uniform_cost_model(UniformCosts{4, 8, 8, 0, 4}, 1);
+  cost.uniform = false;
+  cost.d2h_Bps = 1;
+  cost.h2d_Bps = 1;
+  const Dag off = lower(
+      make("off", 1, 1, 1, Placement::Loop, {{F(0, 0), Offload(0, 0), Reload(0, 0), B(0, 0)}}),
+      cost);
+  CHECK_FALSE(untimed_activation_peaks(off));
 }
 
 TEST_CASE("a deadlocked schedule is rejected by the simulator naming the cycle", "[sim]") {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "braid/dag.hpp"
@@ -47,6 +48,14 @@ Timeline simulate(const Dag& dag, const SimOptions& options = {});
 
 // The event engine alone, whatever the contention (tests compare the fast path against it).
 Timeline simulate_events(const Dag& dag, const SimOptions& options = {});
+
+// Each rank's activation peak without timing the Dag, where no timing can change it: every rank
+// whose memory moves at all moves it on one stream, which runs its ops in stream order whatever
+// their times, so the peak is that order's running sum (allocs at an op's start, frees at its end)
+// and simulate() finds the same peaks, bit for bit. Empty when some rank's memory moves on two
+// streams (offloading's copies beside the compute), whose interleaving the times decide, or when
+// some op is on no stream. For a search that needs only the layouts that fit (explore.hpp).
+std::optional<std::vector<double>> untimed_activation_peaks(const Dag& dag);
 
 // The critical predecessor of `op`: among its dependencies and its stream predecessor, the one
 // that ended last, whose end let the op start (an op starts when its last input ends); ties

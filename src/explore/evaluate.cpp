@@ -2,6 +2,7 @@
 // lower -> simulate -> make_report), with the explorer's validity checks and memory cap.
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -129,22 +130,14 @@ CostKey cost_key(const Study& study, int virtual_stages) {
   return {study.parallel, study.training, virtual_stages};
 }
 
-void finish(Evaluation& e, const Study& study, const Schedule& schedule, const CostModel& cost,
-            const MemoryCap& cap, const ExploreOptions& options, Reused* reuse) {
-  e.dp = study.parallel.dp;
-  e.gpus = study.cluster.gpus();
-  // The schedule is braid's own (make_schedule accepted the sizes): a lowering failure or a
-  // deadlock is a bug in its generator, not bad input.
-  Dag own;
-  Dag& dag = reuse ? reuse->dag : own;
+namespace {
+
+// simulate -> make_report -> the status against the cap, for a lowered DAG.
+void finish_lowered(Evaluation& e, const Study& study, const Schedule& schedule,
+                    const CostModel& cost, const MemoryCap& cap, const ExploreOptions& options,
+                    const Dag& dag) {
   Timeline timeline;
   try {
-    const bool retimed = reuse && options.retime && !dag.ops.empty() &&
-                         retime(dag, schedule, cost, options.lower, &reuse->memo);
-    if (!retimed) {
-      dag = Dag{};  // freed first, so that the new one reuses its memory
-      dag = lower(schedule, cost, options.lower);
-    }
     timeline = simulate(dag, options.sim);
   } catch (const InputError& err) {
     internal_error(e.config, err);
@@ -174,6 +167,74 @@ void finish(Evaluation& e, const Study& study, const Schedule& schedule, const C
     e.status = RowStatus::Ok;
     e.reason.clear();
   }
+}
+
+// A peak this far over the cap is over it whatever order its terms were added in.
+constexpr double kUntimedSlackBytes = 1 << 20;
+
+// The worst rank's peak (static memory, as the report adds it, plus its activation peak) when the
+// DAG's activation peaks are known before timing it and that peak is over the cap.
+struct OverCap {
+  int rank = 0;
+  double peak_bytes = 0;
+};
+std::optional<OverCap> untimed_over_cap(const Dag& dag, const Schedule& schedule,
+                                        const CostModel& cost, const MemoryCap& cap) {
+  const std::optional<std::vector<double>> activations = untimed_activation_peaks(dag);
+  if (!activations) return std::nullopt;
+  std::optional<OverCap> worst;
+  for (int r = 0; r < schedule.pp; ++r) {
+    const StaticParts parts = rank_static_parts(cost, schedule.virtual_stages_of(r));
+    const double peak = parts.layers_bytes + parts.embeddings_bytes + parts.other_bytes +
+                        cost.fixed_overhead_bytes + (*activations)[r];
+    if (-cap.margin_bytes(peak) > kUntimedSlackBytes && (!worst || peak > worst->peak_bytes))
+      worst = OverCap{r, peak};
+  }
+  return worst;
+}
+
+}  // namespace
+
+void finish(Evaluation& e, const Study& study, const Schedule& schedule, const CostModel& cost,
+            const MemoryCap& cap, const ExploreOptions& options, Reused* reuse) {
+  e.dp = study.parallel.dp;
+  e.gpus = study.cluster.gpus();
+  // The schedule is braid's own (make_schedule accepted the sizes): a lowering failure or a
+  // deadlock is a bug in its generator, not bad input.
+  Dag own;
+  Dag& dag = reuse ? reuse->dag : own;
+  try {
+    const bool retimed = reuse && options.retime && !dag.ops.empty() &&
+                         retime(dag, schedule, cost, options.lower, &reuse->memo);
+    if (!retimed) {
+      dag = Dag{};  // freed first, so that the new one reuses its memory
+      dag = lower(schedule, cost, options.lower);
+    }
+  } catch (const InputError& err) {
+    internal_error(e.config, err);
+  }
+  finish_lowered(e, study, schedule, cost, cap, options, dag);
+}
+
+bool finish_if_fits(Evaluation& e, const Study& study, const Schedule& schedule,
+                    const CostModel& cost, const MemoryCap& cap, const ExploreOptions& options) {
+  e.dp = study.parallel.dp;
+  e.gpus = study.cluster.gpus();
+  Dag dag;
+  try {
+    dag = lower(schedule, cost, options.lower);
+  } catch (const InputError& err) {
+    internal_error(e.config, err);
+  }
+  if (const std::optional<OverCap> over = untimed_over_cap(dag, schedule, cost, cap)) {
+    e.status = RowStatus::Oom;
+    e.reason = "rank " + std::to_string(over->rank) + " needs " + gib(over->peak_bytes) + ", " +
+               gib(-cap.margin_bytes(over->peak_bytes)) + " over the " + gib(cap.cap_bytes) +
+               " cap before timing; not simulated";
+    return false;
+  }
+  finish_lowered(e, study, schedule, cost, cap, options, dag);
+  return true;
 }
 
 }  // namespace braid::explore

@@ -77,6 +77,12 @@ struct Reused {
 void finish(Evaluation& e, const Study& study, const Schedule& schedule, const CostModel& cost,
             const MemoryCap& cap, const ExploreOptions& options, Reused* reuse = nullptr);
 
+// finish() for a search that needs only the configurations that fit: false, with status Oom and
+// nothing timed, when the lowered DAG's activation peaks, known without timing it
+// (untimed_activation_peaks), put a rank over the cap; else finish()'s row and true.
+bool finish_if_fits(Evaluation& e, const Study& study, const Schedule& schedule,
+                    const CostModel& cost, const MemoryCap& cap, const ExploreOptions& options);
+
 // The reason text of an InputError raised while evaluating a configuration.
 std::string reason_of(const InputError& e);
 // Anything but an InputError while evaluating a configuration is a bug in braid: throws
@@ -106,6 +112,11 @@ Workbench build_workbench(const Study& base, const Profile& profile,
 // else is a bug (InternalError naming the configuration), which ends the whole job.
 void finish_row(Evaluation& e, const Workbench& wb, int i, const MemoryCap& cap,
                 const ExploreOptions& options, Reused* reuse = nullptr);
+
+// finish_if_fits() for configuration i of the workbench, as finish_row: true when the row is
+// final (simulated, or Invalid), false when it is over the cap before timing.
+bool finish_row_if_fits(Evaluation& e, const Workbench& wb, int i, const MemoryCap& cap,
+                        const ExploreOptions& options);
 
 struct Ticker;
 // finish_row for the configurations `todo` (workbench indices) into rows[k], on options.jobs

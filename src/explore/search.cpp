@@ -372,6 +372,27 @@ SearchResult search_once(const Study& base, const Profile& profile, const Search
   explore::Ticker ticker{options, static_cast<int>(open.size())};
   KeptRows kept;
   std::vector<int> fit, simulated;
+  // Simulates rows `todo` (`costs`: their estimated ops), shared among processes: each simulates
+  // its part, then all hold every row.
+  auto simulate = [&](const std::vector<int>& todo, const std::vector<double>& costs) {
+    const std::vector<int> mine = explore::share(options.group, costs);
+    explore::parallel_for(static_cast<int>(mine.size()), options.jobs, [&](int k) {
+      const int i = todo[mine[k]];
+      explore::finish_row(rows[i], wb, i, result.cap, options);
+      ticker.tick();
+    });
+    explore::exchange_rows(options.group, costs, todo, rows);
+    for (int i : todo)  // the cap's fields are not in the rows exchanged
+      if (rows[i].status != RowStatus::Invalid) apply_memory_cap(rows[i].report, result.cap);
+  };
+  // A lever's search answers with the fastest layout that fits, and with those over the cap only
+  // when none fits: a layout whose activation peak, known before timing it, puts it over the cap
+  // is left unsimulated until then (`deferred`; one process: the others would hold different
+  // rows). The layouts that fit, the order of the batches and where the bound ends them do not
+  // change, nor does the answer.
+  const bool untimed_oom = lever && options.group.size == 1;
+  std::vector<char> over(n, 0);  // per candidate, written by the threads
+  std::vector<int> deferred;
   std::size_t next = 0;
   while (next < open.size()) {
     if (!result.exhaustive && static_cast<int>(fit.size()) >= top) {
@@ -387,18 +408,24 @@ SearchResult search_once(const Study& base, const Profile& profile, const Search
     for (std::size_t k = 0; k < batch.size(); ++k)
       costs[k] = explore::estimated_ops(study, configs[batch[k]]);
     kept.add(costs);  // refused before the batch is simulated, not when the memory is gone
-    const std::vector<int> mine = explore::share(options.group, costs);
-    explore::parallel_for(static_cast<int>(mine.size()), options.jobs, [&](int k) {
-      const int i = batch[mine[k]];
-      explore::finish_row(rows[i], wb, i, result.cap, options);
-      ticker.tick();
-    });
-    explore::exchange_rows(options.group, costs, batch, rows);
-    for (int i : batch)  // the cap's fields are not in the rows exchanged
-      if (rows[i].status != RowStatus::Invalid) apply_memory_cap(rows[i].report, result.cap);
+    if (untimed_oom) {
+      explore::parallel_for(static_cast<int>(batch.size()), options.jobs, [&](int k) {
+        const int i = batch[k];
+        if (explore::finish_row_if_fits(rows[i], wb, i, result.cap, options))
+          ticker.tick();
+        else
+          over[i] = 1;  // ticks when simulated
+      });
+    } else {
+      simulate(batch, costs);
+    }
     for (std::size_t k = next; k < end; ++k) {
       const int i = open[k];
       listed[i] = true;
+      if (over[i]) {
+        deferred.push_back(i);
+        continue;
+      }
       if (rows[i].status == RowStatus::Invalid) {
         ++result.invalid;
         continue;
@@ -408,6 +435,14 @@ SearchResult search_once(const Study& base, const Profile& profile, const Search
     }
     result.simulated = static_cast<int>(simulated.size());
     next = end;
+  }
+  // Nothing fits: the layouts over the cap are the answer after all (the fastest of them and what
+  // it needs), as if they had been simulated in their batches (no batch ends the loop early
+  // without something that fits).
+  if (fit.empty() && !deferred.empty()) {
+    simulate(deferred, std::vector<double>(deferred.size(), 1));
+    simulated.insert(simulated.end(), deferred.begin(), deferred.end());
+    result.simulated = static_cast<int>(simulated.size());
   }
   result.pruned_bound = static_cast<int>(open.size() - next);
   std::sort(fit.begin(), fit.end(), faster);

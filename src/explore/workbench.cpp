@@ -113,6 +113,22 @@ void finish_row(Evaluation& e, const Workbench& wb, int i, const MemoryCap& cap,
   }
 }
 
+bool finish_row_if_fits(Evaluation& e, const Workbench& wb, int i, const MemoryCap& cap,
+                        const ExploreOptions& options) {
+  try {
+    return finish_if_fits(e, wb.prepared[i]->study, wb.schedule(i), wb.cost(i), cap, options);
+  } catch (const InputError& err) {
+    e.status = RowStatus::Invalid;
+    e.reason = reason_of(err);
+    e.report = Report{};
+  } catch (const InternalError&) {
+    throw;
+  } catch (const std::exception& err) {
+    internal_error(e.config, err);
+  }
+  return true;
+}
+
 namespace {
 
 // The work of lowering and simulating a configuration, for the order of the tasks.

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -619,6 +620,35 @@ Timeline simulate(const Dag& dag, const SimOptions& options) {
     if (time_topologically(dag, timeline)) return timeline;
   }
   return simulate_events(dag, options);
+}
+
+std::optional<std::vector<double>> untimed_activation_peaks(const Dag& dag) {
+  if (dag.stream_begin.empty() || dag.stream_begin.back() != dag.size()) return std::nullopt;
+  std::vector<double> peaks(dag.pp, 0.0);
+  for (int r = 0; r < dag.pp; ++r) {
+    bool moved = false;  // some earlier stream of the rank allocates or frees
+    for (int k = 0; k < kStreamsPerRank; ++k) {
+      const int sid = dag.stream_id(r, static_cast<StreamKind>(k));
+      double bytes = 0, peak = 0;
+      bool used = false;
+      for (int j = dag.stream_begin[sid], e = dag.stream_begin[sid + 1]; j < e; ++j) {
+        const OpCost& cost = dag.costs[dag.ops[dag.stream_ops[j]].cost];
+        if (cost.alloc_bytes == 0 && cost.free_bytes == 0) continue;
+        used = true;
+        // The engine's order of terms (Engine::start, Engine::finish).
+        if (cost.alloc_bytes != 0) {
+          bytes += cost.alloc_bytes;
+          peak = std::max(peak, bytes);
+        }
+        if (cost.free_bytes != 0) bytes -= cost.free_bytes;
+      }
+      if (!used) continue;
+      if (moved) return std::nullopt;
+      moved = true;
+      peaks[r] = peak;
+    }
+  }
+  return peaks;
 }
 
 int critical_pred(const Dag& dag, const Timeline& timeline, int op) {
