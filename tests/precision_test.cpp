@@ -102,8 +102,9 @@ TEST_CASE("an FP8 layer: GEMMs at the FP8 peak, cast kernels by their bytes", "[
     REQUIRE(weights == 116523008.0);
     CHECK(fp8.chunks[0].static_bytes - bf16.chunks[0].static_bytes ==
           Approx(28 * 2 * weights).epsilon(1e-12));
-    // Activations are unchanged (the saved GEMM inputs stay bf16 in braid's model).
-    CHECK(fp8.chunks[0].activation_bytes == bf16.chunks[0].activation_bytes);
+    // One layer's saved activations shrink by 30,408,704 bytes (the next test).
+    CHECK(bf16.chunks[0].activation_bytes - fp8.chunks[0].activation_bytes ==
+          Approx(28 * 30408704.0).epsilon(1e-12));
     // The step's weight cast: read 2 bytes, write 1 + 1 per weight, 28 layers.
     CHECK(fp8.chunks[0].optimizer_s - bf16.chunks[0].optimizer_s ==
           Approx(28 * 4 * weights / bw).epsilon(1e-12));
@@ -157,5 +158,64 @@ TEST_CASE("Megatron's --fp8-format and --fp8-recipe read and written back",
     INFO(flags);
     CHECK(read(flags).value_or(Precision::Bf16) == p);
     CHECK((flags.find("--fp8-format") != std::string::npos) == (p != Precision::Bf16));
+  }
+}
+
+TEST_CASE("an FP8 layer saves its linear layers' inputs in FP8, one layout, 1 byte each",
+          "[precision][memory]") {
+  // qwen2-7b at tp 2 without SP, FlashAttention, SwiGLU: per GPU T = 2048 tokens, hidden 3584,
+  // q = 3584 / 2 = 1792 query columns, k = 512 / 2 = 256, f = 18944 / 2 = 9472. TE saves each
+  // linear layer's input as the FP8 copy its GEMM read, columnwise only (1 byte; the scale of
+  // a tensor is negligible), where braid saves the bf16 input (2 bytes) in bf16.
+  const Profile p = ideal_h200();
+  const CostModel bf16 = build_cost_model(qwen_tp2(Precision::Bf16), p, 1);
+  const CostModel fp8 = build_cost_model(qwen_tp2(Precision::Fp8Current), p, 1);
+  const CostModel block = build_cost_model(qwen_tp2(Precision::Fp8Blockwise), p, 1);
+  auto unit = [](const CostModel& cm, int u) { return cm.chunks[0].layer_units[u]; };
+  SECTION("PreAttn and PreMLP: the norm's bf16 input, the GEMM's FP8 input") {
+    // norm input 2048 x 3584 x 2 = 14,680,064 + the norm's FP8 output 2048 x 3584 x 1 =
+    // 7,340,032 (bf16: 14,680,064).
+    for (int u : {0, 2}) {
+      CHECK(unit(bf16, u)[Phase::F].alloc_bytes == 29360128.0);
+      CHECK(unit(fp8, u)[Phase::F].alloc_bytes == 22020096.0);
+      // B frees the norm input, W the FP8 input with the output gradient.
+      CHECK(unit(fp8, u)[Phase::B].free_bytes == 14680064.0);
+      CHECK(unit(fp8, u)[Phase::W].free_bytes == 7340032.0 + unit(fp8, u)[Phase::B].alloc_bytes);
+    }
+  }
+  SECTION(
+      "Attn: FlashAttention keeps q, k, v and its bf16 output; the out-projection an FP8 copy") {
+    // q, k, v: 2048 x (1792 + 2 x 256) x 2 = 9,437,184; O: 2048 x 1792 x 2 = 7,340,032 (in bf16
+    // also the out-projection's saved input); its FP8 copy 2048 x 1792 x 1 = 3,670,016.
+    CHECK(unit(bf16, 1)[Phase::F].alloc_bytes == 9437184.0 + 7340032.0);
+    CHECK(unit(fp8, 1)[Phase::F].alloc_bytes == 9437184.0 + 7340032.0 + 3670016.0);
+    // The attention backward (B) frees q, k, v and O; the wgrad (W) the FP8 copy and the
+    // output gradient 2048 x 3584 x 2.
+    CHECK(unit(fp8, 1)[Phase::B].free_bytes == 9437184.0 + 7340032.0);
+    CHECK(unit(fp8, 1)[Phase::W].free_bytes == 3670016.0 + 14680064.0);
+  }
+  SECTION("MLP: SwiGLU's bf16 input, FC2's FP8 input") {
+    // gate and up 2048 x 18944 x 2 = 77,594,624; FC2's input 2048 x 9472 x 1 = 19,398,656 (bf16
+    // 38,797,312).
+    CHECK(unit(bf16, 3)[Phase::F].alloc_bytes == 77594624.0 + 38797312.0);
+    CHECK(unit(fp8, 3)[Phase::F].alloc_bytes == 77594624.0 + 19398656.0);
+    CHECK(unit(fp8, 3)[Phase::W].free_bytes == 19398656.0 + 14680064.0);
+  }
+  SECTION("a layer: 161,480,704 bytes in FP8 against 191,889,408 in bf16") {
+    double fp8_layer = 0, bf16_layer = 0;
+    for (int u = 0; u < 4; ++u) {
+      fp8_layer += unit(fp8, u)[Phase::F].alloc_bytes;
+      bf16_layer += unit(bf16, u)[Phase::F].alloc_bytes;
+      // What F and B allocate, B and W free.
+      CHECK(unit(fp8, u)[Phase::F].alloc_bytes + unit(fp8, u)[Phase::B].alloc_bytes ==
+            Approx(unit(fp8, u)[Phase::B].free_bytes + unit(fp8, u)[Phase::W].free_bytes)
+                .epsilon(1e-12));
+    }
+    CHECK(fp8_layer == 2 * 22020096.0 + 20447232.0 + 96993280.0);
+    CHECK(bf16_layer == 2 * 29360128.0 + 16777216.0 + 116391936.0);
+  }
+  SECTION("block scaling adds a 4-byte scale per 128 values (1 x 128 blocks)") {
+    // FC2's input: 2048 x 9472 x (1 + 4 / 128) = 20,004,864 bytes.
+    CHECK(unit(block, 3)[Phase::F].alloc_bytes == Approx(77594624.0 + 20004864.0).epsilon(1e-12));
   }
 }

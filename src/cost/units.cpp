@@ -211,6 +211,8 @@ struct LayerTerms {
   double dropout_bwd_bytes = 0;
   // FP8 (tp.precision not bf16): the linear layers' GEMMs run at the FP8 peak.
   bool fp8 = false;
+  // Bytes per element of a linear layer's saved input (saved_input_bytes): e in bf16.
+  double saved_e = 0;
 
   // Transformer Engine's FP8 cast of one GEMM operand of `elements` values (fp8_cast_s); 0
   // without FP8.
@@ -250,6 +252,7 @@ LayerTerms layer_terms(const LayerShape& s, const TpSetup& tp, const Roofline& r
   L.norm_param_grad_s = roof.memory_s(2 * L.Ts * L.h * L.e);
   L.dropout_bwd_bytes = s.dropout ? L.Ts * L.h * (2 * L.e + 1) : 0;
   L.fp8 = tp.precision != Precision::Bf16;
+  L.saved_e = saved_input_bytes(tp.precision, L.e);
   return L;
 }
 
@@ -268,7 +271,9 @@ void norm_column_gemm_cost(UnitCost& u, const LayerTerms& L, const NormColumnGem
                            Extra extra_s) {
   const Roofline& roof = L.roof;
   const double e = L.e, T = L.T, Ts = L.Ts, h = L.h;
-  const double norm_in = Ts * h * e, gemm_in = Ts * h * e;
+  // The norm's bf16 input and the GEMM's input as TE saves it (FP8 under an FP8 recipe: the
+  // norm wrote it quantized; sharded under SP, gathered again in the backward).
+  const double norm_in = Ts * h * e, gemm_in = Ts * h * L.saved_e;
   timed(u[Phase::F], roof, [&] {
     // With FP8 the norm writes its output in FP8 itself (TE's LayerNormLinear quantizes in the
     // normalization kernel, pytorch/module/layernorm_linear.py): no cast kernel of its own.
@@ -415,7 +420,13 @@ void attn_cost(UnitCost& u, const LayerTerms& L) {
   // the core attention forward again, holding its scores only while it runs. With
   // FlashAttention it saves no memory (no scores are stored), so it only costs time.
   const bool rerun = L.tp.recompute_attention;
-  u[Phase::F].alloc_bytes = qkv + out + mask + (rerun ? 0 : scores_saved);
+  // The out-projection's saved input: in bf16 the attention output itself (with FlashAttention
+  // also the output O the attention backward reads: one tensor). With FP8 TE's Linear saves its
+  // own FP8 copy instead, freed after the wgrad, while FlashAttention still keeps its bf16 O
+  // until the attention backward in B (the unfused path's permuted copy is saved by no one else).
+  const double proj_in = T * q / t * L.saved_e;
+  const double flash_out = L.fp8 && s.flash ? out : 0;
+  u[Phase::F].alloc_bytes = qkv + flash_out + proj_in + mask + (rerun ? 0 : scores_saved);
   timed(u[Phase::B], roof, [&] {
     return roof.memory_s(L.dropout_bwd_bytes) + L.cast_s(T * h) +
            L.linear_s(T, q / t, h, Phase::B) + roof.memory_s(permute_bytes) +
@@ -424,8 +435,8 @@ void attn_cost(UnitCost& u, const LayerTerms& L) {
   u[Phase::B].flops = 2 * core + proj;  // model FLOPs: backward = 2 x forward
   u[Phase::B].hw_flops = core_bwd_hw + (rerun ? core_hw : 0) + proj;
   u[Phase::B].alloc_bytes = grad_out + (rerun ? scores_saved : 0);
-  u[Phase::B].free_bytes = qkv + mask + scores_saved;
-  row_gemm_weight_grad(u, L, q / t, proj, out + grad_out);
+  u[Phase::B].free_bytes = qkv + flash_out + mask + scores_saved;
+  row_gemm_weight_grad(u, L, q / t, proj, proj_in + grad_out);
   // The ring: while step j computes, the KV chunk of step j + 1 arrives (K and V of the GPU's
   // tokens, kv heads / t). The backward passes KV and the accumulated dKV around the ring.
   const double kv_bytes = 2 * T * k / t * e;
@@ -483,6 +494,8 @@ void mlp_cost(UnitCost& u, const LayerTerms& L) {
   const double t = L.t, e = L.e, T = L.T, Ts = L.Ts, h = L.h, f = L.f, fc1_width = L.fc1_width;
   const double gemm = 2 * T * f * h / t;
   const double act_in = T * fc1_width / t * e, fc2_in = T * f / t * e;
+  // FC2's input as TE saves it (FP8 under an FP8 recipe); the activation saves its bf16 input.
+  const double fc2_saved = T * f / t * L.saved_e;
   const double grad_out = T * h * e;
   // Activation kernel: read its inputs, write f; backward reads dy and the inputs, writes their
   // gradients.
@@ -498,7 +511,7 @@ void mlp_cost(UnitCost& u, const LayerTerms& L) {
            roof.memory_s(3 * Ts * h * e + mask);
   });
   set_flops(u[Phase::F], gemm);
-  u[Phase::F].alloc_bytes = act_in + fc2_in + mask;
+  u[Phase::F].alloc_bytes = act_in + fc2_saved + mask;
   timed(u[Phase::B], roof, [&] {
     return roof.memory_s(L.dropout_bwd_bytes) + L.cast_s(T * h) +
            L.linear_s(T, f / t, h, Phase::B) + act_s(act_bwd_bytes);
@@ -506,7 +519,7 @@ void mlp_cost(UnitCost& u, const LayerTerms& L) {
   set_flops(u[Phase::B], gemm);
   u[Phase::B].alloc_bytes = grad_out;
   u[Phase::B].free_bytes = act_in + mask;
-  row_gemm_weight_grad(u, L, f / t, gemm, fc2_in + grad_out);
+  row_gemm_weight_grad(u, L, f / t, gemm, fc2_saved + grad_out);
 }
 
 // Full recomputation (Megatron --recompute-granularity full, one layer per checkpoint): the
@@ -625,6 +638,21 @@ double layer_params_per_gpu(const LayerShape& s, int tp) {
   double replicated = 2 * s.norm_params * h;
   if (s.proj_bias) replicated += 2 * h;  // row-parallel biases are added after the reduction
   return sharded / t + replicated;
+}
+
+double saved_input_bytes(Precision precision, double dtype_bytes) {
+  switch (precision) {
+    case Precision::Bf16:
+      return dtype_bytes;
+    case Precision::Fp8Delayed:
+    case Precision::Fp8Current:
+      return 1;
+    case Precision::Fp8Blockwise:
+      return 1 + 4.0 / 128;
+    case Precision::Mxfp8:
+      return 1 + 1.0 / 32;
+  }
+  return dtype_bytes;
 }
 
 double fp8_cast_s(const Roofline& roof, Precision precision, double elements, int tensors) {

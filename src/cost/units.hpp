@@ -106,6 +106,15 @@ double linear_weights_per_gpu(const LayerShape& shape, int tp);
 // scaling computes each block's scale inside the cast. 0 for bf16.
 double fp8_cast_s(const Roofline& roof, Precision precision, double elements, int tensors);
 
+// Bytes per element of a linear layer's input as Transformer Engine saves it for the weight
+// gradient (docs/cost-model.md, "FP8"): `dtype_bytes` in bf16; with an FP8 recipe the FP8 copy
+// its forward GEMM read, kept in one layout only (pytorch/module/linear.py _Linear.forward and
+// layernorm_linear.py _LayerNormLinear.forward drop the other with update_usage before
+// save_for_backward): 1 byte, and the per-tensor scale of the delayed and current recipes
+// (negligible); the block recipes add their block scales: a 4-byte scale per 1 x 128 block for
+// Float8BlockScaling (x_block_scaling_dim 1), an E8M0 byte per 32 values for MXFP8.
+double saved_input_bytes(Precision precision, double dtype_bytes);
+
 // Token embedding (vocab-parallel): `vocab_per_gpu` rows of `hidden`; GPT models add learned
 // position embeddings and apply dropout to the sum.
 UnitCost embedding_cost(double tokens, double hidden, const TpSetup& tp, const Roofline& roof,
