@@ -164,7 +164,7 @@ BENCHMARK(BM_Report)->Unit(benchmark::kMillisecond);
 // optimizer) with llama3.1-405b on 256 nodes, tp 8, pp 8, vpp 8, cp 2 (p2p), micro-batch 1, 128
 // microbatches per replica (dp 16), 1f1b-i: schedule, cost model, lowering, simulation (the
 // H100 profile's contention: the event engine) and report, as `braid simulate` runs them after
-// reading the files. Issue 36's target: under 1 s of CPU.
+// reading the files. The target (README, speed): under 1 s of CPU.
 void BM_Llama405B(benchmark::State& state) {
   braid_bench::heap_as_the_cli();
   braid::StudyOverrides o;

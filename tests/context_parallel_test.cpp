@@ -48,6 +48,23 @@ Study llama_cp(CpCommType comm, int cp = 2) {
   return load_study(resolve_config("studies", "default"), o);
 }
 
+// Rank 0's ops on the CP stream: how many, and their time in the forward and in the backward.
+struct CpTally {
+  int ops = 0;
+  double forward_s = 0, backward_s = 0;
+};
+CpTally rank0_cp(const test::Simulated& r) {
+  CpTally t;
+  for (std::size_t i = 0; i < r.dag.ops.size(); ++i) {
+    const DagOp& op = r.dag.ops[i];
+    if (op.rank != 0 || op.stream != StreamKind::Cp) continue;
+    ++t.ops;
+    (op.phase == Phase::F ? t.forward_s : t.backward_s) +=
+        r.timeline.end_s[i] - r.timeline.start_s[i];
+  }
+  return t;
+}
+
 // Every schedule at cp 2 with `comm`: the sum identity holds and the CP group communicates.
 void check_every_schedule(CpCommType comm) {
   for (const std::string& name : schedule_names()) {
@@ -205,21 +222,14 @@ TEST_CASE("cp allgather's forward gathers are exposed under 1F1B, and every sche
   const test::Simulated r =
       test::simulated(make_schedule("1f1b", ScheduleOptions{2, 1, 4}), cost, false);
   // Rank 0: 14 layers x 4 microbatches x (F gather, B gather, B reduce-scatter).
-  int cp_ops = 0;
-  double forward_s = 0, backward_s = 0;
-  for (std::size_t i = 0; i < r.dag.ops.size(); ++i) {
-    const DagOp& op = r.dag.ops[i];
-    if (op.rank != 0 || op.stream != StreamKind::Cp) continue;
-    ++cp_ops;
-    (op.phase == Phase::F ? forward_s : backward_s) += r.timeline.end_s[i] - r.timeline.start_s[i];
-  }
-  CHECK(cp_ops == 14 * 4 * 3);
+  const CpTally cp = rank0_cp(r);
+  CHECK(cp.ops == 14 * 4 * 3);
   // Not overlapped with the attention (TE: "KV all-gather between CP ranks is exposed"): in the
   // forward nothing else is ready, so every gather is exposed; in the backward the weight
   // gradients of the units already done (W, which needs neither gather) run beside them, so
   // under 1F1B they are hidden and rank 0's cp_exposed is exactly the forward gathers' time.
-  CHECK(backward_s > 0);
-  CHECK(r.report.ranks[0].cp_exposed_s == Approx(forward_s).epsilon(1e-9));
+  CHECK(cp.backward_s > 0);
+  CHECK(r.report.ranks[0].cp_exposed_s == Approx(cp.forward_s).epsilon(1e-9));
 }
 
 TEST_CASE("an all-to-all is timed as nccl-tests counts it, as the all-gather without rows",
@@ -335,19 +345,12 @@ TEST_CASE("cp a2a's forward all-to-alls are exposed under 1F1B", "[cp][sim]") {
   const test::Simulated r =
       test::simulated(make_schedule("1f1b", ScheduleOptions{2, 1, 4}), cost, false);
   // Rank 0: 16 layers x 4 microbatches x (two in F, two in B).
-  int cp_ops = 0;
-  double forward_s = 0, backward_s = 0;
-  for (std::size_t i = 0; i < r.dag.ops.size(); ++i) {
-    const DagOp& op = r.dag.ops[i];
-    if (op.rank != 0 || op.stream != StreamKind::Cp) continue;
-    ++cp_ops;
-    (op.phase == Phase::F ? forward_s : backward_s) += r.timeline.end_s[i] - r.timeline.start_s[i];
-  }
-  CHECK(cp_ops == 16 * 4 * 4);
+  const CpTally cp = rank0_cp(r);
+  CHECK(cp.ops == 16 * 4 * 4);
   // As the all-gather type's: the attention waits for them; in the forward nothing else is
   // ready, in the backward the weight gradients of units already done run beside them.
-  CHECK(backward_s > 0);
-  CHECK(r.report.ranks[0].cp_exposed_s == Approx(forward_s).epsilon(1e-9));
+  CHECK(cp.backward_s > 0);
+  CHECK(r.report.ranks[0].cp_exposed_s == Approx(cp.forward_s).epsilon(1e-9));
 }
 
 TEST_CASE("context parallelism the model cannot run is one line naming the fix", "[cp][errors]") {

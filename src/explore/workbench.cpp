@@ -98,10 +98,14 @@ Workbench build_workbench(const Study& base, const Profile& profile,
   return wb;
 }
 
-void finish_row(Evaluation& e, const Workbench& wb, int i, const MemoryCap& cap,
-                const ExploreOptions& options, Reused* reuse) {
+namespace {
+
+// Runs `finish` on row `e`: bad input marks the row invalid with its reason; a bug of ours stays
+// one (InternalError), any other exception becomes one naming the row.
+template <class Finish>
+void guarded(Evaluation& e, Finish&& finish) {
   try {
-    finish(e, wb.prepared[i]->study, wb.schedule(i), wb.cost(i), cap, options, reuse);
+    finish();
   } catch (const InputError& err) {
     e.status = RowStatus::Invalid;
     e.reason = reason_of(err);
@@ -113,20 +117,22 @@ void finish_row(Evaluation& e, const Workbench& wb, int i, const MemoryCap& cap,
   }
 }
 
+}  // namespace
+
+void finish_row(Evaluation& e, const Workbench& wb, int i, const MemoryCap& cap,
+                const ExploreOptions& options, Reused* reuse) {
+  guarded(e, [&] {
+    finish(e, wb.prepared[i]->study, wb.schedule(i), wb.cost(i), cap, options, reuse);
+  });
+}
+
 bool finish_row_if_fits(Evaluation& e, const Workbench& wb, int i, const MemoryCap& cap,
                         const ExploreOptions& options) {
-  try {
-    return finish_if_fits(e, wb.prepared[i]->study, wb.schedule(i), wb.cost(i), cap, options);
-  } catch (const InputError& err) {
-    e.status = RowStatus::Invalid;
-    e.reason = reason_of(err);
-    e.report = Report{};
-  } catch (const InternalError&) {
-    throw;
-  } catch (const std::exception& err) {
-    internal_error(e.config, err);
-  }
-  return true;
+  bool fits = true;  // an invalid row is finished: nothing to simulate later
+  guarded(e, [&] {
+    fits = finish_if_fits(e, wb.prepared[i]->study, wb.schedule(i), wb.cost(i), cap, options);
+  });
+  return fits;
 }
 
 namespace {
