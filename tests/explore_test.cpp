@@ -457,7 +457,7 @@ TEST_CASE("the shard fingerprint's visitors list every member of the study's str
   auto count = [&options](const char*, const auto&) { ++options; };
   explore::visit_study_fields(ExploreOptions{}, count, count);
   CHECK(options == member_count<ExploreOptions>());
-  CHECK(member_count<TrainingConfig>() == 19);  // the count itself works
+  CHECK(member_count<TrainingConfig>() == 21);  // the count itself works
   CHECK(member_count<ModelConfig>() == 21);     // std::optional<VisionConfig> counts as one
 }
 
@@ -799,4 +799,35 @@ TEST_CASE("braid sweep --fixed-global-batch on the command line, its refusals, a
       "search --gpus 16 --fixed-global-batch 16 --mbs 1 --schedules stp --seq 2048 --json", dir);
   REQUIRE(s.exit_code == 0);
   CHECK(nlohmann::json::parse(s.out)["global_batch"] == 16);
+}
+
+TEST_CASE("a study with layout-bound switches sweeps: each configuration is checked for them",
+          "[explore][cli]") {
+  // TP overlap needs SP with tp > 1, deferred head gradients a pipeline: the explorer's base
+  // study (tp 1, pp 1, SP off) must not be refused for them; configurations that break them are
+  // invalid rows with the reason.
+  const fs::path dir = braid::test::scratch_dir() / "layout-switches";
+  fs::create_directories(dir);
+  const fs::path study = dir / "switches.yaml";
+  {
+    std::ofstream out(study);
+    out << "name: switches\nmodel: qwen2-12.1b\ncluster: a800x16\nparallel:\n  tp: 8\n  pp: 2\n"
+           "  sequence_parallel: true\ntraining:\n  seq: 2048\n  microbatches: 8\n"
+           "  tp_comm_overlap: true\n  defer_embedding_wgrad_compute: true\n";
+  }
+  const CliRun r = run_braid("sweep --study " + study.string() +
+                             " --tp 8 --pp 1,2 --sp on --schedules 1f1b --json");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const auto rows = nlohmann::json::parse(r.out)["rows"];
+  REQUIRE(rows.size() == 2);
+  for (const auto& row : rows) {
+    INFO(row.dump());
+    if (row["pp"] == 2) {
+      CHECK(row["status"] == "ok");
+    } else {
+      CHECK(row["status"] == "invalid");
+      CHECK_THAT(row["reason"].get<std::string>(), Catch::Contains("pp > 1"));
+    }
+  }
 }

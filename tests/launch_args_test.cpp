@@ -103,6 +103,8 @@ TEST_CASE("Megatron round trip: every switch on, GQA + SwiGLU + QKV bias, two-sa
   o.overlap_param_gather = true;
   o.gradient_accumulation_fusion = false;
   o.overlap_p2p_comm = false;  // --no-overlap-p2p-communication
+  o.defer_embedding_wgrad_compute = true;
+  o.wgrad_deferral_limit = 3;  // --wgrad-deferral-limit 3
   o.mbs = 2;
   o.microbatches = 8;
   o.vpp = 7;  // 28 layers on pp 2 x 7 chunks

@@ -5,6 +5,7 @@
 // values on small cases.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -22,6 +23,7 @@
 #include "braid/simulator.hpp"
 #include "cli_run.hpp"
 #include "fixtures.hpp"
+#include "hand_schedules.hpp"
 
 using namespace braid;
 using test::check_sum_identity;
@@ -422,4 +424,114 @@ TEST_CASE("a GPT embedding adds its learned positions and dropout", "[step][cost
   CHECK(emb[Phase::W].time_s == Approx((2.5 + 3 + 3) * b / Bps + 3 * p.memory_kernel_s));
   CHECK(emb[Phase::F].alloc_bytes == Approx(b / 2));  // the mask, freed by W
   CHECK(emb[Phase::W].free_bytes == Approx(b / 2));
+}
+
+namespace {
+
+// 1F1B, p = 2, m = 2, blocking sends of no time: a forward takes 4 (1 per unit), a full backward
+// 16 (B 8 + W 8); the last stage adds an LM head (F 1, B 2, W 3, its W freeing 10 bytes) whose
+// W waits for the flush when `flush` is on. Ops are named by chunk.microbatch: W0.1 is rank 1's
+// (one chunk) W of microbatch 1.
+struct FlushCase {
+  Schedule schedule = test::generated("1f1b", 2, 2);
+  CostModel cost;
+  Dag dag;
+  Timeline t;
+};
+FlushCase flush_case(bool flush, int limit) {
+  FlushCase c;
+  c.cost = uniform_cost_model(UniformCosts{4, 8, 8, 0, 4}, 2);
+  c.cost.uniform = false;
+  c.cost.node_of_rank.assign(2, 0);
+  c.cost.intra_p2p_Bps = 1;
+  c.cost.wgrad_deferral_limit = limit;
+  UnitCost head;
+  head.kind = UnitKind::Head;
+  head[Phase::F].time_s = 1;
+  head[Phase::F].alloc_bytes = 10;
+  head[Phase::B].time_s = 2;
+  head[Phase::W].time_s = 3;
+  head[Phase::W].free_bytes = 10;
+  head.w_in_flush = flush;
+  c.cost.chunks[1].epilogue.push_back(head);
+  c.dag = lower(c.schedule, c.cost, LowerOptions{P2pMode::Blocking});
+  c.t = simulate(c.dag);
+  return c;
+}
+
+// The start of rank 1's op named `name`.
+double start_of(const FlushCase& c, const std::string& name) {
+  for (int i = 0; i < c.dag.size(); ++i)
+    if (c.dag.ops[i].rank == 1 && op_name(c.dag, i) == name) return c.t.start_s[i];
+  FAIL("no op " << name << " on rank 1");
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("deferred LM-head weight gradients run in the pipeline flush of the last stage",
+          "[step][sim]") {
+  // Without deferral: rank 0 F0 [0,4] F1 [4,8]; rank 1 F0 [4,9], B0 [9,30] (head B 2, head W 3,
+  // layers 16); rank 0 B0 [30,46]; rank 1 F1 [30,35], B1 [35,56]; rank 0 B1 [56,72].
+  const FlushCase inline_w = flush_case(false, 0);
+  CHECK(inline_w.t.iteration_time_s == 72.0);
+  CHECK(start_of(inline_w, "W0.0 Head") == 11.0);
+  // Deferred (limit 0: every microbatch): rank 1's backwards take 18: B0 [9,27], rank 0 B0
+  // [27,43]; rank 1 F1 [27,32], B1 [32,50], then the flush W0 [50,53], W1 [53,56]; rank 0 B1
+  // [50,66]. The head's W leaves the path to rank 0's backwards.
+  const FlushCase all = flush_case(true, 0);
+  CHECK(all.t.iteration_time_s == 66.0);
+  CHECK(start_of(all, "W0.0 Head") == 50.0);
+  CHECK(start_of(all, "W0.1 Head") == 53.0);
+  // Limit 1: microbatch 0's waits, microbatch 1's runs with its B: B1 [32,53] (W1 [34,37]),
+  // the flush W0 [53,56]; rank 0 B1 [53,69].
+  const FlushCase one = flush_case(true, 1);
+  CHECK(one.t.iteration_time_s == 69.0);
+  CHECK(start_of(one, "W0.1 Head") == 34.0);
+  CHECK(start_of(one, "W0.0 Head") == 53.0);
+}
+
+TEST_CASE("the sum identity holds with deferred LM-head weight gradients on every schedule",
+          "[step][sim]") {
+  const Profile p = load_profile("h100");
+  const fs::path c = cluster_file("flush", 1, 0, 0);
+  for (int limit : {0, 3}) {
+    Study s = study_on(c, 2, 4, true, true);
+    s.training.defer_embedding_wgrad_compute = true;
+    s.training.wgrad_deferral_limit = limit;
+    for (const std::string& name : schedule_names()) {
+      INFO(name << " limit " << limit);
+      Dag dag;
+      const Report r = run(s, p, name, &dag);
+      check_sum_identity(r);
+      // Every deferred head W runs after the head's rank has run its last B.
+      int head_rank = -1;
+      for (const DagOp& op : dag.ops)
+        if (op.kind == OpKind::Compute && op.unit == UnitKind::Head) head_rank = op.rank;
+      REQUIRE(head_rank >= 0);
+      int last_b = -1, first_head_w = -1, head_ws = 0;
+      for (int i = 0; i < dag.size(); ++i) {
+        const DagOp& op = dag.ops[i];
+        if (op.rank != head_rank || op.kind != OpKind::Compute) continue;
+        if (op.phase == Phase::B) last_b = std::max(last_b, i);
+        if (op.phase == Phase::W && op.unit == UnitKind::Head && (limit == 0 || op.mb < limit)) {
+          ++head_ws;
+          if (first_head_w < 0) first_head_w = i;
+        }
+      }
+      CHECK(head_ws == (limit == 0 ? s.training.microbatches : limit));
+      CHECK(first_head_w > last_b);
+    }
+  }
+}
+
+TEST_CASE("deferring the LM-head weight gradients without a pipeline is refused in one line",
+          "[step][cli]") {
+  const test::CliRun r = test::run_braid(
+      "simulate --study default --schedule 1f1b --pp 1 --defer-embedding-wgrad-compute on");
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.empty());
+  CHECK(test::count_lines(r.err) == 1);
+  CHECK(r.err.find("--defer-embedding-wgrad-compute") != std::string::npos);
+  CHECK(r.err.find("pp") != std::string::npos);
 }

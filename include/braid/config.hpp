@@ -243,6 +243,12 @@ struct TrainingConfig {
   // after each forward and backward instead of once per forward + backward pair, and each receive
   // is posted one instruction earlier (docs/simulator.md, "P2P"). Off: Megatron before it (2022).
   bool overlap_p2p_comm = true;
+  // Megatron's defer_embedding_wgrad_compute (default off; needs pp > 1): the last pipeline stage
+  // keeps the LM head's input and output gradient of its first wgrad_deferral_limit microbatches
+  // (0: every one) and runs their weight-gradient GEMMs after its last backward, in the pipeline
+  // flush (docs/simulator.md, "Deferred LM-head weight gradients").
+  bool defer_embedding_wgrad_compute = false;
+  int wgrad_deferral_limit = 0;
   Recompute recompute = Recompute::None;
   // Activation offloading for schedules other than stp-offload: share of the microbatches whose
   // chunk-0 activations are copied to host after their forward and back before their backward.
@@ -296,11 +302,17 @@ struct StudyOverrides {
   std::optional<bool> distributed_optimizer{}, overlap_grad_reduce{}, overlap_param_gather{};
   std::optional<bool> p2p_scatter_gather{}, p2p_batched{}, overlap_p2p_comm{};
   std::optional<bool> gradient_accumulation_fusion{}, tp_comm_overlap{};
+  std::optional<bool> defer_embedding_wgrad_compute{};
+  std::optional<int> wgrad_deferral_limit{};
   // A model given whole (Megatron-LM arguments' sizes) instead of by name; replaces `model`.
   std::optional<ModelConfig> model_config{};
   // Megatron's --global-batch-size: microbatches per replica = global batch / (mbs x dp), dp
   // from the cluster's GPUs and tp x cp x pp; replaces `microbatches`.
   std::optional<int> global_batch{};
+  // The explorer's base study, whose sizes are placeholders its configurations replace: the
+  // rules tying a training switch to the layout (TP overlap needs SP, deferred head gradients a
+  // pipeline) wait for each configuration's validate_study.
+  bool sizes_from_explorer = false;
 };
 
 // A Megatron-LM launch (megatron_args.cpp; docs/megatron.md, "Megatron-LM arguments"): the flags

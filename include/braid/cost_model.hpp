@@ -112,6 +112,10 @@ struct UnitCost {
   // layer's backward — time, collective and the activations it saves again (B and W then free
   // them). flops = 0 (not model FLOPs); hw_flops = the forward's. All zero otherwise.
   PhaseCost recompute;
+  // Its W runs in the pipeline flush, after the rank's last backward, for the microbatches
+  // CostModel::flushes_w names (Megatron's defer_embedding_wgrad_compute on the LM head); false:
+  // with its B, or where the schedule puts W.
+  bool w_in_flush = false;
   const PhaseCost& operator[](Phase p) const { return phase[static_cast<int>(p)]; }
   PhaseCost& operator[](Phase p) { return phase[static_cast<int>(p)]; }
 };
@@ -229,9 +233,16 @@ struct CostModel {
   bool p2p_batched = true;
   // Megatron's overlap_p2p_comm for its interleaved schedule (TrainingConfig::overlap_p2p_comm).
   bool overlap_p2p_comm = true;
+  // Megatron's wgrad_deferral_limit: the first this many microbatches defer the W of a unit with
+  // w_in_flush (0: every microbatch).
+  int wgrad_deferral_limit = 0;
   double gather_latency_s = 0, gather_Bps = 0;  // the TP group's all-gather (NVLink)
   Recompute recompute = Recompute::None;        // Full: layer units carry a `recompute` forward
 
+  // Whether microbatch `mb`'s W of `unit` waits for the pipeline flush (UnitCost::w_in_flush).
+  bool flushes_w(const UnitCost& unit, int mb) const {
+    return unit.w_in_flush && (wgrad_deferral_limit == 0 || mb < wgrad_deferral_limit);
+  }
   // P2P transfer time of `bytes` between pipeline ranks (they may sit on different nodes).
   double p2p_time_s(int from_rank, int to_rank, double bytes) const;
   double d2h_time_s(double bytes) const;

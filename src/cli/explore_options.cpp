@@ -181,7 +181,10 @@ ExploreBase load_explore_base(const ExploreStudyArgs& args, bool need_own, bool 
   base.args = sa;
   if (need_own) {
     StudyArgs own = sa;
-    if (own_any_layout) own.overrides.tp = own.overrides.pp = 1;  // search chooses them
+    if (own_any_layout) {  // search chooses them
+      own.overrides.tp = own.overrides.pp = 1;
+      own.overrides.sizes_from_explorer = true;
+    }
     base.own = resolve_study(own);
     base.has_own = true;
   }
@@ -191,6 +194,7 @@ ExploreBase load_explore_base(const ExploreStudyArgs& args, bool need_own, bool 
   o.pp = 1;
   o.vpp = 1;
   o.sequence_parallel = false;
+  o.sizes_from_explorer = true;
   base.study = resolve_study(sa);
   base.profile = resolve_profile(sa, base.study);
   return base;

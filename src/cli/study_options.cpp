@@ -103,6 +103,12 @@ void add_study_options(CLI::App& cmd, StudyArgs& args) {
       "--offload", [&o](double v) { o.offload = v; },
       "activation offloading for schedules other than stp-offload: share (0..1) of the "
       "microbatches whose chunk-0 activations go to host memory; default: the study's (0 = off)");
+  cmd.add_option_function<int>(
+         "--wgrad-deferral-limit", [&o](int v) { o.wgrad_deferral_limit = v; },
+         "with --defer-embedding-wgrad-compute on, how many microbatches' LM-head weight "
+         "gradients wait for the flush (Megatron's wgrad_deferral_limit); default: the study's "
+         "(0 = every one)")
+      ->check(CLI::Range(0, 1 << 20));
   cmd.add_option("--megatron-args", args.megatron_args,
                  "Megatron-LM pretrain_gpt.py flags (\"--num-layers 32 --hidden-size 4096 ...\"): "
                  "model, parallel, batch and memory settings; other options override them");
@@ -141,6 +147,10 @@ void add_study_options(CLI::App& cmd, StudyArgs& args) {
          "backward sends at once and posts the next one's receive, instead of once per "
          "steady-state pair: on, or off as --no-overlap-p2p-communication; default: the study's "
          "(on, as Megatron)");
+  on_off("--defer-embedding-wgrad-compute", o.defer_embedding_wgrad_compute,
+         "Megatron's defer_embedding_wgrad_compute: the last stage runs the LM head's "
+         "weight-gradient GEMMs after its last backward, in the pipeline flush; needs --pp 2 or "
+         "more: on or off; default: the study's (off, as Megatron)");
 }
 
 std::vector<int> parse_layers_per_stage(const std::string& text) {

@@ -164,6 +164,8 @@ void megatron_training(const Study& s, Fragment& f) {
     flag(f, "--recompute-method", "uniform");
     flag(f, "--recompute-num-layers", "1");
   }
+  if (t.defer_embedding_wgrad_compute && t.wgrad_deferral_limit > 0)
+    flag(f, "--wgrad-deferral-limit", std::to_string(t.wgrad_deferral_limit));
   flag(f, "--bf16");
   megatron_fp8(t.precision, f);
   if (t.bucket_params > 0)

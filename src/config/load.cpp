@@ -513,7 +513,17 @@ void validate(Study& s, const StudyOverrides* ov) {
   }
   const RankLayout layout = rank_layout(s);
   p.dp = layout.dp;
+  if (o.sizes_from_explorer) return;
   validate_tp_comm_overlap(s, o, origin, layout);
+  // Megatron's check (core/model_parallel_config.py, ModelParallelConfig.__post_init__): the
+  // deferred LM-head weight gradients fill the pipeline flush, which needs a pipeline.
+  if (t.defer_embedding_wgrad_compute && p.pp == 1) {
+    throw InputError(
+        origin.where(o.defer_embedding_wgrad_compute.has_value(),
+                     "--defer-embedding-wgrad-compute"),
+        "training.defer_embedding_wgrad_compute",
+        "needs pipeline parallelism (pp > 1, as in Megatron); set --pp 2 or more, or turn it off");
+  }
 }
 
 // Megatron's global batch = micro-batch size x dp x microbatches (dp: the GPUs per tp x cp x pp).
@@ -612,6 +622,8 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
   t.p2p_scatter_gather = tr.boolean_or("p2p_scatter_gather", true);
   t.p2p_batched = tr.boolean_or("p2p_batched", true);
   t.overlap_p2p_comm = tr.boolean_or("overlap_p2p_comm", true);
+  t.defer_embedding_wgrad_compute = tr.boolean_or("defer_embedding_wgrad_compute", false);
+  t.wgrad_deferral_limit = count_or_zero(tr, "wgrad_deferral_limit");
   t.precision = static_cast<Precision>(tr.choice_or("precision", precision_names(), 0));
   tr.finish();
 
@@ -659,6 +671,9 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
   if (o.gradient_accumulation_fusion)
     t.gradient_accumulation_fusion = *o.gradient_accumulation_fusion;
   if (o.tp_comm_overlap) t.tp_comm_overlap = *o.tp_comm_overlap;
+  if (o.defer_embedding_wgrad_compute)
+    t.defer_embedding_wgrad_compute = *o.defer_embedding_wgrad_compute;
+  if (o.wgrad_deferral_limit) t.wgrad_deferral_limit = *o.wgrad_deferral_limit;
   if (o.global_batch) t.microbatches = microbatches_of_global_batch(study, *o.global_batch);
 
   validate(study, &o);

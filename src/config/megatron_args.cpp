@@ -164,6 +164,8 @@ const std::set<std::string>& known_flags() {
                                               "--hidden-dropout",
                                               "--no-gradient-accumulation-fusion",
                                               "--no-overlap-p2p-communication",
+                                              "--defer-embedding-wgrad-compute",
+                                              "--wgrad-deferral-limit",
                                               "--fp8-format",
                                               "--fp8-recipe",
                                               "--tp-comm-overlap",
@@ -488,6 +490,13 @@ MegatronLaunch parse_megatron_args(const std::string& text, const std::string& w
   for (const detail::MegatronSwitch& s : detail::kMegatronSwitches)
     if (f.has(s.flag)) o.*s.override = s.given;
   if (f.has("--fp8-format")) o.precision = fp8_precision(f);
+  if (f.has("--wgrad-deferral-limit")) {
+    // 0 (Megatron's default): every microbatch's LM-head weight gradient is deferred.
+    const double limit = f.number("--wgrad-deferral-limit", 0);
+    if (!(limit >= 0 && limit <= (1 << 20) && limit == static_cast<int>(limit)))
+      f.fail("--wgrad-deferral-limit", "must be 0 (every microbatch) or a positive integer");
+    o.wgrad_deferral_limit = static_cast<int>(limit);
+  }
   // Flags neither used above nor known to set nothing braid simulates.
   for (const auto& [flag, values] : f.all()) {
     if (known_flags().count(flag) > 0) continue;
@@ -527,6 +536,8 @@ void merge_overrides(StudyOverrides& base, const StudyOverrides& top) {
   take(base.overlap_p2p_comm, top.overlap_p2p_comm);
   take(base.gradient_accumulation_fusion, top.gradient_accumulation_fusion);
   take(base.tp_comm_overlap, top.tp_comm_overlap);
+  take(base.defer_embedding_wgrad_compute, top.defer_embedding_wgrad_compute);
+  take(base.wgrad_deferral_limit, top.wgrad_deferral_limit);
   // A model by name replaces one given whole, and microbatches a global batch, and back.
   if (top.model) base.model_config.reset();
   take(base.model_config, top.model_config);

@@ -74,6 +74,8 @@ inline constexpr MegatronSwitch kMegatronSwitches[] = {
     // as braid does.
     {"--no-overlap-p2p-communication", &StudyOverrides::overlap_p2p_comm,
      [](const Study& s) { return s.training.overlap_p2p_comm; }, false},
+    {"--defer-embedding-wgrad-compute", &StudyOverrides::defer_embedding_wgrad_compute,
+     [](const Study& s) { return s.training.defer_embedding_wgrad_compute; }},
 };
 
 }  // namespace braid::detail

@@ -156,6 +156,7 @@ StudyUnits study_units(const Study& study, const detail::TpSetup& tp,
   u.embedding = detail::embedding_cost(gpu_tokens, m.hidden, tp, roof,
                                        m.position == PositionEmbedding::Learned, m.dropout);
   u.head = detail::head_cost(gpu_tokens, m.hidden, u.vocab_per_gpu, tp, roof);
+  u.head.w_in_flush = tr.defer_embedding_wgrad_compute;
   u.layout.lm_layers = m.layers;
   u.layout.first_stage = study.layout.vision_placement == VisionPlacement::FirstStage;
   u.layout.lm_layer_s = layer_time_s(u.lm_layer);
@@ -338,6 +339,7 @@ void set_links(CostModel& cm, const Study& study, const Profile& profile) {
   cm.p2p_scatter_gather = study.training.p2p_scatter_gather && !par.sequence_parallel && par.tp > 1;
   cm.p2p_batched = study.training.p2p_batched;
   cm.overlap_p2p_comm = study.training.overlap_p2p_comm;
+  cm.wgrad_deferral_limit = study.training.wgrad_deferral_limit;
   cm.gather_latency_s = intra.latency_s;
   cm.gather_Bps = intra.bus_bandwidth_Bps;
   cm.d2h_Bps = profile.host_d2h_Bps;

@@ -107,6 +107,7 @@ class Lowerer final : public detail::StepEmitter {
     skip_sends_ = skip_zero_ && skips_sends(cost, options);
     stamping_ = !retiming_;
     stages_ = schedule.virtual_stages();
+    flush_w_stage_.assign(stages_, 0);
     m_ = schedule.microbatches;
     const std::size_t passes = static_cast<std::size_t>(stages_) * m_;
     f_first_.assign(passes, kNone);
@@ -139,7 +140,10 @@ class Lowerer final : public detail::StepEmitter {
     flow_.resize(stages_);
     for (int k = 0; k < stages_ && k < static_cast<int>(cost.chunks.size()); ++k) {
       const ChunkCost& c = cost.chunks[k];
-      for_each_unit(c, [&](const UnitCost& u) { flow_[k].push_back(&u); });
+      for_each_unit(c, [&](const UnitCost& u) {
+        flow_[k].push_back(&u);
+        flush_w_stage_[k] |= u.w_in_flush ? 1 : 0;
+      });
       step_.last_w.emplace_back(flow_[k].size(), kNone);
       step_.first_f.emplace_back(flow_[k].size(), kNone);
     }
@@ -289,6 +293,7 @@ class Lowerer final : public detail::StepEmitter {
         instruction_ = static_cast<int>(i);
         lower_instruction(program.instructions[i]);
       }
+      lower_flush();
     }
     connect_stages();
     step_.last_compute = last_compute_;
@@ -674,8 +679,30 @@ class Lowerer final : public detail::StepEmitter {
     emit_unit(b, unit, Phase::B, mode);
     if (with_w && !skips_w(unit[Phase::W])) {
       PassState w = b;
-      emit_unit(w, unit, Phase::W, mode);
+      emit_w(w, unit, mode);
     }
+  }
+
+  // A unit's W, or, when it waits for the pipeline flush (CostModel::flushes_w), its place in the
+  // rank's flush.
+  void emit_w(PassState& w, const UnitCost& unit, CollectiveMode mode) {
+    if (cost_.flushes_w(unit, w.mb)) {
+      flush_.push_back(FlushedW{w, &unit});
+      return;
+    }
+    emit_unit(w, unit, Phase::W, mode);
+  }
+
+  // Megatron's defer_embedding_wgrad_compute: the W ops the rank's passes left for the flush, in
+  // the order they were left, after its last instruction and before the step tail
+  // (schedules.py, finish_embedding_wgrad_compute -> drain_embedding_wgrad_compute, called before
+  // finalize_model_grads).
+  void lower_flush() {
+    for (FlushedW& f : flush_) {
+      f.pass.phase = Phase::W;
+      emit_unit(f.pass, *f.unit, Phase::W, CollectiveMode::Sync);
+    }
+    flush_.clear();
   }
 
   // ---- passes ---------------------------------------------------------------------------------
@@ -933,13 +960,11 @@ class Lowerer final : public detail::StepEmitter {
   void w_units(PassState& w, int to_layer, CollectiveMode mode) {
     const ChunkCost& chunk = cost_.chunks[w.stage];
     for (int l = to_layer - 1; l >= 0; --l) w_in_reverse(w, chunk.layer(l), mode);
-    for (auto it = chunk.prologue.rbegin(); it != chunk.prologue.rend(); ++it)
-      emit_unit(w, *it, Phase::W, mode);
+    for (auto it = chunk.prologue.rbegin(); it != chunk.prologue.rend(); ++it) emit_w(w, *it, mode);
   }
   void w_epilogue(PassState& w, CollectiveMode mode) {
     const ChunkCost& chunk = cost_.chunks[w.stage];
-    for (auto it = chunk.epilogue.rbegin(); it != chunk.epilogue.rend(); ++it)
-      emit_unit(w, *it, Phase::W, mode);
+    for (auto it = chunk.epilogue.rbegin(); it != chunk.epilogue.rend(); ++it) emit_w(w, *it, mode);
   }
 
   [[nodiscard]] int layers_of(const PassState& p) const {
@@ -957,7 +982,7 @@ class Lowerer final : public detail::StepEmitter {
       emit_backward_unit(b, *it, with_w, mode);
   }
   void w_in_reverse(PassState& w, std::span<const UnitCost> units, CollectiveMode mode) {
-    for (auto it = units.rbegin(); it != units.rend(); ++it) emit_unit(w, *it, Phase::W, mode);
+    for (auto it = units.rbegin(); it != units.rend(); ++it) emit_w(w, *it, mode);
   }
 
   // ---- pass stamping --------------------------------------------------------------------------
@@ -993,9 +1018,21 @@ class Lowerer final : public detail::StepEmitter {
     std::vector<std::pair<int*, int>> last_w;
   };
 
+  // Whether one of the instruction's passes leaves a W for the flush (CostModel::flushes_w).
+  [[nodiscard]] bool leaves_w_for_flush(const Instruction& in) const {
+    const auto leaves = [&](const Pass& p) {
+      int stage = 0;
+      pass_index(p, &stage);
+      const int limit = cost_.wgrad_deferral_limit;
+      return flush_w_stage_[stage] != 0 && (limit == 0 || p.mb < limit);
+    };
+    return leaves(in.a) || (is_braided(in.op) && leaves(in.b));
+  }
+
   // The stamp of the instruction's shape, nullptr when it is not stamped.
   Stamp* stamp_for(const Instruction& in) {
-    if (!stamping_ || is_copy(in.op)) return nullptr;
+    // A replayed instruction would not leave its W for the flush: those are lowered one by one.
+    if (!stamping_ || is_copy(in.op) || leaves_w_for_flush(in)) return nullptr;
     const bool braided = is_braided(in.op);
     // Which collective streams of the rank have run nothing yet (skips_collective), 4 bits.
     std::uint64_t idle_streams = 0;
@@ -1384,7 +1421,14 @@ class Lowerer final : public detail::StepEmitter {
   std::vector<int> last_compute_;                   // per rank: the last compute op emitted
   std::vector<std::vector<const UnitCost*>> flow_;  // per stage: units in forward order
   std::vector<PassState> sends_;
-  std::vector<int> transfers_;  // emit_compute: the last transfer of each Inside collective
+  // The W units the current rank's passes left for the pipeline flush (lower_flush).
+  struct FlushedW {
+    PassState pass;
+    const UnitCost* unit = nullptr;
+  };
+  std::vector<FlushedW> flush_;
+  std::vector<char> flush_w_stage_;  // per virtual stage: holds a unit with w_in_flush
+  std::vector<int> transfers_;       // emit_compute: the last transfer of each Inside collective
   detail::StepInputs step_;
   int send_after_ = kNone;  // last compute op of the instruction whose sends are being emitted
   // Batched P2P (P2pMode::Batched): per pass, where its input's receive was posted (the

@@ -119,6 +119,8 @@ void visit_study_fields(const TrainingConfig& t, F&& f) {
   f("p2p_scatter_gather", t.p2p_scatter_gather);
   f("p2p_batched", t.p2p_batched);
   f("overlap_p2p_comm", t.overlap_p2p_comm);
+  f("defer_embedding_wgrad_compute", t.defer_embedding_wgrad_compute);
+  f("wgrad_deferral_limit", t.wgrad_deferral_limit);
   f("recompute", t.recompute);
   f("offload", t.offload);
   f("precision", t.precision);
