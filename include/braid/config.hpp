@@ -250,6 +250,10 @@ struct TrainingConfig {
   double offload = 0;
   // The linear layers' GEMM format (training.precision); bf16 by default.
   Precision precision = Precision::Bf16;
+  // Megatron's --fp8-param-gather (default off; needs an FP8 recipe and the distributed
+  // optimizer): the linear weights are FP8 parameters, all-gathered in 1 byte and kept without a
+  // bf16 copy (docs/cost-model.md, "FP8").
+  bool fp8_param_gather = false;
   auto operator<=>(const TrainingConfig&) const = default;  // NOLINT(modernize-use-nullptr)
 };
 
@@ -295,7 +299,7 @@ struct StudyOverrides {
   std::optional<double> offload{};
   std::optional<bool> distributed_optimizer{}, overlap_grad_reduce{}, overlap_param_gather{};
   std::optional<bool> p2p_scatter_gather{}, p2p_batched{}, overlap_p2p_comm{};
-  std::optional<bool> gradient_accumulation_fusion{}, tp_comm_overlap{};
+  std::optional<bool> gradient_accumulation_fusion{}, tp_comm_overlap{}, fp8_param_gather{};
   // A model given whole (Megatron-LM arguments' sizes) instead of by name; replaces `model`.
   std::optional<ModelConfig> model_config{};
   // Megatron's --global-batch-size: microbatches per replica = global batch / (mbs x dp), dp

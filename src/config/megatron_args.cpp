@@ -167,6 +167,7 @@ const std::set<std::string>& known_flags() {
                                               "--fp8-format",
                                               "--fp8-recipe",
                                               "--tp-comm-overlap",
+                                              "--fp8-param-gather",
                                               "--decoupled-lr",
                                               "--decoupled-min-lr",
                                               "--calculate-per-token-loss",
@@ -527,6 +528,7 @@ void merge_overrides(StudyOverrides& base, const StudyOverrides& top) {
   take(base.overlap_p2p_comm, top.overlap_p2p_comm);
   take(base.gradient_accumulation_fusion, top.gradient_accumulation_fusion);
   take(base.tp_comm_overlap, top.tp_comm_overlap);
+  take(base.fp8_param_gather, top.fp8_param_gather);
   // A model by name replaces one given whole, and microbatches a global batch, and back.
   if (top.model) base.model_config.reset();
   take(base.model_config, top.model_config);
