@@ -473,8 +473,8 @@ TEST_CASE("the rank layout says which groups cross nodes and who shares the node
   CHECK(wide.members_per_node(Group::Dp) == 4);
   CHECK(wide.nic_users(Group::Dp) == 8);
   // The group names read back.
-  for (Group g :
-       {Group::Tp, Group::Cp, Group::Dp, Group::Pp, Group::DpCp, Group::Etp, Group::Ep, Group::Edp})
+  for (Group g : {Group::Tp, Group::Cp, Group::Dp, Group::Pp, Group::DpCp, Group::Etp, Group::Ep,
+                  Group::Edp, Group::TpDpCp})
     CHECK(parse_group(name(g)) == g);
   CHECK_FALSE(parse_group("xp").has_value());
 }

@@ -3,13 +3,19 @@
 // without FP8, and Megatron's --fp8-format / --fp8-recipe read and written back.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "braid/config.hpp"
 #include "braid/cost_model.hpp"
+#include "braid/dag.hpp"
 #include "braid/error.hpp"
 #include "braid/launch_args.hpp"
 #include "braid/profile.hpp"
+#include "braid/schedule.hpp"
+#include "braid/simulator.hpp"
 #include "cli_run.hpp"
 #include "fixtures.hpp"
 
@@ -40,6 +46,39 @@ Profile ideal_h200() {
 }
 
 constexpr double kT = 2048, kT_TP = 2, kH = 3584, kF = 18944, kQ = 28 * 128, kKv = 4 * 128;
+
+// qwen_tp2 with sequence parallelism.
+Study qwen_tp2_sp(Precision precision, bool tp_comm_overlap = false) {
+  StudyOverrides o = test::layout_overrides("qwen2-7b", "h200x8", 2, 1, 2048, true);
+  o.precision = precision;
+  o.tp_comm_overlap = tp_comm_overlap;
+  return load_study(resolve_config("studies", "default"), o);
+}
+
+// ideal_h200 with a hand NVLink: 10 us latency, 475 GB/s bus bandwidth, no measured rows, so a
+// collective of n ranks and B bytes takes 10 us + bus_factor(n) x B / 475 GB/s.
+constexpr double kLatency = 10e-6, kBusBw = 475e9;
+Profile hand_link_h200() {
+  Profile p = ideal_h200();
+  LinkProfile& nvlink = p.links.at("nvlink");
+  nvlink.latency_s = kLatency;
+  nvlink.bus_bandwidth_Bps = kBusBw;
+  nvlink.measured.reset();
+  nvlink.published = false;
+  return p;
+}
+
+// The collectives of one group in a cost model, unit by unit.
+std::vector<Collective> of_group(const CostModel& cm, Group g) {
+  std::vector<Collective> out;
+  for (const ChunkCost& c : cm.chunks)
+    for_each_unit(c, [&](const UnitCost& u) {
+      for (const PhaseCost& ph : u.phase)
+        for (const Collective& col : ph.collectives)
+          if (col.group == g) out.push_back(col);
+    });
+  return out;
+}
 
 }  // namespace
 
@@ -217,5 +256,168 @@ TEST_CASE("an FP8 layer saves its linear layers' inputs in FP8, one layout, 1 by
   SECTION("block scaling adds a 4-byte scale per 128 values (1 x 128 blocks)") {
     // FC2's input: 2048 x 9472 x (1 + 4 / 128) = 20,004,864 bytes.
     CHECK(unit(block, 3)[Phase::F].alloc_bytes == Approx(77594624.0 + 20004864.0).epsilon(1e-12));
+  }
+}
+
+TEST_CASE(
+    "the delayed recipe all-reduces its amaxes over tp x dp x cp after each forward and "
+    "backward of a chunk",
+    "[precision][amax]") {
+  // qwen2-7b, 28 layers on one stage of tp 2 x dp 4 (8 H200 of one node). Transformer Engine
+  // keeps 3 FP32 amaxes per GEMM for the forward (input, weight, output) and 2 for the backward
+  // (output gradient, input gradient); 4 GEMMs per layer: forward 28 x 4 x 3 x 4 = 1,344 bytes,
+  // backward 28 x 4 x 2 x 4 = 896, each an all-reduce of the 8 GPUs inside the node.
+  const Profile p = hand_link_h200();
+  const CostModel fp8 = build_cost_model(qwen_tp2(Precision::Fp8Delayed), p, 1);
+  const std::vector<UnitCost>& units = fp8.chunks[0].layer_units;
+  REQUIRE(of_group(fp8, Group::TpDpCp).size() == 2);
+  SECTION("forward: after the chunk's last layer, 1,344 bytes") {
+    const Collective& fwd = units.back()[Phase::F].collectives.back();
+    CHECK(fwd.group == Group::TpDpCp);
+    CHECK(fwd.kind == CollectiveKind::AllReduce);
+    CHECK(fwd.position == CollectivePosition::After);
+    CHECK(fwd.bytes == 1344.0);
+    CHECK(fwd.time_s == Approx(kLatency + 2.0 * 7 / 8 * 1344 / kBusBw).epsilon(1e-12));
+  }
+  SECTION("backward: after the chunk's first layer's QKV backward, 896 bytes") {
+    CHECK(units.front().kind == UnitKind::PreAttn);
+    const Collective& bwd = units.front()[Phase::B].collectives.back();
+    CHECK(bwd.group == Group::TpDpCp);
+    CHECK(bwd.bytes == 896.0);
+    CHECK(bwd.time_s == Approx(kLatency + 2.0 * 7 / 8 * 896 / kBusBw).epsilon(1e-12));
+  }
+  SECTION("exposed once per microbatch's forward and backward in a 1F1B of one stage") {
+    // Synchronous on the compute stream: with 4 microbatches and no contention the iteration
+    // grows by 4 x (forward + backward reduction) against the same model without them.
+    CostModel with = fp8;
+    with.contention = Contention{1.0, 1.0};
+    CostModel without = with;
+    without.chunks[0].layer_units.back()[Phase::F].collectives.pop_back();
+    without.chunks[0].layer_units.front()[Phase::B].collectives.pop_back();
+    const Schedule s = make_schedule("1f1b", ScheduleOptions{.pp = 1, .vpp = 1, .microbatches = 4});
+    const double grown =
+        simulate(lower(s, with)).iteration_time_s - simulate(lower(s, without)).iteration_time_s;
+    const double fwd = units.back()[Phase::F].collectives.back().time_s;
+    const double bwd = units.front()[Phase::B].collectives.back().time_s;
+    CHECK(grown == Approx(4 * (fwd + bwd)).epsilon(1e-9));
+  }
+  SECTION("the other recipes and bf16 have none") {
+    for (Precision other : {Precision::Bf16, Precision::Fp8Current, Precision::Fp8Blockwise})
+      CHECK(of_group(build_cost_model(qwen_tp2(other), p, 1), Group::TpDpCp).empty());
+  }
+}
+
+TEST_CASE("under SP an FP8 layer all-gathers the quantized GEMM operands", "[precision][sp]") {
+  // qwen2-7b at tp 2 with SP: the full activation is 2048 x 3584 = 7,340,032 values (14,680,064
+  // bytes in bf16). On the hand link a TP all-gather of B bytes takes 10 us + B / 2 / 475 GB/s.
+  const Profile p = hand_link_h200();
+  const double values = kT * kH;
+  auto gather = [](const CostModel& cm, int unit, Phase phase) {
+    for (const Collective& c : cm.chunks[0].layer_units[unit][phase].collectives)
+      if (c.kind == CollectiveKind::AllGather) return c;
+    return Collective{};
+  };
+  auto gather_s = [](double bytes) { return kLatency + 0.5 * bytes / kBusBw; };
+  const CostModel bf16 = build_cost_model(qwen_tp2_sp(Precision::Bf16), p, 1);
+  const CostModel delayed = build_cost_model(qwen_tp2_sp(Precision::Fp8Delayed), p, 1);
+  const CostModel block = build_cost_model(qwen_tp2_sp(Precision::Fp8Blockwise), p, 1);
+  SECTION("the norm's FP8 output before QKV and FC1: 1 byte per value") {
+    for (int u : {0, 2}) {
+      CHECK(gather(bf16, u, Phase::F).bytes == 2 * values);
+      CHECK(gather(delayed, u, Phase::F).bytes == values);
+      CHECK(gather(delayed, u, Phase::F).time_s == Approx(gather_s(values)).epsilon(1e-12));
+    }
+    // The reduce-scatters of the row layers' bf16 outputs stay 2 bytes per value.
+    CHECK(delayed.chunks[0].layer_units[1][Phase::F].collectives.front().bytes == 2 * values);
+  }
+  SECTION("the output gradient before the out-projection's and FC2's dgrad: 1 byte per value") {
+    for (int u : {1, 3}) CHECK(gather(delayed, u, Phase::B).bytes == values);
+  }
+  SECTION("block scaling gathers its scales, and both layouts of an output gradient") {
+    // (1 + 4 / 128) bytes per value: 7,569,408; the gradient's row- and column-wise data twice.
+    CHECK(gather(block, 0, Phase::F).bytes == Approx(7569408.0).epsilon(1e-12));
+    CHECK(gather(block, 3, Phase::B).bytes == Approx(2 * 7569408.0).epsilon(1e-12));
+  }
+  SECTION("current scaling all-reduces each gathered tensor's amax over the TP group first") {
+    const CostModel current = build_cost_model(qwen_tp2_sp(Precision::Fp8Current), p, 1);
+    const std::vector<std::pair<int, Phase>> gathered = {
+        {0, Phase::F}, {1, Phase::B}, {2, Phase::F}, {3, Phase::B}};
+    for (const auto& [u, phase] : gathered) {
+      const auto& cs = current.chunks[0].layer_units[u][phase].collectives;
+      REQUIRE(cs.size() >= 2);
+      CHECK(cs[0].kind == CollectiveKind::AllReduce);
+      CHECK(cs[0].position == CollectivePosition::Before);
+      CHECK(cs[0].bytes == 4.0);
+      CHECK(cs[0].time_s == Approx(kLatency + 2.0 * 1 / 2 * 4 / kBusBw).epsilon(1e-12));
+      CHECK(cs[1].kind == CollectiveKind::AllGather);
+      CHECK(cs[1].bytes == values);
+    }
+    CHECK(bf16.chunks[0].layer_units[0][Phase::F].collectives.size() == 1);
+  }
+  SECTION("TE's ring all-gather (tp_comm_overlap) carries the FP8 chunks too") {
+    const CostModel ring = build_cost_model(qwen_tp2_sp(Precision::Fp8Delayed, true), p, 1);
+    const Collective& c = ring.chunks[0].layer_units[0][Phase::F].collectives.front();
+    CHECK(c.position == CollectivePosition::Inside);
+    CHECK(c.bytes == values / 2);  // tp - 1 = 1 transfer of the 1-byte shard
+  }
+}
+
+TEST_CASE("FP8 parameters (--fp8-param-gather): linear weights gathered in 1 byte, no bf16 copy",
+          "[precision][param-gather]") {
+  // qwen2-7b at tp 2 on 8 H200: dp 4, the distributed optimizer, one bucket per chunk (no
+  // overlapped reduce). 28 layers x 116,523,008 linear weights per GPU are FP8 parameters.
+  const Profile p = hand_link_h200();
+  auto study = [](Precision precision, bool distributed, bool fp8_gather) {
+    StudyOverrides o = test::layout_overrides("qwen2-7b", "h200x8", 2, 1, 2048, false);
+    o.precision = precision;
+    o.distributed_optimizer = distributed;
+    o.fp8_param_gather = fp8_gather;
+    return load_study(resolve_config("studies", "default"), o);
+  };
+  const double linear = 28 * 116523008.0;
+  const CostModel fp8 = build_cost_model(study(Precision::Fp8Delayed, true, false), p, 1);
+  const CostModel gathered = build_cost_model(study(Precision::Fp8Delayed, true, true), p, 1);
+  REQUIRE(fp8.chunks[0].grad_buckets.size() == 1);
+  REQUIRE(gathered.chunks[0].grad_buckets.size() == 1);
+  const GradBucket& before = fp8.chunks[0].grad_buckets[0];
+  const GradBucket& after = gathered.chunks[0].grad_buckets[0];
+  SECTION("the all-gather: 1 byte per linear weight instead of 2, on the hand link") {
+    CHECK(before.gather_bytes == 2 * before.params);
+    CHECK(after.gather_bytes == Approx(2 * before.params - linear).epsilon(1e-15));
+    // dp 4 inside the node: 10 us + 3/4 x bytes / 475 GB/s.
+    CHECK(after.gather_s == Approx(kLatency + 0.75 * after.gather_bytes / kBusBw).epsilon(1e-12));
+    // The gradients are reduced as before (fp32 main gradients).
+    CHECK(after.reduce_bytes == before.reduce_bytes);
+  }
+  SECTION("memory: the FP8 parameter (data + transpose) replaces bf16 weight and FP8 copy") {
+    // 2 + 2 bytes per linear weight become 1 + 1.
+    CHECK(fp8.chunks[0].static_bytes - gathered.chunks[0].static_bytes ==
+          Approx(2 * linear).epsilon(1e-12));
+  }
+  SECTION("refused without FP8 or without the distributed optimizer, in one line") {
+    const std::string why =
+        "training.fp8_param_gather: needs an FP8 precision and distributed_optimizer on (as in "
+        "Megatron); turn them on or this off";
+    CHECK(test::input_error_of([&] { study(Precision::Bf16, true, true); }) ==
+          "--fp8-param-gather: " + why);
+    CHECK(test::input_error_of([&] { study(Precision::Fp8Current, false, true); }) ==
+          "--fp8-param-gather: " + why);
+    const test::CliRun run = test::run_braid(
+        "simulate --cluster h100x64 --precision fp8-delayed --fp8-param-gather on "
+        "--distributed-optimizer off --pp 2 --schedule 1f1b");
+    CHECK(run.exit_code == 2);
+    CHECK(test::count_lines(run.err) == 1);
+    CHECK_THAT(run.err, Catch::Contains("--fp8-param-gather: " + why));
+  }
+  SECTION("Megatron's --fp8-param-gather read and written back") {
+    const Study s = study(Precision::Fp8Delayed, true, true);
+    const std::string flags = megatron_launch_args(s, {"1f1b", 1});
+    INFO(flags);
+    const MegatronLaunch read = parse_megatron_args(flags, "--megatron-args");
+    CHECK(read.overrides.fp8_param_gather == true);
+    CHECK(std::find(read.not_modelled.begin(), read.not_modelled.end(), "--fp8-param-gather") ==
+          read.not_modelled.end());
+    CHECK(megatron_launch_args(study(Precision::Fp8Delayed, true, false), {"1f1b", 1})
+              .find("--fp8-param-gather") == std::string::npos);
   }
 }

@@ -256,6 +256,10 @@ struct TrainingConfig {
   double offload = 0;
   // The linear layers' GEMM format (training.precision); bf16 by default.
   Precision precision = Precision::Bf16;
+  // Megatron's --fp8-param-gather (default off; needs an FP8 recipe and the distributed
+  // optimizer): the linear weights are FP8 parameters, all-gathered in 1 byte and kept without a
+  // bf16 copy (docs/cost-model.md, "FP8").
+  bool fp8_param_gather = false;
   auto operator<=>(const TrainingConfig&) const = default;  // NOLINT(modernize-use-nullptr)
 };
 
@@ -301,7 +305,7 @@ struct StudyOverrides {
   std::optional<double> offload{};
   std::optional<bool> distributed_optimizer{}, overlap_grad_reduce{}, overlap_param_gather{};
   std::optional<bool> p2p_scatter_gather{}, p2p_batched{}, overlap_p2p_comm{};
-  std::optional<bool> gradient_accumulation_fusion{}, tp_comm_overlap{};
+  std::optional<bool> gradient_accumulation_fusion{}, tp_comm_overlap{}, fp8_param_gather{};
   std::optional<bool> defer_embedding_wgrad_compute{};
   std::optional<int> wgrad_deferral_limit{};
   // A model given whole (Megatron-LM arguments' sizes) instead of by name; replaces `model`.

@@ -19,9 +19,11 @@ namespace braid {
 
 // A process group. Tp, Cp, Dp, Pp: the dense layers' dimensions; DpCp: dp x cp, the group the
 // gradients are reduced and the distributed optimizer shards over (Megatron-Core's
-// get_data_parallel_group(with_context_parallel=True)); Etp, Ep, Edp: the expert layers'.
-enum class Group : std::uint8_t { Tp, Cp, Dp, Pp, DpCp, Etp, Ep, Edp };
-// "tp", "cp", "dp", "pp", "dp-cp", "etp", "ep", "edp".
+// get_data_parallel_group(with_context_parallel=True)); Etp, Ep, Edp: the expert layers';
+// TpDpCp: tp x dp x cp, the group FP8's amax reduction runs over (Megatron-Core's
+// get_amax_reduction_group(with_context_parallel=True)).
+enum class Group : std::uint8_t { Tp, Cp, Dp, Pp, DpCp, Etp, Ep, Edp, TpDpCp };
+// "tp", "cp", "dp", "pp", "dp-cp", "etp", "ep", "edp", "tp-dp-cp".
 const char* name(Group g);
 std::optional<Group> parse_group(std::string_view text);
 

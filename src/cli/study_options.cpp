@@ -135,6 +135,10 @@ void add_study_options(CLI::App& cmd, StudyArgs& args) {
          "Transformer Engine's TP-communication overlap (Megatron's --tp-comm-overlap): the "
          "sequence-parallel all-gathers and reduce-scatters pipelined with their GEMMs; needs "
          "--sp on and tp within a node: on or off; default: the study's (off, as Megatron)");
+  on_off("--fp8-param-gather", o.fp8_param_gather,
+         "Megatron's --fp8-param-gather: the linear weights are FP8 parameters, all-gathered in "
+         "1 byte, with no bf16 copy; needs an FP8 --precision and --distributed-optimizer on: on "
+         "or off; default: the study's (off, as Megatron)");
   on_off("--p2p-scatter-gather", o.p2p_scatter_gather,
          "send 1/tp of each activation between pipeline stages and all-gather it on NVLink "
          "(Megatron's scatter/gather, no SP): on or off; default: the study's (on)");

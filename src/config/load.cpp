@@ -489,6 +489,14 @@ void validate(Study& s, const StudyOverrides* ov) {
                      "needs distributed_optimizer and overlap_grad_reduce on (as in Megatron); "
                      "turn them on or this off");
   }
+  // arguments.py validate_args: "--fp8-param-gather only supported with distributed optimizer";
+  // without an FP8 recipe there is no FP8 parameter to gather.
+  if (t.fp8_param_gather && (t.precision == Precision::Bf16 || !t.distributed_optimizer)) {
+    throw InputError(origin.where(o.fp8_param_gather.has_value(), "--fp8-param-gather"),
+                     "training.fp8_param_gather",
+                     "needs an FP8 precision and distributed_optimizer on (as in Megatron); "
+                     "turn them on or this off");
+  }
   int virtual_stages = p.pp * p.vpp;
   if (m.layers < p.pp * p.vpp) {
     throw InputError(origin.where(o.pp.has_value() || o.vpp.has_value(), "--pp"), "parallel.pp",
@@ -625,6 +633,7 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
   t.defer_embedding_wgrad_compute = tr.boolean_or("defer_embedding_wgrad_compute", false);
   t.wgrad_deferral_limit = count_or_zero(tr, "wgrad_deferral_limit");
   t.precision = static_cast<Precision>(tr.choice_or("precision", precision_names(), 0));
+  t.fp8_param_gather = tr.boolean_or("fp8_param_gather", false);
   tr.finish();
 
   // Layer layout (multimodal placement, balancing, explicit split): optional.
@@ -674,6 +683,7 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
   if (o.defer_embedding_wgrad_compute)
     t.defer_embedding_wgrad_compute = *o.defer_embedding_wgrad_compute;
   if (o.wgrad_deferral_limit) t.wgrad_deferral_limit = *o.wgrad_deferral_limit;
+  if (o.fp8_param_gather) t.fp8_param_gather = *o.fp8_param_gather;
   if (o.global_batch) t.microbatches = microbatches_of_global_batch(study, *o.global_batch);
 
   validate(study, &o);

@@ -169,6 +169,7 @@ const std::set<std::string>& known_flags() {
                                               "--fp8-format",
                                               "--fp8-recipe",
                                               "--tp-comm-overlap",
+                                              "--fp8-param-gather",
                                               "--decoupled-lr",
                                               "--decoupled-min-lr",
                                               "--calculate-per-token-loss",
@@ -538,6 +539,7 @@ void merge_overrides(StudyOverrides& base, const StudyOverrides& top) {
   take(base.tp_comm_overlap, top.tp_comm_overlap);
   take(base.defer_embedding_wgrad_compute, top.defer_embedding_wgrad_compute);
   take(base.wgrad_deferral_limit, top.wgrad_deferral_limit);
+  take(base.fp8_param_gather, top.fp8_param_gather);
   // A model by name replaces one given whole, and microbatches a global batch, and back.
   if (top.model) base.model_config.reset();
   take(base.model_config, top.model_config);

@@ -68,6 +68,8 @@ inline constexpr MegatronSwitch kMegatronSwitches[] = {
      [](const Study& s) { return s.training.overlap_param_gather; }},
     {"--tp-comm-overlap", &StudyOverrides::tp_comm_overlap,
      [](const Study& s) { return s.training.tp_comm_overlap; }},
+    {"--fp8-param-gather", &StudyOverrides::fp8_param_gather,
+     [](const Study& s) { return s.training.fp8_param_gather; }},
     {"--no-gradient-accumulation-fusion", &StudyOverrides::gradient_accumulation_fusion,
      [](const Study& s) { return s.training.gradient_accumulation_fusion; }, false},
     // Megatron uses it with a virtual pipeline size only (arguments.py turns it off otherwise),

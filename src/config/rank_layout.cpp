@@ -13,8 +13,8 @@ namespace braid {
 
 namespace {
 
-constexpr Group kGroups[] = {Group::Tp,   Group::Cp,  Group::Dp, Group::Pp,
-                             Group::DpCp, Group::Etp, Group::Ep, Group::Edp};
+constexpr Group kGroups[] = {Group::Tp,  Group::Cp, Group::Dp,  Group::Pp,    Group::DpCp,
+                             Group::Etp, Group::Ep, Group::Edp, Group::TpDpCp};
 
 // The four dimensions a group is cut from, fastest first, and which of them the group spans.
 struct Dimensions {
@@ -46,6 +46,9 @@ Dimensions dimensions(const RankLayout& l, Group g) {
     case Group::DpCp:
       d.in_group[1] = d.in_group[2] = true;
       break;
+    case Group::TpDpCp:
+      d.in_group[0] = d.in_group[1] = d.in_group[2] = true;
+      break;
   }
   return d;
 }
@@ -70,6 +73,8 @@ const char* name(Group g) {
       return "ep";
     case Group::Edp:
       return "edp";
+    case Group::TpDpCp:
+      return "tp-dp-cp";
   }
   return "?";
 }

@@ -179,13 +179,14 @@ class ChunkFiller {
     chunk_.prologue.push_back(u);
     hold(params, part, 1);
   }
-  void layer(const LayerCost& l, double params) {
+  // `fp8`: of the layer's parameters, the linear weights an FP8 recipe casts (0 in bf16).
+  void layer(const LayerCost& l, double params, double fp8) {
     chunk_.add_layer(l);
-    hold(params, chunk_.parts.layers_bytes, static_cast<int>(l.units.size()));
+    hold(params, chunk_.parts.layers_bytes, static_cast<int>(l.units.size()), fp8);
   }
-  void folded_layer(const LayerCost& l, double params) {
+  void folded_layer(const LayerCost& l, double params, double fp8) {
     for (const UnitCost& u : l.units) chunk_.prologue.push_back(u);
-    hold(params, chunk_.parts.layers_bytes, static_cast<int>(l.units.size()));
+    hold(params, chunk_.parts.layers_bytes, static_cast<int>(l.units.size()), fp8);
   }
   void epilogue(const UnitCost& u, double params, double& part) {
     chunk_.epilogue.push_back(u);
@@ -198,10 +199,12 @@ class ChunkFiller {
     part += params * static_per_param_;
   }
   const std::vector<std::pair<int, double>>& unit_params() const { return unit_params_; }
+  const std::vector<double>& fp8_params() const { return fp8_params_; }
 
  private:
-  void hold(double params, double& part, int units) {
+  void hold(double params, double& part, int units, double fp8 = 0) {
     unit_params_.emplace_back(unit_index_, params);
+    fp8_params_.push_back(fp8);
     chunk_.params += params;
     part += params * static_per_param_;
     unit_index_ += units;
@@ -210,6 +213,7 @@ class ChunkFiller {
   ChunkCost& chunk_;
   double static_per_param_;
   std::vector<std::pair<int, double>> unit_params_;
+  std::vector<double> fp8_params_;  // per unit_params_ entry
   int unit_index_ = 0;
 };
 
@@ -235,7 +239,7 @@ ChunkCost chunk_cost(const Study& study, const Profile& profile, const detail::R
     for (int l = 0; l < D; ++l) {
       LayerCost layer = su.folded_vision_layer;
       for (UnitCost& u : layer.units) u.layer = l;
-      fill.folded_layer(layer, su.vision_layer_params);
+      fill.folded_layer(layer, su.vision_layer_params, su.vision_fp8_weights);
       fp8_weights += su.vision_fp8_weights;
       ++fp8_layers;
     }
@@ -256,7 +260,8 @@ ChunkCost chunk_cost(const Study& study, const Profile& profile, const detail::R
   for (; next < last; ++next) {
     LayerCost layer = next < D ? su.vision_layer : su.lm_layer;
     for (auto& u : layer.units) u.layer = next < D ? next : next - D;
-    fill.layer(layer, next < D ? su.vision_layer_params : su.layer_params);
+    fill.layer(layer, next < D ? su.vision_layer_params : su.layer_params,
+               next < D ? su.vision_fp8_weights : su.lm_fp8_weights);
     fp8_weights += next < D ? su.vision_fp8_weights : su.lm_fp8_weights;
     ++fp8_layers;
   }
@@ -276,12 +281,15 @@ ChunkCost chunk_cost(const Study& study, const Profile& profile, const detail::R
   }
   // Megatron buckets only the first pipeline stage's first model chunk (DistributedDataParallel
   // with disable_bucketing for later chunks and pp_rank > 0): virtual stage 0.
-  chunk.grad_buckets =
-      detail::grad_buckets(study, profile, fill.unit_params(), tr.overlap_grad_reduce && v == 0);
+  chunk.grad_buckets = detail::grad_buckets(study, profile, fill.unit_params(),
+                                            tr.overlap_grad_reduce && v == 0, fill.fp8_params());
   chunk.optimizer_s = roof.memory_s(
       detail::optimizer_bytes(tr, chunk.params, rank_layout(study).size(Group::DpCp)));
   if (fp8_weights > 0) {
-    parts.layers_bytes += kFp8WeightBytes * fp8_weights;
+    // With --fp8-param-gather the weight is that FP8 copy (a Float8Tensor parameter, its data in
+    // the uint8 parameter buffer and the transpose beside it) and no bf16 weight is kept: the
+    // 2 bytes of the bf16 weight counted above are the copy's; nothing is added.
+    if (!tr.fp8_param_gather) parts.layers_bytes += kFp8WeightBytes * fp8_weights;
     chunk.optimizer_s += fp8_weight_cast_s(roof, tr.precision, fp8_weights, fp8_layers);
   }
   chunk.static_bytes = parts.layers_bytes + parts.embeddings_bytes + parts.other_bytes;
@@ -367,6 +375,52 @@ void set_step(CostModel& cm, const Study& study, const Profile& profile, const S
   }
 }
 
+// Transformer Engine's delayed-scaling amax reduction (pytorch/quantization.py
+// FP8GlobalStateManager.reduce_and_update_fp8_tensors): one all-reduce (MAX) of the amaxes every
+// FP8 module of the rank has registered (add_fp8_tensors_to_global_buffer: each module once, so
+// the rank's modules of all its chunks), over the group Megatron-Core passes as fp8_group
+// (fp8_utils.py get_fp8_context: parallel_state.get_amax_reduction_group(with_context_parallel=
+// True), tp x dp x cp unless --tp-only-amax-red). Forward: when the outermost fp8_autocast exits
+// (autocast_exit), and for the delayed recipe Megatron's TransformerBlock.forward wraps the whole
+// block of a chunk in it, so after the chunk's last layer in every microbatch's forward; 3 FP32
+// amaxes per GEMM (input, weight, output: base.py num_gemms x 3). Backward: at the end of the
+// backward of the first FP8 module the autocast ran (is_first_fp8_module: the chunk's first
+// layer's QKV, layernorm_linear.py _LayerNormLinear.backward), 2 per GEMM (output gradient, input
+// gradient). Four GEMMs per layer (QKV, out-projection, FC1, FC2). Synchronous (async_op=False):
+// the compute after it waits.
+constexpr double kAmaxBytes = 4;
+constexpr double kFp8GemmsPerLayer = 4;
+
+void add_amax_reductions(CostModel& cm, const Study& study, const Profile& profile) {
+  if (study.training.precision != Precision::Fp8Delayed) return;
+  const RankLayout layout = rank_layout(study);
+  const int group = layout.size(Group::TpDpCp);
+  if (group <= 1) return;
+  // The rank's FP8 layers: the chunks' layers shared over the pipeline ranks (uneven splits and
+  // ViT layers folded into a prologue are averaged in).
+  double layers = 0;
+  for (const ChunkCost& c : cm.chunks)
+    for_each_unit(c, [&](const UnitCost& u) { layers += u.kind == UnitKind::PreAttn ? 1 : 0; });
+  layers /= study.parallel.pp;
+  auto reduction = [&](double amaxes_per_gemm) {
+    Collective c;
+    c.kind = CollectiveKind::AllReduce;
+    c.group = Group::TpDpCp;
+    c.position = CollectivePosition::After;
+    c.bytes = kAmaxBytes * amaxes_per_gemm * kFp8GemmsPerLayer * layers;
+    c.time_s = dp_collective_time_s(study, profile, CollectiveKind::AllReduce, group,
+                                    layout.members_per_node(Group::TpDpCp),
+                                    layout.nic_users(Group::TpDpCp), c.bytes);
+    return c;
+  };
+  const Collective forward = reduction(3), backward = reduction(2);
+  for (ChunkCost& c : cm.chunks) {
+    if (c.layer_units.empty()) continue;
+    c.layer_units.back()[Phase::F].collectives.push_back(forward);
+    c.layer_units.front()[Phase::B].collectives.push_back(backward);
+  }
+}
+
 }  // namespace
 
 std::vector<detail::LayerKernel> detail::lm_layer_kernels(const Study& study,
@@ -418,6 +472,7 @@ CostModel build_cost_model(const Study& study, const Profile& profile, int virtu
   for (int v = 0; v < virtual_stages; ++v)
     cm.chunks.push_back(
         chunk_cost(study, profile, roof, su, v, virtual_stages, split_layers[v], next));
+  add_amax_reductions(cm, study, profile);
   count_iteration(cm, study, su);
   set_links(cm, study, profile);
   set_step(cm, study, profile, su, virtual_stages);

@@ -42,9 +42,15 @@ double dp_collective_time_s(const Study& study, const Profile& profile, Collecti
 
 namespace detail {
 
+namespace {
+
+constexpr double kFp8ParamBytes = 1;  // an FP8 parameter's data (the transpose is not gathered)
+
+}  // namespace
+
 std::vector<GradBucket> grad_buckets(const Study& study, const Profile& profile,
                                      const std::vector<std::pair<int, double>>& unit_params,
-                                     bool bucketed) {
+                                     bool bucketed, const std::vector<double>& fp8_params) {
   const TrainingConfig& tr = study.training;
   // Gradients are reduced over dp x cp (Megatron-Core's DistributedDataParallel uses
   // get_data_parallel_group(with_context_parallel=True)).
@@ -57,13 +63,19 @@ std::vector<GradBucket> grad_buckets(const Study& study, const Profile& profile,
   const double limit =
       !bucketed ? 0 : (tr.bucket_params > 0 ? tr.bucket_params : std::max(40e6, 1e6 * dp));
   const int k = layout.members_per_node(Group::DpCp), users = layout.nic_users(Group::DpCp);
+  // With --fp8-param-gather the FP8 parameters live in a uint8 buffer and are all-gathered in 1
+  // byte (param_and_grad_buffer.py: param_dtype torch.uint8 for FP8 parameters). Megatron gives
+  // that buffer buckets of its own; braid charges each bucket its mix of both.
+  double fp8 = 0;  // FP8 parameters of the bucket being filled
   auto close = [&](GradBucket b) {
+    const double fp8_in = fp8;
+    fp8 = 0;
     if (b.params <= 0) return;
     b.reduce = tr.distributed_optimizer ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;
     b.reduce_bytes = b.params * tr.grad_bytes_per_param;
     b.reduce_s = dp_collective_time_s(study, profile, b.reduce, dp, k, users, b.reduce_bytes);
     if (tr.distributed_optimizer) {
-      b.gather_bytes = b.params * tr.weight_bytes_per_param;
+      b.gather_bytes = (b.params - fp8_in) * tr.weight_bytes_per_param + fp8_in * kFp8ParamBytes;
       b.gather_s = dp_collective_time_s(study, profile, CollectiveKind::AllGather, dp, k, users,
                                         b.gather_bytes);
     }
@@ -74,6 +86,8 @@ std::vector<GradBucket> grad_buckets(const Study& study, const Profile& profile,
   // to first; a bucket closes once it holds `limit` parameters.
   for (auto it = unit_params.rbegin(); it != unit_params.rend(); ++it) {
     if (it->second <= 0) continue;
+    const auto i = static_cast<std::size_t>(unit_params.rend() - it - 1);
+    if (tr.fp8_param_gather && i < fp8_params.size()) fp8 += fp8_params[i];
     cur.params += it->second;
     cur.ready_unit = it->first;
     if (limit > 0 && cur.params >= limit) {

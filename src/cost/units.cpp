@@ -95,14 +95,35 @@ void add_cp_all_to_all(PhaseCost& p, const TpSetup& tp, CollectivePosition posit
   p.collectives.push_back(c);
 }
 
+// What a unit's SP all-gather carries: its bytes (bf16, or Transformer Engine's FP8 data and
+// scales, fp8_gather_bytes) and, under current scaling, the TP all-reduce of the tensor's amax the
+// quantizer runs first (the whole tensor's amax sets the scale every shard is cast with).
+struct SpGather {
+  double bytes = 0;
+  bool amax = false;
+};
+
+// Current scaling's amax all-reduce before an FP8 all-gather under SP (pytorch/module/_common.py
+// set_quantizer_amax_reduction_group, set by linear.py and layernorm_linear.py for a column
+// layer's input and a row layer's output gradient; csrc/quantizer.cpp
+// Float8CurrentScalingQuantizer: one FP32 amax, reduced with MAX over the TP group).
+constexpr double kAmaxBytes = 4;
+
+void add_sp_gather(PhaseCost& p, const TpSetup& tp, SpGather gather, bool from_compute) {
+  if (gather.amax)
+    add_tp_collective(p, tp, CollectiveKind::AllReduce, CollectivePosition::Before, kAmaxBytes,
+                      from_compute);
+  add_tp_collective(p, tp, CollectiveKind::AllGather, CollectivePosition::Before, gather.bytes,
+                    from_compute);
+}
+
 // The two collective patterns of DESIGN §2. Column units (PreAttn, PreMLP, LM head): no SP -> B
 // All-Reduce of the input gradient; SP -> F All-Gather before, B Reduce-Scatter after. Row units
 // (Attn, MLP): no SP -> F All-Reduce of the output; SP -> F Reduce-Scatter after, B All-Gather
-// before.
-void column_collectives(UnitCost& u, const TpSetup& tp, double bytes) {
+// before. `bytes` is the bf16 activation; the all-gather carries `gather`.
+void column_collectives(UnitCost& u, const TpSetup& tp, double bytes, SpGather gather) {
   if (tp.sp) {
-    add_tp_collective(u[Phase::F], tp, CollectiveKind::AllGather, CollectivePosition::Before,
-                      bytes);
+    add_sp_gather(u[Phase::F], tp, gather, /*from_compute=*/false);
     add_tp_collective(u[Phase::B], tp, CollectiveKind::ReduceScatter, CollectivePosition::After,
                       bytes);
   } else {
@@ -110,25 +131,44 @@ void column_collectives(UnitCost& u, const TpSetup& tp, double bytes) {
   }
 }
 
-void row_collectives(UnitCost& u, const TpSetup& tp, double bytes) {
+void row_collectives(UnitCost& u, const TpSetup& tp, double bytes, SpGather gather) {
   if (tp.sp) {
     add_tp_collective(u[Phase::F], tp, CollectiveKind::ReduceScatter, CollectivePosition::After,
                       bytes);
     // The backward of _ReduceScatterToSequenceParallelRegion (core/tensor_parallel/mappings.py)
     // all-gathers the output gradient synchronously, once the norm and residual backward before
     // it have produced it.
-    add_tp_collective(u[Phase::B], tp, CollectiveKind::AllGather, CollectivePosition::Before, bytes,
-                      /*from_compute=*/true);
+    add_sp_gather(u[Phase::B], tp, gather, /*from_compute=*/true);
   } else {
     add_tp_collective(u[Phase::F], tp, CollectiveKind::AllReduce, CollectivePosition::After, bytes);
   }
 }
 
+// A bf16 unit's collectives: its all-gather carries the activation.
+void column_collectives(UnitCost& u, const TpSetup& tp, double bytes) {
+  column_collectives(u, tp, bytes, {.bytes = bytes});
+}
+void row_collectives(UnitCost& u, const TpSetup& tp, double bytes) {
+  row_collectives(u, tp, bytes, {.bytes = bytes});
+}
+
+// A layer unit's collectives. Under an FP8 recipe Transformer Engine all-gathers the GEMM
+// operand it has already quantized: a column layer's input (the norm's FP8 output before QKV and
+// FC1: layernorm_linear.py _LayerNormLinear.forward passes input_quantizer, row-wise usage only,
+// to gather_along_first_dim or, with TP-communication overlap, to
+// fill_userbuffers_buffer_for_all_gather) and a row layer's output gradient (base.py
+// grad_output_preprocess, both paths again, with the layouts its dgrad and wgrad read).
 void tp_collectives(TpSplit split, UnitCost& u, const TpSetup& tp, double bytes) {
+  const double elements = bytes / tp.dtype_bytes;
+  const bool amax = tp.precision == Precision::Fp8Current;
   if (split == TpSplit::Column)
-    column_collectives(u, tp, bytes);
+    column_collectives(
+        u, tp, bytes,
+        {.bytes = elements * fp8_gather_bytes(tp.precision, tp.dtype_bytes, 1), .amax = amax});
   else
-    row_collectives(u, tp, bytes);
+    row_collectives(
+        u, tp, bytes,
+        {.bytes = elements * fp8_gather_bytes(tp.precision, tp.dtype_bytes, 2), .amax = amax});
 }
 
 // Where a phase's TP GEMM sits in its compute: the time before it and its own time.
@@ -651,6 +691,20 @@ double saved_input_bytes(Precision precision, double dtype_bytes) {
       return 1 + 4.0 / 128;
     case Precision::Mxfp8:
       return 1 + 1.0 / 32;
+  }
+  return dtype_bytes;
+}
+
+double fp8_gather_bytes(Precision precision, double dtype_bytes, int layouts) {
+  switch (precision) {
+    case Precision::Bf16:
+      return dtype_bytes;
+    case Precision::Fp8Delayed:
+    case Precision::Fp8Current:
+      return 1;  // the row-wise data only; the transpose is made after the gather
+    case Precision::Fp8Blockwise:
+    case Precision::Mxfp8:
+      return layouts * saved_input_bytes(precision, dtype_bytes);
   }
   return dtype_bytes;
 }

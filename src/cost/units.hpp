@@ -115,6 +115,15 @@ double fp8_cast_s(const Roofline& roof, Precision precision, double elements, in
 // Float8BlockScaling (x_block_scaling_dim 1), an E8M0 byte per 32 values for MXFP8.
 double saved_input_bytes(Precision precision, double dtype_bytes);
 
+// Bytes per element of a tensor Transformer Engine all-gathers over the TP group under sequence
+// parallelism in `layouts` layouts (1: the row-wise data a forward GEMM reads; 2: the row-wise
+// and the column-wise data of an output gradient, for dgrad and wgrad): `dtype_bytes` in bf16.
+// The delayed and current recipes gather the row-wise FP8 data alone, 1 byte, whatever the
+// layouts, and transpose after the gather (pytorch/distributed.py _all_gather_fp8: the transposed
+// FP8 data cannot be gathered); the block recipes gather each layout with its block scales
+// (_start_all_gather_fp8_blockwise, _all_gather_mxfp8): `layouts` x saved_input_bytes.
+double fp8_gather_bytes(Precision precision, double dtype_bytes, int layouts);
+
 // Token embedding (vocab-parallel): `vocab_per_gpu` rows of `hidden`; GPT models add learned
 // position embeddings and apply dropout to the sum.
 UnitCost embedding_cost(double tokens, double hidden, const TpSetup& tp, const Roofline& roof,

@@ -36,6 +36,9 @@ StreamKind stream_of(Group g) {
   switch (g) {
     case Group::Tp:
     case Group::Etp:
+    // FP8's amax all-reduce: synchronous on the compute stream, as the TP collectives are
+    // (Transformer Engine calls it with async_op=False).
+    case Group::TpDpCp:
       return StreamKind::Tp;
     case Group::Cp:
       return StreamKind::Cp;

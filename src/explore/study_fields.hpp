@@ -124,6 +124,7 @@ void visit_study_fields(const TrainingConfig& t, F&& f) {
   f("recompute", t.recompute);
   f("offload", t.offload);
   f("precision", t.precision);
+  f("fp8_param_gather", t.fp8_param_gather);
 }
 
 template <typename F>
