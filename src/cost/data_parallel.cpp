@@ -44,19 +44,19 @@ namespace detail {
 
 std::vector<GradBucket> grad_buckets(const Study& study, const Profile& profile,
                                      const std::vector<std::pair<int, double>>& unit_params,
-                                     bool bucketed) {
+                                     bool bucketed, Group group) {
   const TrainingConfig& tr = study.training;
   // Gradients are reduced over dp x cp (Megatron-Core's DistributedDataParallel uses
   // get_data_parallel_group(with_context_parallel=True)).
   const RankLayout layout = rank_layout(study);
-  const int dp = layout.size(Group::DpCp);
+  const int dp = layout.size(group);
   std::vector<GradBucket> out;
   if (dp <= 1) return out;
   // DistributedDataParallel.__init__: bucket_size = max(40M, 1M x dp) parameters by default,
   // infinite (one bucket per buffer) when overlap_grad_reduce is off or past the first stage.
   const double limit =
       !bucketed ? 0 : (tr.bucket_params > 0 ? tr.bucket_params : std::max(40e6, 1e6 * dp));
-  const int k = layout.members_per_node(Group::DpCp), users = layout.nic_users(Group::DpCp);
+  const int k = layout.members_per_node(group), users = layout.nic_users(group);
   auto close = [&](GradBucket b) {
     if (b.params <= 0) return;
     b.reduce = tr.distributed_optimizer ? CollectiveKind::ReduceScatter : CollectiveKind::AllReduce;

@@ -11,9 +11,10 @@ namespace braid::detail {
 
 // Buckets of a chunk whose units (index in the chunk's unit order, parameters on one GPU) are
 // `unit_params`, in forward order; `bucketed`: split at the bucket size (else one bucket).
+// `group`: the data-parallel group they are reduced over (dp x cp; edp for the experts').
 std::vector<GradBucket> grad_buckets(const Study& study, const Profile& profile,
                                      const std::vector<std::pair<int, double>>& unit_params,
-                                     bool bucketed);
+                                     bool bucketed, Group group = Group::DpCp);
 // HBM bytes of the optimizer step over `params` (one GPU's parameters of a chunk).
 double optimizer_bytes(const TrainingConfig& tr, double params, int dp);
 
