@@ -227,7 +227,8 @@ TEST_CASE("the experts' static memory over ep, and over edp with the distributed
   CHECK(buckets[1].reduce == CollectiveKind::ReduceScatter);
 }
 
-TEST_CASE("1F1B: every forward EP collective is exposed on its rank", "[moe][sim]") {
+TEST_CASE("1F1B on one rank: the forward EP collectives and the combine's backward are exposed",
+          "[moe][sim]") {
   const Study s = tiny(2);
   const CostModel cm = cost_of(s);
   const Schedule sched = make_schedule("1f1b", ScheduleOptions{1, 1, 4});
@@ -245,10 +246,14 @@ TEST_CASE("1F1B: every forward EP collective is exposed on its rank", "[moe][sim
   const UnitCost d = first_unit(cm, UnitKind::Dispatch), c = first_unit(cm, UnitKind::Combine);
   const double per_layer = d[Phase::F].collective_s() + c[Phase::F].collective_s();
   CHECK(forward == Approx(4 * 2 * per_layer).epsilon(1e-12));
-  // One rank: nothing else runs while a forward all-to-all is in flight; the backward's may hide
-  // under weight gradients.
-  CHECK(r.report.ranks[0].ep_exposed_s >= forward * (1 - 1e-12));
-  CHECK(r.report.ranks[0].ep_exposed_s <= all * (1 + 1e-12));
+  // One rank, so nothing else runs while a forward collective is in flight: all exposed. In the
+  // backward (1F1B's full backward: a B collective runs under the weight gradients beside it) the
+  // dispatch's backward all-to-all hides under the Experts' W, while the combine's backward
+  // all-to-all, after a unit with no W, holds up the Experts' B: exposed, 8 times.
+  const double backward = 4 * 2 * (d[Phase::B].collective_s() + c[Phase::B].collective_s());
+  CHECK(all == Approx(forward + backward).epsilon(1e-12));
+  CHECK(r.report.ranks[0].ep_exposed_s ==
+        Approx(forward + 4 * 2 * c[Phase::B].collective_s()).epsilon(1e-9));
   CHECK(r.report.ep_comm_rate > 0);
 }
 
