@@ -271,7 +271,7 @@ TEST_CASE("the sum identity with ep_exposed holds on every schedule for an MoE s
   }
 }
 
-TEST_CASE("MoE refusals: no SP at tp > 1, shared experts, exploring commands", "[moe][config]") {
+TEST_CASE("MoE refusal: no sequence parallelism at tp > 1", "[moe][config]") {
   StudyOverrides o = tiny_overrides(2);
   o.tp = 2;
   o.sequence_parallel = false;
@@ -281,17 +281,48 @@ TEST_CASE("MoE refusals: no SP at tp > 1, shared experts, exploring commands", "
             ": parallel.sequence_parallel: an MoE model with tp > 1 needs sequence parallelism "
             "(Megatron-Core: \"sequence parallelism must be used\", model_parallel_config.py); "
             "turn it on (--sp on) or use tp 1");
-  // Shared experts (DeepSeek's, Qwen2-MoE's) are refused until their units are built.
-  const auto shared = test::scratch_dir() / "tiny-shared.yaml";
-  test::write_file(shared,
+}
+
+TEST_CASE("a shared expert: a dense MLP of its width beside the routed experts, serial",
+          "[moe][cost]") {
+  // The tiny model with one shared expert of width 2048 (expert_ffn, the default), tp 1.
+  const auto file = test::scratch_dir() / "tiny-shared.yaml";
+  test::write_file(file,
                    "name: tiny-shared\nlayers: 2\nhidden: 1024\nheads: 8\nkv_heads: 8\n"
                    "head_dim: 128\nffn: 4096\nvocab: 32000\nactivation: swiglu\nmoe:\n"
                    "  experts: 4\n  top_k: 2\n  expert_ffn: 2048\n  shared_experts: 1\n");
-  StudyOverrides with_shared = tiny_overrides(2);
-  with_shared.model = shared.string();
-  const Study ss = load_study(resolve_config("studies", "default"), with_shared);
-  CHECK(test::input_error_of([&] { cost_of(ss); }) ==
-        ss.file +
-            ": model: tiny-shared has shared experts: their units are not modelled yet "
-            "(docs/moe.md); braid simulates routed experts only");
+  StudyOverrides o = tiny_overrides(2);
+  o.model = file.string();
+  const CostModel cm = cost_of(load_study(resolve_config("studies", "default"), o));
+  const ChunkCost& c = cm.chunks.front();
+  std::vector<UnitKind> kinds;
+  for (const UnitCost& u : c.layer(0)) kinds.push_back(u.kind);
+  CHECK(kinds == std::vector<UnitKind>{UnitKind::PreAttn, UnitKind::Attn, UnitKind::Router,
+                                       UnitKind::PreMLP, UnitKind::MLP, UnitKind::Dispatch,
+                                       UnitKind::Experts, UnitKind::Combine});
+  // All 1024 tokens through fc1 (1024 -> 2 x 2048) and fc2 (2048 -> 1024).
+  CHECK(first_unit(cm, UnitKind::PreMLP)[Phase::F].flops == 2 * 1024.0 * 1024 * 4096);
+  CHECK(first_unit(cm, UnitKind::MLP)[Phase::F].flops == 2 * 1024.0 * 2048 * 1024);
+  // Its parameters join the dense ones (18 B each without the distributed optimizer).
+  const CostModel routed = cost_of(tiny(2));
+  CHECK(c.parts.layers_bytes - routed.chunks.front().parts.layers_bytes ==
+        Approx(2 * (1024.0 * 4096 + 2048.0 * 1024) * 18));
+  // At tp 2 with SP its fc1 gathers the tokens and fc2 reduce-scatters them over tp; the layer
+  // simulates with the sum identity on every schedule.
+  o.tp = 2;
+  o.sequence_parallel = true;
+  o.layers_per_stage.reset();
+  for (const char* name : {"1f1b", "zb-v", "stp"}) {
+    INFO(name);
+    o.vpp = chunks_per_rank(name, 1);
+    const Study s = load_study(resolve_config("studies", "default"), o);
+    const CostModel tp2 = cost_of(s);
+    const UnitCost fc1 = first_unit(tp2, UnitKind::PreMLP);
+    REQUIRE(fc1[Phase::F].collectives.size() == 1);
+    CHECK(fc1[Phase::F].collectives[0].kind == CollectiveKind::AllGather);
+    const Schedule sched = make_schedule(name, ScheduleOptions{1, s.parallel.vpp, 4});
+    const test::Simulated r = test::simulated(sched, tp2, false);
+    test::check_pp_idle(r.report, r.dag, r.timeline);
+    CHECK(r.report.ep_comm_rate > 0);
+  }
 }

@@ -150,11 +150,6 @@ void add_moe_units(StudyUnits& u, const Study& study, const Profile& profile,
   const ModelConfig& m = study.model;
   const MoeConfig& e = *m.moe;
   const ParallelConfig& par = study.parallel;
-  if (e.shared_experts > 0)
-    throw InputError(study.file, "model",
-                     m.name +
-                         " has shared experts: their units are not modelled yet "
-                         "(docs/moe.md); braid simulates routed experts only");
   if (par.tp > 1 && !par.sequence_parallel)
     throw InputError(study.file, "parallel.sequence_parallel",
                      "an MoE model with tp > 1 needs sequence parallelism (Megatron-Core: "
@@ -174,6 +169,7 @@ void add_moe_units(StudyUnits& u, const Study& study, const Profile& profile,
   moe.ep_link = link_of(Group::Ep);
   moe.etp_link = link_of(Group::Etp);
   moe.host_sync_s = moe.ep * moe.etp > 1 ? kMoeHostSyncS : 0;
+  moe.shared_ffn = static_cast<double>(e.shared_experts) * e.shared_expert_ffn;
   u.moe_layers = true;
   u.moe_layer = detail::moe_layer_cost(lm, tp, moe, roof, 0);
   u.moe_dense_params = detail::moe_dense_params_per_gpu(lm, moe, par.tp);
@@ -183,9 +179,9 @@ void add_moe_units(StudyUnits& u, const Study& study, const Profile& profile,
       tr.weight_bytes_per_param + tr.grad_bytes_per_param +
       tr.optimizer_bytes_per_param / (tr.distributed_optimizer ? layout.edp : 1);
   if (tr.precision != Precision::Bf16) {
-    detail::LayerShape attention = lm;
-    attention.ffn = 0;
-    u.moe_fp8_weights = detail::linear_weights_per_gpu(attention, par.tp) + u.moe_expert_params;
+    detail::LayerShape dense_part = lm;  // attention and the shared experts
+    dense_part.ffn = moe.shared_ffn;
+    u.moe_fp8_weights = detail::linear_weights_per_gpu(dense_part, par.tp) + u.moe_expert_params;
   }
   // The layout rule balances by one LM layer's time: the MoE layer's when every layer is one.
   if (moe_layer_count(e, m.layers) == m.layers) u.layout.lm_layer_s = layer_time_s(u.moe_layer);

@@ -204,6 +204,82 @@ void combine_cost(UnitCost& u, const MoeTerms& m, const MoeSetup& moe, const Roo
   add_etp(u[Phase::B], moe, m, CollectiveKind::AllGather, CollectivePosition::After);
 }
 
+// The shared experts (shared_experts.py SharedExpertMLP: a dense MLP of width S = count x width,
+// column-parallel fc1 and row-parallel fc2 over the dense tp), run serially on the block's
+// normed input (MoELayer.forward: shared_experts_compute before route; --moe-shared-expert-overlap
+// is not modelled yet), its output added to the routed one. Two units, PreMLP (fc1) and MLP (the
+// activation, fc2 and the add), with the dense MLP's TP collectives: under SP the input's
+// all-gather before fc1 and the output's reduce-scatter after fc2 (gather_from / reduce_scatter_to
+// sequence_parallel_region), else an all-reduce of fc2's output and of fc1's input gradient.
+void shared_fc1_cost(UnitCost& u, const MoeTerms& m, const TpSetup& tp, const LayerShape& s,
+                     const Roofline& roof, double width) {
+  const double t = tp.tp, T = tp.sp ? m.x * t : m.x, h = m.h, e = m.e;
+  const double w1 = (s.gated ? 2 * width : width) / t;  // gate and up under SwiGLU
+  const double in_saved = m.x * h * m.saved_e, grad_out = T * w1 * e;
+  const double gemm = 2 * T * h * w1;
+  timed(u[Phase::F], roof, [&] { return roof.linear_s(T, h, w1, Phase::F, m.fp8); });
+  set_gemm_flops(u[Phase::F], gemm);
+  u[Phase::F].alloc_bytes = in_saved;
+  timed(u[Phase::B], roof, [&] { return roof.linear_s(T, h, w1, Phase::B, m.fp8); });
+  set_gemm_flops(u[Phase::B], gemm);
+  u[Phase::B].alloc_bytes = grad_out;
+  timed(u[Phase::W], roof, [&] {
+    return roof.linear_s(T, h, w1, Phase::W, m.fp8) +
+           roof.memory_s(tp.main_grad_bytes * h * w1, tp.main_grad_fused ? 0 : 1);
+  });
+  set_gemm_flops(u[Phase::W], gemm);
+  u[Phase::W].free_bytes = in_saved + grad_out;
+  const double bytes = T * h * e;
+  if (tp.sp) {
+    add_collective(u[Phase::F], Group::Tp, tp.tp, *tp.link, CollectiveKind::AllGather,
+                   CollectivePosition::Before, bytes);
+    add_collective(u[Phase::B], Group::Tp, tp.tp, *tp.link, CollectiveKind::ReduceScatter,
+                   CollectivePosition::After, bytes);
+  } else {
+    add_collective(u[Phase::B], Group::Tp, tp.tp, *tp.link, CollectiveKind::AllReduce,
+                   CollectivePosition::After, bytes);
+  }
+}
+
+void shared_fc2_cost(UnitCost& u, const MoeTerms& m, const TpSetup& tp, const LayerShape& s,
+                     const Roofline& roof, double width) {
+  const double t = tp.tp, T = tp.sp ? m.x * t : m.x, h = m.h, e = m.e;
+  const double f = width / t, w1 = s.gated ? 2 * f : f;
+  const double act_in = T * w1 * e, fc2_in = T * f * e, fc2_saved = T * f * m.saved_e;
+  const double grad_out = T * h * e, add = 3 * m.x * h * e;
+  auto act_s = [&](double bytes) {
+    return s.gated ? roof.kernel_s(ElementwiseKernel::SwiGLU, bytes) : roof.memory_s(bytes);
+  };
+  const double gemm = 2 * T * f * h;
+  timed(u[Phase::F], roof, [&] {
+    return act_s(act_in + fc2_in) + roof.linear_s(T, f, h, Phase::F, m.fp8) + roof.memory_s(add);
+  });
+  set_gemm_flops(u[Phase::F], gemm);
+  u[Phase::F].alloc_bytes = act_in + fc2_saved;
+  timed(u[Phase::B], roof,
+        [&] { return roof.linear_s(T, f, h, Phase::B, m.fp8) + act_s(fc2_in + 2 * act_in); });
+  set_gemm_flops(u[Phase::B], gemm);
+  u[Phase::B].alloc_bytes = grad_out;
+  u[Phase::B].free_bytes = act_in;
+  timed(u[Phase::W], roof, [&] {
+    return roof.linear_s(T, f, h, Phase::W, m.fp8) +
+           roof.memory_s(tp.main_grad_bytes * f * h, tp.main_grad_fused ? 0 : 1);
+  });
+  set_gemm_flops(u[Phase::W], gemm);
+  u[Phase::W].free_bytes = fc2_saved + grad_out;
+  const double bytes = T * h * e;
+  if (tp.sp) {
+    add_collective(u[Phase::F], Group::Tp, tp.tp, *tp.link, CollectiveKind::ReduceScatter,
+                   CollectivePosition::After, bytes);
+    add_collective(u[Phase::B], Group::Tp, tp.tp, *tp.link, CollectiveKind::AllGather,
+                   CollectivePosition::Before, bytes);
+    u[Phase::B].collectives.back().from_compute = true;
+  } else {
+    add_collective(u[Phase::F], Group::Tp, tp.tp, *tp.link, CollectiveKind::AllReduce,
+                   CollectivePosition::After, bytes);
+  }
+}
+
 // Full recomputation: the MoE units' forward runs again before the layer's backward, saving
 // what B and W then free; the layer keeps only its input (on its first unit, PreAttn).
 void recompute_units(LayerCost& c, std::size_t from) {
@@ -225,13 +301,17 @@ LayerCost moe_layer_cost(const LayerShape& s, const TpSetup& tp, const MoeSetup&
   c.half = 2;
   c.units.assign(dense.units.begin(), dense.units.begin() + 2);
   const MoeTerms m = moe_terms(s, tp, moe);
-  for (const UnitKind kind :
-       {UnitKind::Router, UnitKind::Dispatch, UnitKind::Experts, UnitKind::Combine}) {
+  const bool shared = moe.shared_ffn > 0;
+  for (const UnitKind kind : {UnitKind::Router, UnitKind::PreMLP, UnitKind::MLP, UnitKind::Dispatch,
+                              UnitKind::Experts, UnitKind::Combine}) {
+    if ((kind == UnitKind::PreMLP || kind == UnitKind::MLP) && !shared) continue;
     UnitCost u;
     u.kind = kind;
     u.layer = layer;
     for (auto& p : u.phase) p.source = tp.source;
     if (kind == UnitKind::Router) router_cost(u, m, tp, roof);
+    if (kind == UnitKind::PreMLP) shared_fc1_cost(u, m, tp, s, roof, moe.shared_ffn);
+    if (kind == UnitKind::MLP) shared_fc2_cost(u, m, tp, s, roof, moe.shared_ffn);
     if (kind == UnitKind::Dispatch) dispatch_cost(u, m, moe, roof);
     if (kind == UnitKind::Experts) experts_cost(u, m, tp, s, roof);
     if (kind == UnitKind::Combine) combine_cost(u, m, moe, roof);
@@ -245,7 +325,10 @@ double moe_dense_params_per_gpu(const LayerShape& s, const MoeSetup& moe, int tp
   LayerShape attention = s;
   attention.ffn = 0;  // the MLP is the experts'
   attention.mlp_bias = false;
-  return layer_params_per_gpu(attention, tp) + s.hidden * moe.experts;  // + the router
+  // + the router, + the shared experts (sharded over the dense tp)
+  const double w1 = s.gated ? 2 * moe.shared_ffn : moe.shared_ffn;
+  return layer_params_per_gpu(attention, tp) + s.hidden * moe.experts +
+         (s.hidden * w1 + moe.shared_ffn * s.hidden) / tp;
 }
 
 double moe_expert_params_per_gpu(const LayerShape& s, const MoeSetup& moe) {

@@ -102,6 +102,7 @@ struct MoeSetup {
   // all-to-all can be issued (kMoeHostSyncS in build.cpp): on the critical path, charged to the
   // counts' all-gather.
   double host_sync_s = 0;
+  double shared_ffn = 0;  // the shared experts' width together (count x width); 0: none
 };
 // An MoE layer of `shape` (DESIGN §4b): PreAttn, Attn as the dense layer's | Router, Dispatch,
 // Experts, Combine, under balanced routing.
