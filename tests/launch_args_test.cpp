@@ -275,3 +275,26 @@ TEST_CASE(
   CHECK(uniform.exit_code == 2);
   CHECK_THAT(uniform.err, Catch::Contains("--emit: megatron: needs a study"));
 }
+
+TEST_CASE("Megatron round trip: an MoE model with expert parallelism keeps ep and etp",
+          "[launch-args][moe]") {
+  // mixtral-8x7b on the default study's a800x16 (16 GPUs, tp 8, pp 2): ep 2 with etp 1, then
+  // tp 2 and ep 4 with etp left to the dense tp (not written: Megatron's default).
+  StudyOverrides o;
+  o.model = "mixtral-8x7b";
+  o.ep = 2;
+  o.etp = 1;
+  check_round_trip("default", o);
+  const Study s = load_study(resolve_config("studies", "default"), o);
+  const std::string flags = megatron_launch_args(s, {"1f1b-i", s.parallel.vpp});
+  CHECK_THAT(flags, Catch::Contains("--expert-model-parallel-size 2"));
+  CHECK_THAT(flags, Catch::Contains("--expert-tensor-parallel-size 1"));
+  o.tp = 2;
+  o.ep = 4;
+  o.etp.reset();
+  check_round_trip("default", o);
+  // A dense study writes neither flag.
+  const Study dense = load_study(resolve_config("studies", "default"));
+  CHECK_THAT(megatron_launch_args(dense, {"1f1b-i", dense.parallel.vpp}),
+             !Catch::Contains("--expert-"));
+}

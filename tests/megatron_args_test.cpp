@@ -92,7 +92,7 @@ TEST_CASE("Megatron model form: SwiGLU, GQA, RoPE, RMSNorm, untied, QKV bias", "
              Catch::Contains("--squared-relu: and --swiglu both given"));
 }
 
-TEST_CASE("Megatron parallelism: tp, pp, virtual stages, SP and cp read, ep listed",
+TEST_CASE("Megatron parallelism: tp, pp, virtual stages, SP, cp, ep and etp read",
           "[megatron-args]") {
   const MegatronLaunch l =
       args(std::string(kGpt) +
@@ -104,7 +104,10 @@ TEST_CASE("Megatron parallelism: tp, pp, virtual stages, SP and cp read, ep list
   CHECK(l.overrides.pp == 2);
   CHECK(l.overrides.vpp == 4);  // 24 layers / (2 x 3)
   CHECK(l.overrides.sequence_parallel == true);
-  CHECK(l.not_modelled == std::vector<std::string>{"--expert-model-parallel-size 2"});
+  CHECK(l.overrides.ep == 2);
+  CHECK_FALSE(l.overrides.etp.has_value());  // Megatron's default: the dense tp
+  CHECK(l.not_modelled.empty());
+  CHECK(args("--expert-tensor-parallel-size 1").overrides.etp == 1);
   CHECK(args("--virtual-pipeline-model-parallel-size 3").overrides.vpp == 3);
   CHECK_FALSE(l.overrides.cp_comm_type.has_value());  // Megatron's default, p2p, is the study's
   CHECK(args("--cp-comm-type allgather").overrides.cp_comm_type == CpCommType::AllGather);
@@ -142,9 +145,10 @@ TEST_CASE("Megatron MoE flags: experts, top-k, widths, dense layers, routing are
   CHECK(e.router_groups == 4);
   CHECK(e.router_group_top_k == 2);
   CHECK(e.capacity_factor == 1.5);
-  // Read, so no longer listed; expert parallelism and the grouped GEMM are not modelled yet.
-  CHECK(l.not_modelled ==
-        std::vector<std::string>{"--expert-model-parallel-size 8", "--moe-grouped-gemm"});
+  // Read, so no longer listed; the grouped GEMM switch is not read (braid times the experts as
+  // one grouped GEMM either way).
+  CHECK(l.overrides.ep == 8);
+  CHECK(l.not_modelled == std::vector<std::string>{"--moe-grouped-gemm"});
   // Megatron's defaults: top-2, experts as wide as --ffn-hidden-size, every layer, softmax.
   const MegatronLaunch d = args(std::string(kGpt) + "--vocab-size 100 --num-experts 4");
   REQUIRE(d.overrides.model_config->moe);

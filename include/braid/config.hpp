@@ -206,6 +206,12 @@ struct ParallelConfig {
   int cp = 1;
   CpCommType cp_comm_type = CpCommType::P2P;  // Megatron's default
   int dp = 1;  // derived by the rank layout (rank_layout(study)): the GPUs left per tp x cp x pp
+  // Expert parallelism of the MoE layers (Megatron-Core's parallel folding): each expert lives on
+  // one of ep ranks (--expert-model-parallel-size) and is split over etp
+  // (--expert-tensor-parallel-size; 0: the dense tp, Megatron's default). edp is derived by the
+  // rank layout: world / (etp x ep x pp).
+  int ep = 1;
+  int etp = 0;
   auto operator<=>(const ParallelConfig&) const = default;  // NOLINT(modernize-use-nullptr)
 };
 
@@ -285,8 +291,8 @@ struct Study {
   std::vector<std::string> schedules;  // default schedule list for `compare`
 };
 
-// The process groups of a validated study's job (its GPUs, tp, pp; cp and ep are 1 until studies
-// can set them): the one place dp is derived.
+// The process groups of a validated study's job (its GPUs, tp, cp, pp, ep, etp): the one place dp
+// and edp are derived.
 RankLayout rank_layout(const Study& study);
 
 // Command-line overrides; an unset field keeps the study's value.
@@ -294,7 +300,7 @@ struct StudyOverrides {
   // Every member starts empty ({}), so that a set of overrides can be written with designated
   // initializers naming only what it sets.
   std::optional<std::string> model{}, cluster{};
-  std::optional<int> tp{}, pp{}, vpp{}, seq{}, mbs{}, microbatches{}, nodes{}, cp{};
+  std::optional<int> tp{}, pp{}, vpp{}, seq{}, mbs{}, microbatches{}, nodes{}, cp{}, ep{}, etp{};
   std::optional<bool> sequence_parallel{};
   std::optional<Recompute> recompute{};
   std::optional<CpCommType> cp_comm_type{};

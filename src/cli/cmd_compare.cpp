@@ -92,7 +92,7 @@ void register_compare(CLI::App& app) {
       add_own(read_schedule_csv(file, args->p2p_runtime), "--schedule-csv", file);
     for (const std::string& file : args->schedule_files)
       add_own(read_schedule_file(file), "--schedule-file", file);
-    SimulationContext ctx = resolve_context(args->sim);
+    SimulationContext ctx = resolve_context(args->sim, ModelUse::Simulate);
     if (!own.empty())
       adopt_file_schedule(ctx, args->sim, own.front(), own_files.front().first,
                           own_files.front().second);

@@ -90,7 +90,7 @@ void register_simulate(CLI::App& app) {
       from_file = read_schedule_file(args->schedule_file);
       check_file_schedule(args->sim, *from_file, "--schedule-file", args->schedule_file);
     }
-    SimulationContext ctx = resolve_context(args->sim);
+    SimulationContext ctx = resolve_context(args->sim, ModelUse::Simulate);
     ctx.sim.record_memory = args->files.any();
     ctx.lower.fold_zero_time = !ctx.sim.record_memory;
     if (!args->emit.format.empty() && !ctx.study)

@@ -139,7 +139,7 @@ std::string setting_header(const SimulationContext& ctx) {
          memory_cap_text(ctx.cap) + "\n\n";
 }
 
-SimulationContext resolve_context(const SimulationArgs& args) {
+SimulationContext resolve_context(const SimulationArgs& args, ModelUse use) {
   SimulationContext ctx;
   ctx.lower.p2p = args.p2p == "batched"    ? P2pMode::Batched
                   : args.p2p == "blocking" ? P2pMode::Blocking
@@ -171,7 +171,7 @@ SimulationContext resolve_context(const SimulationArgs& args) {
     check_context_size(ctx, args);
     return ctx;
   }
-  ctx.study = resolve_study(args.study);
+  ctx.study = resolve_study(args.study, use);
   ctx.profile = resolve_profile(args.study, *ctx.study);
   ctx.study_name = ctx.study->name;
   ctx.job_defaults = job_defaults_text(args.study, *ctx.study);

@@ -53,7 +53,9 @@ struct SimulationContext {
   MemoryCap cap;             // study mode: a rank over it is reported oom
   std::string job_defaults;  // job_defaults_text: the settings taken from the job defaults
 };
-SimulationContext resolve_context(const SimulationArgs& args);
+// `use`: whether the command runs a Mixture-of-Experts model (simulate, compare) or refuses it
+// (design; study_options.hpp, ModelUse).
+SimulationContext resolve_context(const SimulationArgs& args, ModelUse use = ModelUse::Explore);
 
 // One schedule simulated on the context: everything a command may print or write. The schedule
 // itself is not kept: once lowered, its program lives on in the Dag.

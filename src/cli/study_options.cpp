@@ -39,6 +39,14 @@ void add_study_options(CLI::App& cmd, StudyArgs& args) {
       "--cp", [&o](int v) { o.cp = v; },
       "context-parallel size: GPUs that split each sequence (ring attention); default: the "
       "study's (1)");
+  cmd.add_option_function<int>(
+      "--ep", [&o](int v) { o.ep = v; },
+      "expert-parallel size of a Mixture-of-Experts model: ranks its experts are spread over "
+      "(divides the experts); default: the study's (1)");
+  cmd.add_option_function<int>(
+      "--etp", [&o](int v) { o.etp = v; },
+      "expert tensor-parallel size: GPUs each expert is split over; default: the study's, else "
+      "the dense tp (Megatron's)");
   cmd.add_option_function<std::string>(
          "--cp-comm-type",
          [&o](const std::string& v) {
@@ -218,7 +226,7 @@ std::string study_file_for(const StudyArgs& args, const StudyOverrides& merged) 
 
 namespace {
 
-// The one line a simulating command gives for an MoE model (docs/moe.md), naming where the model
+// The one line an exploring command gives for an MoE model (docs/moe.md), naming where the model
 // came from.
 void refuse_moe(const StudyOverrides& merged, const Study& study) {
   const ModelConfig& m = study.model;
@@ -229,10 +237,8 @@ void refuse_moe(const StudyOverrides& merged, const Study& study) {
   throw InputError(where, "model",
                    m.name + " is a Mixture-of-Experts model (" + std::to_string(m.moe->experts) +
                        " experts, top-" + std::to_string(m.moe->top_k) +
-                       "): its MoE layers' units (router, dispatch and combine all-to-all, "
-                       "experts) are not modelled yet, so braid does not simulate it rather than "
-                       "run a dense stand-in; `braid info --model " +
-                       m.name + "` shows its fields and parameter counts (docs/moe.md)");
+                       "): this command does not explore --ep yet (not one of its axes); "
+                       "`braid simulate` and `braid compare` run it (docs/moe.md)");
 }
 
 }  // namespace
@@ -251,7 +257,7 @@ Study resolve_study(const StudyArgs& args, ModelUse use) {
       throw InputError(study.file, "schedules",
                        "unknown schedule '" + name + "'; known: " + CLI::detail::join(known, ", ") +
                            util::did_you_mean(name, known));
-  if (use == ModelUse::Simulate) refuse_moe(overrides, study);
+  if (use == ModelUse::Explore) refuse_moe(overrides, study);
   return study;
 }
 

@@ -34,11 +34,11 @@ inline constexpr const char* kJobDefaults = "configs/studies/job-defaults.yaml";
 std::string study_file_for(const StudyArgs& args, const StudyOverrides& merged);
 // Resolved from the job defaults, a study is named after its model and cluster
 // ("llama3.1-70b on dgx-h100"), never "job-defaults".
-// A command that simulates (ModelUse::Simulate: simulate, compare, sweep, search, design,
-// theory, export) refuses a Mixture-of-Experts model with one line until the MoE layer's units
-// are modelled, rather than run a dense stand-in; `info` describes one (ModelUse::Describe).
-enum class ModelUse { Simulate, Describe };
-Study resolve_study(const StudyArgs& args, ModelUse use = ModelUse::Simulate);
+// simulate and compare run a Mixture-of-Experts model (ModelUse::Simulate; docs/moe.md); the
+// commands that explore settings (ModelUse::Explore: sweep, search, design, theory) refuse one
+// with one line until ep is one of their axes; `info` describes one (ModelUse::Describe).
+enum class ModelUse { Simulate, Explore, Describe };
+Study resolve_study(const StudyArgs& args, ModelUse use = ModelUse::Explore);
 // "" unless `study` started from the job defaults; then one line naming each of its settings the
 // command did not give, so no default passes unseen. `varied`: the settings the command sets
 // itself (sweep and search axes: "tp", "seq", "schedules", ...), left out.

@@ -282,6 +282,12 @@ std::string megatron_launch_args(const Study& study, const LaunchSchedule& sched
   // Megatron's default is p2p; the other type is written only when it is chosen.
   if (study.parallel.cp > 1 && study.parallel.cp_comm_type != CpCommType::P2P)
     flag(f, "--cp-comm-type", name(study.parallel.cp_comm_type));
+  // Expert parallelism: written for an MoE model when it differs from Megatron's default (ep 1,
+  // etp the dense tp), so a dense launch reads as before.
+  if (study.model.moe && study.parallel.ep > 1)
+    flag(f, "--expert-model-parallel-size", std::to_string(study.parallel.ep));
+  if (study.model.moe && study.parallel.etp > 0)
+    flag(f, "--expert-tensor-parallel-size", std::to_string(study.parallel.etp));
   megatron_schedule(study, schedule, f);
   megatron_training(study, f);
   std::ostringstream out;

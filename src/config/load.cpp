@@ -395,6 +395,55 @@ void validate_tp_comm_overlap(const Study& s, const StudyOverrides& o, const Ori
   }
 }
 
+// Expert parallelism (Megatron-Core's parallel folding: experts on etp x ep x edp x pp over the
+// same ranks as attention's tp x cp x dp x pp; core/parallel_state.py initialize_model_parallel
+// asserts that etp x ep x pp divides the world, and the MoE layer that ep divides the experts,
+// core/transformer/moe/moe_layer.py BaseMoELayer).
+void validate_expert_parallel(const Study& s, const StudyOverrides& o, const Origin& origin) {
+  const ParallelConfig& p = s.parallel;
+  const std::string ep_where = origin.where(o.ep.has_value(), "--ep");
+  const std::string etp_where = origin.where(o.etp.has_value(), "--etp");
+  if (p.ep <= 0)
+    throw InputError(ep_where, "parallel.ep",
+                     "must be a positive integer (1 or more), got " + std::to_string(p.ep));
+  if (p.etp < 0)
+    throw InputError(etp_where, "parallel.etp",
+                     "must be a positive integer (1 or more), got " + std::to_string(p.etp));
+  if (!s.model.moe) {
+    if (p.ep > 1)
+      throw InputError(ep_where, "parallel.ep",
+                       "model " + s.model.name +
+                           " is dense (no experts): expert parallelism needs a Mixture-of-Experts "
+                           "model; use ep 1");
+    if (p.etp > 0 && p.etp != p.tp)
+      throw InputError(etp_where, "parallel.etp",
+                       "model " + s.model.name +
+                           " is dense (no experts): expert tensor parallelism needs a "
+                           "Mixture-of-Experts model; leave etp out");
+    return;
+  }
+  const MoeConfig& moe = *s.model.moe;
+  if (moe.experts % p.ep != 0)
+    throw InputError(ep_where, "parallel.ep",
+                     "ep " + std::to_string(p.ep) + " does not divide the " +
+                         std::to_string(moe.experts) + " experts of model " + s.model.name +
+                         "; allowed ep: " + detail::divisors_of(moe.experts));
+  const int etp = p.etp > 0 ? p.etp : p.tp;
+  if (moe.expert_ffn % etp != 0)
+    throw InputError(etp_where, "parallel.etp",
+                     "etp " + std::to_string(etp) + " does not divide the expert ffn (" +
+                         std::to_string(moe.expert_ffn) + ") of model " + s.model.name);
+  const int gpus = s.cluster.gpus();
+  const int expert_parallel = etp * p.ep * p.pp;
+  if (gpus % expert_parallel != 0)
+    throw InputError(
+        origin.where(o.ep || o.etp || o.pp || o.nodes, o.ep ? "--ep" : "--etp"), "parallel.ep",
+        "etp x ep x pp = " + std::to_string(etp) + " x " + std::to_string(p.ep) + " x " +
+            std::to_string(p.pp) + " = " + std::to_string(expert_parallel) +
+            " does not divide the " + std::to_string(gpus) + " GPUs of cluster " + s.cluster.name +
+            "; allowed etp x ep x pp: divisors of " + std::to_string(gpus));
+}
+
 void validate(Study& s, const StudyOverrides* ov) {
   StudyOverrides none;
   const StudyOverrides& o = ov != nullptr ? *ov : none;
@@ -519,6 +568,7 @@ void validate(Study& s, const StudyOverrides* ov) {
             std::to_string(s.cluster.gpus_per_node) + "); allowed " +
             (cp ? "tp x cp x pp" : "tp x pp") + ": divisors of " + std::to_string(gpus));
   }
+  validate_expert_parallel(s, o, origin);
   const RankLayout layout = rank_layout(s);
   p.dp = layout.dp;
   if (o.sizes_from_explorer) return;
@@ -604,6 +654,8 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
   study.parallel.cp = par.positive_int_or("cp", 1);
   study.parallel.cp_comm_type =
       static_cast<CpCommType>(par.choice_or("cp_comm_type", cp_comm_type_names(), 0));
+  study.parallel.ep = par.positive_int_or("ep", 1);
+  if (par.has("etp")) study.parallel.etp = par.positive_int("etp");
   par.finish();
 
   YamlMap tr = s.map("training");
@@ -661,6 +713,8 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
   if (o.sequence_parallel) study.parallel.sequence_parallel = *o.sequence_parallel;
   if (o.cp) study.parallel.cp = *o.cp;
   if (o.cp_comm_type) study.parallel.cp_comm_type = *o.cp_comm_type;
+  if (o.ep) study.parallel.ep = *o.ep;
+  if (o.etp) study.parallel.etp = *o.etp;
   if (o.seq) t.seq = *o.seq;
   if (o.mbs) t.micro_batch_size = *o.mbs;
   if (o.microbatches) t.microbatches = *o.microbatches;

@@ -151,6 +151,7 @@ const std::set<std::string>& known_flags() {
                                               "--context-parallel-size",
                                               "--cp-comm-type",
                                               "--expert-model-parallel-size",
+                                              "--expert-tensor-parallel-size",
                                               "--recompute-granularity",
                                               "--recompute-method",
                                               "--recompute-num-layers",
@@ -466,9 +467,10 @@ MegatronLaunch parse_megatron_args(const std::string& text, const std::string& w
                  std::to_string(per_chunk));
     o.vpp = o.model_config->layers / (*o.pp * per_chunk);
   }
-  if (f.has("--expert-model-parallel-size") && f.positive("--expert-model-parallel-size") > 1)
-    out.not_modelled.push_back("--expert-model-parallel-size " +
-                               f.text("--expert-model-parallel-size", ""));
+  // Expert parallelism (megatron/training/arguments.py, _add_distributed_args); Megatron's
+  // default expert tensor size is the dense tp (validate_args), as a study's etp 0 is.
+  if (f.has("--expert-model-parallel-size")) o.ep = f.positive("--expert-model-parallel-size");
+  if (f.has("--expert-tensor-parallel-size")) o.etp = f.positive("--expert-tensor-parallel-size");
   if (f.has("--cp-comm-type")) {
     // Megatron takes one type, or one per layer (nargs '+'); braid models one for every layer.
     const std::string type = f.text("--cp-comm-type", "");
@@ -524,6 +526,8 @@ void merge_overrides(StudyOverrides& base, const StudyOverrides& top) {
   take(base.sequence_parallel, top.sequence_parallel);
   take(base.recompute, top.recompute);
   take(base.cp_comm_type, top.cp_comm_type);
+  take(base.ep, top.ep);
+  take(base.etp, top.etp);
   take(base.precision, top.precision);
   take(base.vision_placement, top.vision_placement);
   take(base.balance, top.balance);

@@ -145,7 +145,8 @@ int RankLayout::nic_users(Group g) const {
 
 RankLayout rank_layout(const Study& study) {
   const ParallelConfig& p = study.parallel;
-  return make_rank_layout(study.cluster.gpus(), study.cluster.gpus_per_node, p.tp, p.cp, p.pp);
+  return make_rank_layout(study.cluster.gpus(), study.cluster.gpus_per_node, p.tp, p.cp, p.pp, p.ep,
+                          p.etp);
 }
 
 RankLayout make_rank_layout(int world, int gpus_per_node, int tp, int cp, int pp, int ep, int etp) {

@@ -76,7 +76,22 @@ struct StudyUnits {
   // FP8: the linear weights of one LM (ViT) layer per GPU, of which Transformer Engine keeps an
   // FP8 copy and casts once per step (0 for bf16).
   double lm_fp8_weights = 0, vision_fp8_weights = 0;
+  // A Mixture-of-Experts model's MoE layers (moe_layers false for a dense model): the layer, the
+  // parameters of its dense groups and of its experts on one GPU, and the static bytes per expert
+  // parameter (the distributed optimizer shards the experts' state over edp).
+  bool moe_layers = false;
+  LayerCost moe_layer;
+  double moe_dense_params = 0, moe_expert_params = 0, expert_static_per_param = 0;
+  double moe_fp8_weights = 0;
 };
+
+// The device-to-host copy of the dispatcher's split sizes and the host's wait for it
+// (MoEAlltoAllTokenDispatcher._maybe_dtoh_and_synchronize, at "before_ep_alltoall"): the GPU
+// idles from the counts' arrival until the host has read them and launched the all-to-all. A few
+// microseconds on a bare-metal Linux host (the device-to-host round trip measured in
+// jingyaogong/minimind#837, 116 us under WSL2); braid takes 10 us, one round trip and the
+// launch of the all-to-all. A named figure to be replaced by a measurement.
+constexpr double kMoeHostSyncS = 10e-6;
 
 // Transformer Engine's FP8 copy of a weight: the FP8 values and their transpose (Hopper's FP8
 // GEMMs take only the "TN" layout, so dgrad reads the transposed copy; pytorch/module/linear.py
@@ -127,7 +142,52 @@ void add_vision_units(StudyUnits& u, const Study& study, const detail::TpSetup& 
       vs.tokens * vis.hidden * study.training.dtype_bytes / (par.sequence_parallel ? par.tp : 1.0);
 }
 
-StudyUnits study_units(const Study& study, const detail::TpSetup& tp,
+// The MoE layers of a Mixture-of-Experts study (DESIGN §4b): the layer, its parameters on one
+// GPU, its layout cost. Throws InputError for what is not modelled yet.
+void add_moe_units(StudyUnits& u, const Study& study, const Profile& profile,
+                   const detail::TpSetup& tp, const detail::Roofline& roof,
+                   const detail::LayerShape& lm) {
+  const ModelConfig& m = study.model;
+  const MoeConfig& e = *m.moe;
+  const ParallelConfig& par = study.parallel;
+  if (par.tp > 1 && !par.sequence_parallel)
+    throw InputError(study.file, "parallel.sequence_parallel",
+                     "an MoE model with tp > 1 needs sequence parallelism (Megatron-Core: "
+                     "\"sequence parallelism must be used\", model_parallel_config.py); turn it "
+                     "on (--sp on) or use tp 1");
+  const RankLayout layout = rank_layout(study);
+  const auto link_of = [&](Group g) {
+    return &profile.link(layout.spans_nodes(g) ? study.cluster.inter_node.name
+                                               : study.cluster.intra_node.name);
+  };
+  detail::MoeSetup moe;
+  moe.experts = e.experts;
+  moe.top_k = e.top_k;
+  moe.expert_ffn = e.expert_ffn;
+  moe.ep = layout.ep;
+  moe.etp = layout.etp;
+  moe.ep_link = link_of(Group::Ep);
+  moe.etp_link = link_of(Group::Etp);
+  moe.host_sync_s = moe.ep * moe.etp > 1 ? kMoeHostSyncS : 0;
+  moe.shared_ffn = static_cast<double>(e.shared_experts) * e.shared_expert_ffn;
+  u.moe_layers = true;
+  u.moe_layer = detail::moe_layer_cost(lm, tp, moe, roof, 0);
+  u.moe_dense_params = detail::moe_dense_params_per_gpu(lm, moe, par.tp);
+  u.moe_expert_params = detail::moe_expert_params_per_gpu(lm, moe);
+  const TrainingConfig& tr = study.training;
+  u.expert_static_per_param =
+      tr.weight_bytes_per_param + tr.grad_bytes_per_param +
+      tr.optimizer_bytes_per_param / (tr.distributed_optimizer ? layout.edp : 1);
+  if (tr.precision != Precision::Bf16) {
+    detail::LayerShape dense_part = lm;  // attention and the shared experts
+    dense_part.ffn = moe.shared_ffn;
+    u.moe_fp8_weights = detail::linear_weights_per_gpu(dense_part, par.tp) + u.moe_expert_params;
+  }
+  // The layout rule balances by one LM layer's time: the MoE layer's when every layer is one.
+  if (moe_layer_count(e, m.layers) == m.layers) u.layout.lm_layer_s = layer_time_s(u.moe_layer);
+}
+
+StudyUnits study_units(const Study& study, const Profile& profile, const detail::TpSetup& tp,
                        const detail::Roofline& roof) {
   const ModelConfig& m = study.model;
   const ParallelConfig& par = study.parallel;
@@ -163,6 +223,7 @@ StudyUnits study_units(const Study& study, const detail::TpSetup& tp,
   u.layout.embedding_s = detail::unit_time_s(u.embedding);
   u.layout.head_s = detail::unit_time_s(u.head);
   if (m.vision) add_vision_units(u, study, tp, roof);
+  if (m.moe) add_moe_units(u, study, profile, tp, roof, lm);
   u.lm_output_bytes = gpu_tokens * m.hidden * tr.dtype_bytes / (par.sequence_parallel ? t : 1);
   return u;
 }
@@ -172,8 +233,10 @@ StudyUnits study_units(const Study& study, const detail::TpSetup& tp,
 // the static memory by part.
 class ChunkFiller {
  public:
-  ChunkFiller(ChunkCost& chunk, double static_per_param)
-      : chunk_(chunk), static_per_param_(static_per_param) {}
+  ChunkFiller(ChunkCost& chunk, double static_per_param, double expert_static_per_param)
+      : chunk_(chunk),
+        static_per_param_(static_per_param),
+        expert_static_per_param_(expert_static_per_param) {}
 
   void prologue(const UnitCost& u, double params, double& part) {
     chunk_.prologue.push_back(u);
@@ -183,6 +246,19 @@ class ChunkFiller {
   void layer(const LayerCost& l, double params, double fp8) {
     chunk_.add_layer(l);
     hold(params, chunk_.parts.layers_bytes, static_cast<int>(l.units.size()), fp8);
+  }
+  // An MoE layer: its dense groups' parameters on its first unit, its experts' on the Experts
+  // unit (whose W completes their gradients; they are reduced over edp in buckets of their own).
+  // `fp8`: the FP8-cast weights among `params` (the experts' are gathered with their own).
+  void moe_layer(const LayerCost& l, double params, double expert_params, double fp8) {
+    int experts_unit = 0;
+    while (l.units[static_cast<std::size_t>(experts_unit)].kind != UnitKind::Experts)
+      ++experts_unit;
+    expert_params_.emplace_back(unit_index_ + experts_unit, expert_params);
+    expert_total_ += expert_params;
+    chunk_.params += expert_params;
+    chunk_.parts.layers_bytes += expert_params * expert_static_per_param_;
+    layer(l, params, fp8);
   }
   void folded_layer(const LayerCost& l, double params, double fp8) {
     for (const UnitCost& u : l.units) chunk_.prologue.push_back(u);
@@ -200,6 +276,8 @@ class ChunkFiller {
   }
   const std::vector<std::pair<int, double>>& unit_params() const { return unit_params_; }
   const std::vector<double>& fp8_params() const { return fp8_params_; }
+  const std::vector<std::pair<int, double>>& expert_params() const { return expert_params_; }
+  double expert_total() const { return expert_total_; }
 
  private:
   void hold(double params, double& part, int units, double fp8 = 0) {
@@ -212,8 +290,11 @@ class ChunkFiller {
 
   ChunkCost& chunk_;
   double static_per_param_;
+  double expert_static_per_param_;
   std::vector<std::pair<int, double>> unit_params_;
   std::vector<double> fp8_params_;  // per unit_params_ entry
+  std::vector<std::pair<int, double>> expert_params_;
+  double expert_total_ = 0;
   int unit_index_ = 0;
 };
 
@@ -227,7 +308,7 @@ ChunkCost chunk_cost(const Study& study, const Profile& profile, const detail::R
   const bool folded = D > 0 && su.layout.first_stage;
   ChunkCost chunk;
   chunk.virtual_stage = v;
-  ChunkFiller fill(chunk, su.static_per_param);
+  ChunkFiller fill(chunk, su.static_per_param, su.expert_static_per_param);
   StaticParts& parts = chunk.parts;
   const int first = next, last = next + layers;  // [first, last)
   double fp8_weights = 0;                        // linear weights of this chunk's layers under FP8
@@ -258,11 +339,15 @@ ChunkCost chunk_cost(const Study& study, const Profile& profile, const detail::R
     fill.prologue(su.embedding, params, parts.embeddings_bytes);
   }
   for (; next < last; ++next) {
-    LayerCost layer = next < D ? su.vision_layer : su.lm_layer;
+    const bool moe = next >= D && su.moe_layers && is_moe_layer(*m.moe, next - D);
+    LayerCost layer = next < D ? su.vision_layer : moe ? su.moe_layer : su.lm_layer;
     for (auto& u : layer.units) u.layer = next < D ? next : next - D;
-    fill.layer(layer, next < D ? su.vision_layer_params : su.layer_params,
-               next < D ? su.vision_fp8_weights : su.lm_fp8_weights);
-    fp8_weights += next < D ? su.vision_fp8_weights : su.lm_fp8_weights;
+    if (moe)
+      fill.moe_layer(layer, su.moe_dense_params, su.moe_expert_params, 0);
+    else
+      fill.layer(layer, next < D ? su.vision_layer_params : su.layer_params,
+                 next < D ? su.vision_fp8_weights : su.lm_fp8_weights);
+    fp8_weights += next < D ? su.vision_fp8_weights : moe ? su.moe_fp8_weights : su.lm_fp8_weights;
     ++fp8_layers;
   }
   if (D > 0 && !folded && first < D && D <= last) {
@@ -281,10 +366,19 @@ ChunkCost chunk_cost(const Study& study, const Profile& profile, const detail::R
   }
   // Megatron buckets only the first pipeline stage's first model chunk (DistributedDataParallel
   // with disable_bucketing for later chunks and pp_rank > 0): virtual stage 0.
-  chunk.grad_buckets = detail::grad_buckets(study, profile, fill.unit_params(),
-                                            tr.overlap_grad_reduce && v == 0, fill.fp8_params());
-  chunk.optimizer_s = roof.memory_s(
-      detail::optimizer_bytes(tr, chunk.params, rank_layout(study).size(Group::DpCp)));
+  const bool bucketed = tr.overlap_grad_reduce && v == 0;
+  chunk.grad_buckets = detail::grad_buckets(study, profile, fill.unit_params(), bucketed,
+                                            Group::DpCp, fill.fp8_params());
+  // The experts' gradients: a buffer of their own reduced over edp (Megatron-Core's
+  // DistributedDataParallel builds expert_parallel_buffers on the expert data-parallel group).
+  for (const GradBucket& b :
+       detail::grad_buckets(study, profile, fill.expert_params(), bucketed, Group::Edp))
+    chunk.grad_buckets.push_back(b);
+  const RankLayout layout = rank_layout(study);
+  const double dense_params = chunk.params - fill.expert_total();
+  chunk.optimizer_s =
+      roof.memory_s(detail::optimizer_bytes(tr, dense_params, layout.size(Group::DpCp)) +
+                    detail::optimizer_bytes(tr, fill.expert_total(), layout.size(Group::Edp)));
   if (fp8_weights > 0) {
     // With --fp8-param-gather the weight is that FP8 copy (a Float8Tensor parameter, its data in
     // the uint8 parameter buffer and the transpose beside it) and no bf16 weight is kept: the
@@ -455,7 +549,7 @@ CostModel build_cost_model(const Study& study, const Profile& profile, int virtu
     throw InputError(study.file, "training.precision", refusal);
   detail::Roofline roof{&profile};  // answers from profile.measured where it has tables
   const detail::TpSetup tp = tp_setup(study, profile);
-  const StudyUnits su = study_units(study, tp, roof);
+  const StudyUnits su = study_units(study, profile, tp, roof);
   const std::vector<int> split_layers =
       detail::split_layers(study, virtual_stages, split, su.layout);
 

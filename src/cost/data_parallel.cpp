@@ -50,19 +50,20 @@ constexpr double kFp8ParamBytes = 1;  // an FP8 parameter's data (the transpose 
 
 std::vector<GradBucket> grad_buckets(const Study& study, const Profile& profile,
                                      const std::vector<std::pair<int, double>>& unit_params,
-                                     bool bucketed, const std::vector<double>& fp8_params) {
+                                     bool bucketed, Group group,
+                                     const std::vector<double>& fp8_params) {
   const TrainingConfig& tr = study.training;
   // Gradients are reduced over dp x cp (Megatron-Core's DistributedDataParallel uses
   // get_data_parallel_group(with_context_parallel=True)).
   const RankLayout layout = rank_layout(study);
-  const int dp = layout.size(Group::DpCp);
+  const int dp = layout.size(group);
   std::vector<GradBucket> out;
   if (dp <= 1) return out;
   // DistributedDataParallel.__init__: bucket_size = max(40M, 1M x dp) parameters by default,
   // infinite (one bucket per buffer) when overlap_grad_reduce is off or past the first stage.
   const double limit =
       !bucketed ? 0 : (tr.bucket_params > 0 ? tr.bucket_params : std::max(40e6, 1e6 * dp));
-  const int k = layout.members_per_node(Group::DpCp), users = layout.nic_users(Group::DpCp);
+  const int k = layout.members_per_node(group), users = layout.nic_users(group);
   // With --fp8-param-gather the FP8 parameters live in a uint8 buffer and are all-gathered in 1
   // byte (param_and_grad_buffer.py: param_dtype torch.uint8 for FP8 parameters). Megatron gives
   // that buffer buckets of its own; braid charges each bucket its mix of both.

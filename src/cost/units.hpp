@@ -90,6 +90,29 @@ struct TpSetup {
 // A dense layer (dense_layer()) of `shape`.
 LayerCost layer_cost(const LayerShape& shape, const TpSetup& tp, const Roofline& roof, int layer,
                      bool vision);
+// How an MoE layer's experts are laid out and what its dispatch costs besides the bytes
+// (moe_units.cpp; docs/moe.md, "The MoE layer's units").
+struct MoeSetup {
+  double experts = 0, top_k = 0;
+  double expert_ffn = 0;  // one routed expert's width, per gate, before the etp split
+  int ep = 1, etp = 1;
+  const LinkProfile* ep_link = nullptr;   // the link the EP group spans (and its counts' gather)
+  const LinkProfile* etp_link = nullptr;  // the link the expert-TP group spans
+  // The device-to-host copy of the split sizes and the host's wait for it before the dispatch
+  // all-to-all can be issued (kMoeHostSyncS in build.cpp): on the critical path, charged to the
+  // counts' all-gather.
+  double host_sync_s = 0;
+  double shared_ffn = 0;  // the shared experts' width together (count x width); 0: none
+};
+// An MoE layer of `shape` (DESIGN §4b): PreAttn, Attn as the dense layer's | Router, Dispatch,
+// Experts, Combine, under balanced routing.
+LayerCost moe_layer_cost(const LayerShape& shape, const TpSetup& tp, const MoeSetup& moe,
+                         const Roofline& roof, int layer);
+// An MoE layer's parameters on one GPU: those of the dense groups (attention, norms, the router;
+// reduced over dp x cp) and the experts' (El experts split by etp; reduced over edp).
+double moe_dense_params_per_gpu(const LayerShape& shape, const MoeSetup& moe, int tp);
+double moe_expert_params_per_gpu(const LayerShape& shape, const MoeSetup& moe);
+
 // Parameters of one layer held by one GPU of the TP group (weights sharded, norms replicated).
 double layer_params_per_gpu(const LayerShape& shape, int tp);
 // The weights of its four linear layers (QKV, out-projection, FC1, FC2) per GPU: those an FP8

@@ -99,6 +99,8 @@ void visit_study_fields(const ParallelConfig& p, F&& f) {
   f("cp", p.cp);
   f("cp_comm_type", p.cp_comm_type);
   f("dp", p.dp);
+  f("ep", p.ep);
+  f("etp", p.etp);
 }
 
 template <typename F>

@@ -1,0 +1,340 @@
+// The Mixture-of-Experts layer's units (units.hpp: moe_layer_cost; DESIGN §4b; docs/moe.md), as
+// Megatron-Core's MoELayer runs them with the all-to-all dispatcher
+// (megatron/core/transformer/moe/: moe_layer.py MoELayer.forward, router.py TopKRouter,
+// token_dispatcher.py MoEAlltoAllTokenDispatcher, experts.py TEGroupedMLP / GroupedMLP).
+// Notation per microbatch on one GPU: x tokens enter the MoE block (the layer's tokens, sharded
+// by tp under sequence parallelism), k = top_k, E experts, ep and etp the expert groups, El = E /
+// ep local experts, f = expert ffn / etp per GPU, h hidden, e bytes per element. Balanced
+// routing: every rank sends x k / ep tokens to every EP rank and receives as many, so its
+// experts see N = x k etp tokens (etp gathers its group's tokens), N / El each.
+#include <initializer_list>
+#include <utility>
+
+#include "units.hpp"
+
+namespace braid::detail {
+
+namespace {
+
+// Bytes of one routing count (int64 torch tensors in the dispatcher's preprocess).
+constexpr double kCountBytes = 8;
+// Bytes of one routing probability sent beside its token (fp32 probs in the dispatcher).
+constexpr double kProbBytes = 4;
+
+struct MoeTerms {
+  double x = 0, k = 0, E = 0, El = 0, f = 0, h = 0, e = 0, N = 0;
+  double fc1_width = 0;  // 2 f gated (SwiGLU), else f
+  double sent = 0;       // bytes one rank sends in a dispatch (and receives in a combine)
+  double saved_e = 0;    // bytes per element of a GEMM input saved for the weight gradient
+  bool fp8 = false;
+};
+
+MoeTerms moe_terms(const LayerShape& s, const TpSetup& tp, const MoeSetup& moe) {
+  MoeTerms m;
+  m.x = tp.sp ? s.tokens / tp.tp : s.tokens;
+  m.k = moe.top_k;
+  m.E = moe.experts;
+  m.El = moe.experts / moe.ep;
+  m.f = moe.expert_ffn / moe.etp;
+  m.h = s.hidden;
+  m.e = tp.dtype_bytes;
+  m.N = m.x * m.k * moe.etp;
+  m.fc1_width = s.gated ? 2 * m.f : m.f;
+  m.sent = m.x * m.k * m.h * m.e;
+  m.saved_e = saved_input_bytes(tp.precision, m.e);
+  m.fp8 = tp.precision != Precision::Bf16;
+  return m;
+}
+
+void set_gemm_flops(PhaseCost& p, double flops) {
+  p.flops = flops;
+  p.hw_flops = flops;
+}
+
+Source collective_source(const LinkProfile& link, CollectiveKind kind, int ranks) {
+  if (!has_measured_rows(link, kind, ranks)) return Source::SpecDerived;
+  return link.published ? Source::Published : Source::Measured;
+}
+
+// A collective of `group` over `ranks` GPUs on `link`, alone on the link, plus `extra_s` on the
+// critical path after it; none for a group of one.
+void add_collective(PhaseCost& p, Group group, int ranks, const LinkProfile& link,
+                    CollectiveKind kind, CollectivePosition position, double bytes,
+                    double extra_s = 0) {
+  if (ranks <= 1) return;
+  Collective c;
+  c.kind = kind;
+  c.group = group;
+  c.position = position;
+  c.source = collective_source(link, kind, ranks);
+  c.bytes = bytes;
+  c.time_s = collective_time_s(link, kind, ranks, bytes) + extra_s;
+  p.collectives.push_back(c);
+}
+
+// The EP all-to-all of the tokens and, beside them, their routing probabilities
+// (MoEAlltoAllTokenDispatcher.token_dispatch: two all_to_all calls, tokens then probs; the
+// combine sends the tokens only, token_combine). Bytes per rank as nccl-tests' alltoall counts
+// them: what one rank sends.
+void add_all_to_all(PhaseCost& p, const MoeSetup& moe, const MoeTerms& m,
+                    CollectivePosition position, bool with_probs) {
+  add_collective(p, Group::Ep, moe.ep, *moe.ep_link, CollectiveKind::AllToAll, position, m.sent);
+  if (with_probs && moe.ep > 1) {
+    const double probs = m.x * m.k * kProbBytes;
+    p.collectives.back().bytes += probs;
+    p.collectives.back().time_s +=
+        collective_time_s(*moe.ep_link, CollectiveKind::AllToAll, moe.ep, probs);
+  }
+}
+
+// The expert-TP gather after the dispatch (dispatch_postprocess:
+// gather_from_sequence_parallel_region over the expert TP group) and its mirror, the
+// reduce-scatter before the combine (combine_preprocess); nccl-tests' size: the gathered buffer.
+void add_etp(PhaseCost& p, const MoeSetup& moe, const MoeTerms& m, CollectiveKind kind,
+             CollectivePosition position) {
+  add_collective(p, Group::Etp, moe.etp, *moe.etp_link, kind, position, moe.etp * m.sent);
+}
+
+// Router: the MoE block's norm, the router GEMM (h x E, replicated on the TP group) and the
+// score function with top-k (TopKRouter.forward: gating, routing).
+void router_cost(UnitCost& u, const MoeTerms& m, const TpSetup& tp, const Roofline& roof) {
+  const double x = m.x, h = m.h, e = m.e, E = m.E;
+  const double in = x * h * e;
+  const double logits = x * E * e;
+  // Softmax (or sigmoid) and top-k read the logits, write the scores and the k choices with
+  // their probabilities; the backward reads the saved scores and writes the logits' gradient.
+  const double topk_bytes = 2 * logits + x * m.k * (kCountBytes + kProbBytes);
+  const double gemm = 2 * x * h * E;
+  const double main_grad = tp.main_grad_bytes * h * E;
+  timed(u[Phase::F], roof, [&] {
+    return roof.kernel_s(ElementwiseKernel::RmsNorm, 2 * in) + roof.linear_s(x, h, E, Phase::F) +
+           roof.memory_s(topk_bytes, 2);
+  });
+  set_gemm_flops(u[Phase::F], gemm);
+  u[Phase::F].alloc_bytes = in + in + logits;  // norm input, router GEMM input, scores
+  timed(u[Phase::B], roof, [&] {
+    return roof.memory_s(3 * logits) + roof.linear_s(x, h, E, Phase::B) +
+           roof.kernel_s(ElementwiseKernel::RmsNorm, 3 * in) + roof.memory_s(3 * in);
+  });
+  set_gemm_flops(u[Phase::B], gemm);
+  u[Phase::B].alloc_bytes = logits;  // the logits' gradient, for the weight gradient
+  u[Phase::B].free_bytes = in + logits;
+  timed(u[Phase::W], roof, [&] {
+    return roof.linear_s(x, h, E, Phase::W) + roof.memory_s(2 * in) +
+           roof.memory_s(main_grad, tp.main_grad_fused ? 0 : 1);
+  });
+  set_gemm_flops(u[Phase::W], gemm);
+  u[Phase::W].free_bytes = in + logits;
+}
+
+// Dispatch: the counts all-gathered over the expert TP x EP group and brought to the host
+// (preprocess: gather_from_sequence_parallel_region over tp_ep_group, then the device-to-host
+// copy the split sizes need, synchronised "before_ep_alltoall"), the permute of the tokens into
+// expert order (dispatch_preprocess: permute), the all-to-all over ep (token_dispatch), the
+// expert-TP all-gather. Backward: the mirror, a reduce-scatter and a combine all-to-all before
+// the permute's backward (a scatter-add of the k copies).
+void dispatch_cost(UnitCost& u, const MoeTerms& m, const MoeSetup& moe, const Roofline& roof) {
+  const double tokens = m.x * m.h * m.e;
+  const int tp_ep = moe.etp * moe.ep;
+  add_collective(u[Phase::F], Group::Ep, tp_ep, *moe.ep_link, CollectiveKind::AllGather,
+                 CollectivePosition::Before, tp_ep * m.E * kCountBytes, moe.host_sync_s);
+  timed(u[Phase::F], roof, [&] { return roof.memory_s(tokens + m.sent); });
+  add_all_to_all(u[Phase::F], moe, m, CollectivePosition::After, true);
+  add_etp(u[Phase::F], moe, m, CollectiveKind::AllGather, CollectivePosition::After);
+  add_etp(u[Phase::B], moe, m, CollectiveKind::ReduceScatter, CollectivePosition::Before);
+  add_all_to_all(u[Phase::B], moe, m, CollectivePosition::Before, false);
+  timed(u[Phase::B], roof, [&] { return roof.memory_s(m.sent + tokens); });
+}
+
+// Experts: the sort by local expert (permute 2 in dispatch_postprocess, with El > 1), the grouped
+// GEMM of the El local experts on N / El tokens each (TEGroupedMLP: fc1, the activation, fc2),
+// the sort back (combine_preprocess). F, B (dgrad) and W (wgrad) as the dense MLP splits them.
+void experts_cost(UnitCost& u, const MoeTerms& m, const TpSetup& tp, const LayerShape& s,
+                  const Roofline& roof) {
+  const double N = m.N, h = m.h, e = m.e, f = m.f, El = m.El, w1 = m.fc1_width;
+  const double per_expert = N / El;
+  const double sort_s = El > 1 ? roof.memory_s(2 * N * h * e) : 0;
+  // The grouped GEMM as El GEMMs of its shape, one after another.
+  auto grouped = [&](double in, double out, Phase phase) {
+    return El * roof.linear_s(per_expert, in, out, phase, m.fp8);
+  };
+  const double act_in = N * w1 * e, fc2_in = N * f * e;
+  auto act_s = [&](double bytes) {
+    return s.gated ? roof.kernel_s(ElementwiseKernel::SwiGLU, bytes) : roof.memory_s(bytes);
+  };
+  const double flops = 2 * N * h * w1 + 2 * N * f * h;
+  const double fc1_saved = N * h * m.saved_e, fc2_saved = N * f * m.saved_e;
+  const double grad_fc2 = N * h * e, grad_fc1 = N * w1 * e;
+  timed(u[Phase::F], roof, [&] {
+    return sort_s + grouped(h, w1, Phase::F) + act_s(act_in + fc2_in) + grouped(f, h, Phase::F) +
+           sort_s;
+  });
+  set_gemm_flops(u[Phase::F], flops);
+  u[Phase::F].alloc_bytes = fc1_saved + act_in + fc2_saved;
+  timed(u[Phase::B], roof, [&] {
+    return sort_s + grouped(f, h, Phase::B) + act_s(fc2_in + 2 * act_in) +
+           grouped(h, w1, Phase::B) + sort_s;
+  });
+  set_gemm_flops(u[Phase::B], flops);
+  u[Phase::B].alloc_bytes = grad_fc2 + grad_fc1;
+  u[Phase::B].free_bytes = act_in;
+  const double weights = El * (h * w1 + f * h);
+  timed(u[Phase::W], roof, [&] {
+    return grouped(h, w1, Phase::W) + grouped(f, h, Phase::W) +
+           roof.memory_s(tp.main_grad_bytes * weights, tp.main_grad_fused ? 0 : 1);
+  });
+  set_gemm_flops(u[Phase::W], flops);
+  u[Phase::W].free_bytes = fc1_saved + fc2_saved + grad_fc2 + grad_fc1;
+}
+
+// Combine: the expert-TP reduce-scatter, the all-to-all back over ep (token_combine), the
+// unpermute that weighs the k copies by their probabilities and sums them (combine_postprocess:
+// unpermute), the residual add. Backward: the unpermute's backward, then a dispatch all-to-all
+// and the expert-TP all-gather.
+void combine_cost(UnitCost& u, const MoeTerms& m, const MoeSetup& moe, const Roofline& roof) {
+  const double tokens = m.x * m.h * m.e;
+  add_etp(u[Phase::F], moe, m, CollectiveKind::ReduceScatter, CollectivePosition::Before);
+  add_all_to_all(u[Phase::F], moe, m, CollectivePosition::Before, false);
+  timed(u[Phase::F], roof,
+        [&] { return roof.memory_s(m.sent + tokens) + roof.memory_s(3 * tokens); });
+  u[Phase::F].alloc_bytes = m.sent;  // the expert outputs, for the probabilities' gradient
+  timed(u[Phase::B], roof, [&] { return roof.memory_s(tokens + 2 * m.sent); });
+  u[Phase::B].free_bytes = m.sent;
+  add_all_to_all(u[Phase::B], moe, m, CollectivePosition::After, false);
+  add_etp(u[Phase::B], moe, m, CollectiveKind::AllGather, CollectivePosition::After);
+}
+
+// The shared experts (shared_experts.py SharedExpertMLP: a dense MLP of width S = count x width,
+// column-parallel fc1 and row-parallel fc2 over the dense tp), run serially on the block's
+// normed input (MoELayer.forward: shared_experts_compute before route; --moe-shared-expert-overlap
+// is not modelled yet), its output added to the routed one. Two units, PreMLP (fc1) and MLP (the
+// activation, fc2 and the add), with the dense MLP's TP collectives: under SP the input's
+// all-gather before fc1 and the output's reduce-scatter after fc2 (gather_from / reduce_scatter_to
+// sequence_parallel_region), else an all-reduce of fc2's output and of fc1's input gradient.
+void shared_fc1_cost(UnitCost& u, const MoeTerms& m, const TpSetup& tp, const LayerShape& s,
+                     const Roofline& roof, double width) {
+  const double t = tp.tp, T = tp.sp ? m.x * t : m.x, h = m.h, e = m.e;
+  const double w1 = (s.gated ? 2 * width : width) / t;  // gate and up under SwiGLU
+  const double in_saved = m.x * h * m.saved_e, grad_out = T * w1 * e;
+  const double gemm = 2 * T * h * w1;
+  timed(u[Phase::F], roof, [&] { return roof.linear_s(T, h, w1, Phase::F, m.fp8); });
+  set_gemm_flops(u[Phase::F], gemm);
+  u[Phase::F].alloc_bytes = in_saved;
+  timed(u[Phase::B], roof, [&] { return roof.linear_s(T, h, w1, Phase::B, m.fp8); });
+  set_gemm_flops(u[Phase::B], gemm);
+  u[Phase::B].alloc_bytes = grad_out;
+  timed(u[Phase::W], roof, [&] {
+    return roof.linear_s(T, h, w1, Phase::W, m.fp8) +
+           roof.memory_s(tp.main_grad_bytes * h * w1, tp.main_grad_fused ? 0 : 1);
+  });
+  set_gemm_flops(u[Phase::W], gemm);
+  u[Phase::W].free_bytes = in_saved + grad_out;
+  const double bytes = T * h * e;
+  if (tp.sp) {
+    add_collective(u[Phase::F], Group::Tp, tp.tp, *tp.link, CollectiveKind::AllGather,
+                   CollectivePosition::Before, bytes);
+    add_collective(u[Phase::B], Group::Tp, tp.tp, *tp.link, CollectiveKind::ReduceScatter,
+                   CollectivePosition::After, bytes);
+  } else {
+    add_collective(u[Phase::B], Group::Tp, tp.tp, *tp.link, CollectiveKind::AllReduce,
+                   CollectivePosition::After, bytes);
+  }
+}
+
+void shared_fc2_cost(UnitCost& u, const MoeTerms& m, const TpSetup& tp, const LayerShape& s,
+                     const Roofline& roof, double width) {
+  const double t = tp.tp, T = tp.sp ? m.x * t : m.x, h = m.h, e = m.e;
+  const double f = width / t, w1 = s.gated ? 2 * f : f;
+  const double act_in = T * w1 * e, fc2_in = T * f * e, fc2_saved = T * f * m.saved_e;
+  const double grad_out = T * h * e, add = 3 * m.x * h * e;
+  auto act_s = [&](double bytes) {
+    return s.gated ? roof.kernel_s(ElementwiseKernel::SwiGLU, bytes) : roof.memory_s(bytes);
+  };
+  const double gemm = 2 * T * f * h;
+  timed(u[Phase::F], roof, [&] {
+    return act_s(act_in + fc2_in) + roof.linear_s(T, f, h, Phase::F, m.fp8) + roof.memory_s(add);
+  });
+  set_gemm_flops(u[Phase::F], gemm);
+  u[Phase::F].alloc_bytes = act_in + fc2_saved;
+  timed(u[Phase::B], roof,
+        [&] { return roof.linear_s(T, f, h, Phase::B, m.fp8) + act_s(fc2_in + 2 * act_in); });
+  set_gemm_flops(u[Phase::B], gemm);
+  u[Phase::B].alloc_bytes = grad_out;
+  u[Phase::B].free_bytes = act_in;
+  timed(u[Phase::W], roof, [&] {
+    return roof.linear_s(T, f, h, Phase::W, m.fp8) +
+           roof.memory_s(tp.main_grad_bytes * f * h, tp.main_grad_fused ? 0 : 1);
+  });
+  set_gemm_flops(u[Phase::W], gemm);
+  u[Phase::W].free_bytes = fc2_saved + grad_out;
+  const double bytes = T * h * e;
+  if (tp.sp) {
+    add_collective(u[Phase::F], Group::Tp, tp.tp, *tp.link, CollectiveKind::ReduceScatter,
+                   CollectivePosition::After, bytes);
+    add_collective(u[Phase::B], Group::Tp, tp.tp, *tp.link, CollectiveKind::AllGather,
+                   CollectivePosition::Before, bytes);
+    u[Phase::B].collectives.back().from_compute = true;
+  } else {
+    add_collective(u[Phase::F], Group::Tp, tp.tp, *tp.link, CollectiveKind::AllReduce,
+                   CollectivePosition::After, bytes);
+  }
+}
+
+// Full recomputation: the MoE units' forward runs again before the layer's backward, saving
+// what B and W then free; the layer keeps only its input (on its first unit, PreAttn).
+void recompute_units(LayerCost& c, std::size_t from) {
+  for (std::size_t i = from; i < c.units.size(); ++i) {
+    PhaseCost& f = c.units[i][Phase::F];
+    c.units[i].recompute = f;
+    c.units[i].recompute.flops = 0;
+    f.alloc_bytes = 0;
+  }
+}
+
+}  // namespace
+
+LayerCost moe_layer_cost(const LayerShape& s, const TpSetup& tp, const MoeSetup& moe,
+                         const Roofline& roof, int layer) {
+  // The attention half is the dense layer's (PreAttn, Attn), timed first as layer_cost times it.
+  LayerCost dense = layer_cost(s, tp, roof, layer, false);
+  LayerCost c;
+  c.half = 2;
+  c.units.assign(dense.units.begin(), dense.units.begin() + 2);
+  const MoeTerms m = moe_terms(s, tp, moe);
+  const bool shared = moe.shared_ffn > 0;
+  for (const UnitKind kind : {UnitKind::Router, UnitKind::PreMLP, UnitKind::MLP, UnitKind::Dispatch,
+                              UnitKind::Experts, UnitKind::Combine}) {
+    if ((kind == UnitKind::PreMLP || kind == UnitKind::MLP) && !shared) continue;
+    UnitCost u;
+    u.kind = kind;
+    u.layer = layer;
+    for (auto& p : u.phase) p.source = tp.source;
+    if (kind == UnitKind::Router) router_cost(u, m, tp, roof);
+    if (kind == UnitKind::PreMLP) shared_fc1_cost(u, m, tp, s, roof, moe.shared_ffn);
+    if (kind == UnitKind::MLP) shared_fc2_cost(u, m, tp, s, roof, moe.shared_ffn);
+    if (kind == UnitKind::Dispatch) dispatch_cost(u, m, moe, roof);
+    if (kind == UnitKind::Experts) experts_cost(u, m, tp, s, roof);
+    if (kind == UnitKind::Combine) combine_cost(u, m, moe, roof);
+    c.units.push_back(std::move(u));
+  }
+  if (tp.recompute_full) recompute_units(c, 2);
+  return c;
+}
+
+double moe_dense_params_per_gpu(const LayerShape& s, const MoeSetup& moe, int tp) {
+  LayerShape attention = s;
+  attention.ffn = 0;  // the MLP is the experts'
+  attention.mlp_bias = false;
+  // + the router, + the shared experts (sharded over the dense tp)
+  const double w1 = s.gated ? 2 * moe.shared_ffn : moe.shared_ffn;
+  return layer_params_per_gpu(attention, tp) + s.hidden * moe.experts +
+         (s.hidden * w1 + moe.shared_ffn * s.hidden) / tp;
+}
+
+double moe_expert_params_per_gpu(const LayerShape& s, const MoeSetup& moe) {
+  const double f = moe.expert_ffn / moe.etp;
+  const double w1 = s.gated ? 2 * f : f;
+  return moe.experts / moe.ep * (s.hidden * w1 + f * s.hidden);
+}
+
+}  // namespace braid::detail

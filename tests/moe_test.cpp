@@ -1,0 +1,328 @@
+// The Mixture-of-Experts layer (docs/moe.md, "The MoE layer's units"): expert parallelism's
+// settings and refusals, the router, dispatch, experts and combine units of a small MoE model by
+// hand, the experts' static memory over etp x ep (and edp with the distributed optimizer), the
+// EP all-to-all exposed under 1F1B and the sum identity with ep_exposed on every schedule.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "../src/cost/units.hpp"
+#include "braid/config.hpp"
+#include "braid/cost_model.hpp"
+#include "braid/dag.hpp"
+#include "braid/error.hpp"
+#include "braid/profile.hpp"
+#include "braid/rank_layout.hpp"
+#include "braid/report.hpp"
+#include "braid/schedule.hpp"
+#include "fixtures.hpp"
+
+using namespace braid;
+using test::cost_of;
+using test::first_unit;
+
+namespace {
+
+// A small MoE model: `layers` layers (2 unless told), hidden 1024, 8 heads of 128 (8 KV heads),
+// 4 experts of width 2048, top-2, SwiGLU, every layer MoE, vocabulary 32000 (untied).
+std::string tiny_moe_file(int layers) {
+  const auto path = test::scratch_dir() / ("tiny-moe-" + std::to_string(layers) + ".yaml");
+  test::write_file(path, "name: tiny-moe\nlayers: " + std::to_string(layers) +
+                             "\nhidden: 1024\nheads: 8\nkv_heads: 8\n"
+                             "head_dim: 128\nffn: 4096\nvocab: 32000\ntied_embeddings: false\n"
+                             "activation: swiglu\nmoe:\n  experts: 4\n  top_k: 2\n"
+                             "  expert_ffn: 2048\n");
+  return path.string();
+}
+
+// The tiny model on one DGX H100 node (8 GPUs, NVLink), tp 1, pp `pp`, ep `ep`, seq 1024,
+// micro-batch 1, 4 microbatches, one chunk per rank, no distributed optimizer.
+StudyOverrides tiny_overrides(int ep, int pp = 1, int layers = 2) {
+  StudyOverrides o = test::layout_overrides(tiny_moe_file(layers), "dgx-h100", 1, pp, 1024);
+  o.ep = ep;
+  o.microbatches = 4;
+  o.distributed_optimizer = false;
+  return o;
+}
+Study tiny(int ep, int pp = 1) {
+  return load_study(resolve_config("studies", "default"), tiny_overrides(ep, pp));
+}
+
+// The collectives of a phase over `group`.
+std::vector<Collective> over(const PhaseCost& p, Group group) {
+  std::vector<Collective> out;
+  for (const Collective& c : p.collectives)
+    if (c.group == group) out.push_back(c);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("ep and etp: read, checked in one line each, and the layout's edp", "[moe][config]") {
+  const Study s = tiny(2);
+  CHECK(s.parallel.ep == 2);
+  const RankLayout l = rank_layout(s);
+  CHECK(l.ep == 2);
+  CHECK(l.etp == 1);  // etp left out: the dense tp (Megatron's default)
+  CHECK(l.edp == 4);  // 8 GPUs / (etp 1 x ep 2 x pp 1)
+  CHECK(l.dp == 8);
+  auto error = [](StudyOverrides o) {
+    return test::input_error_of([&] { load_study(resolve_config("studies", "default"), o); });
+  };
+  CHECK(error(tiny_overrides(3)) ==
+        "--ep: parallel.ep: ep 3 does not divide the 4 experts of model tiny-moe; allowed ep: 1, "
+        "2, 4");
+  StudyOverrides wide = tiny_overrides(4, 2);
+  wide.etp = 2;  // 2 x 4 x 2 = 16 does not divide 8 GPUs
+  CHECK(error(wide) ==
+        "--ep: parallel.ep: etp x ep x pp = 2 x 4 x 2 = 16 does not divide the 8 GPUs of cluster "
+        "dgx-h100; allowed etp x ep x pp: divisors of 8");
+  StudyOverrides dense = test::layout_overrides("llama3.1-8b", "dgx-h100", 1, 1, 1024);
+  dense.ep = 2;
+  CHECK(error(dense) ==
+        "--ep: parallel.ep: model llama3.1-8b is dense (no experts): expert parallelism needs a "
+        "Mixture-of-Experts model; use ep 1");
+  StudyOverrides odd_etp = tiny_overrides(2);
+  odd_etp.etp = 3;
+  CHECK(error(odd_etp) ==
+        "--etp: parallel.etp: etp 3 does not divide the expert ffn (2048) of model tiny-moe");
+}
+
+TEST_CASE("an MoE layer: PreAttn, Attn | Router, Dispatch, Experts, Combine", "[moe][cost]") {
+  const CostModel cm = cost_of(tiny(2));
+  const ChunkCost& c = cm.chunks.front();
+  REQUIRE(c.layer_count() == 2);
+  std::vector<UnitKind> kinds;
+  for (const UnitCost& u : c.layer(0)) kinds.push_back(u.kind);
+  CHECK(kinds == std::vector<UnitKind>{UnitKind::PreAttn, UnitKind::Attn, UnitKind::Router,
+                                       UnitKind::Dispatch, UnitKind::Experts, UnitKind::Combine});
+  CHECK(c.layers[0].half == 2);  // braided blocks pair the attention half with Router..Combine
+}
+
+TEST_CASE("dispatch and combine: bytes and time of the EP all-to-all inside a node by hand",
+          "[moe][cost]") {
+  const Profile h100 = load_profile("h100");
+  const LinkProfile& nvlink = h100.link("nvlink");
+  const CostModel cm = cost_of(tiny(2));
+  // Per GPU: 1024 tokens x top-2 x hidden 1024 x 2 B = 4 MiB sent (and received) per dispatch;
+  // the dispatch also sends each copy's fp32 probability (2048 x 4 B = 8 KiB).
+  const double sent = 1024.0 * 2 * 1024 * 2, probs = 1024.0 * 2 * 4;
+  auto a2a = [&](double bytes) {
+    return collective_time_s(nvlink, CollectiveKind::AllToAll, 2, bytes);
+  };
+  const UnitCost dispatch = first_unit(cm, UnitKind::Dispatch);
+  const std::vector<Collective> df = over(dispatch[Phase::F], Group::Ep);
+  REQUIRE(df.size() == 2);
+  // The counts (4 experts, int64) all-gathered over tp x ep = 2 GPUs: 2 x 4 x 8 = 64 B, then
+  // the host sync (10 us) before the all-to-all can be issued.
+  CHECK(df[0].kind == CollectiveKind::AllGather);
+  CHECK(df[0].position == CollectivePosition::Before);
+  CHECK(df[0].bytes == 64);
+  CHECK(df[0].time_s ==
+        Approx(collective_time_s(nvlink, CollectiveKind::AllGather, 2, 64) + 10e-6));
+  CHECK(df[1].kind == CollectiveKind::AllToAll);
+  CHECK(df[1].position == CollectivePosition::After);
+  CHECK(df[1].bytes == sent + probs);
+  CHECK(df[1].time_s == Approx(a2a(sent) + a2a(probs)));
+  // The backward of the dispatch is a combine: the tokens' gradients back, before the permute's
+  // backward.
+  const std::vector<Collective> db = over(dispatch[Phase::B], Group::Ep);
+  REQUIRE(db.size() == 1);
+  CHECK(db[0].kind == CollectiveKind::AllToAll);
+  CHECK(db[0].position == CollectivePosition::Before);
+  CHECK(db[0].bytes == sent);
+  CHECK(db[0].time_s == Approx(a2a(sent)));
+  const UnitCost combine = first_unit(cm, UnitKind::Combine);
+  const std::vector<Collective> cf = over(combine[Phase::F], Group::Ep);
+  const std::vector<Collective> cb = over(combine[Phase::B], Group::Ep);
+  REQUIRE(cf.size() == 1);
+  REQUIRE(cb.size() == 1);
+  CHECK(cf[0].position == CollectivePosition::Before);
+  CHECK(cf[0].bytes == sent);
+  CHECK(cb[0].position == CollectivePosition::After);  // the combine's backward is a dispatch
+  CHECK(cb[0].bytes == sent);
+  CHECK(dispatch[Phase::W].time_s == 0);
+  CHECK(combine[Phase::W].time_s == 0);
+  // No expert-TP collectives at etp 1, and no EP ones at ep 1 (every expert on every rank).
+  CHECK(over(dispatch[Phase::F], Group::Etp).empty());
+  const UnitCost alone = first_unit(cost_of(tiny(1)), UnitKind::Dispatch);
+  CHECK(alone[Phase::F].collectives.empty());
+  CHECK(alone[Phase::B].collectives.empty());
+}
+
+TEST_CASE("etp 2 gathers the dispatched tokens and reduce-scatters them before the combine",
+          "[moe][cost]") {
+  StudyOverrides o = tiny_overrides(2);
+  o.etp = 2;
+  const CostModel cm = cost_of(load_study(resolve_config("studies", "default"), o));
+  const double gathered = 2 * 1024.0 * 2 * 1024 * 2;  // etp x the 4 MiB each rank received
+  const UnitCost dispatch = first_unit(cm, UnitKind::Dispatch);
+  const std::vector<Collective> f = over(dispatch[Phase::F], Group::Etp);
+  const std::vector<Collective> b = over(dispatch[Phase::B], Group::Etp);
+  REQUIRE(f.size() == 1);
+  REQUIRE(b.size() == 1);
+  CHECK(f[0].kind == CollectiveKind::AllGather);
+  CHECK(f[0].bytes == gathered);
+  CHECK(b[0].kind == CollectiveKind::ReduceScatter);
+  const UnitCost combine = first_unit(cm, UnitKind::Combine);
+  REQUIRE(over(combine[Phase::F], Group::Etp).size() == 1);
+  CHECK(over(combine[Phase::F], Group::Etp)[0].kind == CollectiveKind::ReduceScatter);
+  // The expert-TP group's counts gather spans etp x ep = 4 GPUs: 4 x 4 x 8 B.
+  CHECK(over(dispatch[Phase::F], Group::Ep)[0].bytes == 128);
+  // Each rank's experts see etp x 2048 token copies at half the width: the same FLOPs.
+  const UnitCost experts = first_unit(cm, UnitKind::Experts);
+  CHECK(experts[Phase::F].flops == first_unit(cost_of(tiny(2)), UnitKind::Experts)[Phase::F].flops);
+}
+
+TEST_CASE("the experts' grouped GEMM: shapes, FLOPs and time by hand", "[moe][cost]") {
+  const Profile h100 = load_profile("h100");
+  const CostModel cm = cost_of(tiny(2));
+  // ep 2: 2 local experts; balanced routing sends N = 1024 x 2 = 2048 token copies to this rank's
+  // experts, 1024 each. fc1 (gate + up): 1024 -> 4096, fc2: 2048 -> 1024.
+  const double N = 2048, h = 1024, f = 2048;
+  const double flops = 2 * N * h * 2 * f + 2 * N * f * h;
+  const UnitCost experts = first_unit(cm, UnitKind::Experts);
+  for (Phase p : {Phase::F, Phase::B, Phase::W}) {
+    INFO(name(p));
+    CHECK(experts[p].flops == flops);
+    CHECK(experts[p].collectives.empty());
+  }
+  // F: the sort by local expert, two GEMMs per GEMM of the pair, the SwiGLU, the sort back.
+  detail::Roofline roof{&h100};
+  const double e = 2, sort_s = roof.memory_s(2 * N * h * e);
+  const double fwd = sort_s + 2 * roof.linear_s(1024, h, 2 * f, Phase::F) +
+                     roof.kernel_s(ElementwiseKernel::SwiGLU, N * 2 * f * e + N * f * e) +
+                     2 * roof.linear_s(1024, f, h, Phase::F) + sort_s;
+  CHECK(experts[Phase::F].time_s == Approx(fwd).epsilon(1e-12));
+  // Saved: fc1's input, the activation's input, fc2's input.
+  CHECK(experts[Phase::F].alloc_bytes == N * h * e + N * 2 * f * e + N * f * e);
+  // The router: 1024 tokens x 1024 x 4 experts, replicated on the TP group.
+  CHECK(first_unit(cm, UnitKind::Router)[Phase::F].flops == 2 * 1024.0 * 1024 * 4);
+}
+
+TEST_CASE("the experts' static memory over ep, and over edp with the distributed optimizer",
+          "[moe][memory]") {
+  // One GPU holds 4 / ep experts of 1024 x 4096 + 2048 x 1024 = 6,291,456 parameters each;
+  // 18 B each (2 weight, 4 gradient, 12 Adam) without the distributed optimizer.
+  const double expert = 1024.0 * 4096 + 2048.0 * 1024;
+  const double dense_layer = 1024.0 * (1024 + 2 * 1024) + 1024.0 * 1024 + 2 * 1024 + 1024 * 4;
+  auto layers_bytes = [](const Study& s) {
+    const CostModel cm = cost_of(s);
+    return cm.chunks.front().parts.layers_bytes;
+  };
+  CHECK(layers_bytes(tiny(2)) == Approx(2 * (2 * expert * 18 + dense_layer * 18)));
+  CHECK(layers_bytes(tiny(4)) == Approx(2 * (1 * expert * 18 + dense_layer * 18)));
+  // Distributed optimizer: the experts' Adam state over edp = 8 / 2 = 4, the rest over dp 8.
+  StudyOverrides o = tiny_overrides(2);
+  o.distributed_optimizer = true;
+  const Study shard = load_study(resolve_config("studies", "default"), o);
+  CHECK(layers_bytes(shard) ==
+        Approx(2 * (2 * expert * (6 + 12.0 / 4) + dense_layer * (6 + 12.0 / 8))));
+  // The experts' gradients are reduced over edp in a bucket of their own.
+  const CostModel cm = cost_of(shard);
+  const std::vector<GradBucket>& buckets = cm.chunks.front().grad_buckets;
+  REQUIRE(buckets.size() == 2);
+  CHECK(buckets[1].params == Approx(2 * 2 * expert));
+  CHECK(buckets[1].reduce == CollectiveKind::ReduceScatter);
+}
+
+TEST_CASE("1F1B on one rank: the forward EP collectives and the combine's backward are exposed",
+          "[moe][sim]") {
+  const Study s = tiny(2);
+  const CostModel cm = cost_of(s);
+  const Schedule sched = make_schedule("1f1b", ScheduleOptions{1, 1, 4});
+  const test::Simulated r = test::simulated(sched, cm, false);
+  test::check_pp_idle(r.report, r.dag, r.timeline);
+  double forward = 0, all = 0;
+  for (std::size_t i = 0; i < r.dag.ops.size(); ++i) {
+    const DagOp& op = r.dag.ops[i];
+    if (op.stream != StreamKind::Ep) continue;
+    const double t = r.timeline.end_s[i] - r.timeline.start_s[i];
+    all += t;
+    if (op.phase == Phase::F) forward += t;
+  }
+  // 4 microbatches x 2 layers x (counts gather, dispatch, combine) forward.
+  const UnitCost d = first_unit(cm, UnitKind::Dispatch), c = first_unit(cm, UnitKind::Combine);
+  const double per_layer = d[Phase::F].collective_s() + c[Phase::F].collective_s();
+  CHECK(forward == Approx(4 * 2 * per_layer).epsilon(1e-12));
+  // One rank, so nothing else runs while a forward collective is in flight: all exposed. In the
+  // backward (1F1B's full backward: a B collective runs under the weight gradients beside it) the
+  // dispatch's backward all-to-all hides under the Experts' W, while the combine's backward
+  // all-to-all, after a unit with no W, holds up the Experts' B: exposed, 8 times.
+  const double backward = 4 * 2 * (d[Phase::B].collective_s() + c[Phase::B].collective_s());
+  CHECK(all == Approx(forward + backward).epsilon(1e-12));
+  CHECK(r.report.ranks[0].ep_exposed_s ==
+        Approx(forward + 4 * 2 * c[Phase::B].collective_s()).epsilon(1e-9));
+  CHECK(r.report.ep_comm_rate > 0);
+}
+
+TEST_CASE("the sum identity with ep_exposed holds on every schedule for an MoE study",
+          "[moe][sim]") {
+  for (const std::string& name : schedule_names()) {
+    INFO(name);
+    StudyOverrides o = tiny_overrides(2, 2, 4);
+    o.vpp = chunks_per_rank(name, 1);
+    Study s = load_study(resolve_config("studies", "default"), o);
+    const Schedule sched = make_schedule(name, ScheduleOptions{s.parallel.pp, s.parallel.vpp, 4});
+    const test::Simulated r = test::simulated(sched, cost_of(s), false);
+    test::check_pp_idle(r.report, r.dag, r.timeline);
+    CHECK(r.report.ep_comm_rate > 0);
+  }
+}
+
+TEST_CASE("MoE refusal: no sequence parallelism at tp > 1", "[moe][config]") {
+  StudyOverrides o = tiny_overrides(2);
+  o.tp = 2;
+  o.sequence_parallel = false;
+  const Study s = load_study(resolve_config("studies", "default"), o);
+  CHECK(test::input_error_of([&] { cost_of(s); }) ==
+        s.file +
+            ": parallel.sequence_parallel: an MoE model with tp > 1 needs sequence parallelism "
+            "(Megatron-Core: \"sequence parallelism must be used\", model_parallel_config.py); "
+            "turn it on (--sp on) or use tp 1");
+}
+
+TEST_CASE("a shared expert: a dense MLP of its width beside the routed experts, serial",
+          "[moe][cost]") {
+  // The tiny model with one shared expert of width 2048 (expert_ffn, the default), tp 1.
+  const auto file = test::scratch_dir() / "tiny-shared.yaml";
+  test::write_file(file,
+                   "name: tiny-shared\nlayers: 2\nhidden: 1024\nheads: 8\nkv_heads: 8\n"
+                   "head_dim: 128\nffn: 4096\nvocab: 32000\nactivation: swiglu\nmoe:\n"
+                   "  experts: 4\n  top_k: 2\n  expert_ffn: 2048\n  shared_experts: 1\n");
+  StudyOverrides o = tiny_overrides(2);
+  o.model = file.string();
+  const CostModel cm = cost_of(load_study(resolve_config("studies", "default"), o));
+  const ChunkCost& c = cm.chunks.front();
+  std::vector<UnitKind> kinds;
+  for (const UnitCost& u : c.layer(0)) kinds.push_back(u.kind);
+  CHECK(kinds == std::vector<UnitKind>{UnitKind::PreAttn, UnitKind::Attn, UnitKind::Router,
+                                       UnitKind::PreMLP, UnitKind::MLP, UnitKind::Dispatch,
+                                       UnitKind::Experts, UnitKind::Combine});
+  // All 1024 tokens through fc1 (1024 -> 2 x 2048) and fc2 (2048 -> 1024).
+  CHECK(first_unit(cm, UnitKind::PreMLP)[Phase::F].flops == 2 * 1024.0 * 1024 * 4096);
+  CHECK(first_unit(cm, UnitKind::MLP)[Phase::F].flops == 2 * 1024.0 * 2048 * 1024);
+  // Its parameters join the dense ones (18 B each without the distributed optimizer).
+  const CostModel routed = cost_of(tiny(2));
+  CHECK(c.parts.layers_bytes - routed.chunks.front().parts.layers_bytes ==
+        Approx(2 * (1024.0 * 4096 + 2048.0 * 1024) * 18));
+  // At tp 2 with SP its fc1 gathers the tokens and fc2 reduce-scatters them over tp; the layer
+  // simulates with the sum identity on every schedule.
+  o.tp = 2;
+  o.sequence_parallel = true;
+  o.layers_per_stage.reset();
+  for (const char* name : {"1f1b", "zb-v", "stp"}) {
+    INFO(name);
+    o.vpp = chunks_per_rank(name, 1);
+    const Study s = load_study(resolve_config("studies", "default"), o);
+    const CostModel tp2 = cost_of(s);
+    const UnitCost fc1 = first_unit(tp2, UnitKind::PreMLP);
+    REQUIRE(fc1[Phase::F].collectives.size() == 1);
+    CHECK(fc1[Phase::F].collectives[0].kind == CollectiveKind::AllGather);
+    const Schedule sched = make_schedule(name, ScheduleOptions{1, s.parallel.vpp, 4});
+    const test::Simulated r = test::simulated(sched, tp2, false);
+    test::check_pp_idle(r.report, r.dag, r.timeline);
+    CHECK(r.report.ep_comm_rate > 0);
+  }
+}
