@@ -280,6 +280,12 @@ std::string megatron_launch_args(const Study& study, const LaunchSchedule& sched
   // Megatron's default is p2p; the other type is written only when it is chosen.
   if (study.parallel.cp > 1 && study.parallel.cp_comm_type != CpCommType::P2P)
     flag(f, "--cp-comm-type", name(study.parallel.cp_comm_type));
+  if (study.parallel.cp > 1 && study.parallel.cp_comm_type == CpCommType::A2AP2P) {
+    std::string sizes;
+    for (const int n : study.parallel.hierarchical_cp)
+      sizes += (sizes.empty() ? "" : " ") + std::to_string(n);
+    flag(f, "--hierarchical-context-parallel-sizes", sizes);
+  }
   megatron_schedule(study, schedule, f);
   megatron_training(study, f);
   std::ostringstream out;
