@@ -48,6 +48,34 @@ Study llama_cp(CpCommType comm, int cp = 2) {
   return load_study(resolve_config("studies", "default"), o);
 }
 
+// llama3.1-8b (8 heads, 2 KV heads of 128 per TP rank) on 8 nodes of 8 H100, tp 4, pp 2, one
+// chunk per rank, seq 4096, micro-batch 1, 4 microbatches, cp 4 as a2a+p2p 2 x 2. Rank 0's cp
+// group is ranks 0, 4, 8, 12: its a2a group {0, 4} inside node 0, its ring {0, 8} across nodes.
+Study llama_hcp() {
+  StudyOverrides o = test::layout_overrides("llama3.1-8b", "h100x64", 4, 2, 4096);
+  o.cp = 4;
+  o.cp_comm_type = CpCommType::A2AP2P;
+  o.hierarchical_cp = std::vector<int>{2, 2};
+  o.microbatches = 4;
+  return load_study(resolve_config("studies", "default"), o);
+}
+
+// The h100 profile with hand links: NVLink 10 us and 100 GB/s, InfiniBand 5 us and 200 GB/s, no
+// measured rows (time = latency + bus factor x bytes / bandwidth).
+Profile hand_links_h100() {
+  Profile p = load_profile("h100");
+  auto hand = [](LinkProfile& l, double latency_s, double Bps) {
+    l.latency_s = latency_s;
+    l.bus_bandwidth_Bps = Bps;
+    l.measured = nullptr;
+    l.published = false;
+    l.row_sources.clear();
+  };
+  hand(p.links.at("nvlink"), 10e-6, 100e9);
+  hand(p.links.at("ib"), 5e-6, 200e9);
+  return p;
+}
+
 // Rank 0's ops on the CP stream: how many, and their time in the forward and in the backward.
 struct CpTally {
   int ops = 0;
@@ -65,11 +93,12 @@ CpTally rank0_cp(const test::Simulated& r) {
   return t;
 }
 
-// Every schedule at cp 2 with `comm`: the sum identity holds and the CP group communicates.
+// Every schedule at cp 2 with `comm` (a2a+p2p: cp 4 = 2 x 2): the sum identity holds and the CP
+// group communicates.
 void check_every_schedule(CpCommType comm) {
   for (const std::string& name : schedule_names()) {
     INFO(name);
-    Study s = llama_cp(comm);
+    Study s = comm == CpCommType::A2AP2P ? llama_hcp() : llama_cp(comm);
     s.parallel.vpp = chunks_per_rank(name, 1);
     validate_study(s);
     const Schedule sched = make_schedule(name, ScheduleOptions{2, s.parallel.vpp, 8});
@@ -165,15 +194,10 @@ TEST_CASE("every schedule keeps the sum identity with every CP communication typ
   int checked = 0;
   for (const std::string& type : cp_comm_type_names()) {
     INFO(type);
-    const CpCommType comm = parse_cp_comm_type(type).value();
-    if (comm == CpCommType::A2AP2P) {  // refused until modelled (the errors test below)
-      CHECK_THROWS_AS(llama_cp(comm), InputError);
-      continue;
-    }
-    check_every_schedule(comm);
+    check_every_schedule(parse_cp_comm_type(type).value());
     ++checked;
   }
-  CHECK(checked == 3);  // p2p, a2a, allgather
+  CHECK(checked == 4);  // p2p, a2a, allgather, a2a+p2p
 }
 
 TEST_CASE("cp allgather gathers KV before attention and reduce-scatters dKV after, exposed",
@@ -353,6 +377,123 @@ TEST_CASE("cp a2a's forward all-to-alls are exposed under 1F1B", "[cp][sim]") {
   CHECK(r.report.ranks[0].cp_exposed_s == Approx(cp.forward_s).epsilon(1e-9));
 }
 
+TEST_CASE("cp a2a+p2p runs all-to-alls in its A-groups around a ring between them", "[cp][cost]") {
+  // cp 4 = 2 x 2 (llama_hcp). Per GPU: 4096 / 4 = 1024 tokens; tp 4: Q of 8 heads x 128 = 1024
+  // x 1024 x 2 B = 2 MiB, K and V of 2 KV heads x 128 = 0.5 MiB each, the output 2 MiB. The
+  // all-to-alls over the A-group of 2 (ranks 0 and 4, NVLink), bus factor 1/2: 10 us + 1/2 x
+  // bytes / 100 GB/s, so 2 MiB takes 10 + 10.48576 us and 0.5 MiB 10 + 2.62144 us.
+  const double mib = 1048576, us = 1e-6;
+  const double q_s = 20.48576 * us, kv_s = 12.62144 * us;
+  // After the all-to-all a GPU holds 2048 tokens at 4 / 2 = 1 KV head: the ring step moves
+  // K and V of 2048 x 128 x 2 B = 1 MiB (as p2p's at cp 4 with 2 KV heads: 1024 tokens), over
+  // the ring of P = 2 (ranks 0 and 8, InfiniBand): one transfer, 5 us + 1 MiB / 200 GB/s =
+  // 5 + 5.24288 us; the backward's carries KV and dKV, 2 MiB: 5 + 10.48576 us.
+  const double ring_f_s = 10.24288 * us, ring_b_s = 15.48576 * us;
+  struct Expect {
+    Phase phase;
+    CollectiveKind kind;
+    CollectivePosition position;
+    double bytes, time_s;
+    int steps;
+  };
+  using K = CollectiveKind;
+  using P = CollectivePosition;
+  const std::vector<Expect> expected = {
+      {Phase::F, K::AllToAll, P::Before, 3 * mib, q_s + 2 * kv_s, 1},
+      {Phase::F, K::P2P, P::Inside, mib, ring_f_s, 2},
+      {Phase::F, K::AllToAll, P::After, 2 * mib, q_s, 1},
+      {Phase::B, K::AllToAll, P::Before, 2 * mib, q_s, 1},
+      {Phase::B, K::P2P, P::Inside, 2 * mib, ring_b_s, 2},
+      {Phase::B, K::AllToAll, P::After, 3 * mib, q_s + 2 * kv_s, 1}};
+  const Study study = llama_hcp();
+  const CostModel hcp = build_cost_model(study, hand_links_h100(), 2);
+  const UnitCost attn = first_unit(hcp, UnitKind::Attn);
+  std::vector<Expect> found;
+  for (Phase p : {Phase::F, Phase::B}) {
+    for (const Collective& c : attn[p].collectives)
+      if (c.group == Group::Cp)
+        found.push_back({p, c.kind, c.position, c.bytes, c.time_s, c.steps});
+    CHECK(attn[p].compute_steps() == 2);  // the attention runs in P = 2 ring steps
+  }
+  REQUIRE(found.size() == expected.size());
+  for (std::size_t i = 0; i < found.size(); ++i) {
+    INFO(i);
+    CHECK(found[i].phase == expected[i].phase);
+    CHECK(found[i].kind == expected[i].kind);
+    CHECK(found[i].position == expected[i].position);
+    CHECK(found[i].bytes == expected[i].bytes);
+    CHECK(found[i].time_s == Approx(expected[i].time_s).epsilon(1e-12));
+    CHECK(found[i].steps == expected[i].steps);
+  }
+  // Placement: with tp 2 the whole cp group (ranks 0, 2, 4, 6) is in node 0, so the ring's step
+  // is NVLink's: K and V of 2048 tokens at 4 / 2 = 2 KV heads, 2 MiB: 10 us + 2 MiB / 100 GB/s.
+  StudyOverrides o = test::layout_overrides("llama3.1-8b", "h100x64", 2, 2, 4096);
+  o.cp = 4;
+  o.cp_comm_type = CpCommType::A2AP2P;
+  o.hierarchical_cp = std::vector<int>{2, 2};
+  const Study inside = load_study(resolve_config("studies", "default"), o);
+  const UnitCost attn_inside =
+      first_unit(build_cost_model(inside, hand_links_h100(), 2), UnitKind::Attn);
+  int rings = 0;
+  for (const Collective& c : attn_inside[Phase::F].collectives) {
+    if (c.position != CollectivePosition::Inside) continue;
+    ++rings;
+    CHECK(c.time_s == Approx(10 * us + 2 * mib / 100e9).epsilon(1e-12));
+  }
+  CHECK(rings == 1);
+  // The same model FLOPs and saved activations as p2p's and a2a's at cp 4; the attention kernel
+  // of a ring step: seq 4096 / P 2 = 2048 tokens at 8 heads / A 2 = 4 heads, 2 kernels.
+  Study ring = study, ulysses = study;
+  ring.parallel.cp_comm_type = CpCommType::P2P;
+  ulysses.parallel.cp_comm_type = CpCommType::A2A;
+  ring.parallel.hierarchical_cp.clear();
+  ulysses.parallel.hierarchical_cp.clear();
+  for (const Study* other : {&ring, &ulysses}) {
+    const UnitCost a = first_unit(cost_of(*other), UnitKind::Attn);
+    for (Phase p : {Phase::F, Phase::B}) CHECK(attn[p].flops == a[p].flops);
+    CHECK(attn[Phase::F].alloc_bytes == a[Phase::F].alloc_bytes);
+  }
+  std::vector<detail::KernelCall> calls;
+  for (const detail::LayerKernel& k : detail::lm_layer_kernels(study, load_profile("h100")))
+    if (k.call.kind == detail::KernelKind::Attention && k.phase == Phase::F)
+      calls.push_back(k.call);
+  REQUIRE(calls.size() == 1);
+  CHECK(calls[0].seq == 2048);
+  CHECK(calls[0].batch == 4);
+}
+
+TEST_CASE("cp a2a+p2p's forward all-to-alls are exposed under 1F1B, at most its ring besides",
+          "[cp][sim]") {
+  const CostModel cost = build_cost_model(llama_hcp(), hand_links_h100(), 2);
+  const test::Simulated r =
+      test::simulated(make_schedule("1f1b", ScheduleOptions{2, 1, 4}), cost, false);
+  // Rank 0: 16 layers x 4 microbatches x (two all-to-alls and one ring transfer, in F and in B).
+  double forward_all_to_all_s = 0;
+  int ops = 0;
+  for (std::size_t i = 0; i < r.dag.ops.size(); ++i) {
+    const DagOp& op = r.dag.ops[i];
+    if (op.rank != 0 || op.stream != StreamKind::Cp) continue;
+    ++ops;
+    if (op.phase == Phase::F && op.collective == CollectiveKind::AllToAll)
+      forward_all_to_all_s += r.timeline.end_s[i] - r.timeline.start_s[i];
+  }
+  CHECK(ops == 16 * 4 * 6);
+  // Each forward: 45.72864 us before the attention, 20.48576 us after (the hand test above).
+  CHECK(forward_all_to_all_s == Approx(16 * 4 * 66.2144e-6).epsilon(1e-9));
+  // The ring's one transfer (10.24 us forward, 15.49 us backward) is shorter than the first of
+  // the unit's two pieces; as a2a's, the backward's all-to-alls run beside the weight gradients
+  // of the units already done. What is exposed is the forward's all-to-alls and at most the ring
+  // transfers besides (a transfer shares the one CP stream with the all-to-alls, so it can wait
+  // behind another unit's and then outlast its piece): 16 x 4 x (10.24288 + 15.48576) us.
+  const UnitCost attn = first_unit(cost, UnitKind::Attn);
+  CHECK(attn[Phase::F].time_s / 2 > 10.24288e-6);
+  CHECK(attn[Phase::B].time_s / 2 > 15.48576e-6);
+  const double exposed = r.report.ranks[0].cp_exposed_s;
+  CHECK(exposed >= forward_all_to_all_s * (1 - 1e-9));
+  CHECK(exposed <= forward_all_to_all_s + 16 * 4 * 25.72864e-6);
+  test::check_sum_identity(r.report);
+}
+
 TEST_CASE("context parallelism the model cannot run is one line naming the fix", "[cp][errors]") {
   auto problem = [](const StudyOverrides& o) {
     return test::input_error_of([&] { load_study(resolve_config("studies", "default"), o); });
@@ -394,11 +535,44 @@ TEST_CASE("context parallelism the model cannot run is one line naming the fix",
   CHECK(problem(kv).empty());
   a2a.cp = 1;
   CHECK(problem(a2a).empty());
-  // The hierarchy of a2a and p2p is named but not modelled yet.
+  // a2a+p2p: its two sizes are needed, multiply to cp, are both above 1, and the a2a one divides
+  // a TP rank's heads and kv heads; sizes with another type are refused.
   kv.cp_comm_type = CpCommType::A2AP2P;
   CHECK(problem(kv) ==
-        "--cp-comm-type: parallel.cp_comm_type: a2a+p2p is not modelled yet; use p2p (Megatron's "
-        "default), a2a or allgather");
+        "--cp-comm-type: parallel.hierarchical_cp: a2a+p2p needs the sizes of its a2a and p2p "
+        "levels (Megatron asserts --hierarchical-context-parallel-sizes is set): give "
+        "--hierarchical-cp-sizes A P with A x P = cp 4");
+  kv.hierarchical_cp = std::vector<int>{2, 4};
+  CHECK(problem(kv) ==
+        "--hierarchical-cp-sizes: parallel.hierarchical_cp: 2 x 4 = 8 is not cp 4 (Megatron "
+        "asserts cp = the product of the sizes)");
+  kv.hierarchical_cp = std::vector<int>{1, 4};
+  CHECK(problem(kv) ==
+        "--hierarchical-cp-sizes: parallel.hierarchical_cp: both sizes must be above 1 (Megatron "
+        "asserts only their product; Transformer Engine runs a level of 1 as the other type "
+        "alone): use --cp-comm-type p2p");
+  kv.hierarchical_cp = std::vector<int>{4, 1};
+  CHECK_THAT(problem(kv), Catch::EndsWith("use --cp-comm-type a2a"));
+  kv.hierarchical_cp = std::vector<int>{2, 2};
+  CHECK(problem(kv).empty());
+  kv.hierarchical_cp = std::vector<int>{2, 2, 1};
+  CHECK_THAT(problem(kv), Catch::Contains("takes two sizes") && Catch::EndsWith("got 3"));
+  // llama3.1-8b at tp 2, cp 8 = 8 x 1 is refused above; 8 = 8 x ... needs a2a 8 dividing 4 KV
+  // heads: at cp 16 = 8 x 2 (tp 2 x 16 x pp 2 = 64 GPUs).
+  kv.cp = 16;
+  kv.seq = 8192;
+  kv.hierarchical_cp = std::vector<int>{8, 2};
+  CHECK(problem(kv) ==
+        "--hierarchical-cp-sizes: parallel.hierarchical_cp: the a2a level splits each TP rank's "
+        "heads over 8 (Transformer Engine requires heads and kv heads divisible by it): model "
+        "llama3.1-8b at tp 2 has 16 heads and 4 kv heads per rank; allowed a2a sizes: 1, 2, 4");
+  kv.cp = 4;
+  kv.seq = 4096;
+  kv.hierarchical_cp = std::vector<int>{2, 2};
+  kv.cp_comm_type = CpCommType::P2P;
+  CHECK(problem(kv) ==
+        "--hierarchical-cp-sizes: parallel.hierarchical_cp: the sizes of a2a+p2p's two levels, "
+        "but cp_comm_type is p2p; drop them or use --cp-comm-type a2a+p2p");
   const std::string gpt3 = "configs/studies/megatron/gpt3-175b-full.yaml";
   REQUIRE_FALSE(load_study(resolve_config("studies", gpt3)).model.flash_attention);
   StudyOverrides g;

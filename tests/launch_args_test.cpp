@@ -116,6 +116,15 @@ TEST_CASE("Megatron round trip: every switch on, GQA + SwiGLU + QKV bias, two-sa
   check_round_trip("qwen2-7b-h20x16", o);
   o.cp = 2;  // --context-parallel-size 2: dp 4
   check_round_trip("qwen2-7b-h20x16", o);
+  // --cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes 2 2: llama3.1-8b at tp 4 has 8
+  // heads and 2 KV heads per rank for the a2a level of 2; cp 4 = 2 x 2, dp 2.
+  StudyOverrides hcp = o;
+  hcp.model = "llama3.1-8b";
+  hcp.vpp = 8;  // 32 layers on pp 2 x 8 chunks
+  hcp.cp = 4;
+  hcp.cp_comm_type = CpCommType::A2AP2P;
+  hcp.hierarchical_cp = std::vector<int>{2, 2};
+  check_round_trip("qwen2-7b-h20x16", hcp);
   // Every FP8 recipe as --fp8-format + --fp8-recipe (tests/precision_test.cpp has the flags).
   for (Precision p :
        {Precision::Fp8Delayed, Precision::Fp8Current, Precision::Fp8Blockwise, Precision::Mxfp8}) {

@@ -113,6 +113,14 @@ TEST_CASE("Megatron parallelism: tp, pp, virtual stages, SP, cp, ep and etp read
   CHECK(args("--cp-comm-type allgather").overrides.cp_comm_type == CpCommType::AllGather);
   CHECK(args_error("--cp-comm-type ring") ==
         "--megatron-args: --cp-comm-type: 'ring': Megatron allows p2p, a2a, allgather or a2a+p2p");
+  // a2a+p2p's two levels (nargs '+' in Megatron; the study's validation wants two).
+  const MegatronLaunch h = args("--cp-comm-type a2a+p2p --hierarchical-context-parallel-sizes 2 4");
+  CHECK(h.overrides.cp_comm_type == CpCommType::A2AP2P);
+  CHECK(h.overrides.hierarchical_cp == std::vector<int>{2, 4});
+  CHECK(h.not_modelled.empty());
+  CHECK(args_error("--hierarchical-context-parallel-sizes 2 x") ==
+        "--megatron-args: --hierarchical-context-parallel-sizes: must be positive integers, got "
+        "'x'");
   CHECK_THAT(args_error(std::string(kGpt) + "--vocab-size 100 --pipeline-model-parallel-size 2 "
                                             "--num-layers-per-virtual-pipeline-stage 5"),
              Catch::StartsWith("--megatron-args: --num-layers-per-virtual-pipeline-stage: needs"));

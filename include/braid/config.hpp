@@ -42,8 +42,9 @@ enum class AttentionImpl { Default, Flash2, Flash3, Cudnn, Unfused };
 // before the attention and a reduce-scatter of dKV after its backward, exposed
 // (AllGather, AttnFuncWithCPAndKVAllGather), or Ulysses-style all-to-alls that trade the
 // sequence split for a head split around the attention, exposed (A2A, AttnFuncWithCPAndQKVOA2A).
-// The hierarchy of a2a inside sub-groups and p2p between them (A2AP2P) is named so that a study
-// can say it; it is refused until modelled.
+// Or the hierarchy of both (A2AP2P, AttnFuncWithCPAndKVP2P given cp_group = [a2a group, p2p
+// group]): all-to-alls inside sub-groups of consecutive cp ranks, a KV ring between them
+// (ParallelConfig::hierarchical_cp gives the two sizes).
 enum class CpCommType { P2P, A2A, AllGather, A2AP2P };
 // The number format the linear layers' GEMMs run in (docs/cost-model.md, "FP8"): bf16, or one of
 // Transformer Engine's FP8 recipes (transformer_engine/common/recipe/__init__.py): DelayedScaling
@@ -205,6 +206,11 @@ struct ParallelConfig {
   // (Megatron-Core's cp group with Transformer Engine's p2p context parallelism).
   int cp = 1;
   CpCommType cp_comm_type = CpCommType::P2P;  // Megatron's default
+  // a2a+p2p: the sizes {A, P} of its two levels, A x P = cp (Megatron-Core's
+  // --hierarchical-context-parallel-sizes; parallel_state.py create_hierarchical_groups): the
+  // all-to-all group of A consecutive cp ranks and the ring of P ranks, one from each such group.
+  // Empty: not given (every other type).
+  std::vector<int> hierarchical_cp{};
   int dp = 1;  // derived by the rank layout (rank_layout(study)): the GPUs left per tp x cp x pp
   // Expert parallelism of the MoE layers (Megatron-Core's parallel folding): each expert lives on
   // one of ep ranks (--expert-model-parallel-size) and is split over etp
@@ -304,6 +310,7 @@ struct StudyOverrides {
   std::optional<bool> sequence_parallel{};
   std::optional<Recompute> recompute{};
   std::optional<CpCommType> cp_comm_type{};
+  std::optional<std::vector<int>> hierarchical_cp{};
   std::optional<Precision> precision{};
   std::optional<VisionPlacement> vision_placement{};
   std::optional<StageBalance> balance{};

@@ -54,9 +54,14 @@ void add_study_options(CLI::App& cmd, StudyArgs& args) {
          },
          "how a context-parallel group exchanges KV: p2p (a ring hidden behind the attention "
          "steps), allgather (exposed gather and reduce-scatter) or a2a (Ulysses: exposed "
-         "all-to-alls of Q, K, V and the output); a2a+p2p is not modelled yet; default: the "
-         "study's (p2p)")
+         "all-to-alls of Q, K, V and the output) or a2a+p2p (all-to-alls inside groups of "
+         "--hierarchical-cp-sizes' first size, a ring between them); default: the study's (p2p)")
       ->check(CLI::IsMember(cp_comm_type_names()));
+  cmd.add_option_function<std::vector<int>>(
+         "--hierarchical-cp-sizes", [&o](const std::vector<int>& v) { o.hierarchical_cp = v; },
+         "a2a+p2p: A P, the all-to-all group's size and the ring's (A x P = cp; Megatron's "
+         "--hierarchical-context-parallel-sizes); default: the study's")
+      ->expected(2);
   cmd.add_option_function<int>(
       "--vpp", [&o](int v) { o.vpp = v; },
       "chunks (virtual stages) per pipeline rank for loop placement; default: the study's (2)");

@@ -288,6 +288,12 @@ std::string megatron_launch_args(const Study& study, const LaunchSchedule& sched
     flag(f, "--expert-model-parallel-size", std::to_string(study.parallel.ep));
   if (study.model.moe && study.parallel.etp > 0)
     flag(f, "--expert-tensor-parallel-size", std::to_string(study.parallel.etp));
+  if (study.parallel.cp > 1 && study.parallel.cp_comm_type == CpCommType::A2AP2P) {
+    std::string sizes;
+    for (const int n : study.parallel.hierarchical_cp)
+      sizes += (sizes.empty() ? "" : " ") + std::to_string(n);
+    flag(f, "--hierarchical-context-parallel-sizes", sizes);
+  }
   megatron_schedule(study, schedule, f);
   megatron_training(study, f);
   std::ostringstream out;

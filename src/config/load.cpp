@@ -336,6 +336,60 @@ void validate_ulysses(const Study& s, const StudyOverrides& o, const Origin& ori
           detail::divisors_of(std::gcd(heads, kv_heads)) + ", or use p2p");
 }
 
+// The two levels of a2a+p2p. Megatron's validate_args (training/arguments.py) asserts that
+// --hierarchical-context-parallel-sizes is given with a2a+p2p and that its product is cp;
+// Transformer Engine's attn_forward_func_with_cp takes exactly two groups ([a2a, p2p]) and runs a
+// level of size 1 as the other type alone, so braid asks for both above 1 (the plain type says the
+// same thing); the a2a level splits each TP rank's heads over A (flash_attn_a2a_communicate, as
+// validate_ulysses). Sizes given with another type would be ignored by the attention: refused.
+void validate_hierarchical_cp(const Study& s, const StudyOverrides& o, const Origin& origin) {
+  const ParallelConfig& p = s.parallel;
+  const std::vector<int>& sizes = p.hierarchical_cp;
+  const std::string where = origin.where(o.hierarchical_cp.has_value(), "--hierarchical-cp-sizes");
+  const char* field = "parallel.hierarchical_cp";
+  if (p.cp_comm_type != CpCommType::A2AP2P) {
+    if (sizes.empty()) return;
+    throw InputError(where, field,
+                     std::string("the sizes of a2a+p2p's two levels, but cp_comm_type is ") +
+                         name(p.cp_comm_type) + "; drop them or use --cp-comm-type a2a+p2p");
+  }
+  // At cp 1 the type has nothing to exchange (the explorer's base study runs at cp 1, its axes
+  // set the rest).
+  if (p.cp == 1) return;
+  if (sizes.empty())
+    throw InputError(origin.where(o.cp_comm_type.has_value(), "--cp-comm-type"), field,
+                     "a2a+p2p needs the sizes of its a2a and p2p levels (Megatron asserts "
+                     "--hierarchical-context-parallel-sizes is set): give --hierarchical-cp-sizes "
+                     "A P with A x P = cp " +
+                         std::to_string(p.cp));
+  if (sizes.size() != 2)
+    throw InputError(where, field,
+                     "a2a+p2p takes two sizes, the a2a group's and the p2p ring's (Transformer "
+                     "Engine's [a2a, p2p] groups); got " +
+                         std::to_string(sizes.size()));
+  const int a2a = sizes[0], ring = sizes[1];
+  if (a2a * ring != p.cp)
+    throw InputError(where, field,
+                     std::to_string(a2a) + " x " + std::to_string(ring) + " = " +
+                         std::to_string(a2a * ring) + " is not cp " + std::to_string(p.cp) +
+                         " (Megatron asserts cp = the product of the sizes)");
+  if (a2a < 2 || ring < 2)
+    throw InputError(where, field,
+                     "both sizes must be above 1 (Megatron asserts only their product; Transformer "
+                     "Engine runs a level of 1 as the other type alone): use --cp-comm-type " +
+                         std::string(a2a < 2 ? "p2p" : "a2a"));
+  const int heads = s.model.heads / p.tp, kv_heads = s.model.kv_heads / p.tp;
+  if (heads % a2a != 0 || kv_heads % a2a != 0)
+    throw InputError(where, field,
+                     "the a2a level splits each TP rank's heads over " + std::to_string(a2a) +
+                         " (Transformer Engine requires heads and kv heads divisible by it): "
+                         "model " +
+                         s.model.name + " at tp " + std::to_string(p.tp) + " has " +
+                         std::to_string(heads) + " heads and " + std::to_string(kv_heads) +
+                         " kv heads per rank; allowed a2a sizes: " +
+                         detail::divisors_of(std::gcd(heads, kv_heads)));
+}
+
 // Context parallelism as Transformer Engine runs it with Megatron-Core (p2p, load-balanced):
 // each rank holds 2 of 2 x cp sequence chunks, attention is TE's fused kernel (Megatron builds
 // the CP attention only from TEDotProductAttention), and the vision encoder has no CP.
@@ -344,10 +398,6 @@ void validate_context_parallel(const Study& s, const StudyOverrides& o, const Or
   if (cp == 1) return;  // the communication type has nothing to exchange
   const std::string where = origin.where(o.cp.has_value(), "--cp");
   const CpCommType comm = s.parallel.cp_comm_type;
-  if (comm == CpCommType::A2AP2P)
-    throw InputError(origin.where(o.cp_comm_type.has_value(), "--cp-comm-type"),
-                     "parallel.cp_comm_type",
-                     "a2a+p2p is not modelled yet; use p2p (Megatron's default), a2a or allgather");
   if (comm == CpCommType::A2A) validate_ulysses(s, o, origin);
   check_at_most(cp, kMaxCp, where, "parallel.cp");
   if (s.training.seq % (2 * cp) != 0) {
@@ -554,6 +604,7 @@ void validate(Study& s, const StudyOverrides* ov) {
                          " virtual stages (pp x vpp = " + std::to_string(p.pp) + " x " +
                          std::to_string(p.vpp) + "); each virtual stage needs at least one layer");
   }
+  validate_hierarchical_cp(s, o, origin);
   validate_context_parallel(s, o, origin);
   int gpus = s.cluster.gpus();
   const int model_parallel = p.tp * p.cp * p.pp;
@@ -656,6 +707,12 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
       static_cast<CpCommType>(par.choice_or("cp_comm_type", cp_comm_type_names(), 0));
   study.parallel.ep = par.positive_int_or("ep", 1);
   if (par.has("etp")) study.parallel.etp = par.positive_int("etp");
+  for (const std::string& item : par.string_list_or("hierarchical_cp", {})) {
+    const bool digits = !item.empty() && item.size() <= 4 &&
+                        item.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits) par.fail("hierarchical_cp", "'" + item + "' is not a group size (1 or more)");
+    study.parallel.hierarchical_cp.push_back(std::stoi(item));
+  }
   par.finish();
 
   YamlMap tr = s.map("training");
@@ -715,6 +772,7 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
   if (o.cp_comm_type) study.parallel.cp_comm_type = *o.cp_comm_type;
   if (o.ep) study.parallel.ep = *o.ep;
   if (o.etp) study.parallel.etp = *o.etp;
+  if (o.hierarchical_cp) study.parallel.hierarchical_cp = *o.hierarchical_cp;
   if (o.seq) t.seq = *o.seq;
   if (o.mbs) t.micro_batch_size = *o.mbs;
   if (o.microbatches) t.microbatches = *o.microbatches;

@@ -150,6 +150,7 @@ const std::set<std::string>& known_flags() {
                                               "--sequence-parallel",
                                               "--context-parallel-size",
                                               "--cp-comm-type",
+                                              "--hierarchical-context-parallel-sizes",
                                               "--expert-model-parallel-size",
                                               "--expert-tensor-parallel-size",
                                               "--recompute-granularity",
@@ -233,6 +234,24 @@ class FlagReader {
     } catch (const std::exception&) {
       fail(flag, "must be a positive integer, got '" + value + "'");
     }
+  }
+  // Every value of a flag that takes several (nargs '+'), each a positive integer.
+  std::vector<int> positive_list(const std::string& flag) const {
+    std::vector<int> out;
+    for (const std::string& value : flags_.at(flag)) {
+      std::size_t used = 0;
+      int v = 0;
+      try {
+        v = std::stoi(value, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == 0 || used != value.size() || v <= 0)
+        fail(flag, "must be positive integers, got '" + value + "'");
+      out.push_back(v);
+    }
+    if (out.empty()) fail(flag, "needs a value");
+    return out;
   }
   double number(const std::string& flag, double fallback) const {
     if (!has(flag)) return fallback;
@@ -478,6 +497,8 @@ MegatronLaunch parse_megatron_args(const std::string& text, const std::string& w
     if (!o.cp_comm_type)
       f.fail("--cp-comm-type", "'" + type + "': Megatron allows p2p, a2a, allgather or a2a+p2p");
   }
+  if (f.has("--hierarchical-context-parallel-sizes"))
+    o.hierarchical_cp = f.positive_list("--hierarchical-context-parallel-sizes");
   const std::string granularity = f.text("--recompute-granularity", "");
   if (granularity == "full") {
     o.recompute = Recompute::Full;
@@ -528,6 +549,7 @@ void merge_overrides(StudyOverrides& base, const StudyOverrides& top) {
   take(base.cp_comm_type, top.cp_comm_type);
   take(base.ep, top.ep);
   take(base.etp, top.etp);
+  take(base.hierarchical_cp, top.hierarchical_cp);
   take(base.precision, top.precision);
   take(base.vision_placement, top.vision_placement);
   take(base.balance, top.balance);

@@ -47,6 +47,20 @@ detail::TpSetup tp_setup(const Study& study, const Profile& profile) {
   tp.cp = par.cp;
   tp.cp_comm = par.cp_comm_type;
   tp.cp_link = link_of(Group::Cp);
+  if (par.cp > 1 && par.cp_comm_type == CpCommType::A2AP2P) {
+    // Megatron-Core's create_hierarchical_groups (parallel_state.py) cuts the cp group's ranks
+    // in order: the a2a groups are A consecutive members, the ring takes one member of each
+    // (stride A). Each spans nodes when its first and last members do.
+    const std::vector<int> cp_ranks = layout.ranks(Group::Cp, 0);
+    const int a2a = par.hierarchical_cp.at(0);
+    const auto link_over = [&](int first, int last) {
+      const bool across = layout.node_of(cp_ranks[first]) != layout.node_of(cp_ranks[last]);
+      return &profile.link(across ? study.cluster.inter_node.name : study.cluster.intra_node.name);
+    };
+    tp.cp_a2a = a2a;
+    tp.cp_a2a_link = link_over(0, a2a - 1);
+    tp.cp_link = link_over(0, par.cp - a2a);
+  }
   return tp;
 }
 

@@ -405,7 +405,11 @@ std::string study_lines(const Study& s, const Profile& prof, const CostModel& cm
   out += util::format(
       "parallel: tp %d, pp %d, vpp %d (%zu virtual stages), dp %d, sequence parallel %s", p.tp,
       p.pp, p.vpp, cm.chunks.size(), p.dp, p.sequence_parallel ? "on" : "off");
-  if (p.cp > 1)
+  if (p.cp > 1 && p.cp_comm_type == CpCommType::A2AP2P)
+    out += util::format(", context parallel %d (all-to-all in groups of %d, KV ring of %d, %s)",
+                        p.cp, p.hierarchical_cp.at(0), p.hierarchical_cp.at(1),
+                        rank_layout(s).spans_nodes(Group::Cp) ? "across nodes" : "inside a node");
+  else if (p.cp > 1)
     out += util::format(", context parallel %d (%s %s)", p.cp,
                         p.cp_comm_type == CpCommType::A2A ? "all-to-all" : "KV ring",
                         rank_layout(s).spans_nodes(Group::Cp) ? "across nodes" : "inside a node");

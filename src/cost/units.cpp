@@ -54,16 +54,17 @@ void add_tp_collective(PhaseCost& p, const TpSetup& tp, CollectiveKind kind,
 // The KV exchanges of context parallelism inside a phase's compute: cp - 1 transfers of
 // `step_bytes` to the ring's next GPU, each hidden behind one of the cp steps of the attention
 // (lowered as pieces beside the transfers: DagOp Inside). None for a ring of one.
-void add_cp_ring(PhaseCost& p, const TpSetup& tp, double step_bytes) {
-  if (tp.cp <= 1) return;
+// The ring has `ranks` members: cp, or cp / A under a2a+p2p (its ring over the A-groups).
+void add_cp_ring(PhaseCost& p, const TpSetup& tp, int ranks, double step_bytes) {
+  if (ranks <= 1) return;
   Collective c;
   c.kind = CollectiveKind::P2P;
   c.group = Group::Cp;
   c.position = CollectivePosition::Inside;
-  c.steps = tp.cp;
+  c.steps = ranks;
   c.source = collective_source(*tp.cp_link, CollectiveKind::P2P, 2);
-  c.bytes = (tp.cp - 1) * step_bytes;
-  c.time_s = (tp.cp - 1) * collective_time_s(*tp.cp_link, CollectiveKind::P2P, 2, step_bytes);
+  c.bytes = (ranks - 1) * step_bytes;
+  c.time_s = (ranks - 1) * collective_time_s(*tp.cp_link, CollectiveKind::P2P, 2, step_bytes);
   p.collectives.push_back(c);
 }
 
@@ -79,18 +80,22 @@ void add_cp_collective(PhaseCost& p, const TpSetup& tp, CollectiveKind kind,
 // per tensor of `tensors` (each its bytes per rank, the nccl-tests size) as Transformer Engine
 // issues them (flash_attn_a2a_communicate in attention/dot_product_attention/context_parallel.py:
 // one all_to_all_single per tensor, back to back): one collective of their bytes and the sum of
-// their times. None for a group of one.
+// their times. The group is the whole cp group (a2a) or a2a+p2p's group of A ranks over its own
+// link. None for a group of one.
 void add_cp_all_to_all(PhaseCost& p, const TpSetup& tp, CollectivePosition position,
                        std::initializer_list<double> tensors) {
-  if (tp.cp <= 1) return;
+  const bool hierarchical = tp.cp_comm == CpCommType::A2AP2P;
+  const int ranks = hierarchical ? tp.cp_a2a : tp.cp;
+  const LinkProfile& link = hierarchical ? *tp.cp_a2a_link : *tp.cp_link;
+  if (ranks <= 1) return;
   Collective c;
   c.kind = CollectiveKind::AllToAll;
   c.group = Group::Cp;
   c.position = position;
-  c.source = collective_source(*tp.cp_link, CollectiveKind::AllToAll, tp.cp);
+  c.source = collective_source(link, CollectiveKind::AllToAll, ranks);
   for (double bytes : tensors) {
     c.bytes += bytes;
-    c.time_s += collective_time_s(*tp.cp_link, CollectiveKind::AllToAll, tp.cp, bytes);
+    c.time_s += collective_time_s(link, CollectiveKind::AllToAll, ranks, bytes);
   }
   p.collectives.push_back(c);
 }
@@ -369,6 +374,41 @@ void row_gemm_weight_grad(UnitCost& u, const LayerTerms& L, double in_width, dou
   u[Phase::W].free_bytes = freed_bytes;
 }
 
+// The all-to-alls of the attention's Q, K (kv heads), V and output, as the a2a and a2a+p2p types
+// send them (Q and the output: q / tp wide, K and V: k / tp, over the GPU's tokens `T`): before
+// the forward, after it, and the backward's mirror. `rerun`: selective recomputation runs the
+// forward's again ahead of dO's.
+struct AttentionAllToAlls {
+  double q = 0, k = 0, out = 0;
+};
+AttentionAllToAlls attention_all_to_alls(const LayerTerms& L) {
+  return {L.T * L.q / L.t * L.e, L.T * L.k / L.t * L.e, L.T * L.q / L.t * L.e};
+}
+void add_attention_all_to_alls(UnitCost& u, const TpSetup& tp, const AttentionAllToAlls& a,
+                               bool rerun, bool before_ring) {
+  if (before_ring) {
+    add_cp_all_to_all(u[Phase::F], tp, CollectivePosition::Before, {a.q, a.k, a.k});
+    if (rerun)
+      add_cp_all_to_all(u[Phase::B], tp, CollectivePosition::Before, {a.q, a.k, a.k, a.out, a.out});
+    else
+      add_cp_all_to_all(u[Phase::B], tp, CollectivePosition::Before, {a.out});
+    return;
+  }
+  add_cp_all_to_all(u[Phase::F], tp, CollectivePosition::After, {a.out});
+  add_cp_all_to_all(u[Phase::B], tp, CollectivePosition::After, {a.q, a.k, a.k});
+}
+
+// a2a+p2p's exchanges (attn_cost): all-to-alls before, the ring of `ring_ranks` inside (KV of
+// `kv_bytes` per step; KV and dKV backward), all-to-alls after, in that order per phase.
+void hierarchical_cp_comm(UnitCost& u, const LayerTerms& L, int ring_ranks, double kv_bytes,
+                          bool rerun) {
+  const AttentionAllToAlls a = attention_all_to_alls(L);
+  add_attention_all_to_alls(u, L.tp, a, rerun, /*before_ring=*/true);
+  add_cp_ring(u[Phase::F], L.tp, ring_ranks, kv_bytes);
+  add_cp_ring(u[Phase::B], L.tp, ring_ranks, 2 * kv_bytes);
+  add_attention_all_to_alls(u, L.tp, a, rerun, /*before_ring=*/false);
+}
+
 // Attn: core attention, out-projection (row-parallel), residual add (with the hidden dropout
 // of GPT models fused into it).
 void attn_cost(UnitCost& u, const LayerTerms& L) {
@@ -394,13 +434,18 @@ void attn_cost(UnitCost& u, const LayerTerms& L) {
   // The a2a type (Ulysses; AttnFuncWithCPAndQKVOA2A) trades the sequence split for a head split
   // before the attention: one kernel over the whole sequence with heads / cp (and kv heads / cp)
   // of the GPU's heads, the same FLOPs; no load-balanced steps.
+  // a2a+p2p (AttnFuncWithCPAndKVP2P with cp_group [a2a, p2p]) does both: the all-to-all over A
+  // ranks leaves each GPU seq / P tokens (its A-group's chunks, reordered for the ring's load
+  // balance) with heads / A, then the ring of P = cp / A steps runs as p2p's over them.
   const bool gather = s.cp > 1 && L.tp.cp_comm == CpCommType::AllGather;
   const bool ulysses = s.cp > 1 && L.tp.cp_comm == CpCommType::A2A;
-  const double steps = gather ? 2 : ulysses ? 1 : s.cp;
-  const double kernel_seq = gather    ? s.seq / 2.0
-                            : ulysses ? s.seq
-                                      : s.seq / static_cast<double>(s.cp);
-  const double head_split = ulysses ? t * s.cp : t;
+  const bool hierarchical = s.cp > 1 && L.tp.cp_comm == CpCommType::A2AP2P;
+  const int cp = static_cast<int>(s.cp);
+  const int a2a_ranks = ulysses ? cp : hierarchical ? L.tp.cp_a2a : 1;
+  const int ring_ranks = cp / a2a_ranks;
+  const double steps = gather ? 2 : ring_ranks;
+  const double kernel_seq = gather ? s.seq / 2.0 : s.seq / static_cast<double>(ring_ranks);
+  const double head_split = t * a2a_ranks;
   const double samples = T * s.cp / s.seq;
   auto attention = [&](bool backward, double flops) {
     return steps * roof.attention_s(samples, kernel_seq, s.heads / head_split,
@@ -480,6 +525,16 @@ void attn_cost(UnitCost& u, const LayerTerms& L) {
   // The ring: while step j computes, the KV chunk of step j + 1 arrives (K and V of the GPU's
   // tokens, kv heads / t). The backward passes KV and the accumulated dKV around the ring.
   const double kv_bytes = 2 * T * k / t * e;
+  if (hierarchical) {
+    // a2a+p2p: the a2a type's all-to-alls over the A-group (flash_attn_a2a_communicate with
+    // cp_group_a2a: Q, K, V before, the output after; dO before, dQ, dK, dV after; the same bytes
+    // per rank), around p2p's ring over the P-group. After the all-to-all a GPU holds A x its
+    // tokens at kv heads / (tp x A): the ring's step moves the same KV bytes as p2p's. The rerun
+    // of selective recomputation repeats the forward's all-to-alls (as a2a's); its ring, as p2p's,
+    // is not charged again.
+    hierarchical_cp_comm(u, L, ring_ranks, kv_bytes, rerun);
+    return;
+  }
   if (ulysses) {
     // The a2a type, exposed (TE runs it on the compute path: the attention waits for it): Q, K
     // (kv heads) and V from sequence- to head-split before the attention, the output back after
@@ -488,20 +543,14 @@ void attn_cost(UnitCost& u, const LayerTerms& L) {
     // the forward's all-to-alls (Megatron checkpoints TE's whole attention function), ahead of
     // dO's. The output's exchange runs before the out-projection in TE; here it follows the
     // unit's compute: all of it is serial, so the unit's span is the same.
-    const double q_bytes = T * q / t * e, k_bytes = T * k / t * e;
-    add_cp_all_to_all(u[Phase::F], L.tp, CollectivePosition::Before, {q_bytes, k_bytes, k_bytes});
-    add_cp_all_to_all(u[Phase::F], L.tp, CollectivePosition::After, {out});
-    if (rerun)
-      add_cp_all_to_all(u[Phase::B], L.tp, CollectivePosition::Before,
-                        {q_bytes, k_bytes, k_bytes, out, out});
-    else
-      add_cp_all_to_all(u[Phase::B], L.tp, CollectivePosition::Before, {out});
-    add_cp_all_to_all(u[Phase::B], L.tp, CollectivePosition::After, {q_bytes, k_bytes, k_bytes});
+    const AttentionAllToAlls a = attention_all_to_alls(L);
+    add_attention_all_to_alls(u, L.tp, a, rerun, /*before_ring=*/true);
+    add_attention_all_to_alls(u, L.tp, a, rerun, /*before_ring=*/false);
     return;
   }
   if (!gather) {
-    add_cp_ring(u[Phase::F], L.tp, kv_bytes);
-    add_cp_ring(u[Phase::B], L.tp, 2 * kv_bytes);
+    add_cp_ring(u[Phase::F], L.tp, cp, kv_bytes);
+    add_cp_ring(u[Phase::B], L.tp, cp, 2 * kv_bytes);
     return;
   }
   // The all-gather type, exposed: the forward gathers K and V of the whole sequence before the
@@ -658,7 +707,8 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
     UnitCost u = make_unit(role.kind, layer, vision, tp.source);
     dense_unit_cost(u, L);
     tp_collectives(role.tp, u, L.tp, L.hidden_bytes);
-    if (tp.cp > 1 && tp.cp_comm == CpCommType::A2A) tp_gathers_first(u[Phase::B]);
+    if (tp.cp > 1 && (tp.cp_comm == CpCommType::A2A || tp.cp_comm == CpCommType::A2AP2P))
+      tp_gathers_first(u[Phase::B]);
     if (tp.tp_comm_overlap) ring_gathers(u, L);
     c.units.push_back(std::move(u));
   }

@@ -65,6 +65,10 @@ struct TpSetup {
   int cp = 1;
   CpCommType cp_comm = CpCommType::P2P;  // the ring, the exposed all-gather or all-to-alls
   const LinkProfile* cp_link = nullptr;
+  // a2a+p2p: the all-to-all group's size A (cp / A ranks form the ring, over cp_link) and the
+  // link it spans; 1 and unused for the other types.
+  int cp_a2a = 1;
+  const LinkProfile* cp_a2a_link = nullptr;
   // Selective recomputation (Megatron: core attention): B runs the attention forward again.
   bool recompute_attention = false;
   // Full recomputation: each layer keeps only its input; its forward runs again before its

@@ -177,6 +177,15 @@ std::vector<int> output_order(const SweepResult& result) {
   return order;
 }
 
+// "p2p", or with a2a+p2p its two levels: "a2a+p2p 2 x 4".
+std::string cp_comm_text(const ParallelConfig& p) {
+  std::string text = name(p.cp_comm_type);
+  if (p.cp_comm_type == CpCommType::A2AP2P && p.hierarchical_cp.size() == 2)
+    text +=
+        " " + std::to_string(p.hierarchical_cp[0]) + " x " + std::to_string(p.hierarchical_cp[1]);
+  return text;
+}
+
 }  // namespace
 
 std::string study_setting(const Study& st) {
@@ -185,7 +194,7 @@ std::string study_setting(const Study& st) {
   return "model " + st.model.name + " on " + st.cluster.name + " (" +
          std::to_string(st.cluster.nodes) + " x " + std::to_string(st.cluster.gpus_per_node) +
          " GPUs): tp " + std::to_string(p.tp) + ", pp " + std::to_string(p.pp) +
-         (p.cp > 1 ? ", cp " + std::to_string(p.cp) + " (" + name(p.cp_comm_type) + ")"
+         (p.cp > 1 ? ", cp " + std::to_string(p.cp) + " (" + cp_comm_text(p) + ")"
                    : std::string()) +
          ", dp " + std::to_string(p.dp) + ", seq " + std::to_string(t.seq) + ", mbs " +
          std::to_string(t.micro_batch_size) + ", m " + std::to_string(t.microbatches) +

@@ -98,6 +98,7 @@ void visit_study_fields(const ParallelConfig& p, F&& f) {
   f("sequence_parallel", p.sequence_parallel);
   f("cp", p.cp);
   f("cp_comm_type", p.cp_comm_type);
+  f("hierarchical_cp", p.hierarchical_cp);
   f("dp", p.dp);
   f("ep", p.ep);
   f("etp", p.etp);
