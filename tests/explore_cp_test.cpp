@@ -9,6 +9,7 @@ using braid::test::CliRun;
 using braid::test::run_braid;
 using braid::test::slurp;
 
+#include <algorithm>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -168,6 +169,30 @@ TEST_CASE("sweep --cp: the cp column in the table, CSV and JSON, alike for --job
   CHECK(cp2 == 4);  // tp 4 and 8, two schedules each
 }
 
+TEST_CASE("sweep --cp 1,2 --cp-comm-type p2p,a2a: one cp-1 row and one cp-2 row per type",
+          "[explore][cp][cli]") {
+  // At cp 1 no context-parallel traffic exists, so the types would give identical rows: only the
+  // first runs there. 2 schedules x (1 at cp 1 + 2 types at cp 2) = 6 rows.
+  const Scratch scratch;
+  const CliRun js = run_braid(
+      "sweep --tp 4 --cp 1,2 --cp-comm-type p2p,a2a --pp 2 --seq 2048 --microbatches 8 "
+      "--schedules 1f1b-i,stp --json",
+      scratch.dir);
+  REQUIRE(js.exit_code == 0);
+  const auto json = nlohmann::json::parse(js.out);
+  REQUIRE(json["rows"].size() == 6);
+  for (const std::string schedule : {"1f1b-i", "stp"}) {
+    INFO(schedule);
+    std::vector<std::string> cp1, cp2;
+    for (const auto& row : json["rows"])
+      if (row["schedule"] == schedule)
+        (row["cp"] == 1 ? cp1 : cp2).push_back(row["cp_comm_type"].get<std::string>());
+    CHECK(cp1 == std::vector<std::string>{"p2p"});
+    std::sort(cp2.begin(), cp2.end());
+    CHECK(cp2 == std::vector<std::string>{"a2a", "p2p"});
+  }
+}
+
 TEST_CASE("shard rows carry cp, and a shard of another format version is refused in one line",
           "[explore][cp][shard]") {
   const Fixture& f = fixture();
@@ -184,10 +209,10 @@ TEST_CASE("shard rows carry cp, and a shard of another format version is refused
   CHECK(back.rows[0].dp == 2);  // 16 / (4 x 1 x 2)
   CHECK(back.rows[1].dp == 1);  // 16 / (4 x 2 x 2)
   std::string old = encode_shard(shard);
-  REQUIRE(old.rfind("braid-sweep-shard 6 ", 0) == 0);
+  REQUIRE(old.rfind("braid-sweep-shard 7 ", 0) == 0);
   old[std::string("braid-sweep-shard ").size()] = '4';
   CHECK_THROWS_WITH(decode_shard(old, "part.bin"),
-                    "part.bin: shard: shard format 4 from another braid; this one reads format 6: "
+                    "part.bin: shard: shard format 4 from another braid; this one reads format 7: "
                     "run its braid sweep --shard again with this braid");
 }
 
@@ -259,4 +284,40 @@ TEST_CASE(
       CHECK(l["best"]["cp"] == 8);
     }
   CHECK(named);
+}
+
+TEST_CASE("the cp_comm_type axis: one row per type, a column only when more than one is swept",
+          "[explore][cp]") {
+  const Fixture& f = fixture();  // qwen2-12.1b (64 heads, 8 KV heads) on 2 x 8 A800, seq 2048
+  SweepAxes axes = test::small_sweep_axes({4}, {2});
+  axes.schedules = {"1f1b-i"};
+  axes.cp = {2};
+  axes.cp_comm_types = {CpCommType::P2P, CpCommType::A2A, CpCommType::AllGather};
+  const std::vector<Configuration> configs = cross_product(axes);
+  // tp 4 x cp 2 x three types x pp 2: one row per type, in the list's order.
+  REQUIRE(configs.size() == 3);
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    INFO(i);
+    CHECK(configs[i].cp_comm_type == axes.cp_comm_types[i]);
+    CHECK(configure(f.study, configs[i]).parallel.cp_comm_type == axes.cp_comm_types[i]);
+  }
+  ExploreOptions options;
+  options.jobs = 1;
+  const SweepResult r = sweep(f.study, f.profile, configs, options);
+  REQUIRE(r.valid == 3);
+  // Each row ran its own type: the ring hides what the exposed all-to-alls and gathers do not.
+  CHECK(r.rows[0].report.iteration_time_s < r.rows[1].report.iteration_time_s);
+  CHECK(r.rows[0].report.iteration_time_s < r.rows[2].report.iteration_time_s);
+  CHECK_THAT(sweep_table(r), Catch::Contains("cp comm"));
+  CHECK_THAT(sweep_csv(r), Catch::Contains(",cp,cp_comm_type,pp,"));
+  CHECK(decode_rows(encode_rows(r.rows))[2].config.cp_comm_type == CpCommType::AllGather);
+  // One type: the study's is replaced before the sweep (the CLI's part), the rows name none.
+  axes.cp_comm_types = {CpCommType::A2A};
+  const std::vector<Configuration> one = cross_product(axes);
+  REQUIRE(one.size() == 1);
+  CHECK_FALSE(one[0].cp_comm_type.has_value());
+  const SweepResult plain = sweep(f.study, f.profile, one, options);
+  CHECK_THAT(sweep_table(plain), !Catch::Contains("cp comm"));
+  CHECK_THAT(sweep_csv(plain), !Catch::Contains("cp_comm_type"));
+  CHECK_FALSE(decode_rows(encode_rows(plain.rows))[0].config.cp_comm_type.has_value());
 }

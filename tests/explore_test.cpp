@@ -410,9 +410,10 @@ TEST_CASE("the Configuration visitor lists every member for the row codec and di
           "[explore]") {
   std::size_t n = 0;
   Configuration blank;
+  blank.cp_comm_type = CpCommType::A2A;  // listed only when set (a swept type)
   visit_config_fields(blank, [&n](const ConfigField&, auto&) { ++n; });
   CHECK(n == braid::test::member_count<Configuration>());
-  CHECK(braid::test::member_count<Configuration>() == 10);  // the count itself works
+  CHECK(braid::test::member_count<Configuration>() == 11);  // the count itself works
   // Every field away from its default survives the row codec.
   Evaluation a;
   a.config = {"zb-v", 4, 8, 2, 4096, 2, 16, true, Recompute::Selective, 2};
@@ -424,6 +425,10 @@ TEST_CASE("the Configuration visitor lists every member for the row codec and di
   REQUIRE(back.size() == 2);
   CHECK(back[0].config == a.config);
   CHECK(back[1].config == b.config);
+  Evaluation typed = a;  // a swept context-parallel communication type
+  typed.config.cp_comm_type = CpCommType::A2AP2P;
+  CHECK(decode_rows(encode_rows({typed, b}))[0].config == typed.config);
+  CHECK(decode_rows(encode_rows({typed, b}))[1].config == b.config);
   // Every field in the visitor's order, dp beside the tp and pp it comes from.
   CHECK(differences(a, b) ==
         "differs in schedule zb-v vs 1f1b, tp 4 vs 1, cp 2 vs 1, pp 8 vs 2, dp 2 vs 1, vpp 2 vs 1, "

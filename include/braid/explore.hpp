@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -38,6 +39,10 @@ struct Configuration {
   // Context parallelism (parallel.cp). Declared last so that the positional initialisers written
   // before it keep their meaning; the visitor lists it after tp (Megatron's order tp-cp-dp-pp).
   int cp = 1;
+  // The context-parallel communication type (parallel.cp_comm_type), only where the sweep or
+  // search varies it (SweepAxes::cp_comm_types holds more than one): unset, the row runs the
+  // study's type and no output names it, so outputs of studies that do not vary it are as before.
+  std::optional<CpCommType> cp_comm_type{};
   bool operator==(const Configuration&) const = default;
 };
 
@@ -60,6 +65,7 @@ void visit_config_fields(C& c, F&& f) {
   f(ConfigField{"schedule", "schedule"}, c.schedule);
   f(ConfigField{"tp", "tp"}, c.tp);
   f(ConfigField{"cp", "cp"}, c.cp);
+  if (c.cp_comm_type) f(ConfigField{"cp_comm_type", "cp comm"}, *c.cp_comm_type);
   f(ConfigField{"pp", "pp"}, c.pp);
   f(ConfigField{"vpp", "vpp"}, c.vpp);
   f(ConfigField{"seq", "seq"}, c.seq);
@@ -79,6 +85,9 @@ struct SweepAxes {
   // Context-parallel sizes, looped right inside tp; empty is {1} (no context parallelism), so
   // axes written before cp was an axis keep their meaning.
   std::vector<int> cp;
+  // Context-parallel communication types, looped right inside cp: with more than one each row
+  // names its type (Configuration::cp_comm_type); with one or none the rows run the study's.
+  std::vector<CpCommType> cp_comm_types;
   std::vector<bool> sp;
   std::vector<Recompute> recompute;
   std::vector<std::string> schedules;
@@ -296,6 +305,9 @@ struct SearchSpace {
   // Context-parallel sizes tried; empty: default_cp_values() (the study's cp, and more at long
   // sequences).
   std::vector<int> cp;
+  // Context-parallel communication types tried (SweepAxes::cp_comm_types); one or none: the
+  // study's.
+  std::vector<CpCommType> cp_comm_types;
   int top = 5;                // how many of the best to return
   int exhaustive_limit = 64;  // candidates (valid ones) up to which every one is simulated
   // When no layout fits: search again with each lever alone (SP, selective and full

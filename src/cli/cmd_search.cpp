@@ -66,6 +66,7 @@ void run_search(const SearchArgs& a) {
   if (a.given("--sp")) space.sp = parse_sp_list("--sp", a.sp);
   if (a.given("--recompute")) space.recompute = parse_recompute_list("--recompute", a.recompute);
   if (a.given("--cp")) space.cp = parse_int_list("--cp", a.cp);
+  space.cp_comm_types = cp_comm_types_of(a.study);
   space.top = a.top;
   space.exhaustive_limit = a.exhaustive_limit;
 

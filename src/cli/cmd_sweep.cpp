@@ -96,6 +96,7 @@ void run_sweep(const SweepArgs& a) {
   const Study& own = base.has_own ? base.own : base.study;
   axes.tp = tp.value_or(std::vector<int>{own.parallel.tp});
   axes.cp = cp.value_or(std::vector<int>{own.parallel.cp});
+  axes.cp_comm_types = cp_comm_types_of(a.study);
   axes.pp = pp.value_or(std::vector<int>{own.parallel.pp});
   axes.vpp = vpp.value_or(std::vector<int>{own.parallel.vpp});
   axes.seq = seq.value_or(std::vector<int>{base.study.training.seq});

@@ -68,6 +68,24 @@ std::vector<bool> parse_sp_list(const std::string& option, const std::string& te
   return out;
 }
 
+std::vector<CpCommType> parse_cp_comm_type_list(const std::string& option,
+                                                const std::string& text) {
+  std::vector<CpCommType> out;
+  const std::string expected = "a comma-separated list of p2p, a2a, allgather, a2a+p2p";
+  for (const std::string& item : split(option, text, expected)) {
+    if (const std::optional<CpCommType> c = parse_cp_comm_type(item))
+      push_unique(out, *c);
+    else
+      throw InputError(option, text, "'" + item + "' is unknown; expected " + expected);
+  }
+  return out;
+}
+
+std::vector<CpCommType> cp_comm_types_of(const ExploreStudyArgs& args) {
+  if (args.cp_comm_types.empty()) return {};
+  return parse_cp_comm_type_list("--cp-comm-type", args.cp_comm_types);
+}
+
 std::vector<Recompute> parse_recompute_list(const std::string& option, const std::string& text) {
   std::vector<Recompute> out;
   const std::string expected = "a comma-separated list of none, selective, full";
@@ -122,6 +140,14 @@ void add_explore_study_options(CLI::App& cmd, ExploreStudyArgs& args) {
          },
          "layers per virtual stage: uniform or cost; default: the study's")
       ->check(CLI::IsMember(stage_balance_names()));
+  cmd.add_option("--cp-comm-type", args.cp_comm_types,
+                 "context-parallel communication types, e.g. p2p,a2a (an axis when more than "
+                 "one: each row names its type); default: the study's");
+  cmd.add_option_function<std::vector<int>>(
+         "--hierarchical-cp-sizes",
+         [&args](const std::vector<int>& v) { args.hierarchical_cp = v; },
+         "a2a+p2p's sizes A P (A x P = cp) for its rows; default: the study's")
+      ->expected(2);
   add_memory_cap_options(cmd, args.mem_cap_gib, args.mem_margin_gib);
   args.jobs_option = cmd.add_option("--jobs", args.jobs,
                                     "worker threads (default: all cores); results do not depend "
@@ -177,6 +203,13 @@ ExploreBase load_explore_base(const ExploreStudyArgs& args, bool need_own, bool 
   o.nodes = args.nodes;
   o.offload = args.offload;
   o.balance = args.balance;
+  // One type stands for the study's (a list is an axis the rows set, SweepAxes): a2a+p2p when
+  // listed with its sizes (the rows of the other types drop them, configure()), else the first.
+  const std::vector<CpCommType> types = cp_comm_types_of(args);
+  const bool hierarchical = args.hierarchical_cp && std::find(types.begin(), types.end(),
+                                                              CpCommType::A2AP2P) != types.end();
+  if (!types.empty()) o.cp_comm_type = hierarchical ? CpCommType::A2AP2P : types.front();
+  o.hierarchical_cp = args.hierarchical_cp;
   ExploreBase base;
   base.args = sa;
   if (need_own) {

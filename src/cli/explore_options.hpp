@@ -22,6 +22,7 @@ namespace braid::cli {
 std::vector<int> parse_int_list(const std::string& option, const std::string& text);
 std::vector<bool> parse_sp_list(const std::string& option, const std::string& text);  // on,off
 std::vector<Recompute> parse_recompute_list(const std::string& option, const std::string& text);
+std::vector<CpCommType> parse_cp_comm_type_list(const std::string& option, const std::string& text);
 // "all" or names from schedule_names(), and "designed".
 std::vector<std::string> parse_schedule_list(const std::string& option, const std::string& text);
 
@@ -32,6 +33,9 @@ struct ExploreStudyArgs {
   std::optional<int> nodes;
   std::optional<double> offload;
   std::optional<StageBalance> balance;
+  // --cp-comm-type's list (more than one: an axis) and --hierarchical-cp-sizes.
+  std::string cp_comm_types;
+  std::optional<std::vector<int>> hierarchical_cp;
   double mem_cap_gib = -1;
   double mem_margin_gib = -1;
   int jobs = 0;
@@ -40,6 +44,8 @@ struct ExploreStudyArgs {
   CLI::Option* jobs_option = nullptr;
 };
 void add_explore_study_options(CLI::App& cmd, ExploreStudyArgs& args);
+// The types of --cp-comm-type as given to sweep or search; empty when not given.
+std::vector<CpCommType> cp_comm_types_of(const ExploreStudyArgs& args);
 
 struct ExploreBase {
   Study study;  // the study with tp = pp = vpp = 1, sp off (sizes come from the axes)

@@ -29,34 +29,41 @@ const char* name(RowStatus s) {
 std::vector<Configuration> cross_product(const SweepAxes& axes) {
   std::vector<Configuration> out;
   const std::vector<int> cps = axes.cp.empty() ? std::vector<int>{1} : axes.cp;
+  std::vector<std::optional<CpCommType>> comms{std::nullopt};
+  if (axes.cp_comm_types.size() > 1)
+    comms.assign(axes.cp_comm_types.begin(), axes.cp_comm_types.end());
   for (int tp : axes.tp)
     for (int cp : cps)
-      for (int pp : axes.pp)
-        for (std::size_t vi = 0; vi < axes.vpp.size(); ++vi)
-          for (int seq : axes.seq)
-            for (int mbs : axes.mbs)
-              for (int m : axes.microbatches)
-                for (bool sp : axes.sp)
-                  for (Recompute rc : axes.recompute)
-                    for (const std::string& s : axes.schedules) {
-                      // A schedule whose chunks per rank are fixed ignores the vpp axis: it is
-                      // listed once, with the first vpp value's position in the order.
-                      const int fixed =
-                          explore::is_designed(s) ? explore::kDesignedVpp : fixed_vpp(s);
-                      if (fixed != 0 && vi != 0) continue;
-                      Configuration c;
-                      c.schedule = s;
-                      c.tp = tp;
-                      c.cp = cp;
-                      c.pp = pp;
-                      c.vpp = fixed != 0 ? fixed : axes.vpp[vi];
-                      c.seq = seq;
-                      c.mbs = mbs;
-                      c.microbatches = m;
-                      c.sp = sp;
-                      c.recompute = rc;
-                      out.push_back(c);
-                    }
+      // At cp 1 there is no context-parallel communication, so every type gives the same row: the
+      // first stands for them all (the axis multiplies only cp > 1).
+      for (std::size_t ci = 0; ci < (cp == 1 ? 1 : comms.size()); ++ci)
+        for (int pp : axes.pp)
+          for (std::size_t vi = 0; vi < axes.vpp.size(); ++vi)
+            for (int seq : axes.seq)
+              for (int mbs : axes.mbs)
+                for (int m : axes.microbatches)
+                  for (bool sp : axes.sp)
+                    for (Recompute rc : axes.recompute)
+                      for (const std::string& s : axes.schedules) {
+                        // A schedule whose chunks per rank are fixed ignores the vpp axis: it is
+                        // listed once, with the first vpp value's position in the order.
+                        const int fixed =
+                            explore::is_designed(s) ? explore::kDesignedVpp : fixed_vpp(s);
+                        if (fixed != 0 && vi != 0) continue;
+                        Configuration c;
+                        c.schedule = s;
+                        c.tp = tp;
+                        c.cp = cp;
+                        c.cp_comm_type = comms[ci];
+                        c.pp = pp;
+                        c.vpp = fixed != 0 ? fixed : axes.vpp[vi];
+                        c.seq = seq;
+                        c.mbs = mbs;
+                        c.microbatches = m;
+                        c.sp = sp;
+                        c.recompute = rc;
+                        out.push_back(c);
+                      }
   return out;
 }
 
@@ -129,6 +136,11 @@ Study configure(const Study& base, const Configuration& c) {
   Study s = base;
   s.parallel.tp = c.tp;
   s.parallel.cp = c.cp;
+  if (c.cp_comm_type) {
+    s.parallel.cp_comm_type = *c.cp_comm_type;
+    // The study's hierarchical sizes are a2a+p2p's: the rows of the other types run without.
+    if (*c.cp_comm_type != CpCommType::A2AP2P) s.parallel.hierarchical_cp.clear();
+  }
   s.parallel.pp = c.pp;
   s.parallel.vpp = c.vpp;
   s.parallel.sequence_parallel = c.sp;

@@ -47,6 +47,7 @@ struct Writer {
 // does not compile until it has one.
 constexpr RowStatus last_of(RowStatus) { return RowStatus::Invalid; }
 constexpr Recompute last_of(Recompute) { return Recompute::Full; }
+constexpr CpCommType last_of(CpCommType) { return CpCommType::A2AP2P; }
 constexpr StreamKind last_of(StreamKind) { return StreamKind::TpRing; }
 
 struct Reader {
@@ -129,6 +130,10 @@ struct IO : Base {
     }
   }
   void evaluation(Evaluation& e) {
+    // The optional field first: the visitor lists it only when set, so the reader sets it before.
+    bool has_comm = e.config.cp_comm_type.has_value();
+    put_or_get(has_comm);
+    if (has_comm && !e.config.cp_comm_type) e.config.cp_comm_type = CpCommType::P2P;
     visit_config_fields(e.config, [&](const ConfigField&, auto& v) { put_or_get(v); });
     put_or_get(e.dp, e.gpus, e.status, e.reason, e.static_gib, e.model_peak_gib, e.speedup,
                e.group_best);

@@ -50,14 +50,10 @@ void layout_columns(const Evaluation& e, F&& column) {
 
 }  // namespace
 
-const std::vector<std::string>& layout_header() {
-  static const std::vector<std::string> header = [] {
-    std::vector<std::string> h;
-    layout_columns(Evaluation{},
-                   [&h](const char* label, const std::string&) { h.push_back(label); });
-    return h;
-  }();
-  return header;
+std::vector<std::string> layout_header(const Evaluation& sample) {
+  std::vector<std::string> h;
+  layout_columns(sample, [&h](const char* label, const std::string&) { h.push_back(label); });
+  return h;
 }
 
 std::vector<std::string> layout_cells(const Evaluation& e) {
@@ -239,7 +235,8 @@ std::string sweep_table(const SweepResult& result, int top, bool show_invalid) {
       "same sizes\n\n";
   std::vector<std::vector<std::string>> table;
   std::vector<std::string> head{"#", ""};
-  for (const std::string& h : explore::layout_header()) head.push_back(h);
+  for (const std::string& h : explore::layout_header(rows.empty() ? Evaluation{} : rows.front()))
+    head.push_back(h);
   head.push_back("vs 1f1b-i");
   head.push_back("status");
   table.push_back(head);
@@ -318,7 +315,7 @@ std::string sweep_csv(const SweepResult& result) {
   for (std::size_t k = 0; k < order.size(); ++k)
     rows.push_back({&result.rows[order[k]], static_cast<int>(k + 1)});
   const Evaluation none;
-  return util::csv_text(CsvRow{&none}, rows,
+  return util::csv_text(CsvRow{rows.empty() ? &none : rows.front().e}, rows,
                         [](const CsvRow& row, auto&& column) { sweep_columns(row, column); });
 }
 

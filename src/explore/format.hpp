@@ -19,6 +19,7 @@ inline std::string field_text(const std::string& v) { return v; }
 inline std::string field_text(int v) { return std::to_string(v); }
 inline std::string field_text(bool v) { return v ? "on" : "off"; }
 inline std::string field_text(Recompute v) { return name(v); }
+inline std::string field_text(CpCommType v) { return name(v); }
 template <typename T>
 nlohmann::ordered_json field_json(const T& v) {
   if constexpr (std::is_enum_v<T>)
@@ -48,7 +49,8 @@ void visit_layout_fields(const Evaluation& e, F&& f) {
 std::string describe(const Configuration& c);
 // The columns of one evaluated layout in the sweep and search tables (schedule .. margin GiB),
 // the margin the report holds under the memory cap ("thin" when under the threshold).
-const std::vector<std::string>& layout_header();
+// The columns follow `sample`'s fields (a row of the same result: they all name the same ones).
+std::vector<std::string> layout_header(const Evaluation& sample);
 std::vector<std::string> layout_cells(const Evaluation& e);
 // The invalid and ruled-out rows of a sweep or search after its table, under `title` ("invalid",
 // "invalid or ruled out"). By default one line per reason with its count, the numbers that differ

@@ -211,6 +211,7 @@ std::vector<Configuration> search_candidates(const Study& study, const SearchSpa
           SweepAxes axes;
           axes.tp = {tp};
           axes.cp = {cp};
+          axes.cp_comm_types = space.cp_comm_types;
           axes.pp = {pp};
           axes.vpp = vpps;
           axes.seq = {study.training.seq};
@@ -649,7 +650,7 @@ std::string search_text(const SearchResult& r, bool show_invalid) {
   } else {
     std::vector<std::vector<std::string>> t;
     t.push_back({"#"});
-    for (const std::string& h : explore::layout_header()) t.back().push_back(h);
+    for (const std::string& h : explore::layout_header(r.best.front())) t.back().push_back(h);
     for (std::size_t k = 0; k < r.best.size(); ++k) {
       t.push_back({std::to_string(k + 1)});
       for (std::string& cell : explore::layout_cells(r.best[k])) t.back().push_back(cell);
