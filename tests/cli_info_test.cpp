@@ -150,24 +150,31 @@ TEST_CASE("braid info lists one layer's GEMMs and attention kernels with their s
 }
 
 TEST_CASE(
-    "braid info on an MoE model shows its experts, total and active parameters, and no "
-    "dense stand-in's costs",
+    "braid info on an MoE model shows its experts, total and active parameters, and the MoE "
+    "layer's units in its cost model",
     "[cli][info][moe]") {
-  const CliRun r = run_braid("info --model mixtral-8x7b");
+  const CliRun r = run_braid("info --model mixtral-8x7b --tp 2 --ep 4 --etp 1");
   REQUIRE(r.exit_code == 0);
   CHECK(r.err.empty());
   // config_test derives both counts by hand: 46,702,792,704 and 12,879,925,248.
   CHECK_THAT(r.out, Catch::Contains("parameters: total 46.703 B, active per token 12.880 B"));
   CHECK_THAT(r.out, Catch::Contains("MoE: 32 of 32 layers; 8 experts, top-2, expert ffn 14336, "
                                     "shared experts 0 (ffn 14336), router softmax, dropless"));
-  CHECK_THAT(r.out, Catch::Contains("not modelled yet"));
-  CHECK_THAT(r.out, !Catch::Contains("M_a_gib") && !Catch::Contains("FLOPs"));
-  const CliRun j = run_braid("info --model mixtral-8x7b --json");
+  CHECK_THAT(r.out, Catch::Contains(", ep 4, etp 1"));
+  // The unit table times the MoE units; the kernel table stops at the attention half.
+  for (const char* unit : {"Router", "Dispatch", "Experts", "Combine"})
+    CHECK_THAT(r.out, Catch::Contains(std::string("\n") + unit + " "));
+  CHECK_THAT(r.out, Catch::Contains("kernels of one LM layer's attention half"));
+  const CliRun j = run_braid("info --model mixtral-8x7b --tp 2 --ep 4 --etp 1 --json");
   REQUIRE(j.exit_code == 0);
   const auto doc = nlohmann::json::parse(j.out);
   CHECK(doc["params_total"] == 46'702'792'704.0);
   CHECK(doc["params_active"] == 12'879'925'248.0);
+  CHECK(doc["ep"] == 4);
+  CHECK(doc["etp"] == 1);
   CHECK(doc["moe"]["experts"] == 8);
   CHECK(doc["moe"]["top_k"] == 2);
   CHECK(doc["moe"]["capacity_factor"].is_null());
+  for (const auto& k : doc["layer_kernels"]) CHECK((k["unit"] == "PreAttn" || k["unit"] == "Attn"));
+  CHECK(doc["layer_kernels"].size() >= 4);
 }

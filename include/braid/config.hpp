@@ -109,8 +109,8 @@ struct VisionConfig {
 
 // The Mixture-of-Experts part of a model (model YAML `moe:`; docs/moe.md): what its MoE layers
 // are made of and which layers they are, as Megatron-Core's MoE arguments say it
-// (megatron/training/arguments.py, _add_moe_args). Plain data: braid counts its parameters;
-// the MoE layer's units (router, dispatch and combine all-to-all, experts) are not built yet.
+// (megatron/training/arguments.py, _add_moe_args). Plain data: the cost model turns it into the
+// MoE layer's units (router, dispatch and combine all-to-all, experts; docs/moe.md).
 struct MoeConfig {
   int experts = 0;            // routed experts per MoE layer (--num-experts)
   int top_k = 0;              // routed experts per token (--moe-router-topk)

@@ -317,16 +317,12 @@ std::string stage_times_table(const std::vector<StageTime>& stages);
 
 // `braid info`'s views of a cost model: a fixed-width text table and a JSON document (fields in
 // docs/cost-model.md): parameter counts, FLOPs, per-chunk memory, per-stage work and the cost of
-// every distinct unit. Deterministic text.
+// every distinct unit; an MoE model's experts, router and active parameters besides.
+// Deterministic text.
 std::string cost_model_table(const Study& study, const Profile& profile, const CostModel& cost,
                              const ParameterCount& params);
 std::string cost_model_json(const Study& study, const Profile& profile, const CostModel& cost,
                             const ParameterCount& params);
-// `braid info` on a Mixture-of-Experts model: the model, its MoE fields and parameter counts
-// (total and active per token), and a line saying the cost model is not built (the MoE layer's
-// units are not modelled yet), as text or JSON (docs/moe.md). No dense stand-in.
-std::string moe_model_table(const Study& study, const ParameterCount& params);
-std::string moe_model_json(const Study& study, const ParameterCount& params);
 
 // Builds the cost model of `study` on `profile` for `virtual_stages` chunks (pp * chunks per
 // rank). Throws InputError when the split is impossible (fewer layers than virtual stages).

@@ -23,12 +23,6 @@ void register_info(CLI::App& app) {
   cmd->add_flag("--json", *json, "print JSON instead of tables (fields: docs/cost-model.md)");
   cmd->callback([args, json] {
     Study study = resolve_study(*args, ModelUse::Describe);
-    if (study.model.moe) {
-      // Only what is modelled: the fields and the counts, no dense stand-in's costs.
-      const ParameterCount pc = count_parameters(study.model);
-      std::cout << (*json ? moe_model_json(study, pc) : moe_model_table(study, pc));
-      return;
-    }
     Profile profile = resolve_profile(*args, study);
     CostModel cm = build_cost_model(study, profile, study.parallel.pp * study.parallel.vpp);
     ParameterCount pc = count_parameters(study.model);

@@ -538,17 +538,20 @@ std::vector<detail::LayerKernel> detail::lm_layer_kernels(const Study& study,
   roof.log = &calls;
   const LayerShape lm = lm_layer_shape(study.model, study.training.micro_batch_size,
                                        study.training.seq, study.parallel.cp);
-  layer_cost(lm, tp_setup(study, profile), roof, 0, false);
+  const LayerCost dense = layer_cost(lm, tp_setup(study, profile), roof, 0, false);
   // layer_cost times the dense layer's units in order, each unit's F, B and W in turn
-  // (units.cpp).
+  // (units.cpp). An MoE model's layers share only the attention half with it (the routed
+  // experts replace the MLP: moe_units.cpp), so its table stops there.
   const std::span<const UnitRole> units = dense_layer().units;
   const int phases = 3 * static_cast<int>(units.size());
+  const int shown = 3 * (study.model.moe ? dense.half : static_cast<int>(units.size()));
   std::vector<LayerKernel> out;
   out.reserve(calls.size());
   for (const KernelCall& c : calls) {
     if (c.phase_index < 0 || c.phase_index >= phases)
       throw InternalError("lm_layer_kernels: a kernel outside the layer's " +
                           std::to_string(phases) + " timed phases");
+    if (c.phase_index >= shown) continue;
     out.push_back({units[static_cast<std::size_t>(c.phase_index / 3)].kind,
                    static_cast<Phase>(c.phase_index % 3), c});
   }

@@ -162,7 +162,7 @@ std::string kernel_shape(const detail::KernelCall& c) {
 }
 
 // The table `braid info` prints after the unit costs (one row per kernel, then the sources).
-std::string layer_kernel_table(const Profile& prof,
+std::string layer_kernel_table(const Profile& prof, const ModelConfig& model,
                                const std::vector<detail::LayerKernel>& kernels) {
   std::vector<std::vector<std::string>> rows{{"unit", "phase", "kernel", "shape", "gflop",
                                               "time_ms", "eff", "waves", "split", "tile", "model"}};
@@ -177,7 +177,10 @@ std::string layer_kernel_table(const Profile& prof,
          tiles ? util::format("%dx%d", c.gemm.tile_m, c.gemm.tile_n) : "-", kernel_model(c)});
   }
   std::string out =
-      "\nkernels of one LM layer (per microbatch, one GPU of the TP group):\n" +
+      std::string(model.moe ? "\nkernels of one LM layer's attention half (per microbatch, one "
+                              "GPU of the TP group; the experts are in the unit table):\n"
+                            : "\nkernels of one LM layer (per microbatch, one GPU of the TP "
+                              "group):\n") +
       util::fixed_width_table(rows, {util::left(8), util::left(5), util::left(9), util::left(28),
                                      util::right(9), util::right(9), util::right(6), util::right(6),
                                      util::right(5), util::left(8), util::left(8)});
@@ -256,6 +259,26 @@ nlohmann::json phase_json(const PhaseCost& p) {
   return j;
 }
 
+// An MoE model's fields as info's JSON names them (docs/cost-model.md).
+nlohmann::ordered_json moe_json(const ModelConfig& m) {
+  const MoeConfig& e = *m.moe;
+  nlohmann::ordered_json moe;
+  moe["layers"] = moe_layer_count(e, m.layers);
+  moe["experts"] = e.experts;
+  moe["top_k"] = e.top_k;
+  moe["expert_ffn"] = e.expert_ffn;
+  moe["shared_experts"] = e.shared_experts;
+  moe["shared_expert_ffn"] = e.shared_expert_ffn;
+  moe["layer_freq"] = e.layer_freq;
+  moe["first_k_dense"] = e.first_k_dense;
+  moe["router_score"] = name(e.router_score);
+  moe["router_groups"] = e.router_groups;
+  moe["router_group_top_k"] = e.router_group_top_k;
+  moe["capacity_factor"] = e.capacity_factor ? nlohmann::ordered_json(*e.capacity_factor)
+                                             : nlohmann::ordered_json(nullptr);
+  return moe;
+}
+
 }  // namespace
 
 std::string cost_model_json(const Study& s, const Profile& prof, const CostModel& cm,
@@ -283,6 +306,13 @@ std::string cost_model_json(const Study& s, const Profile& prof, const CostModel
   j["params_embedding"] = pc.embedding;
   j["params_head"] = pc.head;
   j["params_vision"] = pc.vision;
+  if (s.model.moe) {
+    j["params_active"] = pc.active;
+    j["params_per_moe_layer"] = pc.per_moe_layer;
+    j["ep"] = s.parallel.ep;
+    j["etp"] = s.parallel.etp > 0 ? s.parallel.etp : s.parallel.tp;
+    j["moe"] = moe_json(s.model);
+  }
   j["model_flops_per_iteration"] = cm.model_flops;
   j["hardware_flops_per_iteration"] = cm.hardware_flops;
   j["recompute"] = name(s.training.recompute);
@@ -385,6 +415,37 @@ std::string model_line(const ModelConfig& m) {
       m.vision ? "; with ViT" : "");
 }
 
+// An MoE model's layers, experts and router in one line (docs/moe.md).
+std::string moe_line(const ModelConfig& m) {
+  const MoeConfig& e = *m.moe;
+  std::string layers = util::format("%d of %d layers", moe_layer_count(e, m.layers), m.layers);
+  if (e.first_k_dense > 0) layers += util::format(", first %d dense", e.first_k_dense);
+  if (e.layer_freq > 1) layers += util::format(", every %d", e.layer_freq);
+  std::string out = util::format(
+      "  MoE: %s; %d experts, top-%d, expert ffn %d, shared experts %d (ffn %d), router %s",
+      layers.c_str(), e.experts, e.top_k, e.expert_ffn, e.shared_experts, e.shared_expert_ffn,
+      name(e.router_score));
+  if (e.router_groups > 0)
+    out += util::format(", %d groups (top %d)", e.router_groups, e.router_group_top_k);
+  return out + (e.capacity_factor ? util::format(", capacity factor %g\n", *e.capacity_factor)
+                                  : std::string(", dropless\n"));
+}
+
+// The parameter counts: an MoE model's total beside what one token passes through.
+std::string parameter_line(const ModelConfig& m, const ParameterCount& pc) {
+  if (m.moe)
+    return util::format(
+        "  parameters: total %.3f B, active per token %.3f B, non-embedding %.3f B, embedding "
+        "%.3f B, head %.3f B; per MoE layer %.3f B\n",
+        pc.total / 1e9, pc.active / 1e9, pc.non_embedding / 1e9, pc.embedding / 1e9, pc.head / 1e9,
+        pc.per_moe_layer / 1e9);
+  return util::format(
+      "  parameters: total %.3f B, non-embedding %.3f B (layers %.3f B, vision %.3f B), "
+      "embedding %.3f B, head %.3f B\n",
+      pc.total / 1e9, pc.non_embedding / 1e9, pc.layers / 1e9, pc.vision / 1e9, pc.embedding / 1e9,
+      pc.head / 1e9);
+}
+
 // The study, model, cluster, parallel sizes, layout and training in a few lines, with the
 // parameter counts and the FLOPs per iteration.
 std::string study_lines(const Study& s, const Profile& prof, const CostModel& cm,
@@ -394,17 +455,15 @@ std::string study_lines(const Study& s, const Profile& prof, const CostModel& cm
   const auto& t = s.training;
   std::string out = "study " + s.name + " (" + s.file + ")\n";
   out += model_line(m);
-  out += util::format(
-      "  parameters: total %.3f B, non-embedding %.3f B (layers %.3f B, vision %.3f B), "
-      "embedding %.3f B, head %.3f B\n",
-      pc.total / 1e9, pc.non_embedding / 1e9, pc.layers / 1e9, pc.vision / 1e9, pc.embedding / 1e9,
-      pc.head / 1e9);
+  if (m.moe) out += moe_line(m);
+  out += parameter_line(m, pc);
   out += util::format("cluster %s: %d x %d GPUs, profile %s (%s, %s)\n", s.cluster.name.c_str(),
                       s.cluster.nodes, s.cluster.gpus_per_node, prof.name.c_str(), prof.gpu.c_str(),
                       source_name(prof.source));
   out += util::format(
       "parallel: tp %d, pp %d, vpp %d (%zu virtual stages), dp %d, sequence parallel %s", p.tp,
       p.pp, p.vpp, cm.chunks.size(), p.dp, p.sequence_parallel ? "on" : "off");
+  if (m.moe) out += util::format(", ep %d, etp %d", p.ep, p.etp > 0 ? p.etp : p.tp);
   if (p.cp > 1 && p.cp_comm_type == CpCommType::A2AP2P)
     out += util::format(", context parallel %d (all-to-all in groups of %d, KV ring of %d, %s)",
                         p.cp, p.hierarchical_cp.at(0), p.hierarchical_cp.at(1),
@@ -551,77 +610,8 @@ std::string cost_model_table(const Study& s, const Profile& prof, const CostMode
                              const ParameterCount& pc) {
   return study_lines(s, prof, cm, pc) + chunk_table(s, cm) + "\n" +
          stage_times_table(stage_times(cm)) + unit_cost_table(cm) +
-         layer_kernel_table(prof, detail::lm_layer_kernels(s, prof)) + published_table(prof);
-}
-
-namespace {
-
-// Why info stops at the parameter counts for an MoE model (docs/moe.md).
-constexpr const char* kMoeNotModelled =
-    "the MoE layer's units (router, dispatch and combine all-to-all, experts' grouped GEMM) are "
-    "not modelled yet: no cost model, memory or stage times (docs/moe.md)";
-
-std::string moe_layers_text(const ModelConfig& m) {
-  const MoeConfig& e = *m.moe;
-  std::string out = util::format("%d of %d layers", moe_layer_count(e, m.layers), m.layers);
-  if (e.first_k_dense > 0) out += util::format(", first %d dense", e.first_k_dense);
-  if (e.layer_freq > 1) out += util::format(", every %d", e.layer_freq);
-  return out;
-}
-
-}  // namespace
-
-std::string moe_model_table(const Study& s, const ParameterCount& pc) {
-  const ModelConfig& m = s.model;
-  const MoeConfig& e = *m.moe;
-  std::string out = "study " + s.name + " (" + s.file + ")\n";
-  out += model_line(m);
-  out += util::format(
-      "  MoE: %s; %d experts, top-%d, expert ffn %d, shared experts %d (ffn %d), router %s",
-      moe_layers_text(m).c_str(), e.experts, e.top_k, e.expert_ffn, e.shared_experts,
-      e.shared_expert_ffn, name(e.router_score));
-  if (e.router_groups > 0)
-    out += util::format(", %d groups (top %d)", e.router_groups, e.router_group_top_k);
-  out += e.capacity_factor ? util::format(", capacity factor %g\n", *e.capacity_factor)
-                           : std::string(", dropless\n");
-  out += util::format(
-      "  parameters: total %.3f B, active per token %.3f B, non-embedding %.3f B, embedding "
-      "%.3f B, head %.3f B; per MoE layer %.3f B\n",
-      pc.total / 1e9, pc.active / 1e9, pc.non_embedding / 1e9, pc.embedding / 1e9, pc.head / 1e9,
-      pc.per_moe_layer / 1e9);
-  return out + "  " + kMoeNotModelled + "\n";
-}
-
-std::string moe_model_json(const Study& s, const ParameterCount& pc) {
-  const ModelConfig& m = s.model;
-  const MoeConfig& e = *m.moe;
-  nlohmann::ordered_json j;
-  j["study"] = s.name;
-  j["model"] = m.name;
-  j["params_total"] = pc.total;
-  j["params_active"] = pc.active;
-  j["params_non_embedding"] = pc.non_embedding;
-  j["params_per_layer"] = pc.per_layer;
-  j["params_per_moe_layer"] = pc.per_moe_layer;
-  j["params_embedding"] = pc.embedding;
-  j["params_head"] = pc.head;
-  nlohmann::ordered_json moe;
-  moe["layers"] = moe_layer_count(e, m.layers);
-  moe["experts"] = e.experts;
-  moe["top_k"] = e.top_k;
-  moe["expert_ffn"] = e.expert_ffn;
-  moe["shared_experts"] = e.shared_experts;
-  moe["shared_expert_ffn"] = e.shared_expert_ffn;
-  moe["layer_freq"] = e.layer_freq;
-  moe["first_k_dense"] = e.first_k_dense;
-  moe["router_score"] = name(e.router_score);
-  moe["router_groups"] = e.router_groups;
-  moe["router_group_top_k"] = e.router_group_top_k;
-  moe["capacity_factor"] = e.capacity_factor ? nlohmann::ordered_json(*e.capacity_factor)
-                                             : nlohmann::ordered_json(nullptr);
-  j["moe"] = moe;
-  j["not_modelled"] = kMoeNotModelled;
-  return j.dump(2) + "\n";
+         layer_kernel_table(prof, s.model, detail::lm_layer_kernels(s, prof)) +
+         published_table(prof);
 }
 
 }  // namespace braid

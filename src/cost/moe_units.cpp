@@ -51,34 +51,14 @@ void set_gemm_flops(PhaseCost& p, double flops) {
   p.hw_flops = flops;
 }
 
-Source collective_source(const LinkProfile& link, CollectiveKind kind, int ranks) {
-  if (!has_measured_rows(link, kind, ranks)) return Source::SpecDerived;
-  return link.published ? Source::Published : Source::Measured;
-}
-
-// A collective of `group` over `ranks` GPUs on `link`, alone on the link, plus `extra_s` on the
-// critical path after it; none for a group of one.
-void add_collective(PhaseCost& p, Group group, int ranks, const LinkProfile& link,
-                    CollectiveKind kind, CollectivePosition position, double bytes,
-                    double extra_s = 0) {
-  if (ranks <= 1) return;
-  Collective c;
-  c.kind = kind;
-  c.group = group;
-  c.position = position;
-  c.source = collective_source(link, kind, ranks);
-  c.bytes = bytes;
-  c.time_s = collective_time_s(link, kind, ranks, bytes) + extra_s;
-  p.collectives.push_back(c);
-}
-
 // The EP all-to-all of the tokens and, beside them, their routing probabilities
 // (MoEAlltoAllTokenDispatcher.token_dispatch: two all_to_all calls, tokens then probs; the
 // combine sends the tokens only, token_combine). Bytes per rank as nccl-tests' alltoall counts
 // them: what one rank sends.
 void add_all_to_all(PhaseCost& p, const MoeSetup& moe, const MoeTerms& m,
                     CollectivePosition position, bool with_probs) {
-  add_collective(p, Group::Ep, moe.ep, *moe.ep_link, CollectiveKind::AllToAll, position, m.sent);
+  add_group_collective(p, Group::Ep, moe.ep, *moe.ep_link, CollectiveKind::AllToAll, position,
+                       m.sent);
   if (with_probs && moe.ep > 1) {
     const double probs = m.x * m.k * kProbBytes;
     p.collectives.back().bytes += probs;
@@ -92,7 +72,7 @@ void add_all_to_all(PhaseCost& p, const MoeSetup& moe, const MoeTerms& m,
 // reduce-scatter before the combine (combine_preprocess); nccl-tests' size: the gathered buffer.
 void add_etp(PhaseCost& p, const MoeSetup& moe, const MoeTerms& m, CollectiveKind kind,
              CollectivePosition position) {
-  add_collective(p, Group::Etp, moe.etp, *moe.etp_link, kind, position, moe.etp * m.sent);
+  add_group_collective(p, Group::Etp, moe.etp, *moe.etp_link, kind, position, moe.etp * m.sent);
 }
 
 // Router: the MoE block's norm, the router GEMM (h x E, replicated on the TP group) and the
@@ -136,8 +116,9 @@ void router_cost(UnitCost& u, const MoeTerms& m, const TpSetup& tp, const Roofli
 void dispatch_cost(UnitCost& u, const MoeTerms& m, const MoeSetup& moe, const Roofline& roof) {
   const double tokens = m.x * m.h * m.e;
   const int tp_ep = moe.etp * moe.ep;
-  add_collective(u[Phase::F], Group::Ep, tp_ep, *moe.ep_link, CollectiveKind::AllGather,
-                 CollectivePosition::Before, tp_ep * m.E * kCountBytes, moe.host_sync_s);
+  add_group_collective(u[Phase::F], Group::Ep, tp_ep, *moe.ep_link, CollectiveKind::AllGather,
+                       CollectivePosition::Before, tp_ep * m.E * kCountBytes);
+  if (tp_ep > 1) u[Phase::F].collectives.back().time_s += moe.host_sync_s;
   timed(u[Phase::F], roof, [&] { return roof.memory_s(tokens + m.sent); });
   add_all_to_all(u[Phase::F], moe, m, CollectivePosition::After, true);
   add_etp(u[Phase::F], moe, m, CollectiveKind::AllGather, CollectivePosition::After);
@@ -208,9 +189,10 @@ void combine_cost(UnitCost& u, const MoeTerms& m, const MoeSetup& moe, const Roo
 // column-parallel fc1 and row-parallel fc2 over the dense tp), run serially on the block's
 // normed input (MoELayer.forward: shared_experts_compute before route; --moe-shared-expert-overlap
 // is not modelled yet), its output added to the routed one. Two units, PreMLP (fc1) and MLP (the
-// activation, fc2 and the add), with the dense MLP's TP collectives: under SP the input's
-// all-gather before fc1 and the output's reduce-scatter after fc2 (gather_from / reduce_scatter_to
-// sequence_parallel_region), else an all-reduce of fc2's output and of fc1's input gradient.
+// activation, fc2 and the add), with the dense MLP's TP collectives (tp_collectives: TE's column
+// and row linears, FP8 gathers included): under SP the input's all-gather before fc1 and the
+// output's reduce-scatter after fc2, else an all-reduce of fc2's output and of fc1's input
+// gradient.
 void shared_fc1_cost(UnitCost& u, const MoeTerms& m, const TpSetup& tp, const LayerShape& s,
                      const Roofline& roof, double width) {
   const double t = tp.tp, T = tp.sp ? m.x * t : m.x, h = m.h, e = m.e;
@@ -229,16 +211,7 @@ void shared_fc1_cost(UnitCost& u, const MoeTerms& m, const TpSetup& tp, const La
   });
   set_gemm_flops(u[Phase::W], gemm);
   u[Phase::W].free_bytes = in_saved + grad_out;
-  const double bytes = T * h * e;
-  if (tp.sp) {
-    add_collective(u[Phase::F], Group::Tp, tp.tp, *tp.link, CollectiveKind::AllGather,
-                   CollectivePosition::Before, bytes);
-    add_collective(u[Phase::B], Group::Tp, tp.tp, *tp.link, CollectiveKind::ReduceScatter,
-                   CollectivePosition::After, bytes);
-  } else {
-    add_collective(u[Phase::B], Group::Tp, tp.tp, *tp.link, CollectiveKind::AllReduce,
-                   CollectivePosition::After, bytes);
-  }
+  tp_collectives(TpSplit::Column, u, tp, T * h * e);
 }
 
 void shared_fc2_cost(UnitCost& u, const MoeTerms& m, const TpSetup& tp, const LayerShape& s,
@@ -267,17 +240,7 @@ void shared_fc2_cost(UnitCost& u, const MoeTerms& m, const TpSetup& tp, const La
   });
   set_gemm_flops(u[Phase::W], gemm);
   u[Phase::W].free_bytes = fc2_saved + grad_out;
-  const double bytes = T * h * e;
-  if (tp.sp) {
-    add_collective(u[Phase::F], Group::Tp, tp.tp, *tp.link, CollectiveKind::ReduceScatter,
-                   CollectivePosition::After, bytes);
-    add_collective(u[Phase::B], Group::Tp, tp.tp, *tp.link, CollectiveKind::AllGather,
-                   CollectivePosition::Before, bytes);
-    u[Phase::B].collectives.back().from_compute = true;
-  } else {
-    add_collective(u[Phase::F], Group::Tp, tp.tp, *tp.link, CollectiveKind::AllReduce,
-                   CollectivePosition::After, bytes);
-  }
+  tp_collectives(TpSplit::Row, u, tp, T * h * e);
 }
 
 // Full recomputation: the MoE units' forward runs again before the layer's backward, saving

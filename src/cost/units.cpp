@@ -27,11 +27,11 @@ Source collective_source(const LinkProfile& link, CollectiveKind kind, int ranks
   return link.published ? Source::Published : Source::Measured;
 }
 
-// A collective of `group` (of `ranks` GPUs over `link`) before or after a phase's compute; none
-// for a group of one.
+}  // namespace
+
 void add_group_collective(PhaseCost& p, Group group, int ranks, const LinkProfile& link,
                           CollectiveKind kind, CollectivePosition position, double bytes,
-                          bool from_compute = false) {
+                          bool from_compute) {
   if (ranks <= 1) return;
   Collective c;
   c.kind = kind;
@@ -43,6 +43,8 @@ void add_group_collective(PhaseCost& p, Group group, int ranks, const LinkProfil
   c.time_s = collective_time_s(link, kind, ranks, bytes);
   p.collectives.push_back(c);
 }
+
+namespace {
 
 // A collective of the TP group in phase `p`; none for a TP group of one.
 void add_tp_collective(PhaseCost& p, const TpSetup& tp, CollectiveKind kind,
@@ -157,6 +159,8 @@ void row_collectives(UnitCost& u, const TpSetup& tp, double bytes) {
   row_collectives(u, tp, bytes, {.bytes = bytes});
 }
 
+}  // namespace
+
 // A layer unit's collectives. Under an FP8 recipe Transformer Engine all-gathers the GEMM
 // operand it has already quantized: a column layer's input (the norm's FP8 output before QKV and
 // FC1: layernorm_linear.py _LayerNormLinear.forward passes input_quantizer, row-wise usage only,
@@ -175,6 +179,8 @@ void tp_collectives(TpSplit split, UnitCost& u, const TpSetup& tp, double bytes)
         u, tp, bytes,
         {.bytes = elements * fp8_gather_bytes(tp.precision, tp.dtype_bytes, 2), .amax = amax});
 }
+
+namespace {
 
 // Where a phase's TP GEMM sits in its compute: the time before it and its own time.
 struct GemmSpan {

@@ -151,6 +151,17 @@ double saved_input_bytes(Precision precision, double dtype_bytes);
 // (_start_all_gather_fp8_blockwise, _all_gather_mxfp8): `layouts` x saved_input_bytes.
 double fp8_gather_bytes(Precision precision, double dtype_bytes, int layouts);
 
+// A collective of `group` (of `ranks` GPUs over `link`) before or after a phase's compute; none
+// for a group of one. Its source: the link's measured or published rows where they cover it.
+void add_group_collective(PhaseCost& p, Group group, int ranks, const LinkProfile& link,
+                          CollectiveKind kind, CollectivePosition position, double bytes,
+                          bool from_compute = false);
+
+// The TP collectives of a column- or row-parallel linear unit (DESIGN §2) on the bf16 activation
+// of `bytes`: all-reduces without SP; with SP the all-gather (of the FP8 operand under an FP8
+// recipe, with current scaling's amax all-reduce) and the reduce-scatter. None at tp 1.
+void tp_collectives(TpSplit split, UnitCost& u, const TpSetup& tp, double bytes);
+
 // Token embedding (vocab-parallel): `vocab_per_gpu` rows of `hidden`; GPT models add learned
 // position embeddings and apply dropout to the sum.
 UnitCost embedding_cost(double tokens, double hidden, const TpSetup& tp, const Roofline& roof,

@@ -1018,15 +1018,22 @@ class Lowerer final : public detail::StepEmitter {
     std::vector<std::pair<int*, int>> last_w;
   };
 
-  // Whether one of the instruction's passes leaves a W for the flush (CostModel::flushes_w).
+  // Whether one of the instruction's passes leaves a W for the flush (CostModel::flushes_w):
+  // a W, or a B that runs its W, on a stage holding a unit whose W waits for the flush.
   [[nodiscard]] bool leaves_w_for_flush(const Instruction& in) const {
-    const auto leaves = [&](const Pass& p) {
+    PassPart parts[2];
+    const int n = parts_of(in, parts);
+    const int limit = cost_.wgrad_deferral_limit;
+    for (int i = 0; i < n; ++i) {
+      const PassPart& part = parts[i];
+      const bool runs_w =
+          part.kind == PassKind::W || (part.kind == PassKind::B && !part.pass.defer_w);
+      if (!runs_w || (limit != 0 && part.pass.mb >= limit)) continue;
       int stage = 0;
-      pass_index(p, &stage);
-      const int limit = cost_.wgrad_deferral_limit;
-      return flush_w_stage_[stage] != 0 && (limit == 0 || p.mb < limit);
-    };
-    return leaves(in.a) || (is_braided(in.op) && leaves(in.b));
+      pass_index(part.pass, &stage);
+      if (flush_w_stage_[stage] != 0) return true;
+    }
+    return false;
   }
 
   // The stamp of the instruction's shape, nullptr when it is not stamped.
