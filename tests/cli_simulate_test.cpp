@@ -284,22 +284,32 @@ TEST_CASE("search and sweep from the job defaults list what they did not vary",
   CHECK_THAT(s.out, Catch::Contains("sweep of study llama3.1-8b on dgx-h100: 2 configurations"));
 }
 
-TEST_CASE("simulate runs an MoE model with its EP all-to-all, sweep and search refuse it",
+TEST_CASE("simulate runs an MoE model with its EP all-to-all, sweep explores ep, design refuses it",
           "[cli][moe][errors]") {
   const CliRun sim = run_braid(
       "simulate --model mixtral-8x7b --ep 8 --etp 1 --schedule 1f1b --seq 1024 --microbatches 2");
   CHECK(sim.err.empty());
   CHECK(sim.exit_code == 0);
   CHECK_THAT(sim.out, Catch::Contains("EP exposed"));
-  for (const std::string command :
-       {"sweep --model mixtral-8x7b --tp 1,2", "search --model mixtral-8x7b --global-batch 64"}) {
-    INFO(command);
-    const CliRun r = run_braid(command);
-    CHECK(r.exit_code == 2);
-    CHECK(count_lines(r.err) == 1);
-    CHECK_THAT(r.err,
-               Catch::Contains("--model: model: mixtral-8x7b is a Mixture-of-Experts model "
-                               "(8 experts, top-2): this command does not explore --ep yet"));
-    CHECK(r.out.empty());
-  }
+  // sweep: ep and etp are axes, one row per ep here, each naming its sizes.
+  const CliRun sweep = run_braid(
+      "sweep --model mixtral-8x7b --nodes 2 --tp 1 --pp 2 --ep 4,8 --etp 1 --schedules 1f1b --seq "
+      "1024 "
+      "--microbatches 2 --json");
+  INFO(sweep.err);
+  REQUIRE(sweep.exit_code == 0);
+  const auto rows = nlohmann::json::parse(sweep.out)["rows"];
+  REQUIRE(rows.size() == 2);
+  // Ranked: ep 8 (one expert a rank) fits, ep 4 does not.
+  CHECK(rows[0]["ep"] == 8);
+  CHECK(rows[0]["status"] == "ok");
+  CHECK(rows[1]["ep"] == 4);
+  CHECK(rows[1]["etp"] == 1);
+  const std::string out = (braid::test::scratch_dir() / "moe-design.json").string();
+  const CliRun r = run_braid("design --model mixtral-8x7b -o " + out);
+  CHECK(r.exit_code == 2);
+  CHECK(count_lines(r.err) == 1);
+  CHECK_THAT(r.err, Catch::Contains("--model: model: mixtral-8x7b is a Mixture-of-Experts model "
+                                    "(8 experts, top-2): this command does not explore --ep yet"));
+  CHECK(r.out.empty());
 }

@@ -125,9 +125,9 @@ TEST_CASE("decode_rows refuses a bool or enum byte out of range", "[distribute]"
   e.status = RowStatus::Oom;
   const std::string bytes = encode_rows({e});
   CHECK(decode_rows(bytes).at(0).config.sp);
-  // The row count (8 bytes), whether the row names a cp comm type (1), the name (8 + 3), tp, cp,
-  // pp .. microbatches (7 ints), then sp, recompute, dp, gpus, status.
-  const std::size_t sp_at = 8 + 1 + 8 + 3 + 7 * sizeof(int);
+  // The row count (8 bytes), whether the row names a cp comm type (1) and its expert sizes (1),
+  // the name (8 + 3), tp, cp, pp .. microbatches (7 ints), then sp, recompute, dp, gpus, status.
+  const std::size_t sp_at = 8 + 1 + 1 + 8 + 3 + 7 * sizeof(int);
   const std::size_t status_at = sp_at + 1 + sizeof(Recompute) + 2 * sizeof(int);
   REQUIRE(bytes.at(sp_at) == 1);
   REQUIRE(bytes.at(status_at) == static_cast<char>(RowStatus::Oom));

@@ -209,10 +209,10 @@ TEST_CASE("shard rows carry cp, and a shard of another format version is refused
   CHECK(back.rows[0].dp == 2);  // 16 / (4 x 1 x 2)
   CHECK(back.rows[1].dp == 1);  // 16 / (4 x 2 x 2)
   std::string old = encode_shard(shard);
-  REQUIRE(old.rfind("braid-sweep-shard 7 ", 0) == 0);
+  REQUIRE(old.rfind("braid-sweep-shard 8 ", 0) == 0);
   old[std::string("braid-sweep-shard ").size()] = '4';
   CHECK_THROWS_WITH(decode_shard(old, "part.bin"),
-                    "part.bin: shard: shard format 4 from another braid; this one reads format 7: "
+                    "part.bin: shard: shard format 4 from another braid; this one reads format 8: "
                     "run its braid sweep --shard again with this braid");
 }
 

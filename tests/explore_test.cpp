@@ -411,9 +411,10 @@ TEST_CASE("the Configuration visitor lists every member for the row codec and di
   std::size_t n = 0;
   Configuration blank;
   blank.cp_comm_type = CpCommType::A2A;  // listed only when set (a swept type)
+  blank.ep = 2;                          // ep and etp: listed only for an MoE model's rows
   visit_config_fields(blank, [&n](const ConfigField&, auto&) { ++n; });
   CHECK(n == braid::test::member_count<Configuration>());
-  CHECK(braid::test::member_count<Configuration>() == 11);  // the count itself works
+  CHECK(braid::test::member_count<Configuration>() == 13);  // the count itself works
   // Every field away from its default survives the row codec.
   Evaluation a;
   a.config = {"zb-v", 4, 8, 2, 4096, 2, 16, true, Recompute::Selective, 2};
@@ -429,6 +430,14 @@ TEST_CASE("the Configuration visitor lists every member for the row codec and di
   typed.config.cp_comm_type = CpCommType::A2AP2P;
   CHECK(decode_rows(encode_rows({typed, b}))[0].config == typed.config);
   CHECK(decode_rows(encode_rows({typed, b}))[1].config == b.config);
+  Evaluation expert = a;  // an MoE model's row: its expert sizes
+  expert.config.ep = 4;
+  expert.config.etp = 1;
+  CHECK(decode_rows(encode_rows({b, expert}))[1].config == expert.config);
+  CHECK(decode_rows(encode_rows({b, expert}))[0].config == b.config);
+  Evaluation fewer = expert;
+  fewer.config.ep = 2;
+  CHECK(differences(expert, fewer) == "differs in ep 4 vs 2");
   // Every field in the visitor's order, dp beside the tp and pp it comes from.
   CHECK(differences(a, b) ==
         "differs in schedule zb-v vs 1f1b, tp 4 vs 1, cp 2 vs 1, pp 8 vs 2, dp 2 vs 1, vpp 2 vs 1, "
@@ -835,4 +844,134 @@ TEST_CASE("a study with layout-bound switches sweeps: each configuration is chec
       CHECK_THAT(row["reason"].get<std::string>(), Catch::Contains("pp > 1"));
     }
   }
+}
+
+namespace {
+
+// A small MoE model: 2 layers, hidden 1024, 8 heads of 128, 4 experts of width 2048, top-2,
+// SwiGLU, every layer MoE (the model of moe_test), with the default study on one DGX H100 node
+// (8 GPUs), seq 1024, 4 microbatches.
+Fixture tiny_moe_study() {
+  const fs::path file = braid::test::scratch_dir() / "explore-tiny-moe.yaml";
+  braid::test::write_file(file,
+                          "name: tiny-moe\nlayers: 2\nhidden: 1024\nheads: 8\nkv_heads: 8\n"
+                          "head_dim: 128\nffn: 4096\nvocab: 32000\ntied_embeddings: false\n"
+                          "activation: swiglu\nmoe:\n  experts: 4\n  top_k: 2\n"
+                          "  expert_ffn: 2048\n");
+  StudyOverrides o = braid::test::layout_overrides(file.string(), "dgx-h100", 1, 1, 1024);
+  o.nodes = 1;
+  o.microbatches = 4;
+  Fixture f;
+  f.study = load_study(resolve_config("studies", "default"), o);
+  f.profile = load_profile(f.study.cluster.profile);
+  return f;
+}
+
+}  // namespace
+
+TEST_CASE("an MoE sweep over ep 1,2,4: a row per (tp, ep, pp), etp x ep x pp over the GPUs invalid",
+          "[explore][moe]") {
+  const Fixture f = tiny_moe_study();
+  SweepAxes axes = test::small_sweep_axes({1, 2}, {1, 2});
+  axes.vpp = {1};
+  axes.seq = {1024};
+  axes.microbatches = {4};
+  axes.sp = {true};  // an MoE model with tp > 1 needs it
+  axes.schedules = {"1f1b"};
+  axes.ep = {1, 2, 4};  // etp left out: each row's tp
+  const std::vector<Configuration> configs = cross_product(axes);
+  // 2 tp x 3 ep x 2 pp x 1 schedule = 12 rows, ep right inside tp, pp inside ep.
+  REQUIRE(configs.size() == 12);
+  CHECK(configs[0].ep == 1);
+  CHECK(configs[1].ep == 1);
+  CHECK(configs[1].pp == 2);
+  CHECK(configs[2].ep == 2);
+  for (const Configuration& c : configs) CHECK(c.etp == c.tp);
+  CHECK(configure(f.study, configs[4]).parallel.ep == 4);
+  ExploreOptions options;
+  options.jobs = 1;
+  const SweepResult r = sweep(f.study, f.profile, configs, options);
+  // On 8 GPUs etp x ep x pp must divide 8: only tp 2 (etp 2), ep 4, pp 2 gives 16. The 4
+  // experts divide by 1, 2 and 4 alike.
+  CHECK(r.valid == 11);
+  REQUIRE(r.invalid == 1);
+  const Evaluation& bad = r.rows[11];  // the last: tp 2, ep 4, pp 2
+  CHECK(bad.config.tp == 2);
+  CHECK(bad.config.ep == 4);
+  CHECK(bad.config.pp == 2);
+  CHECK(bad.status == RowStatus::Invalid);
+  CHECK_THAT(bad.reason, Catch::Contains("parallel.ep: etp x ep x pp = 2 x 4 x 2 = 16 does not "
+                                         "divide the 8 GPUs"));
+  // The expert sizes split the experts' weights: at tp 1, pp 1 each rank's static memory falls
+  // with ep (4 experts on 1, 2, 4 ranks).
+  CHECK(r.rows[0].static_gib > r.rows[2].static_gib);
+  CHECK(r.rows[2].static_gib > r.rows[4].static_gib);
+  // The columns name them: table, CSV, JSON, and the row codec keeps them.
+  CHECK_THAT(sweep_table(r), Catch::Contains("etp"));
+  CHECK_THAT(sweep_csv(r), Catch::Contains(",cp,ep,etp,pp,"));
+  CHECK(nlohmann::json::parse(sweep_json(r))["rows"][4]["ep"] == 4);
+  CHECK(decode_rows(encode_rows(r.rows))[4].config == configs[4]);
+  // ep 3 does not divide the 4 experts: invalid, naming the rule and the sizes allowed.
+  axes.tp = {1};
+  axes.pp = {1};
+  axes.ep = {3};
+  const Evaluation three = evaluate(f.study, f.profile, cross_product(axes).at(0), options);
+  CHECK(three.status == RowStatus::Invalid);
+  CHECK_THAT(three.reason, Catch::Contains("parallel.ep: ep 3 does not divide the 4 experts of "
+                                           "model tiny-moe; allowed ep: 1, 2, 4"));
+}
+
+TEST_CASE("search on Mixtral 8x7b over 16 GPUs needs ep > 1 to fit", "[explore][moe][search]") {
+  // Mixtral's experts: 32 layers x 8 x 3 x 4096 x 14336 = 45.1e9 parameters. At ep 1 (etp 1)
+  // every rank holds all 8 experts of its layers, whose bf16 weights and fp32 gradients alone
+  // are 6 bytes each: only pp 16 (2 layers, 2.8e9 expert parameters a rank, with Adam's 12 bytes
+  // over edp = 16 / (1 x 1 x 16) = 1: 51 GB) stays under the default cap, and its peak is about
+  // 61 GiB. Under a 58 GiB cap no ep-1 layout fits, and the search must pick ep > 1 (ep 8: one
+  // expert a rank).
+  StudyOverrides o = test::layout_overrides("mixtral-8x7b", "dgx-h100", 1, 1, 1024);
+  o.nodes = 2;
+  const Study study = load_study(resolve_config("studies", "default"), o);
+  const Profile profile = load_profile(study.cluster.profile);
+  SearchSpace space;
+  space.gpus = 16;
+  space.global_batch = 16;
+  space.mbs = {1};
+  space.sp = {true};
+  space.schedules = {"1f1b"};
+  space.top = 1;
+  ExploreOptions options;
+  options.jobs = 2;
+  options.mem_cap_bytes = 58.0 * 1024 * 1024 * 1024;  // 58 GiB
+  const std::vector<Configuration> candidates = search_candidates(study, space);
+  // Every candidate names its expert sizes; etp 1 by default, ep dividing 16 / pp.
+  for (const Configuration& c : candidates) {
+    CHECK(c.etp == 1);
+    CHECK(16 % (c.ep * c.pp) == 0);
+  }
+  const SearchResult r = search(study, profile, space, options);
+  REQUIRE(!r.best.empty());
+  CHECK(r.best.front().config.ep > 1);
+  CHECK_THAT(search_text(r), Catch::Contains(" ep "));
+  // The same search held to ep 1 finds nothing that fits.
+  space.ep = {1};
+  space.try_levers = false;
+  const SearchResult one = search(study, profile, space, options);
+  CHECK(one.best.empty());
+  CHECK(one.candidates > 0);
+}
+
+TEST_CASE("a dense model ignores --ep and --etp: its sweep and search are as without them",
+          "[explore][moe][cli]") {
+  const std::string sweep = "sweep --tp 4,8 --pp 2 --seq 2048 --microbatches 8 --schedules 1f1b-i";
+  const CliRun plain = run_braid(sweep + " --json");
+  const CliRun with = run_braid(sweep + " --ep 2 --etp 2 --json");
+  REQUIRE(plain.exit_code == 0);
+  CHECK(with.out == plain.out);
+  CHECK_THAT(plain.out, !Catch::Contains("\"ep\""));
+  const std::string search =
+      "search --gpus 16 --global-batch 16 --mbs 1 --schedules 1f1b-i --seq 2048";
+  const CliRun s_plain = run_braid(search);
+  const CliRun s_with = run_braid(search + " --ep 2,4");
+  REQUIRE(s_plain.exit_code == 0);
+  CHECK(s_with.out == s_plain.out);
 }

@@ -43,6 +43,12 @@ struct Configuration {
   // search varies it (SweepAxes::cp_comm_types holds more than one): unset, the row runs the
   // study's type and no output names it, so outputs of studies that do not vary it are as before.
   std::optional<CpCommType> cp_comm_type{};
+  // Expert parallelism (parallel.ep) and expert tensor parallelism (parallel.etp, resolved: the
+  // dense tp where the study follows it), only for a Mixture-of-Experts model (SweepAxes::ep not
+  // empty): ep 0, the row runs the study's (a dense model's 1) and no output names them, so
+  // outputs of dense studies are as before.
+  int ep = 0;
+  int etp = 0;
   bool operator==(const Configuration&) const = default;
 };
 
@@ -66,6 +72,10 @@ void visit_config_fields(C& c, F&& f) {
   f(ConfigField{"tp", "tp"}, c.tp);
   f(ConfigField{"cp", "cp"}, c.cp);
   if (c.cp_comm_type) f(ConfigField{"cp_comm_type", "cp comm"}, *c.cp_comm_type);
+  if (c.ep > 0) {  // Megatron's order tp-cp-ep-dp-pp
+    f(ConfigField{"ep", "ep"}, c.ep);
+    f(ConfigField{"etp", "etp"}, c.etp);
+  }
   f(ConfigField{"pp", "pp"}, c.pp);
   f(ConfigField{"vpp", "vpp"}, c.vpp);
   f(ConfigField{"seq", "seq"}, c.seq);
@@ -88,6 +98,11 @@ struct SweepAxes {
   // Context-parallel communication types, looped right inside cp: with more than one each row
   // names its type (Configuration::cp_comm_type); with one or none the rows run the study's.
   std::vector<CpCommType> cp_comm_types;
+  // Expert-parallel sizes, looped right inside the cp comm types, and expert tensor-parallel
+  // sizes right inside them; empty ep: the rows name none and run the study's (what a dense model
+  // gets, whatever --ep says). An etp of 0 is the row's tp (Megatron's default), as is an empty
+  // etp list.
+  std::vector<int> ep, etp;
   std::vector<bool> sp;
   std::vector<Recompute> recompute;
   std::vector<std::string> schedules;
@@ -308,6 +323,10 @@ struct SearchSpace {
   // Context-parallel communication types tried (SweepAxes::cp_comm_types); one or none: the
   // study's.
   std::vector<CpCommType> cp_comm_types;
+  // A Mixture-of-Experts model's expert-parallel sizes tried; empty: default_ep_values() at each
+  // pipeline size. Expert tensor-parallel sizes tried (0: the row's tp); empty: {1}. A dense
+  // model ignores both.
+  std::vector<int> ep, etp;
   int top = 5;                // how many of the best to return
   int exhaustive_limit = 64;  // candidates (valid ones) up to which every one is simulated
   // When no layout fits: search again with each lever alone (SP, selective and full
@@ -322,6 +341,12 @@ inline constexpr int kLongSequence = 32768;
 std::vector<int> default_cp_values(const Study& study);
 // Why default_cp_values() tries CP, or does not, in a few words for the search's header.
 std::string cp_rule_text(const Study& study);
+
+// The search's expert-parallel sizes when --ep is not given, at pipeline size `pp` and expert
+// tensor-parallel size `etp`: every divisor of the model's experts with etp x ep x pp dividing
+// the study's GPUs (Megatron-Core's rank layout: edp = world / (etp x ep x pp)); ascending. Empty
+// for a dense model.
+std::vector<int> default_ep_values(const Study& study, int pp, int etp);
 
 // Every (tp, cp, pp, dp, mbs, microbatches, sp, recompute, schedule) the search considers, in its
 // order; throws InputError when gpus does not fit the cluster's node size or no layout divides

@@ -23,7 +23,7 @@ struct SearchArgs {
   ExploreStudyArgs study;
   int gpus = 0;
   int global_batch = 0;
-  std::string schedules, mbs = "1,2,4", vpp, sp, recompute, cp;
+  std::string schedules, mbs = "1,2,4", vpp, sp, recompute, cp, ep, etp;
   std::string csv;
   int top = 5;
   int exhaustive_limit = 64;
@@ -67,6 +67,8 @@ void run_search(const SearchArgs& a) {
   if (a.given("--recompute")) space.recompute = parse_recompute_list("--recompute", a.recompute);
   if (a.given("--cp")) space.cp = parse_int_list("--cp", a.cp);
   space.cp_comm_types = cp_comm_types_of(a.study);
+  if (a.given("--ep")) space.ep = parse_int_list("--ep", a.ep);
+  if (a.given("--etp")) space.etp = parse_int_list("--etp", a.etp);
   space.top = a.top;
   space.exhaustive_limit = a.exhaustive_limit;
 
@@ -107,6 +109,7 @@ void run_search(const SearchArgs& a) {
   if (!a.json) {
     // Search chooses tp, pp, cp, mbs and m itself; the other axes only when given.
     std::vector<std::string> varied{"tp", "pp", "cp", "mbs", "m"};
+    if (study.model.moe) varied.insert(varied.end(), {"ep", "etp"});
     for (const char* key : {"vpp", "seq", "sp", "recompute", "schedules"})
       if (a.given(("--" + std::string(key)).c_str())) varied.emplace_back(key);
     std::cout << job_defaults_text(base.args, base.own, varied);
@@ -160,6 +163,13 @@ void register_search(CLI::App& app) {
                   "context-parallel sizes to try, e.g. 1,2,4,8 (default: the study's, and 1,2,4,8 "
                   "where they split the sequence when seq >= " +
                       std::to_string(kLongSequence) + ")");
+  cmd->add_option("--ep", args->ep,
+                  "expert-parallel sizes to try for a Mixture-of-Experts model (default: every "
+                  "divisor of its experts with etp x ep x pp dividing the GPUs; a dense model "
+                  "ignores it)");
+  cmd->add_option("--etp", args->etp,
+                  "expert tensor-parallel sizes to try for a Mixture-of-Experts model (default "
+                  "1; a dense model ignores it)");
   cmd->add_option("--csv", args->csv,
                   "write every simulated and invalid candidate as CSV (the columns of sweep --csv)")
       ->check(file_name());

@@ -22,7 +22,7 @@ namespace {
 
 struct SweepArgs {
   ExploreStudyArgs study;
-  std::string tp, cp, pp, vpp, seq, mbs, microbatches, sp, recompute, schedules;
+  std::string tp, cp, ep, etp, pp, vpp, seq, mbs, microbatches, sp, recompute, schedules;
   std::string fixed_global_batch;
   SweepOutputs out;
   std::string shard, shard_out;
@@ -44,7 +44,7 @@ int global_batch_value(const std::string& text) {
 void run_sweep(const SweepArgs& a) {
   // Parse every list before any work.
   SweepAxes axes;
-  std::optional<std::vector<int>> tp, cp, pp, vpp, seq, mbs, m;
+  std::optional<std::vector<int>> tp, cp, ep, etp, pp, vpp, seq, mbs, m;
   std::optional<std::vector<bool>> sp;
   std::optional<std::vector<Recompute>> rc;
   std::optional<std::vector<std::string>> schedules;
@@ -53,6 +53,8 @@ void run_sweep(const SweepArgs& a) {
   };
   tp = ints("--tp", a.tp);
   cp = ints("--cp", a.cp);
+  ep = ints("--ep", a.ep);
+  etp = ints("--etp", a.etp);
   pp = ints("--pp", a.pp);
   vpp = ints("--vpp", a.vpp);
   seq = ints("--seq", a.seq);
@@ -97,6 +99,12 @@ void run_sweep(const SweepArgs& a) {
   axes.tp = tp.value_or(std::vector<int>{own.parallel.tp});
   axes.cp = cp.value_or(std::vector<int>{own.parallel.cp});
   axes.cp_comm_types = cp_comm_types_of(a.study);
+  if (base.study.model.moe) {
+    // An MoE model's expert sizes are axes (the study's by default, its etp 0 the row's tp); a
+    // dense model has none, whatever --ep and --etp say: its rows are as without them.
+    axes.ep = ep.value_or(std::vector<int>{base.study.parallel.ep});
+    axes.etp = etp.value_or(std::vector<int>{base.study.parallel.etp});
+  }
   axes.pp = pp.value_or(std::vector<int>{own.parallel.pp});
   axes.vpp = vpp.value_or(std::vector<int>{own.parallel.vpp});
   axes.seq = seq.value_or(std::vector<int>{base.study.training.seq});
@@ -149,6 +157,8 @@ void run_sweep(const SweepArgs& a) {
   };
   vary(tp.has_value(), "tp");
   vary(cp.has_value(), "cp");
+  vary(ep.has_value(), "ep");
+  vary(etp.has_value(), "etp");
   vary(pp.has_value(), "pp");
   vary(vpp.has_value(), "vpp");
   vary(seq.has_value(), "seq");
@@ -185,6 +195,12 @@ void register_sweep(CLI::App& app) {
   cmd->add_option("--cp", args->cp,
                   "context-parallel sizes, e.g. 1,2,4 (default: the study's); dp = GPUs / (tp x "
                   "cp x pp)");
+  cmd->add_option("--ep", args->ep,
+                  "expert-parallel sizes of a Mixture-of-Experts model, e.g. 1,2,4 (default: "
+                  "the study's; a dense model ignores it)");
+  cmd->add_option("--etp", args->etp,
+                  "expert tensor-parallel sizes of a Mixture-of-Experts model, e.g. 1,2 "
+                  "(default: the study's, else the row's tp; a dense model ignores it)");
   cmd->add_option("--pp", args->pp, "pipeline-parallel sizes (default: the study's)");
   cmd->add_option("--vpp", args->vpp,
                   "chunks per rank for 1f1b-i (other schedules fix theirs; default: the study's)");

@@ -218,7 +218,7 @@ ExploreBase load_explore_base(const ExploreStudyArgs& args, bool need_own, bool 
       own.overrides.tp = own.overrides.pp = 1;
       own.overrides.sizes_from_explorer = true;
     }
-    base.own = resolve_study(own);
+    base.own = resolve_study(own, ModelUse::Sweep);
     base.has_own = true;
   }
   // Sizes that always validate: the axes decide the rest, configuration by configuration.
@@ -228,7 +228,7 @@ ExploreBase load_explore_base(const ExploreStudyArgs& args, bool need_own, bool 
   o.vpp = 1;
   o.sequence_parallel = false;
   o.sizes_from_explorer = true;
-  base.study = resolve_study(sa);
+  base.study = resolve_study(sa, ModelUse::Sweep);
   base.profile = resolve_profile(sa, base.study);
   return base;
 }

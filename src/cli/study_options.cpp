@@ -243,7 +243,7 @@ void refuse_moe(const StudyOverrides& merged, const Study& study) {
                    m.name + " is a Mixture-of-Experts model (" + std::to_string(m.moe->experts) +
                        " experts, top-" + std::to_string(m.moe->top_k) +
                        "): this command does not explore --ep yet (not one of its axes); "
-                       "`braid simulate` and `braid compare` run it (docs/moe.md)");
+                       "`braid simulate`, `compare`, `sweep` and `search` run it (docs/moe.md)");
 }
 
 }  // namespace

@@ -34,10 +34,11 @@ inline constexpr const char* kJobDefaults = "configs/studies/job-defaults.yaml";
 std::string study_file_for(const StudyArgs& args, const StudyOverrides& merged);
 // Resolved from the job defaults, a study is named after its model and cluster
 // ("llama3.1-70b on dgx-h100"), never "job-defaults".
-// simulate and compare run a Mixture-of-Experts model (ModelUse::Simulate; docs/moe.md); the
-// commands that explore settings (ModelUse::Explore: sweep, search, design, theory) refuse one
-// with one line until ep is one of their axes; `info` describes one (ModelUse::Describe).
-enum class ModelUse { Simulate, Explore, Describe };
+// simulate and compare run a Mixture-of-Experts model (ModelUse::Simulate; docs/moe.md), and so
+// do sweep and search, whose axes include ep and etp (ModelUse::Sweep); the other commands that
+// explore settings (ModelUse::Explore: design, theory) refuse one with one line; `info` describes
+// one (ModelUse::Describe).
+enum class ModelUse { Simulate, Explore, Sweep, Describe };
 Study resolve_study(const StudyArgs& args, ModelUse use = ModelUse::Explore);
 // "" unless `study` started from the job defaults; then one line naming each of its settings the
 // command did not give, so no default passes unseen. `varied`: the settings the command sets

@@ -2,6 +2,7 @@
 // configuration's sizes applied and validated.
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,44 +27,61 @@ const char* name(RowStatus s) {
   return "?";
 }
 
+namespace {
+
+// The rows of one (tp, cp, cp comm type, ep, etp), the rest of the axes in cross_product()'s
+// order; etp 0 is the row's tp.
+void for_sizes(const SweepAxes& axes, int tp, int cp, std::optional<CpCommType> comm, int ep,
+               int etp, std::vector<Configuration>& out) {
+  for (int pp : axes.pp)
+    for (std::size_t vi = 0; vi < axes.vpp.size(); ++vi)
+      for (int seq : axes.seq)
+        for (int mbs : axes.mbs)
+          for (int m : axes.microbatches)
+            for (bool sp : axes.sp)
+              for (Recompute rc : axes.recompute)
+                for (const std::string& s : axes.schedules) {
+                  // A schedule whose chunks per rank are fixed ignores the vpp axis: it is
+                  // listed once, with the first vpp value's position in the order.
+                  const int fixed = explore::is_designed(s) ? explore::kDesignedVpp : fixed_vpp(s);
+                  if (fixed != 0 && vi != 0) continue;
+                  Configuration c;
+                  c.schedule = s;
+                  c.tp = tp;
+                  c.cp = cp;
+                  c.cp_comm_type = comm;
+                  c.ep = ep;
+                  c.etp = ep > 0 && etp == 0 ? tp : etp;
+                  c.pp = pp;
+                  c.vpp = fixed != 0 ? fixed : axes.vpp[vi];
+                  c.seq = seq;
+                  c.mbs = mbs;
+                  c.microbatches = m;
+                  c.sp = sp;
+                  c.recompute = rc;
+                  out.push_back(c);
+                }
+}
+
+}  // namespace
+
 std::vector<Configuration> cross_product(const SweepAxes& axes) {
   std::vector<Configuration> out;
   const std::vector<int> cps = axes.cp.empty() ? std::vector<int>{1} : axes.cp;
   std::vector<std::optional<CpCommType>> comms{std::nullopt};
   if (axes.cp_comm_types.size() > 1)
     comms.assign(axes.cp_comm_types.begin(), axes.cp_comm_types.end());
+  // No ep list: one pass, the rows name no expert sizes (a dense model, or sizes not explored).
+  const std::vector<int> eps = axes.ep.empty() ? std::vector<int>{0} : axes.ep;
+  const std::vector<int> etps = axes.etp.empty() ? std::vector<int>{0} : axes.etp;
   for (int tp : axes.tp)
     for (int cp : cps)
       // At cp 1 there is no context-parallel communication, so every type gives the same row: the
       // first stands for them all (the axis multiplies only cp > 1).
       for (std::size_t ci = 0; ci < (cp == 1 ? 1 : comms.size()); ++ci)
-        for (int pp : axes.pp)
-          for (std::size_t vi = 0; vi < axes.vpp.size(); ++vi)
-            for (int seq : axes.seq)
-              for (int mbs : axes.mbs)
-                for (int m : axes.microbatches)
-                  for (bool sp : axes.sp)
-                    for (Recompute rc : axes.recompute)
-                      for (const std::string& s : axes.schedules) {
-                        // A schedule whose chunks per rank are fixed ignores the vpp axis: it is
-                        // listed once, with the first vpp value's position in the order.
-                        const int fixed =
-                            explore::is_designed(s) ? explore::kDesignedVpp : fixed_vpp(s);
-                        if (fixed != 0 && vi != 0) continue;
-                        Configuration c;
-                        c.schedule = s;
-                        c.tp = tp;
-                        c.cp = cp;
-                        c.cp_comm_type = comms[ci];
-                        c.pp = pp;
-                        c.vpp = fixed != 0 ? fixed : axes.vpp[vi];
-                        c.seq = seq;
-                        c.mbs = mbs;
-                        c.microbatches = m;
-                        c.sp = sp;
-                        c.recompute = rc;
-                        out.push_back(c);
-                      }
+        for (int ep : eps)
+          for (std::size_t ei = 0; ei < (ep == 0 ? 1 : etps.size()); ++ei)
+            for_sizes(axes, tp, cp, comms[ci], ep, ep == 0 ? 0 : etps[ei], out);
   return out;
 }
 
@@ -140,6 +158,10 @@ Study configure(const Study& base, const Configuration& c) {
     s.parallel.cp_comm_type = *c.cp_comm_type;
     // The study's hierarchical sizes are a2a+p2p's: the rows of the other types run without.
     if (*c.cp_comm_type != CpCommType::A2AP2P) s.parallel.hierarchical_cp.clear();
+  }
+  if (c.ep > 0) {
+    s.parallel.ep = c.ep;
+    s.parallel.etp = c.etp;
   }
   s.parallel.pp = c.pp;
   s.parallel.vpp = c.vpp;

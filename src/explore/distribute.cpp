@@ -134,6 +134,9 @@ struct IO : Base {
     bool has_comm = e.config.cp_comm_type.has_value();
     put_or_get(has_comm);
     if (has_comm && !e.config.cp_comm_type) e.config.cp_comm_type = CpCommType::P2P;
+    bool has_ep = e.config.ep > 0;  // likewise the expert sizes (ep 0: none)
+    put_or_get(has_ep);
+    if (has_ep && e.config.ep == 0) e.config.ep = 1;
     visit_config_fields(e.config, [&](const ConfigField&, auto& v) { put_or_get(v); });
     put_or_get(e.dp, e.gpus, e.status, e.reason, e.static_gib, e.model_peak_gib, e.speedup,
                e.group_best);

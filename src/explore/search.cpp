@@ -6,6 +6,7 @@
 // depend on --jobs, so neither does the result. When nothing fits, the same search runs again with
 // each lever that lowers memory (SP, recomputation, offloading, the distributed optimizer).
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -191,6 +192,15 @@ std::string cp_rule_text(const Study& study) {
   return "CP tried: seq " + seq + " >= " + std::to_string(kLongSequence);
 }
 
+std::vector<int> default_ep_values(const Study& study, int pp, int etp) {
+  std::vector<int> out;
+  if (!study.model.moe) return out;
+  const int gpus = study.cluster.gpus();
+  for (int ep : divisors(study.model.moe->experts))
+    if (gpus % (std::int64_t{etp} * ep * pp) == 0) out.push_back(ep);
+  return out;
+}
+
 std::vector<Configuration> search_candidates(const Study& study, const SearchSpace& space) {
   if (space.global_batch <= 0)
     throw InputError("--global-batch", std::to_string(space.global_batch), "must be 1 or more");
@@ -223,7 +233,18 @@ std::vector<Configuration> search_candidates(const Study& study, const SearchSpa
                                ? std::vector<Recompute>{study.training.recompute}
                                : space.recompute;
           axes.schedules = space.schedules;
-          for (const Configuration& c : cross_product(axes)) out.push_back(c);
+          if (!study.model.moe) {
+            for (const Configuration& c : cross_product(axes)) out.push_back(c);
+            continue;
+          }
+          // A Mixture-of-Experts model: every (etp, ep) too, etp 1 unless --etp gives more.
+          for (int etp : space.etp.empty() ? std::vector<int>{1} : space.etp) {
+            axes.etp = {etp};
+            axes.ep =
+                space.ep.empty() ? default_ep_values(study, pp, etp > 0 ? etp : tp) : space.ep;
+            if (axes.ep.empty()) continue;
+            for (const Configuration& c : cross_product(axes)) out.push_back(c);
+          }
         }
       }
     }
@@ -247,6 +268,18 @@ std::string setting_of(const Study& study, const SearchSpace& space) {
   for (int c : space.cp.empty() ? default_cp_values(study) : space.cp)
     cp += (cp.empty() ? "" : ",") + std::to_string(c);
   cp += space.cp.empty() ? " (" + cp_rule_text(study) + ")" : std::string(" (--cp)");
+  if (study.model.moe) {  // the expert sizes, only where they are an axis
+    auto list = [](const std::vector<int>& v) {
+      std::string out;
+      for (int x : v) out += (out.empty() ? "" : ",") + std::to_string(x);
+      return out;
+    };
+    cp += ", ep " +
+          (space.ep.empty() ? "dividing the " + std::to_string(study.model.moe->experts) +
+                                  " experts with etp x ep x pp dividing the GPUs"
+                            : list(space.ep) + " (--ep)") +
+          ", etp " + (space.etp.empty() ? std::string("1") : list(space.etp) + " (--etp)");
+  }
   return std::to_string(study.cluster.gpus()) + " GPUs of " + study.cluster.name + " (" +
          std::to_string(study.cluster.nodes) + " x " + std::to_string(study.cluster.gpus_per_node) +
          "), model " + study.model.name + ", global batch " + std::to_string(space.global_batch) +

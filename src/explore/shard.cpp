@@ -36,10 +36,11 @@ namespace {
 // and the header lists each row's checksum, so a flipped byte is refused, naming its row; 5: the
 // rows carry cp (Configuration's context-parallel size); 6: the cap's cap_bytes is the peak a rank
 // may reach, the fixed overhead included (issue 39), where 5 held it without the overhead; 7: each
-// row starts with a byte saying whether it names its cp comm type (the --cp-comm-type axis).
+// row starts with a byte saying whether it names its cp comm type (the --cp-comm-type axis); 8: and
+// a second byte saying whether it names its expert sizes (ep and etp, an MoE model's axes).
 constexpr const char* kMagicName = "braid-sweep-shard";
-constexpr int kVersion = 7;
-// "braid-sweep-shard 7": the first words of a shard file.
+constexpr int kVersion = 8;
+// "braid-sweep-shard 8": the first words of a shard file.
 std::string magic_words() { return std::string(kMagicName) + " " + std::to_string(kVersion); }
 
 // FNV-1a, 64 bits: a stable fingerprint (not a security measure) of what the shards must share.
