@@ -582,7 +582,8 @@ std::string moe_model_table(const Study& s, const ParameterCount& pc) {
       e.shared_expert_ffn, name(e.router_score));
   if (e.router_groups > 0)
     out += util::format(", %d groups (top %d)", e.router_groups, e.router_group_top_k);
-  out += e.capacity_factor ? util::format(", capacity factor %g\n", *e.capacity_factor)
+  out += e.capacity_factor ? util::format(", capacity factor %g%s\n", *e.capacity_factor,
+                                          e.pad_to_capacity ? " (padded to it)" : "")
                            : std::string(", dropless\n");
   out += util::format(
       "  parameters: total %.3f B, active per token %.3f B, non-embedding %.3f B, embedding "
