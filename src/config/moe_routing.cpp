@@ -41,7 +41,9 @@ std::vector<double> read_histogram(const fs::path& path, const std::string& show
   try {
     text = util::read_input_file(path, util::kYamlFile);
   } catch (const InputError& e) {
-    throw InputError(where, field, "histogram file " + shown + ": " + e.problem);
+    throw InputError(where, field,
+                     "histogram file " + shown + ": " + e.problem +
+                         "; give a file of one non-negative count or weight per expert");
   }
   std::vector<double> weights;
   std::string token;

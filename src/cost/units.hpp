@@ -132,7 +132,7 @@ struct MoeLoad {
 MoeLoad moe_load(const std::vector<double>& loads, int ep, double tokens, double top_k,
                  std::optional<double> capacity_factor, bool pad_to_capacity);
 // An MoE layer of `shape` (DESIGN §4b): PreAttn, Attn as the dense layer's | Router, Dispatch,
-// Experts, Combine, under balanced routing.
+// Experts, Combine, the busiest EP rank's under the study's routing (MoeSetup::busiest_loads).
 LayerCost moe_layer_cost(const LayerShape& shape, const TpSetup& tp, const MoeSetup& moe,
                          const Roofline& roof, int layer);
 // An MoE layer's parameters on one GPU: those of the dense groups (attention, norms, the router;
