@@ -138,7 +138,7 @@ TEST_CASE("Megatron MoE flags: experts, top-k, widths, dense layers, routing are
       "--moe-ffn-hidden-size 1024 --moe-shared-expert-intermediate-size 2048 "
       "--moe-layer-freq \"([0]*1+[1]*3)\" --moe-router-score-function sigmoid "
       "--moe-router-num-groups 4 --moe-router-group-topk 2 --moe-expert-capacity-factor 1.5 "
-      "--expert-model-parallel-size 8 --moe-grouped-gemm");
+      "--moe-pad-expert-input-to-capacity --expert-model-parallel-size 8 --moe-grouped-gemm");
   REQUIRE(l.overrides.model_config);
   REQUIRE(l.overrides.model_config->moe);
   const MoeConfig& e = *l.overrides.model_config->moe;
@@ -153,6 +153,7 @@ TEST_CASE("Megatron MoE flags: experts, top-k, widths, dense layers, routing are
   CHECK(e.router_groups == 4);
   CHECK(e.router_group_top_k == 2);
   CHECK(e.capacity_factor == 1.5);
+  CHECK(e.pad_to_capacity);
   // Read, so no longer listed; the grouped GEMM switch is not read (braid times the experts as
   // one grouped GEMM either way).
   CHECK(l.overrides.ep == 8);

@@ -326,3 +326,211 @@ TEST_CASE("a shared expert: a dense MLP of its width beside the routed experts, 
     CHECK(r.report.ep_comm_rate > 0);
   }
 }
+
+namespace {
+
+// A top-1 variant of the tiny model (4 experts of width 2048), with `moe_extra` lines added to
+// its moe: block; ep 2 (2 local experts per rank), tp 1, seq 1536: x = 1536 tokens enter each
+// rank's router, 1536 choices, a balanced 384 per expert and 768 per rank's experts from each of
+// the 2 ranks.
+StudyOverrides top1_overrides(const std::string& routing, const std::string& moe_extra = "") {
+  const auto file =
+      test::scratch_dir() / ("tiny-top1-" + std::to_string(moe_extra.size()) + ".yaml");
+  test::write_file(file,
+                   "name: tiny-top1\nlayers: 2\nhidden: 1024\nheads: 8\nkv_heads: 8\n"
+                   "head_dim: 128\nffn: 4096\nvocab: 32000\nactivation: swiglu\nmoe:\n"
+                   "  experts: 4\n  top_k: 1\n  expert_ffn: 2048\n" +
+                       moe_extra);
+  StudyOverrides o = tiny_overrides(2);
+  o.model = file.string();
+  o.seq = 1536;
+  o.moe_routing = routing;
+  return o;
+}
+CostModel top1(const std::string& routing, const std::string& moe_extra = "") {
+  return cost_of(
+      load_study(resolve_config("studies", "default"), top1_overrides(routing, moe_extra)));
+}
+// The histogram 3, 1, 1, 1 (a YAML flow list), its file's path.
+std::string histogram_3111() {
+  const auto file = test::scratch_dir() / "hist-3111.yaml";
+  test::write_file(file, "# tokens per expert\n[3, 1, 1, 1]\n");
+  return file.string();
+}
+
+}  // namespace
+
+TEST_CASE("moe routing: the name/parse pair, each expert's load, multinomial's fixed draws",
+          "[moe][routing]") {
+  for (const char* text : {"balanced", "skew:1.2", "skew:0", "multinomial:7"})
+    CHECK(name(parse_moe_routing(text, "--moe-routing", "training.moe_routing")) == text);
+  const MoeRouting hist =
+      parse_moe_routing("histogram:" + histogram_3111(), "--moe-routing", "training.moe_routing");
+  CHECK(hist.weights == std::vector<double>{3, 1, 1, 1});
+  // Loads relative to the balanced 1/4: 4 x 3/6 = 2, 4 x 1/6 = 2/3 each.
+  CHECK(moe_expert_loads(hist, 4, 1, 0) ==
+        std::vector<double>{4 * 3 / 6.0, 4 / 6.0, 4 / 6.0, 4 / 6.0});
+  // skew:0 is balanced, exactly: every (e + 1)^-0 = 1.
+  const MoeRouting flat = parse_moe_routing("skew:0", "w", "f");
+  CHECK(moe_expert_loads(flat, 8, 2, 0) == std::vector<double>(8, 1.0));
+  // skew:1 on 4 experts: weights 1, 1/2, 1/3, 1/4 (sum 25/12): loads 4 x 12/25 x w.
+  const std::vector<double> zipf = moe_expert_loads(parse_moe_routing("skew:1", "w", "f"), 4, 1, 0);
+  CHECK(zipf[0] == Approx(48.0 / 25));
+  CHECK(zipf[3] == Approx(12.0 / 25));
+  // top-2 caps a load at 4 / 2 = 2 (a token picks an expert once): histogram 3, 1, 1, 1 under
+  // k = 2 has expert 0 at 2 already; 5, 1, 1, 1 would be 2.5: capped at 2, the 0.5 spread over
+  // the other three by weight, 0.5 + 1/6 = 2/3 each.
+  MoeRouting heavy;
+  heavy.kind = MoeRoutingKind::Histogram;
+  heavy.weights = {5, 1, 1, 1};
+  const std::vector<double> capped = moe_expert_loads(heavy, 4, 2, 0);
+  CHECK(capped[0] == 2);
+  CHECK(capped[1] == Approx(2.0 / 3));
+  // multinomial:7, 12 draws on 4 experts: std::mt19937_64 seeded 7 gives raw outputs whose
+  // residues mod 4 are 3 2 2 2 1 0 1 2 1 0 2 1 (13915952638675311015 mod 4 = 3, ...): counts
+  // 2, 4, 5, 1; loads 4 x count / 12. The same seed, the same draws.
+  const MoeRouting draws = parse_moe_routing("multinomial:7", "w", "f");
+  CHECK(moe_expert_loads(draws, 4, 1, 12) ==
+        std::vector<double>{4 * 2 / 12.0, 4 * 4 / 12.0, 4 * 5 / 12.0, 4 * 1 / 12.0});
+  CHECK(moe_expert_loads(draws, 4, 1, 12) == moe_expert_loads(draws, 4, 1, 12));
+  CHECK(moe_expert_loads(parse_moe_routing("multinomial:8", "w", "f"), 4, 1, 12) !=
+        moe_expert_loads(draws, 4, 1, 12));
+}
+
+TEST_CASE("moe routing: bad values are one line naming the option", "[moe][routing]") {
+  const std::string allowed =
+      "expected balanced, skew:S (S >= 0, Zipf), histogram:FILE (one non-negative count or weight "
+      "per expert) or multinomial:SEED (an unsigned integer)";
+  auto error = [](const std::string& text) {
+    return test::input_error_of(
+        [&] { parse_moe_routing(text, "--moe-routing", "training.moe_routing"); });
+  };
+  CHECK(error("skew:-1") ==
+        "--moe-routing: training.moe_routing: 'skew:-1' has no skew S >= 0; " + allowed);
+  CHECK(error("zipf") ==
+        "--moe-routing: training.moe_routing: 'zipf' is not a routing; " + allowed);
+  CHECK(error("multinomial:x") ==
+        "--moe-routing: training.moe_routing: 'multinomial:x' has no seed (an unsigned integer, "
+        "up to 19 digits); " +
+            allowed);
+  const std::string missing = (test::scratch_dir() / "no-such-histogram.yaml").string();
+  CHECK(error("histogram:" + missing)
+            .rfind("--moe-routing: training.moe_routing: histogram file " + missing + ": ", 0) ==
+        0);
+  const auto negative = test::scratch_dir() / "hist-negative.yaml";
+  test::write_file(negative, "- 3\n- -1\n- 1\n- 1\n");
+  CHECK(error("histogram:" + negative.string()) ==
+        "--moe-routing: training.moe_routing: histogram file " + negative.string() +
+            ": '-1' is not a non-negative count; give one count or weight per expert");
+  // The study checks the count against the experts (4), and a dense model refuses any routing.
+  const auto three = test::scratch_dir() / "hist-three.yaml";
+  test::write_file(three, "3 1 1\n");
+  CHECK(test::input_error_of([&] {
+          load_study(resolve_config("studies", "default"),
+                     top1_overrides("histogram:" + three.string()));
+        }) == "--moe-routing: training.moe_routing: histogram file " + three.string() +
+                  " has 3 counts, model tiny-top1 has 4 experts; give one count or weight per "
+                  "expert");
+  StudyOverrides dense = tiny_overrides(1);
+  dense.model = "qwen2-7b";
+  dense.moe_routing = "skew:1";
+  CHECK(test::input_error_of([&] {
+          load_study(resolve_config("studies", "default"), dense);
+        }).find("--moe-routing: training.moe_routing: model") == 0);
+}
+
+TEST_CASE("moe routing: histogram 3,1,1,1 on ep 2 loads EP rank 0 at 4/3 by hand",
+          "[moe][routing][cost]") {
+  const Profile h100 = load_profile("h100");
+  const LinkProfile& nvlink = h100.link("nvlink");
+  const CostModel cm = top1("histogram:" + histogram_3111());
+  // Expert e takes 3/6, 1/6, 1/6, 1/6 of each rank's 1536 choices: 768, 256, 256, 256. EP rank
+  // 0 (experts 0 and 1) receives (768 + 256) x 2 ranks = 2048 tokens, a balanced rank 1536:
+  // factor 4/3; rank 1 (256 + 256) x 2 = 1024.
+  REQUIRE(cm.moe_load.has_value());
+  CHECK(cm.moe_load->routing == "histogram:" + histogram_3111());
+  CHECK(cm.moe_load->busiest_rank == 0);
+  CHECK(cm.moe_load->busiest_rank_factor == Approx(4.0 / 3));
+  CHECK(cm.moe_load->dropped_fraction == 0);
+  CHECK(cm.moe_load->padded_fraction == 0);
+  // The dispatch all-to-all ends when rank 0 has its 2048 x 1024 x 2 B = 4 MiB (a rank sends
+  // 3 MiB), with their fp32 probabilities, 2048 x 4 B.
+  const double received = 2048.0 * 1024 * 2, probs = 2048.0 * 4;
+  auto a2a = [&](double bytes) {
+    return collective_time_s(nvlink, CollectiveKind::AllToAll, 2, bytes);
+  };
+  const std::vector<Collective> df = over(first_unit(cm, UnitKind::Dispatch)[Phase::F], Group::Ep);
+  REQUIRE(df.size() == 2);
+  CHECK(df[1].bytes == Approx(received + probs));
+  CHECK(df[1].time_s == Approx(a2a(received) + a2a(probs)));
+  const std::vector<Collective> cf = over(first_unit(cm, UnitKind::Combine)[Phase::F], Group::Ep);
+  REQUIRE(cf.size() == 1);
+  CHECK(cf[0].bytes == Approx(received));
+  // The grouped GEMM: expert 0 on 768 x 2 = 1536 tokens, expert 1 on 256 x 2 = 512; the sorts
+  // and the SwiGLU on all 2048.
+  detail::Roofline roof{&h100};
+  const double h = 1024, f = 2048, e = 2, N = 2048, sort_s = roof.memory_s(2 * N * h * e);
+  const double fwd =
+      sort_s + roof.linear_s(1536, h, 2 * f, Phase::F) + roof.linear_s(512, h, 2 * f, Phase::F) +
+      roof.kernel_s(ElementwiseKernel::SwiGLU, N * 2 * f * e + N * f * e) +
+      roof.linear_s(1536, f, h, Phase::F) + roof.linear_s(512, f, h, Phase::F) + sort_s;
+  const UnitCost experts = first_unit(cm, UnitKind::Experts);
+  CHECK(experts[Phase::F].time_s == Approx(fwd).epsilon(1e-12));
+  CHECK(experts[Phase::F].alloc_bytes == Approx(N * h * e + N * 2 * f * e + N * f * e));
+  // Model FLOPs: the mean rank's 1536 tokens, nothing dropped.
+  CHECK(experts[Phase::F].flops == Approx(2 * 1536.0 * h * 2 * f + 2 * 1536.0 * f * h));
+}
+
+TEST_CASE("moe routing: skew:0 costs the same as balanced, bit for bit", "[moe][routing][cost]") {
+  const CostModel flat = top1("skew:0"), balanced = top1("balanced");
+  CHECK(flat.moe_load.has_value());
+  CHECK_FALSE(balanced.moe_load.has_value());
+  for (const UnitKind kind : {UnitKind::Dispatch, UnitKind::Experts, UnitKind::Combine}) {
+    for (const Phase p : {Phase::F, Phase::B, Phase::W}) {
+      const PhaseCost a = first_unit(flat, kind)[p], b = first_unit(balanced, kind)[p];
+      CHECK(a.time_s == b.time_s);
+      CHECK(a.flops == b.flops);
+      CHECK(a.alloc_bytes == b.alloc_bytes);
+      REQUIRE(a.collectives.size() == b.collectives.size());
+      for (std::size_t i = 0; i < a.collectives.size(); ++i)
+        CHECK(a.collectives[i].bytes == b.collectives[i].bytes);
+    }
+  }
+  CHECK(flat.model_flops == balanced.model_flops);
+}
+
+TEST_CASE("moe capacity: factor 1.0 drops the hot expert's excess; padding fills every expert",
+          "[moe][routing][cost]") {
+  // Capacity ceil(1536 / 4 x 1.0) = 384 per expert per rank: expert 0's 768 keeps 384, the
+  // others' 256 all: dropped 384 of 1536 = 25 %. Rank 0 then receives (384 + 256) x 2 = 1280
+  // tokens, 5/6 of balanced; rank 1 1024.
+  const CostModel dropped = top1("histogram:" + histogram_3111(), "  capacity_factor: 1.0\n");
+  REQUIRE(dropped.moe_load.has_value());
+  CHECK(dropped.moe_load->busiest_rank == 0);
+  CHECK(dropped.moe_load->busiest_rank_factor == Approx(5.0 / 6));
+  CHECK(dropped.moe_load->dropped_fraction == Approx(0.25));
+  CHECK(dropped.moe_load->padded_fraction == 0);
+  const double h = 1024, f = 2048;
+  const UnitCost experts = first_unit(dropped, UnitKind::Experts);
+  CHECK(experts[Phase::F].flops == Approx(0.75 * (2 * 1536.0 * h * 2 * f + 2 * 1536.0 * f * h)));
+  CHECK(over(first_unit(dropped, UnitKind::Combine)[Phase::F], Group::Ep)[0].bytes ==
+        Approx(1280.0 * h * 2));
+  // Padded: every expert at 384 from each rank, 768 per expert, 1536 per rank (factor 1); the
+  // padding, 128 on each of experts 1..3 per rank = 384 of 1536 choices: 25 %. Hardware FLOPs
+  // count it, model FLOPs not.
+  const CostModel padded =
+      top1("histogram:" + histogram_3111(), "  capacity_factor: 1.0\n  pad_to_capacity: true\n");
+  REQUIRE(padded.moe_load.has_value());
+  CHECK(padded.moe_load->busiest_rank_factor == Approx(1));
+  CHECK(padded.moe_load->dropped_fraction == Approx(0.25));
+  CHECK(padded.moe_load->padded_fraction == Approx(0.25));
+  const UnitCost full = first_unit(padded, UnitKind::Experts);
+  CHECK(full[Phase::F].flops == Approx(0.75 * (2 * 1536.0 * h * 2 * f + 2 * 1536.0 * f * h)));
+  CHECK(full[Phase::F].hw_flops == Approx(2 * 1536.0 * h * 2 * f + 2 * 1536.0 * f * h));
+  const CostModel even = top1("balanced");
+  CHECK(full[Phase::F].time_s == Approx(first_unit(even, UnitKind::Experts)[Phase::F].time_s));
+  // pad_to_capacity needs a capacity factor.
+  CHECK(test::input_error_of([&] {
+          top1("balanced", "  pad_to_capacity: true\n");
+        }).find("moe.pad_to_capacity: needs a capacity_factor") != std::string::npos);
+}

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <compare>
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -131,6 +132,9 @@ struct MoeConfig {
   // Tokens an expert takes, as a multiple of its balanced share (--moe-expert-capacity-factor);
   // none: dropless, Megatron's default.
   std::optional<double> capacity_factor;
+  // With a capacity factor, every expert's input padded to its capacity
+  // (--moe-pad-expert-input-to-capacity; moe_utils.py apply_router_token_dropping).
+  bool pad_to_capacity = false;
   auto operator<=>(const MoeConfig&) const = default;  // NOLINT(modernize-use-nullptr)
 };
 // Whether 0-based layer `layer` of a model with `moe` is an MoE layer; the count of them.
@@ -221,6 +225,31 @@ struct ParallelConfig {
   auto operator<=>(const ParallelConfig&) const = default;  // NOLINT(modernize-use-nullptr)
 };
 
+// How the MoE layers' routers spread the tokens' top-k choices over the experts
+// (training.moe_routing, --moe-routing; docs/moe.md, "Load imbalance and capacity"). Every
+// rank routes alike; experts sit in order on the EP ranks (rank 0 holds experts 0 .. El - 1).
+enum class MoeRoutingKind { Balanced, Skew, Histogram, Multinomial };
+struct MoeRouting {
+  MoeRoutingKind kind = MoeRoutingKind::Balanced;
+  double skew = 0;              // skew:S: expert e's share proportional to (e + 1)^-S
+  std::string file;             // histogram:FILE, as given
+  std::vector<double> weights;  // histogram: the file's per-expert counts or weights
+  std::uint64_t seed = 0;       // multinomial:SEED
+  auto operator<=>(const MoeRouting&) const = default;
+};
+// The one name/parse pair: "balanced", "skew:S", "histogram:FILE", "multinomial:SEED". parse
+// reads a histogram's file (relative to `relative_to` when given) and throws InputError(where,
+// field, ...) for a bad value; the expert count is checked by the study's validation.
+std::string name(const MoeRouting& r);
+MoeRouting parse_moe_routing(const std::string& text, const std::string& where,
+                             const std::string& field,
+                             const std::filesystem::path& relative_to = {});
+// Each expert's share of the top-k choices relative to the balanced 1 / experts (they sum to
+// experts), before capacity. A token picks k distinct experts, so no share exceeds 1 / top_k
+// (a load of experts / top_k): the excess goes to the others in proportion to their weights.
+// `choices`: the draws of multinomial (tokens x top_k of one rank's microbatch).
+std::vector<double> moe_expert_loads(const MoeRouting& r, int experts, int top_k, double choices);
+
 struct TrainingConfig {
   int seq = 0;                            // tokens per sample
   int micro_batch_size = 1;               // samples per microbatch
@@ -272,6 +301,8 @@ struct TrainingConfig {
   // optimizer): the linear weights are FP8 parameters, all-gathered in 1 byte and kept without a
   // bf16 copy (docs/cost-model.md, "FP8").
   bool fp8_param_gather = false;
+  // The MoE routers' distribution of tokens over experts (balanced by default).
+  MoeRouting moe_routing;
   auto operator<=>(const TrainingConfig&) const = default;  // NOLINT(modernize-use-nullptr)
 };
 
@@ -321,6 +352,7 @@ struct StudyOverrides {
   std::optional<bool> gradient_accumulation_fusion{}, tp_comm_overlap{}, fp8_param_gather{};
   std::optional<bool> defer_embedding_wgrad_compute{};
   std::optional<int> wgrad_deferral_limit{};
+  std::optional<std::string> moe_routing{};  // --moe-routing, parsed by the study's load
   // A model given whole (Megatron-LM arguments' sizes) instead of by name; replaces `model`.
   std::optional<ModelConfig> model_config{};
   // Megatron's --global-batch-size: microbatches per replica = global batch / (mbs x dp), dp

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -202,6 +203,16 @@ void for_each_unit(Chunk& chunk, F&& f) {
   for (auto& u : chunk.epilogue) f(u);
 }
 
+// An MoE study's routing as the cost model applies it (docs/moe.md, "Load imbalance and
+// capacity"): the busiest EP rank's tokens relative to balanced, and the shares of the routed
+// top-k choices that capacity drops and that padding adds.
+struct MoeLoadReport {
+  std::string routing;  // name(MoeRouting)
+  double busiest_rank_factor = 1;
+  int busiest_rank = 0;
+  double dropped_fraction = 0, padded_fraction = 0;
+};
+
 struct CostModel {
   std::vector<ChunkCost> chunks;  // indexed by virtual stage
   int tp = 1;
@@ -238,6 +249,8 @@ struct CostModel {
   int wgrad_deferral_limit = 0;
   double gather_latency_s = 0, gather_Bps = 0;  // the TP group's all-gather (NVLink)
   Recompute recompute = Recompute::None;        // Full: layer units carry a `recompute` forward
+  // An MoE study whose routing is not balanced or whose experts have a capacity (none else).
+  std::optional<MoeLoadReport> moe_load;
 
   // Whether microbatch `mb`'s W of `unit` waits for the pipeline flush (UnitCost::w_in_flush).
   bool flushes_w(const UnitCost& unit, int mb) const {

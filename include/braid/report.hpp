@@ -6,6 +6,7 @@
 // terminal tables of `simulate` and `compare`. Trace and SVG outputs live in timeline_output.hpp.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -258,10 +259,17 @@ std::vector<double> measured_pp_idle_s(const Dag& dag, const Timeline& timeline)
 
 // Renderings. JSON field names carry units (_s, _gib, _bytes); output is byte-stable.
 std::string report_json(const Report& report);
+// The same with an MoE study's routing as the object "moe" after the report's fields (none:
+// report_json's text).
+std::string report_json(const Report& report, const std::optional<MoeLoadReport>& moe);
+// "MoE routing      skew:1.2, busiest EP rank 0 at 1.41x balanced, ..." and a line break.
+std::string moe_load_line(const MoeLoadReport& moe);
 std::string reports_json(const std::vector<Report>& reports);  // {"reports":[...]} for compare
 std::string reports_csv(const std::vector<Report>& reports);   // one row per report
 std::string ranks_csv(const Report& report);                   // one row per rank
 std::string simulate_table(const Report& report);              // summary + per-rank detail
+// The same with an MoE study's routing line after the EP line.
+std::string simulate_table(const Report& report, const std::optional<MoeLoadReport>& moe);
 // One row per report, speed-up relative to the report named `baseline` (if present), best marked.
 std::string compare_table(const std::vector<Report>& reports,
                           const std::string& baseline = "1f1b-i");

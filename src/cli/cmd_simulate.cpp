@@ -104,11 +104,11 @@ void register_simulate(CLI::App& app) {
         simulate_schedule(ctx, std::move(schedule), !from_file.has_value());
     write_timeline_outputs(result, args->files);
     if (args->json)
-      std::cout << report_json(result.report);
+      std::cout << report_json(result.report, result.cost.moe_load);
     else if (args->csv)
       std::cout << ranks_csv(result.report);
     else {
-      std::cout << setting_header(ctx) << simulate_table(result.report);
+      std::cout << setting_header(ctx) << simulate_table(result.report, result.cost.moe_load);
       if (!result.cost.uniform) std::cout << "\n" << stage_times_table(stage_times(result.cost));
     }
     if (ctx.study) std::cout << emit_launch(args->emit, *ctx.study, launch);

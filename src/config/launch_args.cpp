@@ -85,6 +85,7 @@ void megatron_experts(const ModelConfig& m, Fragment& f) {
     factor << *e.capacity_factor;
     flag(f, "--moe-expert-capacity-factor", factor.str());
   }
+  if (e.pad_to_capacity) flag(f, "--moe-pad-expert-input-to-capacity");
 }
 
 void megatron_model(const Study& s, Fragment& f) {

@@ -82,6 +82,11 @@ MoeConfig read_moe(YamlMap& e, const ModelConfig& model) {
   check_router_groups(e, moe);
   if (e.has("capacity_factor"))
     moe.capacity_factor = bounded_number(e, "capacity_factor", kRatioBound);
+  moe.pad_to_capacity = e.boolean_or("pad_to_capacity", false);
+  if (moe.pad_to_capacity && !moe.capacity_factor)
+    e.fail("pad_to_capacity",
+           "needs a capacity_factor (Megatron's --moe-pad-expert-input-to-capacity needs "
+           "--moe-expert-capacity-factor); set one or drop pad_to_capacity");
   e.finish();
   return moe;
 }
@@ -494,6 +499,24 @@ void validate_expert_parallel(const Study& s, const StudyOverrides& o, const Ori
             "; allowed etp x ep x pp: divisors of " + std::to_string(gpus));
 }
 
+// training.moe_routing other than balanced needs an MoE model; a histogram one count per expert.
+void validate_moe_routing(const Study& s, const StudyOverrides& o, const Origin& origin) {
+  const MoeRouting& r = s.training.moe_routing;
+  if (r.kind == MoeRoutingKind::Balanced) return;
+  const std::string where = origin.where(o.moe_routing.has_value(), "--moe-routing");
+  if (!s.model.moe)
+    throw InputError(where, "training.moe_routing",
+                     "model " + s.model.name +
+                         " is dense (no experts): a routing other than balanced needs a "
+                         "Mixture-of-Experts model; leave moe_routing out");
+  const int experts = s.model.moe->experts;
+  if (r.kind == MoeRoutingKind::Histogram && static_cast<int>(r.weights.size()) != experts)
+    throw InputError(where, "training.moe_routing",
+                     "histogram file " + r.file + " has " + std::to_string(r.weights.size()) +
+                         " counts, model " + s.model.name + " has " + std::to_string(experts) +
+                         " experts; give one count or weight per expert");
+}
+
 void validate(Study& s, const StudyOverrides* ov) {
   StudyOverrides none;
   const StudyOverrides& o = ov != nullptr ? *ov : none;
@@ -620,6 +643,7 @@ void validate(Study& s, const StudyOverrides* ov) {
             (cp ? "tp x cp x pp" : "tp x pp") + ": divisors of " + std::to_string(gpus));
   }
   validate_expert_parallel(s, o, origin);
+  validate_moe_routing(s, o, origin);
   const RankLayout layout = rank_layout(s);
   p.dp = layout.dp;
   if (o.sizes_from_explorer) return;
@@ -743,6 +767,9 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
   t.wgrad_deferral_limit = count_or_zero(tr, "wgrad_deferral_limit");
   t.precision = static_cast<Precision>(tr.choice_or("precision", precision_names(), 0));
   t.fp8_param_gather = tr.boolean_or("fp8_param_gather", false);
+  if (tr.has("moe_routing"))
+    t.moe_routing = parse_moe_routing(tr.string("moe_routing"), study.file, "training.moe_routing",
+                                      file.parent_path());
   tr.finish();
 
   // Layer layout (multimodal placement, balancing, explicit split): optional.
@@ -796,6 +823,8 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
     t.defer_embedding_wgrad_compute = *o.defer_embedding_wgrad_compute;
   if (o.wgrad_deferral_limit) t.wgrad_deferral_limit = *o.wgrad_deferral_limit;
   if (o.fp8_param_gather) t.fp8_param_gather = *o.fp8_param_gather;
+  if (o.moe_routing)
+    t.moe_routing = parse_moe_routing(*o.moe_routing, "--moe-routing", "training.moe_routing");
   if (o.global_batch) t.microbatches = microbatches_of_global_batch(study, *o.global_batch);
 
   validate(study, &o);

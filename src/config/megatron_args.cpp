@@ -207,7 +207,8 @@ const std::set<std::string>& moe_flags() {
                                               "--moe-router-score-function",
                                               "--moe-router-num-groups",
                                               "--moe-router-group-topk",
-                                              "--moe-expert-capacity-factor"};
+                                              "--moe-expert-capacity-factor",
+                                              "--moe-pad-expert-input-to-capacity"};
   return names;
 }
 
@@ -459,6 +460,9 @@ MoeConfig moe_of(const FlagReader& f, const ModelConfig& m) {
     if (!(factor > 0)) f.fail("--moe-expert-capacity-factor", "must be above 0");
     e.capacity_factor = factor;
   }
+  e.pad_to_capacity = f.has("--moe-pad-expert-input-to-capacity");
+  if (e.pad_to_capacity && !e.capacity_factor)
+    f.fail("--moe-pad-expert-input-to-capacity", "needs --moe-expert-capacity-factor");
   return e;
 }
 

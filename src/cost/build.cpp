@@ -2,6 +2,7 @@
 // (cost_model.hpp). Formulas: docs/cost-model.md.
 #include <array>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -97,6 +98,7 @@ struct StudyUnits {
   LayerCost moe_layer;
   double moe_dense_params = 0, moe_expert_params = 0, expert_static_per_param = 0;
   double moe_fp8_weights = 0;
+  std::optional<MoeLoadReport> moe_load;  // set when the routing or a capacity changes the layer
 };
 
 // The device-to-host copy of the dispatcher's split sizes and the host's wait for it
@@ -184,6 +186,20 @@ void add_moe_units(StudyUnits& u, const Study& study, const Profile& profile,
   moe.etp_link = link_of(Group::Etp);
   moe.host_sync_s = moe.ep * moe.etp > 1 ? kMoeHostSyncS : 0;
   moe.shared_ffn = static_cast<double>(e.shared_experts) * e.shared_expert_ffn;
+  // The routing and capacity (docs/moe.md, "Load imbalance and capacity"): x tokens of a
+  // microbatch enter each rank's router (sharded by tp under SP), x k choices.
+  const MoeRouting& routing = study.training.moe_routing;
+  const double x = tp.sp ? lm.tokens / tp.tp : lm.tokens;
+  const detail::MoeLoad load =
+      detail::moe_load(moe_expert_loads(routing, e.experts, e.top_k, x * e.top_k), moe.ep, x,
+                       e.top_k, e.capacity_factor, e.pad_to_capacity);
+  moe.busiest_loads = load.busiest_loads;
+  moe.busiest = load.busiest;
+  moe.kept = load.kept;
+  moe.computed = load.computed;
+  if (routing.kind != MoeRoutingKind::Balanced || e.capacity_factor)
+    u.moe_load = MoeLoadReport{name(routing), load.busiest, load.busiest_rank,
+                               load.dropped_fraction, load.padded_fraction};
   u.moe_layers = true;
   u.moe_layer = detail::moe_layer_cost(lm, tp, moe, roof, 0);
   u.moe_dense_params = detail::moe_dense_params_per_gpu(lm, moe, par.tp);
@@ -579,6 +595,7 @@ CostModel build_cost_model(const Study& study, const Profile& profile, int virtu
   cm.contention = profile.contention;
   cm.copy_contention = profile.copy_contention;
   cm.recompute = study.training.recompute;
+  cm.moe_load = su.moe_load;
   int next = 0;  // index in the combined sequence: ViT layers 0..D-1, then LM layers
   for (int v = 0; v < virtual_stages; ++v)
     cm.chunks.push_back(

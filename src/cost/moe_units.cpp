@@ -6,7 +6,12 @@
 // by tp under sequence parallelism), k = top_k, E experts, ep and etp the expert groups, El = E /
 // ep local experts, f = expert ffn / etp per GPU, h hidden, e bytes per element. Balanced
 // routing: every rank sends x k / ep tokens to every EP rank and receives as many, so its
-// experts see N = x k etp tokens (etp gathers its group's tokens), N / El each.
+// experts see N = x k etp tokens (etp gathers its group's tokens), N / El each. Under another
+// routing (MoeSetup::busiest_loads) the busiest EP rank sets the layer: its experts see N b
+// tokens, b = MoeSetup::busiest, expert i N / El x load_i, and it receives b times a balanced
+// rank's bytes in each all-to-all (docs/moe.md, "Load imbalance and capacity").
+#include <algorithm>
+#include <cmath>
 #include <initializer_list>
 #include <utility>
 
@@ -25,6 +30,8 @@ struct MoeTerms {
   double x = 0, k = 0, E = 0, El = 0, f = 0, h = 0, e = 0, N = 0;
   double fc1_width = 0;  // 2 f gated (SwiGLU), else f
   double sent = 0;       // bytes one rank sends in a dispatch (and receives in a combine)
+  double received = 0;   // bytes the busiest EP rank receives in a dispatch (sends in a combine)
+  double busiest = 1;    // received / sent
   double saved_e = 0;    // bytes per element of a GEMM input saved for the weight gradient
   bool fp8 = false;
 };
@@ -41,6 +48,8 @@ MoeTerms moe_terms(const LayerShape& s, const TpSetup& tp, const MoeSetup& moe) 
   m.N = m.x * m.k * moe.etp;
   m.fc1_width = s.gated ? 2 * m.f : m.f;
   m.sent = m.x * m.k * m.h * m.e;
+  m.busiest = moe.busiest;
+  m.received = m.sent * moe.busiest;
   m.saved_e = saved_input_bytes(tp.precision, m.e);
   m.fp8 = tp.precision != Precision::Bf16;
   return m;
@@ -54,13 +63,14 @@ void set_gemm_flops(PhaseCost& p, double flops) {
 // The EP all-to-all of the tokens and, beside them, their routing probabilities
 // (MoEAlltoAllTokenDispatcher.token_dispatch: two all_to_all calls, tokens then probs; the
 // combine sends the tokens only, token_combine). Bytes per rank as nccl-tests' alltoall counts
-// them: what one rank sends.
+// them: what one rank sends, here the busiest rank's receive (the all-to-all ends when it does;
+// a balanced rank's sends otherwise).
 void add_all_to_all(PhaseCost& p, const MoeSetup& moe, const MoeTerms& m,
                     CollectivePosition position, bool with_probs) {
   add_group_collective(p, Group::Ep, moe.ep, *moe.ep_link, CollectiveKind::AllToAll, position,
-                       m.sent);
+                       m.received);
   if (with_probs && moe.ep > 1) {
-    const double probs = m.x * m.k * kProbBytes;
+    const double probs = m.x * m.k * kProbBytes * m.busiest;
     p.collectives.back().bytes += probs;
     p.collectives.back().time_s +=
         collective_time_s(*moe.ep_link, CollectiveKind::AllToAll, moe.ep, probs);
@@ -72,7 +82,7 @@ void add_all_to_all(PhaseCost& p, const MoeSetup& moe, const MoeTerms& m,
 // reduce-scatter before the combine (combine_preprocess); nccl-tests' size: the gathered buffer.
 void add_etp(PhaseCost& p, const MoeSetup& moe, const MoeTerms& m, CollectiveKind kind,
              CollectivePosition position) {
-  add_group_collective(p, Group::Etp, moe.etp, *moe.etp_link, kind, position, moe.etp * m.sent);
+  add_group_collective(p, Group::Etp, moe.etp, *moe.etp_link, kind, position, moe.etp * m.received);
 }
 
 // Router: the MoE block's norm, the router GEMM (h x E, replicated on the TP group) and the
@@ -130,33 +140,52 @@ void dispatch_cost(UnitCost& u, const MoeTerms& m, const MoeSetup& moe, const Ro
 // Experts: the sort by local expert (permute 2 in dispatch_postprocess, with El > 1), the grouped
 // GEMM of the El local experts on N / El tokens each (TEGroupedMLP: fc1, the activation, fc2),
 // the sort back (combine_preprocess). F, B (dgrad) and W (wgrad) as the dense MLP splits them.
-void experts_cost(UnitCost& u, const MoeTerms& m, const TpSetup& tp, const LayerShape& s,
-                  const Roofline& roof) {
-  const double N = m.N, h = m.h, e = m.e, f = m.f, El = m.El, w1 = m.fc1_width;
-  const double per_expert = N / El;
+// The busiest EP rank's: N b tokens, expert i on N / El x load_i of them.
+void experts_cost(UnitCost& u, const MoeTerms& m, const MoeSetup& moe, const TpSetup& tp,
+                  const LayerShape& s, const Roofline& roof) {
+  const double N = m.N * m.busiest, h = m.h, e = m.e, f = m.f, El = m.El, w1 = m.fc1_width;
+  const double per_expert = m.N / El;
+  const std::vector<double>& loads = moe.busiest_loads;
+  const bool even =
+      std::all_of(loads.begin(), loads.end(), [&](double l) { return l == loads.front(); });
+  const double even_load = loads.empty() ? 1.0 : loads.front();
   const double sort_s = El > 1 ? roof.memory_s(2 * N * h * e) : 0;
-  // The grouped GEMM as El GEMMs of its shape, one after another.
+  // The grouped GEMM as El GEMMs, one after another, each of its expert's tokens (an expert
+  // with none launches no GEMM).
   auto grouped = [&](double in, double out, Phase phase) {
-    return El * roof.linear_s(per_expert, in, out, phase, m.fp8);
+    if (even)
+      return even_load > 0 ? El * roof.linear_s(per_expert * even_load, in, out, phase, m.fp8)
+                           : 0.0;
+    double t = 0;
+    for (const double l : loads)
+      if (l > 0) t += roof.linear_s(per_expert * l, in, out, phase, m.fp8);
+    return t;
   };
   const double act_in = N * w1 * e, fc2_in = N * f * e;
   auto act_s = [&](double bytes) {
     return s.gated ? roof.kernel_s(ElementwiseKernel::SwiGLU, bytes) : roof.memory_s(bytes);
   };
-  const double flops = 2 * N * h * w1 + 2 * N * f * h;
+  // Model FLOPs: the tokens kept, a mean over the EP ranks (count_iteration multiplies one GPU's
+  // by the GPUs); hardware FLOPs: the tokens computed, padding included.
+  const double flops = (2 * m.N * h * w1 + 2 * m.N * f * h) * moe.kept;
+  const double hw_flops = (2 * m.N * h * w1 + 2 * m.N * f * h) * moe.computed;
+  auto set_flops = [&](PhaseCost& p) {
+    p.flops = flops;
+    p.hw_flops = hw_flops;
+  };
   const double fc1_saved = N * h * m.saved_e, fc2_saved = N * f * m.saved_e;
   const double grad_fc2 = N * h * e, grad_fc1 = N * w1 * e;
   timed(u[Phase::F], roof, [&] {
     return sort_s + grouped(h, w1, Phase::F) + act_s(act_in + fc2_in) + grouped(f, h, Phase::F) +
            sort_s;
   });
-  set_gemm_flops(u[Phase::F], flops);
+  set_flops(u[Phase::F]);
   u[Phase::F].alloc_bytes = fc1_saved + act_in + fc2_saved;
   timed(u[Phase::B], roof, [&] {
     return sort_s + grouped(f, h, Phase::B) + act_s(fc2_in + 2 * act_in) +
            grouped(h, w1, Phase::B) + sort_s;
   });
-  set_gemm_flops(u[Phase::B], flops);
+  set_flops(u[Phase::B]);
   u[Phase::B].alloc_bytes = grad_fc2 + grad_fc1;
   u[Phase::B].free_bytes = act_in;
   const double weights = El * (h * w1 + f * h);
@@ -164,7 +193,7 @@ void experts_cost(UnitCost& u, const MoeTerms& m, const TpSetup& tp, const Layer
     return grouped(h, w1, Phase::W) + grouped(f, h, Phase::W) +
            roof.memory_s(tp.main_grad_bytes * weights, tp.main_grad_fused ? 0 : 1);
   });
-  set_gemm_flops(u[Phase::W], flops);
+  set_flops(u[Phase::W]);
   u[Phase::W].free_bytes = fc1_saved + fc2_saved + grad_fc2 + grad_fc1;
 }
 
@@ -276,12 +305,59 @@ LayerCost moe_layer_cost(const LayerShape& s, const TpSetup& tp, const MoeSetup&
     if (kind == UnitKind::PreMLP) shared_fc1_cost(u, m, tp, s, roof, moe.shared_ffn);
     if (kind == UnitKind::MLP) shared_fc2_cost(u, m, tp, s, roof, moe.shared_ffn);
     if (kind == UnitKind::Dispatch) dispatch_cost(u, m, moe, roof);
-    if (kind == UnitKind::Experts) experts_cost(u, m, tp, s, roof);
+    if (kind == UnitKind::Experts) experts_cost(u, m, moe, tp, s, roof);
     if (kind == UnitKind::Combine) combine_cost(u, m, moe, roof);
     c.units.push_back(std::move(u));
   }
   if (tp.recompute_full) recompute_units(c, 2);
   return c;
+}
+
+MoeLoad moe_load(const std::vector<double>& loads, int ep, double tokens, double top_k,
+                 std::optional<double> capacity_factor, bool pad_to_capacity) {
+  MoeLoad out;
+  const std::size_t E = loads.size(), El = E / static_cast<std::size_t>(ep);
+  const double choices = tokens * top_k;
+  const double balanced = choices / static_cast<double>(E);  // one rank's choices per expert
+  // Relative to balanced throughout, so that a balanced routing stays exactly 1.
+  std::vector<double> computed = loads;
+  double kept = 0, dropped = 0, padded = 0;
+  for (std::size_t i = 0; i < E; ++i) {
+    double keep = loads[i];
+    if (capacity_factor) {
+      // get_capacity(num_tokens = tokens x topk, num_experts, factor); no drop when the capacity
+      // exceeds the tokens (apply_router_token_dropping), the padding then every token.
+      const double capacity = std::ceil(choices / static_cast<double>(E) * *capacity_factor);
+      if (capacity <= tokens) {
+        keep = std::min(loads[i], capacity / balanced);
+        computed[i] = pad_to_capacity ? capacity / balanced : keep;
+      } else if (pad_to_capacity) {
+        computed[i] = tokens / balanced;
+      }
+    }
+    kept += keep;
+    dropped += loads[i] - keep;
+    padded += computed[i] - keep;
+  }
+  const auto n = static_cast<double>(E);
+  out.kept = kept / n;
+  out.dropped_fraction = dropped / n;
+  out.padded_fraction = padded / n;
+  double total = 0;
+  for (const double c : computed) total += c;
+  out.computed = total / static_cast<double>(E);
+  out.busiest = -1;
+  for (std::size_t r = 0; r < static_cast<std::size_t>(ep); ++r) {
+    double sum = 0;
+    for (std::size_t i = r * El; i < (r + 1) * El; ++i) sum += computed[i];
+    if (sum / static_cast<double>(El) > out.busiest) {
+      out.busiest = sum / static_cast<double>(El);
+      out.busiest_rank = static_cast<int>(r);
+      out.busiest_loads.assign(computed.begin() + static_cast<std::ptrdiff_t>(r * El),
+                               computed.begin() + static_cast<std::ptrdiff_t>((r + 1) * El));
+    }
+  }
+  return out;
 }
 
 double moe_dense_params_per_gpu(const LayerShape& s, const MoeSetup& moe, int tp) {

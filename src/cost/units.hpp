@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <vector>
 
 #include "braid/cost_model.hpp"
 #include "roofline.hpp"
@@ -107,9 +109,30 @@ struct MoeSetup {
   // counts' all-gather.
   double host_sync_s = 0;
   double shared_ffn = 0;  // the shared experts' width together (count x width); 0: none
+  // Routing (moe_load; docs/moe.md, "Load imbalance and capacity"), relative to balanced: the
+  // tokens each local expert of the busiest EP rank takes after capacity (El entries; empty:
+  // all 1), that rank's tokens (their mean), and the mean over all experts of the routed tokens
+  // kept (model FLOPs) and of the tokens computed, padding included (hardware FLOPs).
+  std::vector<double> busiest_loads;
+  double busiest = 1, kept = 1, computed = 1;
 };
+// What moe_load makes of a routing: the fields above and the report's figures.
+struct MoeLoad {
+  std::vector<double> busiest_loads;
+  double busiest = 1, kept = 1, computed = 1;
+  int busiest_rank = 0;
+  double dropped_fraction = 0, padded_fraction = 0;  // of the x k routed choices
+};
+// The load of each EP rank's experts: `loads` per expert relative to balanced (moe_expert_loads,
+// experts in order on the ep ranks), each of the `ep` ranks routing `choices` = x k top-k choices
+// per microbatch; with a capacity factor, each rank's router keeps at most
+// capacity = ceil(choices / E x factor) per expert and, padding, fills every expert to it
+// (megatron/core/transformer/moe/moe_utils.py get_capacity, apply_router_token_dropping: at most
+// every token, x, when the capacity is above it).
+MoeLoad moe_load(const std::vector<double>& loads, int ep, double tokens, double top_k,
+                 std::optional<double> capacity_factor, bool pad_to_capacity);
 // An MoE layer of `shape` (DESIGN §4b): PreAttn, Attn as the dense layer's | Router, Dispatch,
-// Experts, Combine, under balanced routing.
+// Experts, Combine, the busiest EP rank's under the study's routing (MoeSetup::busiest_loads).
 LayerCost moe_layer_cost(const LayerShape& shape, const TpSetup& tp, const MoeSetup& moe,
                          const Roofline& roof, int layer);
 // An MoE layer's parameters on one GPU: those of the dense groups (attention, norms, the router;

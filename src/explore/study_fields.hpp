@@ -38,6 +38,16 @@ void visit_study_fields(const MoeConfig& e, F&& f) {
   f("router_groups", e.router_groups);
   f("router_group_top_k", e.router_group_top_k);
   f("capacity_factor", e.capacity_factor);
+  f("pad_to_capacity", e.pad_to_capacity);
+}
+
+template <typename F>
+void visit_study_fields(const MoeRouting& r, F&& f) {
+  f("kind", r.kind);
+  f("skew", r.skew);
+  f("file", r.file);
+  f("weights", r.weights);
+  f("seed", r.seed);
 }
 
 template <typename F>
@@ -128,6 +138,7 @@ void visit_study_fields(const TrainingConfig& t, F&& f) {
   f("offload", t.offload);
   f("precision", t.precision);
   f("fp8_param_gather", t.fp8_param_gather);
+  f("moe_routing", t.moe_routing);
 }
 
 template <typename F>

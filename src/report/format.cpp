@@ -103,6 +103,27 @@ std::string csv_number(double v) { return util::format("%.9g", v); }
 
 std::string report_json(const Report& report) { return to_json(report).dump(2) + "\n"; }
 
+std::string report_json(const Report& report, const std::optional<MoeLoadReport>& moe) {
+  nlohmann::ordered_json j = to_json(report);
+  if (moe) {
+    auto& o = j["moe"];
+    o["routing"] = moe->routing;
+    o["busiest_rank"] = moe->busiest_rank;
+    o["busiest_rank_factor"] = moe->busiest_rank_factor;
+    o["dropped_fraction"] = moe->dropped_fraction;
+    o["padded_fraction"] = moe->padded_fraction;
+  }
+  return j.dump(2) + "\n";
+}
+
+std::string moe_load_line(const MoeLoadReport& moe) {
+  return "MoE routing      " + moe.routing + ": busiest EP rank " +
+         std::to_string(moe.busiest_rank) +
+         util::format(" at %.2fx balanced", moe.busiest_rank_factor) + ", capacity drops " +
+         percent(moe.dropped_fraction) + " and pads " + percent(moe.padded_fraction) +
+         " of the routed tokens\n";
+}
+
 std::string reports_json(const std::vector<Report>& reports) {
   nlohmann::ordered_json j;
   auto& arr = j["reports"] = nlohmann::ordered_json::array();
@@ -206,7 +227,9 @@ std::string memory_line(const Report& r) {
 
 }  // namespace
 
-std::string simulate_table(const Report& r) {
+std::string simulate_table(const Report& r) { return simulate_table(r, std::nullopt); }
+
+std::string simulate_table(const Report& r, const std::optional<MoeLoadReport>& moe) {
   std::string out;
   out += "schedule " + r.schedule + " on " + (uniform(r) ? "uniform unit costs" : r.study) +
          ": pp " + std::to_string(r.pp) + ", " + std::to_string(r.vpp) + " chunk(s) per rank, " +
@@ -232,6 +255,7 @@ std::string simulate_table(const Report& r) {
   if (r.ep_comm_rate > 0)
     out += "EP exposed       " + percent(r.ep_exposed_rate) + "  (EP collectives take " +
            percent(r.ep_comm_rate) + " of the time)\n";
+  if (moe) out += moe_load_line(*moe);
   out += "PP bubble        " + percent(r.pp_bubble_rate) + "\n";
   if (r.offload_stall_rate > 0) out += "offload stall    " + percent(r.offload_stall_rate) + "\n";
   if (!uniform(r)) {
