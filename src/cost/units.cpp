@@ -406,6 +406,14 @@ void add_attention_all_to_alls(UnitCost& u, const TpSetup& tp, const AttentionAl
 
 // a2a+p2p's exchanges (attn_cost): all-to-alls before, the ring of `ring_ranks` inside (KV of
 // `kv_bytes` per step; KV and dKV backward), all-to-alls after, in that order per phase.
+// Their streams in Transformer Engine (attention/dot_product_attention/context_parallel.py): the
+// all-to-alls are async all_to_all_single calls on the a2a group's NCCL stream that
+// flash_attn_a2a_communicate makes cp_stream, then the compute stream, wait for, so they are on
+// the compute path (the attention waits for Q, K, V; what follows for the output); the ring's
+// isend / irecv (flash_attn_p2p_communicate) run on the p2p group's own NCCL streams, issued by
+// AttnFuncWithCPAndKVP2P's step i and waited for by step i + 1 (forward) or after step i
+// (backward). The lowering keeps both on the rank's cp stream: the all-to-alls have ended before
+// any later transfer is issued, there and in TE (lower.cpp, on_compute_path).
 void hierarchical_cp_comm(UnitCost& u, const LayerTerms& L, int ring_ranks, double kv_bytes,
                           bool rerun) {
   const AttentionAllToAlls a = attention_all_to_alls(L);
