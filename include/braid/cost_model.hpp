@@ -63,8 +63,10 @@ struct Collective {
   Group group = Group::Tp;  // the process group it runs over: its stream and its exposure
   CollectivePosition position = CollectivePosition::After;
   // Megatron runs it synchronously on the compute stream, after the kernels before it (under SP
-  // the all-gather of a row-parallel layer's output gradient, mappings.py): in a plain backward
-  // it starts when the rank's previous compute op ends and is never issued ahead of its unit.
+  // the all-gather of a row-parallel layer's output gradient, mappings.py; Transformer Engine's
+  // CP exchanges before and after the attention, context_parallel.py): in a plain backward it
+  // starts when the rank's previous compute op ends, is never issued ahead of its unit and, after
+  // its unit, holds the rank's next compute op.
   bool from_compute = false;
   Source source = Source::SpecDerived;
   int steps = 1;      // Inside: the pieces the compute runs in (>= 2); 1 otherwise

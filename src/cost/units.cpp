@@ -71,11 +71,14 @@ void add_cp_ring(PhaseCost& p, const TpSetup& tp, int ranks, double step_bytes) 
 }
 
 // A collective of the context-parallel group before or after a phase's compute (the all-gather
-// type's exposed KV gather and dKV reduce-scatter). None for a group of one.
+// type's exposed KV gather and dKV reduce-scatter). None for a group of one. On the compute path
+// (Collective::from_compute): Transformer Engine's gather_along_first_dim and
+// reduce_scatter_along_first_dim inside the attention function are synchronous.
 void add_cp_collective(PhaseCost& p, const TpSetup& tp, CollectiveKind kind,
                        CollectivePosition position, double bytes) {
   if (tp.cp <= 1) return;
-  add_group_collective(p, Group::Cp, tp.cp, *tp.cp_link, kind, position, bytes);
+  add_group_collective(p, Group::Cp, tp.cp, *tp.cp_link, kind, position, bytes,
+                       /*from_compute=*/true);
 }
 
 // An exposed all-to-all of the context-parallel group before or after a phase's compute, one call
@@ -83,7 +86,10 @@ void add_cp_collective(PhaseCost& p, const TpSetup& tp, CollectiveKind kind,
 // issues them (flash_attn_a2a_communicate in attention/dot_product_attention/context_parallel.py:
 // one all_to_all_single per tensor, back to back): one collective of their bytes and the sum of
 // their times. The group is the whole cp group (a2a) or a2a+p2p's group of A ranks over its own
-// link. None for a group of one.
+// link. None for a group of one. On the compute path (Collective::from_compute): the function
+// ends with the compute stream waiting for cp_stream (current_stream().wait_stream), so in a
+// backward no weight gradient runs under them: TE's Linear backward computes the out-projection's
+// before the attention's backward starts.
 void add_cp_all_to_all(PhaseCost& p, const TpSetup& tp, CollectivePosition position,
                        std::initializer_list<double> tensors) {
   const bool hierarchical = tp.cp_comm == CpCommType::A2AP2P;
@@ -94,6 +100,7 @@ void add_cp_all_to_all(PhaseCost& p, const TpSetup& tp, CollectivePosition posit
   c.kind = CollectiveKind::AllToAll;
   c.group = Group::Cp;
   c.position = position;
+  c.from_compute = true;
   c.source = collective_source(link, CollectiveKind::AllToAll, ranks);
   for (double bytes : tensors) {
     c.bytes += bytes;
@@ -413,7 +420,7 @@ void add_attention_all_to_alls(UnitCost& u, const TpSetup& tp, const AttentionAl
 // isend / irecv (flash_attn_p2p_communicate) run on the p2p group's own NCCL streams, issued by
 // AttnFuncWithCPAndKVP2P's step i and waited for by step i + 1 (forward) or after step i
 // (backward). The lowering keeps both on the rank's cp stream: the all-to-alls have ended before
-// any later transfer is issued, there and in TE (lower.cpp, on_compute_path).
+// any later transfer is issued, there and in TE (Collective::from_compute, add_cp_all_to_all).
 void hierarchical_cp_comm(UnitCost& u, const LayerTerms& L, int ring_ranks, double kv_bytes,
                           bool rerun) {
   const AttentionAllToAlls a = attention_all_to_alls(L);

@@ -8,8 +8,8 @@
 //     on the rank waits for it (Megatron issues them on the compute stream);
 //   - full backward (B then W per unit): the B collective runs on its stream under the unit's W;
 //     only its consumer (the next B unit) waits for it; a collective the compute stream itself
-//     waits for there (Collective::from_compute, and the CP exchanges outside the ring:
-//     on_compute_path) starts after the rank's previous compute op and, after its unit, holds
+//     waits for there (Collective::from_compute: SP's output-gradient gather, the CP exchanges
+//     outside the ring) starts after the rank's previous compute op and, after its unit, holds
 //     the next one;
 //   - braided blocks (FB, FW, FF): every collective is asynchronous; only its data consumer waits,
 //     so a collective at the end of a block overlaps whatever follows;
@@ -637,23 +637,9 @@ class Lowerer final : public detail::StepEmitter {
            build_.last_on_stream(rank_, stream_of(c.group)) == kNone;
   }
 
-  // Collective::from_compute, or a CP exchange on the compute path, outside braided blocks (a
-  // plain B instruction).
+  // Collective::from_compute outside braided blocks (a plain B instruction).
   [[nodiscard]] static bool from_compute(const PassState& pass, const Collective& c) {
-    return (c.from_compute || on_compute_path(c)) && pass.instruction_op == InstructionKind::B;
-  }
-  // The CP exchanges before or after the attention (the a2a type's all-to-alls, a2a+p2p's, the
-  // all-gather type's gather and reduce-scatter) run inside Transformer Engine's attention
-  // function, which makes the compute stream wait for them
-  // (attention/dot_product_attention/context_parallel.py: flash_attn_a2a_communicate ends with
-  // current_stream().wait_stream(cp_stream); the all-gather type's gather_along_first_dim and
-  // reduce_scatter_along_first_dim are synchronous). So in a full backward none of them runs
-  // under a W: the out-projection's weight gradient (braid's Attn W) is computed in TE's Linear
-  // backward before the attention's backward starts, the weight gradients before that earlier
-  // still. The ring's transfers (Inside) run beside the attention's steps, on the P-group's own
-  // NCCL streams.
-  [[nodiscard]] static bool on_compute_path(const Collective& c) {
-    return c.group == Group::Cp && c.position != CollectivePosition::Inside;
+    return c.from_compute && pass.instruction_op == InstructionKind::B;
   }
 
   // The step tail's inputs: a unit's first F and last W op on its virtual stage.
