@@ -499,7 +499,7 @@ TEST_CASE("moe routing: skew:0 costs the same as balanced, bit for bit", "[moe][
   CHECK(flat.model_flops == balanced.model_flops);
 }
 
-TEST_CASE("moe capacity: factor 1.0 drops the hot expert's excess; padding fills every expert",
+TEST_CASE("moe capacity: factor 1.0 drops the hot expert's excess, and padding fills every expert",
           "[moe][routing][cost]") {
   // Capacity ceil(1536 / 4 x 1.0) = 384 per expert per rank: expert 0's 768 keeps 384, the
   // others' 256 all: dropped 384 of 1536 = 25 %. Rank 0 then receives (384 + 256) x 2 = 1280
