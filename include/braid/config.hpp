@@ -235,7 +235,7 @@ struct MoeRouting {
   std::string file;             // histogram:FILE, as given
   std::vector<double> weights;  // histogram: the file's per-expert counts or weights
   std::uint64_t seed = 0;       // multinomial:SEED
-  auto operator<=>(const MoeRouting&) const = default;
+  auto operator<=>(const MoeRouting&) const = default;  // NOLINT(modernize-use-nullptr)
 };
 // The one name/parse pair: "balanced", "skew:S", "histogram:FILE", "multinomial:SEED". parse
 // reads a histogram's file (relative to `relative_to` when given) and throws InputError(where,
