@@ -311,7 +311,7 @@ std::string cost_model_json(const Study& s, const Profile& prof, const CostModel
     j["params_active"] = pc.active;
     j["params_per_moe_layer"] = pc.per_moe_layer;
     j["ep"] = s.parallel.ep;
-    j["etp"] = s.parallel.etp > 0 ? s.parallel.etp : s.parallel.tp;
+    j["etp"] = rank_layout(s).etp;  // the dense tp when not given
     j["moe"] = moe_json(s.model);
   }
   j["model_flops_per_iteration"] = cm.model_flops;
@@ -465,7 +465,7 @@ std::string study_lines(const Study& s, const Profile& prof, const CostModel& cm
   out += util::format(
       "parallel: tp %d, pp %d, vpp %d (%zu virtual stages), dp %d, sequence parallel %s", p.tp,
       p.pp, p.vpp, cm.chunks.size(), p.dp, p.sequence_parallel ? "on" : "off");
-  if (m.moe) out += util::format(", ep %d, etp %d", p.ep, p.etp > 0 ? p.etp : p.tp);
+  if (m.moe) out += util::format(", ep %d, etp %d", p.ep, rank_layout(s).etp);
   if (p.cp > 1 && p.cp_comm_type == CpCommType::A2AP2P)
     out += util::format(", context parallel %d (all-to-all in groups of %d, KV ring of %d, %s)",
                         p.cp, p.hierarchical_cp.at(0), p.hierarchical_cp.at(1),
