@@ -260,17 +260,32 @@ TEST_CASE(
              Catch::Contains(": decoder_sparse_step: only 1 (every layer sparse) is modelled"));
 }
 
-TEST_CASE("MoE classes whose experts are not read yet are refused naming the expert field",
+TEST_CASE("classes braid cannot build yet are refused naming the field and the part not modelled",
           "[hf][moe]") {
-  const fs::path file =
+  const std::string known =
+      "; braid imports: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
+      "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, NemotronForCausalLM, "
+      "MixtralForCausalLM, Qwen3MoeForCausalLM";
+  // DeepSeek-V3's experts would import (shared experts, first dense layers, grouped routing are
+  // fields of moe:); its attention is what braid lacks.
+  const fs::path deepseek =
       write_scratch("deepseek/config.json",
-                    R"({"architectures": ["DeepseekV3ForCausalLM"], "n_routed_experts": 256})");
-  CHECK(import_error(file) ==
-        file.string() +
-            ": n_routed_experts: the experts of DeepseekV3ForCausalLM are not read yet; braid "
-            "imports: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
-            "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, NemotronForCausalLM, "
-            "MixtralForCausalLM, Qwen3MoeForCausalLM");
+                    R"({"architectures": ["DeepseekV3ForCausalLM"], "n_routed_experts": 256,
+          "kv_lora_rank": 512, "q_lora_rank": 1536})");
+  CHECK(import_error(deepseek) ==
+        deepseek.string() +
+            ": kv_lora_rank: DeepseekV3ForCausalLM's multi-head latent attention is not modelled "
+            "yet" +
+            known);
+  const fs::path qwen2_moe =
+      write_scratch("qwen2-moe/config.json",
+                    R"({"architectures": ["Qwen2MoeForCausalLM"], "num_experts": 60,
+          "shared_expert_intermediate_size": 5632})");
+  CHECK(import_error(qwen2_moe) ==
+        qwen2_moe.string() +
+            ": shared_expert_intermediate_size: Qwen2MoeForCausalLM's gated shared expert is not "
+            "modelled yet" +
+            known);
 }
 
 TEST_CASE("an unknown architecture is refused with the known ones", "[hf]") {

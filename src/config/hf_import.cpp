@@ -32,7 +32,7 @@ enum class Family {
   Qwen3,     // Qwen3ForCausalLM: as Llama, with RMSNorm on q and k (qk-norm)
   Gemma,     // Gemma/Gemma2/Gemma3ForCausalLM: gated GELU (GeGLU), tied embeddings by default
   Nemotron,  // NemotronForCausalLM: LayerNorm (1p), squared-ReLU plain MLP, no biases
-  Moe,       // refused: an MoE class whose experts braid does not read yet
+  Refused,   // a class braid knows by name but cannot build yet: `refused_field` says why
 };
 
 // Where a Mixture-of-Experts class keeps its experts (transformers' configuration files).
@@ -45,8 +45,10 @@ enum class Experts {
 struct Architecture {
   const char* name;
   Family family;
-  const char* moe_field = "";  // for Family::Moe: the key holding the expert count
   Experts experts = Experts::None;
+  // For Family::Refused: the key of the part braid cannot model yet, and what that part is.
+  const char* refused_field = "";
+  const char* refused_why = "";
 };
 
 constexpr Architecture kArchitectures[] = {
@@ -58,17 +60,22 @@ constexpr Architecture kArchitectures[] = {
     {"Gemma2ForCausalLM", Family::Gemma},
     {"Gemma3ForCausalLM", Family::Gemma},
     {"NemotronForCausalLM", Family::Nemotron},
-    {"MixtralForCausalLM", Family::Llama, "", Experts::Mixtral},
-    {"Qwen3MoeForCausalLM", Family::Qwen3, "", Experts::Qwen3Moe},
-    {"Qwen2MoeForCausalLM", Family::Moe, "num_experts"},
-    {"DeepseekV2ForCausalLM", Family::Moe, "n_routed_experts"},
-    {"DeepseekV3ForCausalLM", Family::Moe, "n_routed_experts"},
+    {"MixtralForCausalLM", Family::Llama, Experts::Mixtral},
+    {"Qwen3MoeForCausalLM", Family::Qwen3, Experts::Qwen3Moe},
+    // Qwen2MoeSparseMoeBlock gates its shared expert with a sigmoid of its own (not modelled).
+    {"Qwen2MoeForCausalLM", Family::Refused, Experts::None, "shared_expert_intermediate_size",
+     "gated shared expert"},
+    // DeepseekV2/V3Attention: q and kv through low-rank projections (q_lora_rank, kv_lora_rank).
+    {"DeepseekV2ForCausalLM", Family::Refused, Experts::None, "kv_lora_rank",
+     "multi-head latent attention"},
+    {"DeepseekV3ForCausalLM", Family::Refused, Experts::None, "kv_lora_rank",
+     "multi-head latent attention"},
 };
 
 std::string known_architectures() {
   std::string out;
   for (const Architecture& a : kArchitectures) {
-    if (a.family == Family::Moe) continue;
+    if (a.family == Family::Refused) continue;
     if (!out.empty()) out += ", ";
     out += a.name;
   }
@@ -239,9 +246,9 @@ HfModel import_hf_model(const fs::path& path) {
   const json root = read_json(file);
   const Architecture& arch = architecture_of(root, where);
   const HfFields f(root, where, arch.name);
-  if (arch.family == Family::Moe) {
-    f.fail(arch.moe_field, std::string("the experts of ") + arch.name +
-                               " are not read yet; braid imports: " + known_architectures());
+  if (arch.family == Family::Refused) {
+    f.fail(arch.refused_field, std::string(arch.name) + "'s " + arch.refused_why +
+                                   " is not modelled yet; braid imports: " + known_architectures());
   }
 
   HfModel out;
@@ -328,7 +335,7 @@ HfModel import_hf_model(const fs::path& path) {
         out.notes.push_back("partial_rotary_factor: rotary embedding modelled on the whole head");
       break;
     }
-    case Family::Moe:
+    case Family::Refused:
       break;  // refused above
   }
   if (arch.experts == Experts::Mixtral) m.moe = mixtral_experts(f, m);
