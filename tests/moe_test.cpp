@@ -3,6 +3,7 @@
 // hand, the experts' static memory over etp x ep (and edp with the distributed optimizer), the
 // EP all-to-all exposed under 1F1B and the sum identity with ep_exposed on every schedule.
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "braid/rank_layout.hpp"
 #include "braid/report.hpp"
 #include "braid/schedule.hpp"
+#include "cli_run.hpp"
 #include "fixtures.hpp"
 
 using namespace braid;
@@ -533,4 +535,40 @@ TEST_CASE("moe capacity: factor 1.0 drops the hot expert's excess, and padding f
   CHECK(test::input_error_of([&] {
           top1("balanced", "  pad_to_capacity: true\n");
         }).find("moe.pad_to_capacity: needs a capacity_factor") != std::string::npos);
+}
+
+TEST_CASE("moe routing: simulate and compare print the routing line and JSON object, balanced none",
+          "[moe][routing][cli]") {
+  const std::string job =
+      "--model mixtral-8x7b --cluster dgx-h100 --nodes 2 --tp 2 --pp 2 --ep 4 --sp on --seq 4096 "
+      "--microbatches 4 ";
+  const std::string skew = job + "--moe-routing skew:1.2 ";
+  const test::CliRun sim = test::run_braid("simulate " + skew + "--schedule 1f1b");
+  REQUIRE(sim.exit_code == 0);
+  const auto line_of = [](const std::string& out) {
+    const std::size_t at = out.find("MoE routing      skew:1.2: busiest EP rank 0 at ");
+    return at == std::string::npos ? std::string() : out.substr(at, out.find('\n', at) - at);
+  };
+  const std::string line = line_of(sim.out);
+  REQUIRE_FALSE(line.empty());
+  // compare prints it once, under the header: the routing is the study's, not a schedule's.
+  const test::CliRun cmp = test::run_braid("compare " + skew + "--schedules 1f1b,zb-v");
+  REQUIRE(cmp.exit_code == 0);
+  CHECK(line_of(cmp.out) == line);
+  CHECK(cmp.out.find("MoE routing") == cmp.out.rfind("MoE routing"));
+  CHECK(cmp.out.find("MoE routing") < cmp.out.find("schedule  iteration s"));
+  const auto sim_json =
+      nlohmann::json::parse(test::run_braid("simulate " + skew + "--schedule 1f1b --json").out);
+  const auto cmp_json = nlohmann::json::parse(
+      test::run_braid("compare " + skew + "--schedules 1f1b,zb-v --json").out);
+  CHECK(cmp_json["moe"]["routing"] == "skew:1.2");
+  CHECK(cmp_json["moe"] == sim_json["moe"]);
+  CHECK(cmp_json["reports"].size() == 2);
+  // Balanced routing without a capacity factor has nothing to report.
+  const test::CliRun even = test::run_braid("compare " + job + "--schedules 1f1b,zb-v");
+  REQUIRE(even.exit_code == 0);
+  CHECK(even.out.find("MoE routing") == std::string::npos);
+  CHECK_FALSE(
+      nlohmann::json::parse(test::run_braid("compare " + job + "--schedules 1f1b,zb-v --json").out)
+          .contains("moe"));
 }

@@ -265,9 +265,12 @@ std::string report_json(const Report& report, const std::optional<MoeLoadReport>
 // "MoE routing      skew:1.2, busiest EP rank 0 at 1.41x balanced, ..." and a line break.
 std::string moe_load_line(const MoeLoadReport& moe);
 std::string reports_json(const std::vector<Report>& reports);  // {"reports":[...]} for compare
-std::string reports_csv(const std::vector<Report>& reports);   // one row per report
-std::string ranks_csv(const Report& report);                   // one row per rank
-std::string simulate_table(const Report& report);              // summary + per-rank detail
+// The same with an MoE study's routing as the object "moe" after "reports" (none: the text above).
+std::string reports_json(const std::vector<Report>& reports,
+                         const std::optional<MoeLoadReport>& moe);
+std::string reports_csv(const std::vector<Report>& reports);  // one row per report
+std::string ranks_csv(const Report& report);                  // one row per rank
+std::string simulate_table(const Report& report);             // summary + per-rank detail
 // The same with an MoE study's routing line after the EP line.
 std::string simulate_table(const Report& report, const std::optional<MoeLoadReport>& moe);
 // One row per report, speed-up relative to the report named `baseline` (if present), best marked.

@@ -2,6 +2,7 @@
 // relative to 1f1b-i, TP and PP bubble rates, MFU, throughput and peak memory, the best marked.
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -106,6 +107,8 @@ void register_compare(CLI::App& app) {
     check_options_apply_to_any(names, schedule_options(ctx, args->sim),
                                given_schedule_options(args->sim));
     std::vector<Report> reports;
+    // The routing is the cost model's, the same for every schedule of the study.
+    std::optional<MoeLoadReport> moe_load;
     for (const std::string& name : names) {
       if (!known(name)) {
         if (explicit_list) make_schedule(name, schedule_options(ctx, args->sim));  // names them
@@ -131,10 +134,12 @@ void register_compare(CLI::App& app) {
         if (!args->html.empty())
           html_runs.push_back(html_run_data(result.dag, result.timeline, result.report));
         reports.push_back(result.report);
+        moe_load = result.cost.moe_load;
       }
     }
     for (const Schedule& s : own) {
       const SimulationResult result = simulate_schedule(ctx, s, false);
+      moe_load = result.cost.moe_load;
       if (!args->html.empty())
         html_runs.push_back(html_run_data(result.dag, result.timeline, result.report));
       reports.push_back(result.report);
@@ -145,11 +150,12 @@ void register_compare(CLI::App& app) {
       write_file("--html", args->html,
                  html_report(html_report_data("braid compare: " + ctx.study_name, html_runs)));
     if (args->json)
-      std::cout << reports_json(reports);
+      std::cout << reports_json(reports, moe_load);
     else if (args->csv)
       std::cout << reports_csv(reports);
     else
-      std::cout << setting_header(ctx) << compare_table(reports);
+      std::cout << setting_header(ctx) << (moe_load ? moe_load_line(*moe_load) + "\n" : "")
+                << compare_table(reports);
   });
 }
 

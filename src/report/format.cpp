@@ -103,16 +103,23 @@ std::string csv_number(double v) { return util::format("%.9g", v); }
 
 std::string report_json(const Report& report) { return to_json(report).dump(2) + "\n"; }
 
+namespace {
+
+void add_moe(nlohmann::ordered_json& j, const std::optional<MoeLoadReport>& moe) {
+  if (!moe) return;
+  auto& o = j["moe"];
+  o["routing"] = moe->routing;
+  o["busiest_rank"] = moe->busiest_rank;
+  o["busiest_rank_factor"] = moe->busiest_rank_factor;
+  o["dropped_fraction"] = moe->dropped_fraction;
+  o["padded_fraction"] = moe->padded_fraction;
+}
+
+}  // namespace
+
 std::string report_json(const Report& report, const std::optional<MoeLoadReport>& moe) {
   nlohmann::ordered_json j = to_json(report);
-  if (moe) {
-    auto& o = j["moe"];
-    o["routing"] = moe->routing;
-    o["busiest_rank"] = moe->busiest_rank;
-    o["busiest_rank_factor"] = moe->busiest_rank_factor;
-    o["dropped_fraction"] = moe->dropped_fraction;
-    o["padded_fraction"] = moe->padded_fraction;
-  }
+  add_moe(j, moe);
   return j.dump(2) + "\n";
 }
 
@@ -125,9 +132,15 @@ std::string moe_load_line(const MoeLoadReport& moe) {
 }
 
 std::string reports_json(const std::vector<Report>& reports) {
+  return reports_json(reports, std::nullopt);
+}
+
+std::string reports_json(const std::vector<Report>& reports,
+                         const std::optional<MoeLoadReport>& moe) {
   nlohmann::ordered_json j;
   auto& arr = j["reports"] = nlohmann::ordered_json::array();
   for (const Report& r : reports) arr.push_back(to_json(r));
+  add_moe(j, moe);
   return j.dump(2) + "\n";
 }
 
