@@ -53,6 +53,10 @@ struct RankLayout {
   int nic_users(Group g) const;
 };
 
+// The expert tensor-parallel size: etp as given, or with etp 0 (not given) the dense tp, as
+// Megatron-Core's expert_tensor_parallel_size defaults. The one place of that rule.
+int expert_tp(int tp, int etp);
+
 // The layout of `world` GPUs in nodes of `gpus_per_node` with the given dense sizes (dp is what
 // remains: world / (tp x cp x pp)) and expert sizes (edp likewise: world / (etp x ep x pp); etp 0:
 // the dense tp, as Megatron-Core's expert_tensor_parallel_size defaults). Requires the sizes to

@@ -8,6 +8,7 @@
 #include "../util/yaml_reader.hpp"
 #include "braid/config.hpp"
 #include "braid/error.hpp"
+#include "braid/rank_layout.hpp"
 #include "model_heads.hpp"
 #include "paths.hpp"
 
@@ -483,7 +484,7 @@ void validate_expert_parallel(const Study& s, const StudyOverrides& o, const Ori
                      "ep " + std::to_string(p.ep) + " does not divide the " +
                          std::to_string(moe.experts) + " experts of model " + s.model.name +
                          "; allowed ep: " + detail::divisors_of(moe.experts));
-  const int etp = p.etp > 0 ? p.etp : p.tp;
+  const int etp = expert_tp(p.tp, p.etp);
   if (moe.expert_ffn % etp != 0)
     throw InputError(etp_where, "parallel.etp",
                      "etp " + std::to_string(etp) + " does not divide the expert ffn (" +

@@ -149,6 +149,8 @@ RankLayout rank_layout(const Study& study) {
                           p.etp);
 }
 
+int expert_tp(int tp, int etp) { return etp > 0 ? etp : tp; }
+
 RankLayout make_rank_layout(int world, int gpus_per_node, int tp, int cp, int pp, int ep, int etp) {
   RankLayout l;
   l.gpus_per_node = gpus_per_node;
@@ -156,7 +158,7 @@ RankLayout make_rank_layout(int world, int gpus_per_node, int tp, int cp, int pp
   l.cp = cp;
   l.pp = pp;
   l.dp = world / (tp * cp * pp);
-  l.etp = etp > 0 ? etp : tp;
+  l.etp = expert_tp(tp, etp);
   l.ep = ep;
   l.edp = world / (l.etp * ep * pp);
   return l;
