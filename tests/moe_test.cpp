@@ -100,6 +100,12 @@ TEST_CASE("an MoE layer: PreAttn, Attn | Router, Dispatch, Experts, Combine", "[
   CHECK(kinds == std::vector<UnitKind>{UnitKind::PreAttn, UnitKind::Attn, UnitKind::Router,
                                        UnitKind::Dispatch, UnitKind::Experts, UnitKind::Combine});
   CHECK(c.layers[0].half == 2);  // braided blocks pair the attention half with Router..Combine
+  // The all-to-all cut points an FB block of two MoE layers runs around (moe_schedule_test.cpp).
+  CHECK(c.layers[0].dispatch == 3);
+  CHECK(c.layers[0].combine == 5);
+  // A dense layer has none.
+  const CostModel dense = cost_of(load_study(resolve_config("studies", "default"), {}));
+  CHECK_FALSE(dense.chunks.front().has_all_to_all_cuts(0));
 }
 
 TEST_CASE("dispatch and combine: bytes and time of the EP all-to-all inside a node by hand",
@@ -302,6 +308,8 @@ TEST_CASE("a shared expert: a dense MLP of its width beside the routed experts, 
   CHECK(kinds == std::vector<UnitKind>{UnitKind::PreAttn, UnitKind::Attn, UnitKind::Router,
                                        UnitKind::PreMLP, UnitKind::MLP, UnitKind::Dispatch,
                                        UnitKind::Experts, UnitKind::Combine});
+  CHECK(c.layers[0].dispatch == 5);  // the shared experts run before the dispatch
+  CHECK(c.layers[0].combine == 7);
   // All 1024 tokens through fc1 (1024 -> 2 x 2048) and fc2 (2048 -> 1024).
   CHECK(first_unit(cm, UnitKind::PreMLP)[Phase::F].flops == 2 * 1024.0 * 1024 * 4096);
   CHECK(first_unit(cm, UnitKind::MLP)[Phase::F].flops == 2 * 1024.0 * 2048 * 1024);

@@ -130,13 +130,20 @@ struct UnitCost {
 struct LayerCost {
   std::vector<UnitCost> units;
   int half = 0;  // units [0, half) are the first half, [half, size) the second
+  // An MoE layer's all-to-all cut points (DESIGN §4b), 0 for a layer without them: the unit whose
+  // forward ends in the dispatch all-to-all and the unit whose forward begins with the combine
+  // all-to-all. An FB block whose two layers both have them runs each as three parts, [0,
+  // dispatch], (dispatch, combine) and [combine, size), so that the partner's compute runs between
+  // each all-to-all and the unit that waits for it (ChunkCost::to_dispatch).
+  int dispatch = 0, combine = 0;
 };
 
 // Where one layer's units sit in its chunk's layer_units.
 struct LayerSpan {
   int first = 0;  // index in ChunkCost::layer_units
   int units = 0;
-  int half = 0;  // units [first, first + half) are the first half
+  int half = 0;                   // units [first, first + half) are the first half
+  int dispatch = 0, combine = 0;  // LayerCost::dispatch and combine
 };
 
 // One bucket of a chunk's gradient buffer (Megatron-Core param_and_grad_buffer.py): the
@@ -188,6 +195,13 @@ struct ChunkCost {
   std::span<UnitCost> layer(int l);
   std::span<const UnitCost> first_half(int l) const;
   std::span<const UnitCost> second_half(int l) const;
+  // An MoE layer's three parts around its all-to-alls (LayerCost::dispatch): the units up to and
+  // with the dispatch, the units between the dispatch and the combine (the experts), the units
+  // from the combine on. has_all_to_all_cuts: whether layer l has them.
+  bool has_all_to_all_cuts(int l) const;
+  std::span<const UnitCost> to_dispatch(int l) const;
+  std::span<const UnitCost> between_all_to_alls(int l) const;
+  std::span<const UnitCost> from_combine(int l) const;
   // Appends a layer's units and its span.
   void add_layer(const LayerCost& layer);
   // Units in the chunk's order, prologue + layer units + epilogue.

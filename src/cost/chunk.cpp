@@ -57,9 +57,28 @@ std::span<const UnitCost> ChunkCost::second_half(int l) const {
   return layer(l).subspan(static_cast<std::size_t>(layers[static_cast<std::size_t>(l)].half));
 }
 
+bool ChunkCost::has_all_to_all_cuts(int l) const {
+  const LayerSpan& s = layers[static_cast<std::size_t>(l)];
+  return s.dispatch > 0 && s.combine > s.dispatch;
+}
+
+std::span<const UnitCost> ChunkCost::to_dispatch(int l) const {
+  return layer(l).first(static_cast<std::size_t>(layers[static_cast<std::size_t>(l)].dispatch + 1));
+}
+
+std::span<const UnitCost> ChunkCost::between_all_to_alls(int l) const {
+  const LayerSpan& s = layers[static_cast<std::size_t>(l)];
+  return layer(l).subspan(static_cast<std::size_t>(s.dispatch + 1),
+                          static_cast<std::size_t>(s.combine - s.dispatch - 1));
+}
+
+std::span<const UnitCost> ChunkCost::from_combine(int l) const {
+  return layer(l).subspan(static_cast<std::size_t>(layers[static_cast<std::size_t>(l)].combine));
+}
+
 void ChunkCost::add_layer(const LayerCost& layer) {
-  layers.push_back(
-      {static_cast<int>(layer_units.size()), static_cast<int>(layer.units.size()), layer.half});
+  layers.push_back({static_cast<int>(layer_units.size()), static_cast<int>(layer.units.size()),
+                    layer.half, layer.dispatch, layer.combine});
   layer_units.insert(layer_units.end(), layer.units.begin(), layer.units.end());
 }
 

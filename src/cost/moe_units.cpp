@@ -307,6 +307,8 @@ LayerCost moe_layer_cost(const LayerShape& s, const TpSetup& tp, const MoeSetup&
     if (kind == UnitKind::Dispatch) dispatch_cost(u, m, moe, roof);
     if (kind == UnitKind::Experts) experts_cost(u, m, moe, tp, s, roof);
     if (kind == UnitKind::Combine) combine_cost(u, m, moe, roof);
+    if (kind == UnitKind::Dispatch) c.dispatch = static_cast<int>(c.units.size());
+    if (kind == UnitKind::Combine) c.combine = static_cast<int>(c.units.size());
     c.units.push_back(std::move(u));
   }
   if (tp.recompute_full) recompute_units(c, 2);

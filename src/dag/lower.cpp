@@ -1260,49 +1260,62 @@ class Lowerer final : public detail::StepEmitter {
   //   B first half (b) | W first half (b)
   // so each side's collectives run under the other's compute. Non-layer units and surplus layers
   // run unbraided around the pairs.
+  // A pair of two MoE layers (ChunkCost::has_all_to_all_cuts) runs as six parts instead, in the
+  // order of Megatron-Core's fine-grained 1F1B overlap (model_chunk_schedule_plan.py,
+  // TransformerLayerSchedulePlan.run: combine_bwd | dispatch_fwd -> dispatch_bwd | combine_fwd on
+  // the communication stream beside pre_dispatch_fwd | mlp_bwd -> mlp_bwd_dw -> mlp_fwd |
+  // pre_dispatch_bwd on the compute stream):
+  //   B from the combine (b) | F to the dispatch (f) | B, W experts (b) | F experts (f) |
+  //   B, W to the dispatch (b) | F from the combine (f)
+  // so the partner's compute runs between each all-to-all and the unit that waits for it: b's
+  // combine backward all-to-all under f's attention, f's dispatch under b's experts, b's
+  // dispatch backward under f's experts, f's combine under b's attention backward.
   void lower_fb(const Instruction& in, std::vector<PassState>& sends) {
     constexpr auto A = CollectiveMode::Async;
     PassState f = open_pass(in.a, Phase::F, in.op, BlockSide::First);
     PassState b = open_pass(in.b, Phase::B, in.op, BlockSide::Second);
     const bool with_w = !in.b.defer_w;
+    const ChunkCost& fc = cost_.chunks[f.stage];
     const ChunkCost& bc = cost_.chunks[b.stage];
     const int nb = layers_of(b), pairs = std::min(layers_of(f), nb);
     forward_prologue(f, A);
     backward_epilogue(b, with_w, A);
-    forward_over_reversed_halves(f, nb, pairs, sends, [&](int bl, bool second_half) {
-      if (second_half) {
+    forward_over_reversed_layers(f, nb, pairs, sends, [&](int fl, int bl) {
+      if (fc.has_all_to_all_cuts(fl) && bc.has_all_to_all_cuts(bl)) {
         emit_recompute(b, bc.layer(bl), A);
-        backward_half(b, bc.second_half(bl), with_w);
-      } else {
-        backward_half(b, bc.first_half(bl), with_w);
+        backward_half(b, bc.from_combine(bl), with_w);
+        forward_in_order(f, fc.to_dispatch(fl), A);
+        backward_half(b, bc.between_all_to_alls(bl), with_w);
+        forward_in_order(f, fc.between_all_to_alls(fl), A);
+        backward_half(b, bc.to_dispatch(bl), with_w);
+        forward_in_order(f, fc.from_combine(fl), A);
+        return;
       }
+      forward_in_order(f, fc.first_half(fl), A);
+      emit_recompute(b, bc.layer(bl), A);
+      backward_half(b, bc.second_half(bl), with_w);
+      forward_in_order(f, fc.second_half(fl), A);
+      backward_half(b, bc.first_half(bl), with_w);
     });
     backward_units(b, nb - pairs, with_w, A);
     close_pass(b, sends);
   }
 
-  // The frame FB and FW share: per layer pair k, F's layer k's first half, then `other(l, true)`
-  // with l = n_other - 1 - k (the other pass, walking its layers backwards, on layer l's second
-  // half), F's second half, `other(l, false)` (layer l's first half); then F's surplus layers and
-  // epilogue, and F's sends.
-  template <typename OtherHalf>
-  void forward_over_reversed_halves(PassState& f, int n_other, int pairs,
-                                    std::vector<PassState>& sends, OtherHalf other) {
+  // The frame FB and FW share: per layer pair k, `pair(k, l)` with l = n_other - 1 - k (F's layer
+  // k beside the other pass's layer l, the other pass walking its layers backwards); then F's
+  // surplus layers and epilogue, and F's sends.
+  template <typename Pair>
+  void forward_over_reversed_layers(PassState& f, int n_other, int pairs,
+                                    std::vector<PassState>& sends, Pair pair) {
     constexpr auto A = CollectiveMode::Async;
-    const ChunkCost& fc = cost_.chunks[f.stage];
-    for (int k = 0; k < pairs; ++k) {
-      const int l = n_other - 1 - k;
-      forward_in_order(f, fc.first_half(k), A);
-      other(l, true);
-      forward_in_order(f, fc.second_half(k), A);
-      other(l, false);
-    }
+    for (int k = 0; k < pairs; ++k) pair(k, n_other - 1 - k);
     forward_units(f, pairs, A);
     close_pass(f, sends);
   }
 
-  // Half a layer's backward inside a braided block: its B units in reverse, then (full backward)
-  // its W units in reverse, so the B collectives run under the W.
+  // Part of a layer's backward inside a braided block (a half, or a part around an MoE layer's
+  // all-to-alls): its B units in reverse, then (full backward) its W units in reverse, so the B
+  // collectives run under the W.
   void backward_half(PassState& b, std::span<const UnitCost> half, bool with_w) {
     for (auto it = half.rbegin(); it != half.rend(); ++it)
       emit_unit(b, *it, Phase::B, CollectiveMode::Async);
@@ -1321,8 +1334,12 @@ class Lowerer final : public detail::StepEmitter {
     const int nw = layers_of(w), pairs = std::min(layers_of(f), nw);
     forward_prologue(f, A);
     w_epilogue(w, A);
-    forward_over_reversed_halves(f, nw, pairs, sends, [&](int wl, bool second_half) {
-      w_in_reverse(w, second_half ? wc.second_half(wl) : wc.first_half(wl), A);
+    const ChunkCost& fc = cost_.chunks[f.stage];
+    forward_over_reversed_layers(f, nw, pairs, sends, [&](int fl, int wl) {
+      forward_in_order(f, fc.first_half(fl), A);
+      w_in_reverse(w, wc.second_half(wl), A);
+      forward_in_order(f, fc.second_half(fl), A);
+      w_in_reverse(w, wc.first_half(wl), A);
     });
     w_units(w, nw - pairs, A);
   }

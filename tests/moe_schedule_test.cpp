@@ -1,0 +1,191 @@
+// The F&B pair of two MoE layers (docs/moe.md, "The F&B pair hides the all-to-all"): an FB block
+// runs each MoE layer as three parts around its all-to-alls (LayerCost::dispatch, combine), so the
+// partner microbatch's compute runs between each all-to-all and the unit that waits for it. By
+// hand on a layer of round unit costs, against the same layer without its cut points (the halves'
+// order every other layer keeps).
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "braid/cost_model.hpp"
+#include "braid/dag.hpp"
+#include "braid/report.hpp"
+#include "braid/schedule.hpp"
+#include "braid/simulator.hpp"
+#include "fixtures.hpp"
+#include "hand_schedules.hpp"
+
+using namespace braid;
+using namespace braid::test;
+
+namespace {
+
+// A small MoE layer of round costs, the attention half one unit:
+//   Attn     F 4, B 4, W 2
+//   Dispatch F 0 then its all-to-all 1; B: the backward all-to-all 1, then 0; no W
+//   Experts  F 4, B 4, W 4
+//   Combine  F: the all-to-all 1, then 0; B 0 then its backward all-to-all 1; no W
+// halves Attn | Dispatch..Combine; cut points dispatch 1, combine 3 unless `cuts` is false (the
+// same layer as a layer without them). One such layer per chunk, uniform-cost rules (no P2P
+// time, no contention, no step tail).
+LayerCost moe_round_layer(int layer, bool cuts) {
+  LayerCost l;
+  l.half = 1;
+  if (cuts) {
+    l.dispatch = 1;
+    l.combine = 3;
+  }
+  const Collective a2a_after{.kind = CollectiveKind::AllToAll,
+                             .group = Group::Ep,
+                             .position = CollectivePosition::After,
+                             .time_s = 1};
+  Collective a2a_before = a2a_after;
+  a2a_before.position = CollectivePosition::Before;
+  for (UnitKind k : {UnitKind::Attn, UnitKind::Dispatch, UnitKind::Experts, UnitKind::Combine}) {
+    UnitCost u;
+    u.kind = k;
+    u.layer = layer;
+    if (k == UnitKind::Attn) {
+      u[Phase::F].time_s = 4;
+      u[Phase::B].time_s = 4;
+      u[Phase::W].time_s = 2;
+    }
+    if (k == UnitKind::Experts)
+      for (Phase p : {Phase::F, Phase::B, Phase::W}) u[p].time_s = 4;
+    if (k == UnitKind::Dispatch) {
+      u[Phase::F].collectives.push_back(a2a_after);
+      u[Phase::B].collectives.push_back(a2a_before);
+    }
+    if (k == UnitKind::Combine) {
+      u[Phase::F].collectives.push_back(a2a_before);
+      u[Phase::B].collectives.push_back(a2a_after);
+    }
+    l.units.push_back(u);
+  }
+  return l;
+}
+
+CostModel moe_round_model(int chunks, bool cuts) {
+  CostModel cost;
+  cost.uniform = true;
+  cost.contention = Contention{1.0, 1.0};
+  for (int k = 0; k < chunks; ++k) {
+    ChunkCost c;
+    c.virtual_stage = k;
+    c.add_layer(moe_round_layer(k, cuts));
+    cost.chunks.push_back(std::move(c));
+  }
+  return cost;
+}
+
+struct Run {
+  Simulated sim;
+  double iteration = 0, ep_exposed = 0;
+};
+
+Run run(const Schedule& s, const CostModel& cost) {
+  Run r{simulated(s, cost, false)};
+  check_pp_idle(r.sim.report, r.sim.dag, r.sim.timeline);
+  r.iteration = r.sim.report.iteration_time_s;
+  r.ep_exposed = r.sim.report.ranks.at(0).ep_exposed_s;
+  return r;
+}
+
+// Start of the op named `name` (op_name), -1 if there is none.
+double start_of(const Simulated& r, const std::string& name) {
+  for (int i = 0; i < static_cast<int>(r.dag.ops.size()); ++i)
+    if (op_name(r.dag, i) == name) return r.timeline.start_s[static_cast<std::size_t>(i)];
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("the cut points are on the MoE layer's record: Dispatch and Combine", "[moe][fb]") {
+  const CostModel cut = moe_round_model(1, true), plain = moe_round_model(1, false);
+  const ChunkCost& c = cut.chunks[0];
+  REQUIRE(c.has_all_to_all_cuts(0));
+  CHECK(c.to_dispatch(0).size() == 2);  // Attn, Dispatch
+  CHECK(c.to_dispatch(0).back().kind == UnitKind::Dispatch);
+  REQUIRE(c.between_all_to_alls(0).size() == 1);
+  CHECK(c.between_all_to_alls(0).front().kind == UnitKind::Experts);
+  REQUIRE(c.from_combine(0).size() == 1);
+  CHECK(c.from_combine(0).front().kind == UnitKind::Combine);
+  CHECK_FALSE(plain.chunks[0].has_all_to_all_cuts(0));
+}
+
+TEST_CASE("one FB block of two MoE layers hides every all-to-all", "[moe][fb]") {
+  // One rank, one chunk, m 2: F0.0, then F0.1&B0.0, then B0.1.
+  // F0.0 alone (synchronous): Attn 0-4, Dispatch 4, its all-to-all 4-5, Experts 5-9, Combine's
+  // all-to-all 9-10, Combine 10: 10, EP exposed 2.
+  // The block, three parts a side (B from the combine | F to the dispatch | B, W experts | F
+  // experts | B, W to the dispatch | F from the combine): B Combine 10, its all-to-all 10-11;
+  // F Attn 10-14, Dispatch 14, its all-to-all 14-15; B Experts (its input at 11) 14-18, W
+  // 18-22; F Experts (its input at 15) 22-26; B Dispatch's all-to-all 18-19, B Dispatch 26,
+  // Attn B 26-30, W 30-32; F Combine's all-to-all 26-27, Combine 32. 22 long, nothing exposed.
+  // B0.1 (full backward): Combine 32, its all-to-all 32-33 (exposed: Experts waits), Experts B
+  // 33-37, W 37-41, Dispatch's all-to-all 37-38 under it, Dispatch 41, Attn B 41-45, W 45-47.
+  // Iteration 47, EP exposed 2 + 0 + 1 = 3.
+  // Without the cut points (the halves' order): F Attn 10-14; B Combine 14, its all-to-all 14-15
+  // (exposed), Experts B 15-19, Dispatch's all-to-all 19-20 (exposed), Dispatch 20, Experts W
+  // 20-24; F Dispatch 24, its all-to-all 24-25 (exposed), Experts 25-29, Combine's all-to-all
+  // 29-30 (exposed), Combine 30; B Attn 30-34, W 34-36: 26 long, 4 exposed. B0.1 36-51 as
+  // above: iteration 51, EP exposed 2 + 4 + 1 = 7.
+  const Schedule s =
+      make("fb", 1, 1, 2, Placement::Loop, {{F(0, 0), FB({0, 1, false}, {0, 0, false}), B(0, 1)}});
+  const Run cut = run(s, moe_round_model(1, true));
+  CHECK(cut.iteration == 47);
+  CHECK(cut.ep_exposed == 3);
+  CHECK(start_of(cut.sim, "F0.1 Experts L0") == 22);
+  CHECK(start_of(cut.sim, "B0.0 Experts L0") == 14);
+  CHECK(start_of(cut.sim, "B0.0 Attn L0") == 26);
+  CHECK(start_of(cut.sim, "B0.1 Combine L0") == 32);
+  const Run halves = run(s, moe_round_model(1, false));
+  CHECK(halves.iteration == 51);
+  CHECK(halves.ep_exposed == 7);
+  CHECK(start_of(halves.sim, "B0.1 Combine L0") == 36);
+}
+
+TEST_CASE("an FB block of an MoE layer and a layer without cut points keeps the halves' order",
+          "[moe][fb]") {
+  // DualPipeV on one rank pairs chunk 1's forward with chunk 0's backward and the other way round
+  // (F1.1&B0.0 F0.2&B1.1 F1.2&B0.1): with the cut points on chunk 0's layer only, every block
+  // pairs a layer that has them with one that does not, and runs the halves, as the next case
+  // without cut points: 154, EP exposed 22.
+  const Schedule s = generated("dualpipe-v", 1, 3);
+  CostModel mixed = moe_round_model(2, true);
+  mixed.chunks[1].layers[0].dispatch = 0;
+  mixed.chunks[1].layers[0].combine = 0;
+  const Run r = run(s, mixed);
+  CHECK(r.iteration == 154);
+  CHECK(r.ep_exposed == 22);
+}
+
+TEST_CASE("DualPipeV and STP on one rank: their MoE FB blocks hide the all-to-all", "[moe][fb]") {
+  // One rank, the V's two chunks one layer each, m 3. Every instruction finds its inputs ready,
+  // so the iteration is the sum of the instructions (one FB block above: 22 with the cut points,
+  // 26 without; a plain F 10 with 2 exposed; a full B 15 with 1 exposed; a B with its W deferred,
+  // synchronous: Combine 0, its all-to-all 1, Experts 4, Dispatch's all-to-all 1, Dispatch 0,
+  // Attn 4: 10 with 2 exposed; its W: Experts 4, Attn 2: 6).
+  SECTION("dualpipe-v: F0.0 F1.0 F0.1 B1.0 F1.1&B0.0 F0.2&B1.1 F1.2&B0.1 B1.2 B0.2* W") {
+    const Schedule s = generated("dualpipe-v", 1, 3);
+    // 3 x 10 + 15 + 3 x 22 + 15 + 10 + 6 = 142; EP 3 x 2 + 1 + 0 + 1 + 2 = 10.
+    const Run cut = run(s, moe_round_model(2, true));
+    CHECK(cut.iteration == 142);
+    CHECK(cut.ep_exposed == 10);
+    // 3 x 26 instead: 154; EP 3 x 4 more: 22.
+    const Run halves = run(s, moe_round_model(2, false));
+    CHECK(halves.iteration == 154);
+    CHECK(halves.ep_exposed == 22);
+  }
+  SECTION("stp: F0.0 F1.0 F0.1 F1.1&B1.0 F0.2&B0.0 F1.2&B1.1 B0.1 B1.2 B0.2") {
+    const Schedule s = generated("stp", 1, 3);
+    // 3 x 10 + 3 x 22 + 3 x 15 = 141; EP 3 x 2 + 0 + 3 x 1 = 9.
+    const Run cut = run(s, moe_round_model(2, true));
+    CHECK(cut.iteration == 141);
+    CHECK(cut.ep_exposed == 9);
+    // 3 x 26 instead: 153; EP 21.
+    const Run halves = run(s, moe_round_model(2, false));
+    CHECK(halves.iteration == 153);
+    CHECK(halves.ep_exposed == 21);
+  }
+}
