@@ -174,6 +174,124 @@ TEST_CASE("copy-engine transfers leave the GEMM pieces beside them at full speed
 
 namespace {
 
+// Attn F of the uniform symbolic costs (4 s, after PreAttn F's 4 s) reduce-scatters its GEMM in
+// 4 chunks: head (core attention) 1 s, GEMM [0.25, 0.75) of it = 2 s in pieces of p = 0.5, tail
+// (residual) 1 s; each chunk's reduce-scatter `x` seconds; the pieces `slowdown` times slower.
+test::Simulated pipelined_rs_case(double x, double slowdown = 1) {
+  CostModel cm = uniform_cost_model({.tf = 16, .tb = 8, .tw = 4, .tar = 0, .ma = 1}, 1);
+  UnitCost& attn = cm.chunks[0].layer_units[1];
+  REQUIRE(attn.kind == UnitKind::Attn);
+  REQUIRE(attn[Phase::F].time_s == 4);
+  Collective rs;
+  rs.kind = CollectiveKind::ReduceScatter;
+  rs.group = Group::Tp;
+  rs.position = CollectivePosition::Inside;
+  rs.order = InsideOrder::Pipeline;
+  rs.steps = 4;
+  rs.time_s = 4 * x;
+  rs.segment_begin = 0.25;
+  rs.segment_end = 0.75;
+  rs.compute_slowdown = slowdown;
+  attn[Phase::F].collectives = {rs};
+  return test::simulated(one_microbatch(), cm, false);
+}
+
+// Start times of rank 0's Attn F compute ops, in order.
+std::vector<double> attn_f_starts(const test::Simulated& r) {
+  std::vector<double> starts;
+  for (std::size_t i = 0; i < r.dag.ops.size(); ++i) {
+    const DagOp& op = r.dag.ops[i];
+    if (op.kind == OpKind::Compute && op.unit == UnitKind::Attn && op.phase == Phase::F)
+      starts.push_back(r.timeline.start_s[i]);
+  }
+  return starts;
+}
+
+}  // namespace
+
+TEST_CASE("a pipelined reduce-scatter exposes its last chunk when each fits under the next GEMM",
+          "[tp-overlap][sim]") {
+  // x = 0.5 <= p = 0.5. Head [4,5], pieces at 5, 5.5, 6, 6.5 back to back; chunk j's
+  // reduce-scatter [5.5,6], [6,6.5], [6.5,7], then the last [7,7.5] after the last piece; the
+  // residual tail waits for it: [7.5,8.5]. Exposed: the last chunk's x = 0.5.
+  const test::Simulated hidden = pipelined_rs_case(0.5);
+  CHECK(attn_f_starts(hidden) == std::vector<double>{4, 5, 5.5, 6, 6.5, 7.5});
+  CHECK(hidden.report.iteration_time_s == Approx(28 + 0.5));
+  CHECK(hidden.report.ranks[0].tp_exposed_s == Approx(0.5));
+  test::check_sum_identity(hidden.report);
+  test::check_pp_idle(hidden.report, hidden.dag, hidden.timeline);
+}
+
+TEST_CASE("a pipelined reduce-scatter chunk that outlasts the next GEMM piece is exposed",
+          "[tp-overlap][sim]") {
+  // x = 1 > p = 0.5: the pieces still run back to back (each writes a buffer slot of its own),
+  // the reduce-scatters queue: [5.5,6.5], [6.5,7.5], [7.5,8.5], [8.5,9.5]; the tail starts at
+  // 9.5 in place of 7. Exposed x + 3 (x - p) = 1 + 1.5 = 2.5.
+  const test::Simulated slow = pipelined_rs_case(1);
+  CHECK(attn_f_starts(slow) == std::vector<double>{4, 5, 5.5, 6, 6.5, 9.5});
+  CHECK(slow.report.iteration_time_s == Approx(28 + 2.5));
+  CHECK(slow.report.ranks[0].tp_exposed_s == Approx(2.5));
+  test::check_sum_identity(slow.report);
+}
+
+TEST_CASE("the pipelined reduce-scatter's 16 SMs slow the GEMM pieces by 132/116",
+          "[tp-overlap][sim]") {
+  // p' = 0.5 x 132 / 116 = 0.568966 s >= x = 0.5: every chunk but the last still hides. Pieces
+  // end at 5 + 4 p' = 7.275862, the last reduce-scatter at 7.775862, the tail at 8.775862:
+  // 28 + 4 (p' - p) + x = 28 + 2 x 16 / 116 + 0.5 = 28.775862.
+  const test::Simulated r = pipelined_rs_case(0.5, 132.0 / 116);
+  CHECK(r.report.iteration_time_s == Approx(28 + 2 * 16.0 / 116 + 0.5));
+  CHECK(r.report.ranks[0].tp_exposed_s == Approx(0.5));
+  test::check_sum_identity(r.report);
+}
+
+namespace {
+
+// PreAttn B of the uniform symbolic costs (2 s, the last B of the backward) reduce-scatters its
+// output in bulk, `x` seconds, beside its W (1 s) slowed `slowdown` times.
+test::Simulated bulk_case(double x, double slowdown = 1) {
+  CostModel cm = uniform_cost_model({.tf = 16, .tb = 8, .tw = 4, .tar = 0, .ma = 1}, 1);
+  UnitCost& pre_attn = cm.chunks[0].layer_units[0];
+  REQUIRE(pre_attn.kind == UnitKind::PreAttn);
+  REQUIRE(pre_attn[Phase::B].time_s == 2);
+  REQUIRE(pre_attn[Phase::W].time_s == 1);
+  Collective rs;
+  rs.kind = CollectiveKind::ReduceScatter;
+  rs.group = Group::Tp;
+  rs.position = CollectivePosition::After;
+  rs.time_s = x;
+  rs.bulk = true;
+  rs.compute_slowdown = slowdown;
+  pre_attn[Phase::B].collectives = {rs};
+  return test::simulated(one_microbatch(), cm, false);
+}
+
+}  // namespace
+
+TEST_CASE("a bulk reduce-scatter beside the wgrad exposes max(0, x - w)", "[tp-overlap][sim]") {
+  // F 16 s, then the backward's units B then W: MLP [16,18] [18,19], PreMLP [19,21] [21,22], Attn
+  // [22,24] [24,25], PreAttn B [25,27], then its W [27,28] beside the reduce-scatter [27,27+x]
+  // on the userbuffers lane; the pass ends with the later of the two.
+  const test::Simulated hidden = bulk_case(0.5);
+  CHECK(hidden.report.iteration_time_s == Approx(28));
+  CHECK(hidden.report.ranks[0].tp_exposed_s == Approx(0).margin(1e-12));
+  test::check_sum_identity(hidden.report);
+  // x = 1.5 > w = 1: 0.5 exposed.
+  const test::Simulated slow = bulk_case(1.5);
+  CHECK(slow.report.iteration_time_s == Approx(28.5));
+  CHECK(slow.report.ranks[0].tp_exposed_s == Approx(0.5));
+  test::check_sum_identity(slow.report);
+  // On 16 of 132 SMs the W runs 132/116 x slower: [27, 28.137931], the 0.5 s scatter hidden.
+  const test::Simulated shared = bulk_case(0.5, 132.0 / 116);
+  CHECK(shared.report.iteration_time_s == Approx(27 + 132.0 / 116));
+  CHECK(shared.report.ranks[0].tp_exposed_s == Approx(0).margin(1e-12));
+  std::size_t lane = 0;
+  for (const DagOp& op : shared.dag.ops) lane += op.stream == StreamKind::TpRing ? 1 : 0;
+  CHECK(lane == 1);
+}
+
+namespace {
+
 Study qwen_study(bool overlap, int cp = 1) {
   StudyOverrides o = qwen_sp(overlap);
   o.cp = cp;
@@ -212,15 +330,45 @@ TEST_CASE("TP overlap turns the column forward's and the row dgrad's all-gathers
   const Collective qkv = first_unit(on, UnitKind::PreAttn)[Phase::F].collectives[0];
   CHECK(qkv.segment_begin > 0);
   CHECK(qkv.segment_end < 1);
-  // The reduce-scatters (row forward, column backward) are as without overlap in this slice.
-  for (const auto& [kind, phase] :
-       {std::pair{UnitKind::Attn, Phase::F}, std::pair{UnitKind::PreAttn, Phase::B}}) {
-    const Collectives a = first_unit(off, kind)[phase].collectives;
-    const Collectives b = first_unit(on, kind)[phase].collectives;
-    REQUIRE(a.size() == 1);
-    REQUIRE(b.size() == 1);
-    CHECK(b[0].kind == CollectiveKind::ReduceScatter);
-    CHECK(b[0].time_s == a[0].time_s);
+  // The column backward's reduce-scatter is as without overlap.
+  const Collectives a = first_unit(off, UnitKind::PreAttn)[Phase::B].collectives;
+  const Collectives b = first_unit(on, UnitKind::PreAttn)[Phase::B].collectives;
+  REQUIRE(a.size() == 1);
+  REQUIRE(b.size() == 1);
+  CHECK(b[0].kind == CollectiveKind::ReduceScatter);
+  CHECK(b[0].time_s == a[0].time_s);
+}
+
+TEST_CASE("TP overlap pipelines the row forward's reduce-scatter in 4 chunks on 16 SMs",
+          "[tp-overlap][cost]") {
+  const CostModel off = cost_of(qwen_study(false));
+  const CostModel on = cost_of(qwen_study(true));
+  const double scattered = 4096.0 * 3584 * 2;  // the reduce-scatter's input: T x h x e
+  for (const UnitKind kind : {UnitKind::Attn, UnitKind::MLP}) {
+    INFO(name(kind));
+    const PhaseCost before = first_unit(off, kind)[Phase::F];
+    const PhaseCost rs = first_unit(on, kind)[Phase::F];
+    REQUIRE(before.collectives.size() == 1);
+    CHECK(before.collectives[0].kind == CollectiveKind::ReduceScatter);
+    CHECK(before.collectives[0].position == CollectivePosition::After);
+    REQUIRE(rs.collectives.size() == 1);
+    const Collective& c = rs.collectives[0];
+    CHECK(c.kind == CollectiveKind::ReduceScatter);
+    CHECK(c.position == CollectivePosition::Inside);
+    CHECK(c.order == InsideOrder::Pipeline);
+    CHECK(c.steps == 4);
+    CHECK_FALSE(c.copy_engine);
+    CHECK(c.bytes == scattered);
+    // H100: 132 SMs, 16 for the reduce-scatter: the GEMM runs 132 / 116 times slower.
+    CHECK(c.compute_slowdown == Approx(132.0 / 116));
+    // Four reduce-scatters of a quarter each: more latency than one of the whole.
+    CHECK(c.time_s > before.collectives[0].time_s);
+    // The core attention / activation before the GEMM, the residual kernels after it.
+    CHECK(c.segment_begin > 0);
+    CHECK(c.segment_begin < c.segment_end);
+    CHECK(c.segment_end < 1);
+    CHECK(rs.time_s == before.time_s);
+    CHECK(rs.compute_ops() == 4 + 2);
   }
 }
 
@@ -238,6 +386,17 @@ TEST_CASE("attention's backward with a CP ring keeps its TP all-gather before th
         CollectivePosition::Inside);
   CHECK(first_unit(cm, UnitKind::MLP)[Phase::B].collectives[0].position ==
         CollectivePosition::Inside);
+  // Attention's forward runs the CP ring inside: its reduce-scatter stays after the compute.
+  // The column backward's reduce-scatter is marked bulk, on TE's 16 of the H100's 132 SMs.
+  const Collective bulk = first_unit(cm, UnitKind::PreAttn)[Phase::B].collectives[0];
+  CHECK(bulk.bulk);
+  CHECK(bulk.compute_slowdown == Approx(132.0 / 116));
+  const Collectives attn_f = first_unit(cm, UnitKind::Attn)[Phase::F].collectives;
+  REQUIRE(attn_f.size() == 2);
+  CHECK(attn_f[0].group == Group::Cp);
+  CHECK(attn_f[1].kind == CollectiveKind::ReduceScatter);
+  CHECK(attn_f[1].position == CollectivePosition::After);
+  CHECK(first_unit(cm, UnitKind::MLP)[Phase::F].collectives[0].order == InsideOrder::Pipeline);
 }
 
 TEST_CASE("every schedule keeps the sum identity with TP overlap on, and 1F1B gets faster",
@@ -275,18 +434,29 @@ TEST_CASE("the ring's copy-engine transfers run on a lane of their own, counted 
   validate_study(s);
   const Schedule sched = make_schedule("stp", ScheduleOptions{2, s.parallel.vpp, 8});
   const test::Simulated r = test::simulated(sched, cost_of(s), false);
-  int ring_ops = 0;
+  int ring_ops = 0, bulk_ops = 0, column_scatters = 0;
   double tp_s = 0;
   for (int i = 0; i < r.dag.size(); ++i) {
     const DagOp& op = r.dag.ops[i];
     CHECK(op.copy_engine == (op.stream == StreamKind::TpRing));
     ring_ops += op.copy_engine ? 1 : 0;
+    if (op.kind == OpKind::Collective && op.phase == Phase::B &&
+        (op.unit == UnitKind::PreAttn || op.unit == UnitKind::PreMLP)) {
+      ++column_scatters;
+      bulk_ops += op.copy_engine ? 1 : 0;
+    }
     if (op.stream == StreamKind::Tp || op.stream == StreamKind::TpRing)
       tp_s += r.timeline.end_s[i] - r.timeline.start_s[i];
   }
   // qwen2-7b has 28 layers, 14 per rank; each layer's PreAttn F, PreMLP F, Attn B and MLP B ring
-  // sends tp - 1 = 3 transfers: 2 ranks x 8 microbatches x 14 layers x 4 rings x 3.
-  CHECK(ring_ops == 2 * 8 * 14 * 4 * 3);
+  // sends tp - 1 = 3 transfers, its Attn F and MLP F reduce-scatter 4 chunks:
+  // 2 ranks x 8 microbatches x 14 layers x (4 rings x 3 + 2 x 4). The column backward's
+  // reduce-scatter (2 per layer and microbatch) joins the lane in bulk where its W follows its
+  // B, and stays on the TP stream where STP splits the W off.
+  CHECK(column_scatters == 2 * 8 * 14 * 2);
+  CHECK(bulk_ops > 0);
+  CHECK(bulk_ops < column_scatters);
+  CHECK(ring_ops == 2 * 8 * 14 * (4 * 3 + 2 * 4) + bulk_ops);
   // The TP comm rate is the TP stream's and the ring lane's busy time over pp x iteration.
   CHECK(r.report.tp_comm_rate == Approx(tp_s / (2 * r.report.iteration_time_s)));
   test::check_pp_idle(r.report, r.dag, r.timeline);

@@ -51,8 +51,17 @@ enum class Phase : std::uint8_t { F = 0, B = 1, W = 2 };
 // ring-exchange all-gather is: the compute runs in `steps` pieces and the collective in
 // steps - 1 transfers; transfer j starts once transfer j - 1 and piece j - 1 are done (the next
 // chunk arrives while the current one computes, into the buffer the piece before freed), piece
-// j + 1 waits for transfer j; the unit's output is the last piece.
+// j + 1 waits for transfer j; the unit's output is the last piece (InsideOrder::Ring; the
+// pipelined reduce-scatter sends what each piece wrote instead: InsideOrder::Pipeline).
 enum class CollectivePosition : std::uint8_t { After, Before, Inside };
+// How an Inside collective's transfers sit against the compute's pieces.
+// Ring: steps - 1 transfers, transfer j brings what piece j + 1 reads (a CP KV ring, Transformer
+// Engine's ring-exchange all-gather). Pipeline: steps transfers, transfer j sends what piece j
+// wrote and starts once piece j and transfer j - 1 are done; the compute after the pieces'
+// segment waits for the last transfer, and the pieces do not wait for any (TE's pipelined
+// reduce-scatter, comm_gemm_overlap.cpp CommOverlapBase::split_overlap_rs: each GEMM chunk
+// writes its own buffer slot).
+enum class InsideOrder : std::uint8_t { Ring, Pipeline };
 
 const char* name(UnitKind k);
 const char* name(Phase p);
@@ -80,7 +89,26 @@ struct Collective {
   // Its transfers run on the copy engines (TE's userbuffers with use_ce, cudaMemcpyAsync between
   // peers): they take no SMs, so the compute beside them is not slowed (simulator contention).
   bool copy_engine = false;
+  // Inside: how its transfers sit against the pieces (InsideOrder).
+  InsideOrder order = InsideOrder::Ring;
+  // After a backward's compute: Transformer Engine's bulk overlap (comm_gemm_overlap.cpp,
+  // CommOverlapBase::bulk_overlap). When the unit's W runs right after its B (a full backward),
+  // the collective runs on the userbuffers lane beside that W, whose GEMM runs compute_slowdown
+  // times slower; with the W split off (TE refuses bulk overlap with a delayed wgrad) it is the
+  // plain collective.
+  bool bulk = false;
+  // Inside (the pieces) or bulk (the W beside it): the GEMM runs this many times slower, on the
+  // SMs the collective's kernels leave (TE's userbuffers kernels hold num_sm SMs and launch the
+  // GEMM on the rest, CommOverlapCore::initialize's _math_sms). Charged on the compute, so the
+  // simulator leaves these transfers out of its contention model (as it does copy-engine ones).
+  // 1: none.
+  double compute_slowdown = 1;
 };
+
+// The transfers an Inside collective runs in: steps - 1 in a ring, steps in a pipeline.
+inline int inside_transfers(const Collective& c) {
+  return c.order == InsideOrder::Pipeline ? c.steps : c.steps - 1;
+}
 
 // The collectives of one unit and phase, in the order they run: those before the compute in list
 // order, then the compute with those inside it, then those after it in list order (each after the

@@ -36,6 +36,12 @@ detail::TpSetup tp_setup(const Study& study, const Profile& profile) {
       2 * tr.grad_bytes_per_param + (tr.gradient_accumulation_fusion ? 0 : 2 * tr.dtype_bytes);
   tp.main_grad_fused = tr.gradient_accumulation_fusion;
   tp.tp_comm_overlap = tr.tp_comm_overlap && tp.sp && tp.tp > 1;
+  // TE's pipelined reduce-scatter and bulk overlaps hold num_sm = 16 SMs (pytorch/module/base.py
+  // initialize_ub, get_default_config) and runs the GEMM on the others (comm_gemm_overlap.cpp,
+  // CommOverlapCore::initialize: _math_sms = sm_count - num_comm_sm). A profile without its SM
+  // count is taken as an H100's 132.
+  tp.ub_sm_slowdown = sm_share_slowdown(profile.sms > detail::kTeUbCommSms ? profile.sms : 132,
+                                        detail::kTeUbCommSms);
   tp.precision = tr.precision;
   // Each group's link: inside a node when the rank layout puts the group there (cp ranks follow
   // the tp ranks, Megatron-Core's order), across the NICs otherwise.

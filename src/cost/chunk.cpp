@@ -21,8 +21,10 @@ int PhaseCost::compute_steps() const {
       throw InternalError("a phase's collectives inside its compute run in " +
                           std::to_string(c.steps) + " steps, not 2 or more agreeing ones");
     if (first != nullptr &&
-        (c.segment_begin != first->segment_begin || c.segment_end != first->segment_end))
-      throw InternalError("a phase's collectives inside its compute cover different segments");
+        (c.segment_begin != first->segment_begin || c.segment_end != first->segment_end ||
+         c.order != first->order || c.compute_slowdown != first->compute_slowdown))
+      throw InternalError(
+          "a phase's collectives inside its compute cover different segments or orders");
     steps = c.steps;
     first = &c;
   }
@@ -34,7 +36,10 @@ int PhaseCost::compute_ops() const {
   if (steps == 1) return 1;
   for (const Collective& c : collectives) {
     if (c.position != CollectivePosition::Inside) continue;
-    return steps + (c.segment_begin > 0 ? 1 : 0) + (c.segment_end < 1 ? 1 : 0);
+    // A pipelined reduce-scatter always has the op after the pieces: the unit's output, once the
+    // last transfer is done.
+    const bool tail = c.segment_end < 1 || c.order == InsideOrder::Pipeline;
+    return steps + (c.segment_begin > 0 ? 1 : 0) + (tail ? 1 : 0);
   }
   return steps;
 }

@@ -227,6 +227,40 @@ void add_tp_ring_gather(PhaseCost& p, const TpSetup& tp, GemmSpan span) {
   p.collectives.push_back(c);
 }
 
+// Transformer Engine's pipelined reduce-scatter (comm_gemm_overlap.cpp,
+// CommOverlapBase::split_overlap_rs; the default method of proj_fprop and fc2_fprop in
+// pytorch/module/base.py initialize_ub): the GEMM runs in kTeRsSplits chunks and each chunk's
+// output is reduce-scattered on the userbuffers stream once it is written, by kernels on
+// kTeUbCommSms SMs while the GEMM runs on the others. The phase's reduce-scatter after its compute
+// becomes this pipeline inside it; the kernels after the GEMM (bias, dropout and residual add on
+// the scattered output) wait for the last chunk's. A phase that already runs a ring inside (the
+// CP ring of attention's forward) keeps its reduce-scatter after.
+void add_tp_pipelined_rs(PhaseCost& p, const TpSetup& tp, GemmSpan span) {
+  const auto scatter = std::find_if(p.collectives.begin(), p.collectives.end(), [](const auto& c) {
+    return c.group == Group::Tp && c.kind == CollectiveKind::ReduceScatter &&
+           c.position == CollectivePosition::After;
+  });
+  if (scatter == p.collectives.end() || p.time_s <= 0 || span.gemm_s <= 0) return;
+  if (std::any_of(p.collectives.begin(), p.collectives.end(),
+                  [](const Collective& c) { return c.position == CollectivePosition::Inside; }))
+    return;
+  Collective c;
+  c.kind = CollectiveKind::ReduceScatter;
+  c.group = Group::Tp;
+  c.position = CollectivePosition::Inside;
+  c.order = InsideOrder::Pipeline;
+  c.steps = kTeRsSplits;
+  c.compute_slowdown = tp.ub_sm_slowdown;
+  c.source = collective_source(*tp.link, CollectiveKind::ReduceScatter, tp.tp);
+  c.bytes = scatter->bytes;
+  c.time_s = kTeRsSplits * collective_time_s(*tp.link, CollectiveKind::ReduceScatter, tp.tp,
+                                             scatter->bytes / kTeRsSplits);
+  c.segment_begin = std::clamp(span.begin_s / p.time_s, 0.0, 1.0);
+  c.segment_end = std::clamp((span.begin_s + span.gemm_s) / p.time_s, c.segment_begin, 1.0);
+  p.collectives.erase(scatter);
+  p.collectives.push_back(c);
+}
+
 // A lookup of the roofline without logging its kernel again (the phase's timing logged it).
 template <typename F>
 GemmSpan unlogged(const Roofline& roof, F&& time) {
@@ -677,7 +711,8 @@ void dense_unit_cost(UnitCost& u, const LayerTerms& L) {
 
 // TP-communication overlap of a dense layer's unit: the ring all-gather over the GEMM of the
 // column units' forward (the norm runs first, on the GPU's shard) and of the row units' dgrad
-// (the dropout backward runs first), timed as the phase's own formulas time them.
+// (the dropout backward runs first), and the pipelined reduce-scatter of the row units' forward,
+// timed as the phase's own formulas time them.
 void ring_gathers(UnitCost& u, const LayerTerms& L) {
   const Roofline& roof = L.roof;
   const double t = L.t, e = L.e, T = L.T, Ts = L.Ts, h = L.h;
@@ -693,6 +728,32 @@ void ring_gathers(UnitCost& u, const LayerTerms& L) {
         u[Phase::B], L.tp, unlogged(roof, [&] {
           return GemmSpan{roof.memory_s(L.dropout_bwd_bytes), roof.linear_s(T, width, h, Phase::B)};
         }));
+    // The forward's out-projection / FC2 and its reduce-scatter: the GEMM ends where the
+    // residual kernels after it begin (attn_cost, mlp_cost: 3 Ts h e bytes and the mask).
+    const PhaseCost& f = u[Phase::F];
+    add_tp_pipelined_rs(u[Phase::F], L.tp, unlogged(roof, [&] {
+                          const double gemm_s = L.linear_s(T, width, h, Phase::F);
+                          const double tail_s =
+                              roof.memory_s(3 * Ts * h * e + (L.s.dropout ? Ts * h : 0));
+                          return GemmSpan{f.time_s - tail_s - gemm_s, gemm_s};
+                        }));
+  }
+}
+
+// Transformer Engine's bulk overlap of a column layer's backward (comm_gemm_overlap.cpp,
+// CommOverlapBase::bulk_overlap; qkv_wgrad and fc1_wgrad in pytorch/module/base.py
+// initialize_ub): the reduce-scatter of the dgrad's output runs on kTeUbCommSms SMs beside the
+// wgrad GEMM (Collective::bulk: the lowering puts it beside the unit's W when the W follows its
+// B). The all-gather of the saved input beside the dgrad (qkv_dgrad, fc1_dgrad) is not modelled,
+// as braid models that re-gather in no configuration.
+void bulk_wgrad_scatters(UnitCost& u, const TpSetup& tp) {
+  if (u.kind != UnitKind::PreAttn && u.kind != UnitKind::PreMLP) return;
+  for (Collective& c : u[Phase::B].collectives) {
+    if (c.group != Group::Tp || c.kind != CollectiveKind::ReduceScatter ||
+        c.position != CollectivePosition::After)
+      continue;
+    c.bulk = true;
+    c.compute_slowdown = tp.ub_sm_slowdown;
   }
 }
 
@@ -730,7 +791,10 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
     tp_collectives(role.tp, u, L.tp, L.hidden_bytes);
     if (tp.cp > 1 && (tp.cp_comm == CpCommType::A2A || tp.cp_comm == CpCommType::A2AP2P))
       tp_gathers_first(u[Phase::B]);
-    if (tp.tp_comm_overlap) ring_gathers(u, L);
+    if (tp.tp_comm_overlap) {
+      ring_gathers(u, L);
+      bulk_wgrad_scatters(u, L.tp);
+    }
     c.units.push_back(std::move(u));
   }
   if (tp.recompute_full) recompute_whole_layer(c, L);

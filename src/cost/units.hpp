@@ -58,6 +58,13 @@ struct LayerShape {
 };
 
 // How the TP group runs the units.
+// Transformer Engine's default configuration of the pipelined reduce-scatter ("pipeline", the
+// method of proj_fprop and fc2_fprop) and the bulk overlaps ("bulk", qkv_wgrad and fc1_wgrad):
+// the pipeline's GEMM in 4 splits, the communication kernels of both on 16 SMs
+// (pytorch/module/base.py initialize_ub, get_default_config).
+inline constexpr int kTeRsSplits = 4;
+inline constexpr int kTeUbCommSms = 16;
+
 struct TpSetup {
   int tp = 1;
   bool sp = false;  // sequence parallelism
@@ -87,6 +94,11 @@ struct TpSetup {
   // all-gathers before the layer's column GEMMs' forward and its row GEMMs' dgrad run as a ring
   // of tp chunks beside the GEMM (add_tp_ring_gather).
   bool tp_comm_overlap = false;
+  // With it, the row GEMMs' forward reduce-scatter runs pipelined inside the GEMM, and the column
+  // GEMMs' backward reduce-scatter in bulk beside the wgrad, on TE's num_sm = 16 SMs: the GEMM
+  // runs this many times slower on the rest (sm_share_slowdown of the profile's SMs;
+  // add_tp_pipelined_rs, bulk_wgrad_scatters).
+  double ub_sm_slowdown = 1;
   // The linear layers' GEMM format: with an FP8 recipe their GEMMs run at the FP8 peak and
   // Transformer Engine's cast kernels run around them (docs/cost-model.md, "FP8").
   Precision precision = Precision::Bf16;

@@ -261,7 +261,7 @@ class Lowerer final : public detail::StepEmitter {
       std::size_t ops = compute ? static_cast<std::size_t>(c.compute_ops()) : 0;
       for (const Collective& k : c.collectives) {
         if (k.position == CollectivePosition::Inside)
-          ops += static_cast<std::size_t>(k.steps - 1);
+          ops += static_cast<std::size_t>(inside_transfers(k));
         else
           ops += !(skip && k.time_s == 0 && k.position == CollectivePosition::After);
       }
@@ -456,10 +456,15 @@ class Lowerer final : public detail::StepEmitter {
     DagOp op = base_op(pass, unit, phase);
     op.recompute = recompute;
     op.kind = OpKind::Collective;
-    // A copy-engine ring transfer runs on the copy engines' lane, not behind the TP collectives.
-    op.stream = c.copy_engine ? StreamKind::TpRing : stream_of(c.group);
+    // Transformer Engine's userbuffers transfers (a copy-engine ring, a pipelined reduce-scatter,
+    // a bulk one beside the W) run on streams of their own, not behind the TP collectives: the
+    // rank's tp_ring lane. Both stay out of the simulator's contention: the copies take no SMs, the
+    // reduce-scatter's SM share is charged on the pieces beside it (Collective::compute_slowdown).
+    const bool userbuffers =
+        c.copy_engine || c.order == InsideOrder::Pipeline || (c.bulk && bulk_beside_w_);
+    op.stream = userbuffers ? StreamKind::TpRing : stream_of(c.group);
     op.collective = c.kind;
-    op.copy_engine = c.copy_engine;
+    op.copy_engine = userbuffers;
     return new_op(op, {.duration_s = c.time_s / steps, .bytes = c.bytes / steps});
   }
 
@@ -532,9 +537,10 @@ class Lowerer final : public detail::StepEmitter {
     const bool whole = inside.segment_begin == 0 && inside.segment_end == 1;
     const double head_s = cost.time_s * inside.segment_begin;
     const double tail_s = cost.time_s * (1 - inside.segment_end);
-    const double piece_s = whole
-                               ? cost.time_s / steps
-                               : cost.time_s * (inside.segment_end - inside.segment_begin) / steps;
+    const double piece_s =
+        inside.compute_slowdown *
+        (whole ? cost.time_s / steps
+               : cost.time_s * (inside.segment_end - inside.segment_begin) / steps);
     const bool head = inside.segment_begin > 0, tail = inside.segment_end < 1;
     const auto step_op = [&](double duration_s, bool first, bool last) {
       const int id = new_op(op, {.duration_s = duration_s,
@@ -550,6 +556,32 @@ class Lowerer final : public detail::StepEmitter {
     }
     int piece = kNone;
     transfers_.clear();
+    if (inside.order == InsideOrder::Pipeline) {
+      // Transfer j sends what piece j wrote, after transfer j - 1; the pieces run back to back;
+      // the op after them (the unit's output) waits for the last transfer.
+      for (int j = 0; j < steps; ++j) {
+        const int before = piece;
+        piece = step_op(piece_s, j == 0 && !head, false);
+        edge(j == 0 ? input : before, piece);
+        for (std::size_t k = 0, n = 0; k < cost.collectives.size(); ++k) {
+          const Collective& c = cost.collectives[k];
+          if (c.position != CollectivePosition::Inside) continue;
+          const int t = emit_collective(pass, unit, phase, c, recompute, steps);
+          edge(piece, t);
+          if (j == 0) {
+            transfers_.push_back(t);
+          } else {
+            edge(transfers_[n], t);
+            transfers_[n] = t;
+          }
+          ++n;
+        }
+      }
+      const int rest = step_op(tail_s, false, true);
+      edge(piece, rest);
+      for (const int t : transfers_) edge(t, rest);
+      return rest;
+    }
     for (int j = 0; j < steps; ++j) {
       const int before = piece;
       piece = step_op(piece_s, j == 0 && !head, j + 1 == steps && !tail);
@@ -678,8 +710,24 @@ class Lowerer final : public detail::StepEmitter {
   }
 
   // A B unit, then its W unless deferred (full backward: the B collective runs under the W).
+  // A bulk collective of the B (Collective::bulk) runs on the userbuffers lane when the W runs
+  // right after it, and that W's GEMM runs its compute_slowdown slower; a W split off or left for
+  // the flush leaves it the plain collective (TE refuses bulk overlap with a delayed wgrad).
   void emit_backward_unit(PassState& b, const UnitCost& unit, bool with_w, CollectiveMode mode) {
+    const bool w_follows = with_w && !skips_w(unit[Phase::W]) && !cost_.flushes_w(unit, b.mb);
+    const Collectives& cs = unit[Phase::B].collectives;
+    const auto bulk =
+        std::find_if(cs.begin(), cs.end(), [](const Collective& c) { return c.bulk; });
+    bulk_beside_w_ = w_follows && bulk != cs.end();
     emit_unit(b, unit, Phase::B, mode);
+    if (bulk_beside_w_) {
+      bulk_beside_w_ = false;
+      PhaseCost slowed = unit[Phase::W];
+      slowed.time_s *= bulk->compute_slowdown;
+      PassState w = b;
+      emit_cost(w, unit, Phase::W, slowed, mode, false);
+      return;
+    }
     if (with_w && !skips_w(unit[Phase::W])) {
       PassState w = b;
       emit_w(w, unit, mode);
@@ -1456,6 +1504,7 @@ class Lowerer final : public detail::StepEmitter {
   std::vector<FlushedW> flush_;
   std::vector<char> flush_w_stage_;  // per virtual stage: holds a unit with w_in_flush
   std::vector<int> transfers_;       // emit_compute: the last transfer of each Inside collective
+  bool bulk_beside_w_ = false;  // emit_backward_unit: the B's bulk collective runs beside its W
   detail::StepInputs step_;
   int send_after_ = kNone;  // last compute op of the instruction whose sends are being emitted
   // Batched P2P (P2pMode::Batched): per pass, where its input's receive was posted (the

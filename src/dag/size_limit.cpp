@@ -12,11 +12,11 @@ namespace {
 
 // A phase's compute (in one op, or one piece per step beside the collectives inside it, with the
 // compute before and after their segment), plus
-// one op per collective (steps - 1 transfers for one inside the compute).
+// one op per collective (inside_transfers for one inside the compute).
 std::int64_t phase_ops(const PhaseCost& phase) {
   std::int64_t ops = phase.compute_ops();
   for (const Collective& c : phase.collectives)
-    ops += c.position == CollectivePosition::Inside ? c.steps - 1 : 1;
+    ops += c.position == CollectivePosition::Inside ? inside_transfers(c) : 1;
   return ops;
 }
 
@@ -63,9 +63,13 @@ SizeEstimate estimate_study_size(const Study& study, double virtual_stages, doub
   // dgrads) in tp pieces beside tp - 1 ring transfers, with the compute before and after them
   // as ops of their own: 2 (tp - 1) + 2 more ops each, two of them in a rerun forward.
   const double tp_ring = study.training.tp_comm_overlap ? 2.0 * (study.parallel.tp - 1) + 2 : 0;
-  double per_layer = 15 + 3 * collectives + 2 * ring + 4 * tp_ring;
+  // It also pipelines the two row forwards' reduce-scatters: TE's 4 GEMM chunks (kTeRsSplits)
+  // beside 4 transfers, with the compute before and after, in place of one compute and one
+  // collective: 8 more ops each, in a rerun forward too.
+  const double tp_pipeline = study.training.tp_comm_overlap ? 2.0 * 4 : 0;
+  double per_layer = 15 + 3 * collectives + 2 * ring + 4 * tp_ring + 2 * tp_pipeline;
   if (study.training.recompute == Recompute::Full)
-    per_layer += 5 + collectives + ring + 2 * tp_ring;
+    per_layer += 5 + collectives + ring + 2 * tp_ring + 2 * tp_pipeline;
   double layers = study.model.layers;
   if (study.model.vision) layers += study.model.vision->depth;
   const double per_stage = 12 + 3 * collectives + 4;  // prologue/epilogue units, sends, copies
