@@ -63,6 +63,37 @@ TEST_CASE("1F1B, 2 ranks, 2 microbatches: exact breakdown and peak memory", "[re
   check_sum_identity(r);
 }
 
+// report_figures: make_report's step time, throughputs and memory, bit for bit, without the
+// attribution (the same run as above: 66 s, peaks 2 and 1 M_a; every busy and idle time 0).
+TEST_CASE("report_figures gives make_report's figures without the attribution", "[report]") {
+  const Schedule s = one_f_one_b_p2_m2();
+  const CostModel cost = uniform_cost_model(unit_costs(), 2);
+  const Dag dag = lower(s, cost);
+  const Timeline t = simulate(dag);
+  const Report whole = make_report("hand", s, cost, dag, t);
+  const Report r = report_figures("hand", s, cost, dag, t);
+  CHECK(r.iteration_time_s == 66.0);
+  CHECK(r.tokens_per_s == whole.tokens_per_s);
+  CHECK(r.samples_per_s == whole.samples_per_s);
+  CHECK(r.mfu == whole.mfu);
+  CHECK(r.max_peak_memory_gib == whole.max_peak_memory_gib);
+  CHECK(r.oom == whole.oom);
+  REQUIRE(r.ranks.size() == 2);
+  for (int k = 0; k < 2; ++k) {
+    INFO("rank " << k);
+    CHECK(r.ranks[k].rank == k);
+    CHECK(r.ranks[k].static_bytes == whole.ranks[k].static_bytes);
+    CHECK(r.ranks[k].peak_memory_bytes == whole.ranks[k].peak_memory_bytes);
+    CHECK(r.ranks[k].busy_s == 0);
+    CHECK(r.ranks[k].pp_idle_s == 0);
+  }
+  CHECK(r.ranks[0].activation_peak_ma == 2.0);
+  CHECK(r.ranks[1].activation_peak_ma == 1.0);
+  CHECK(r.pp_bubble_rate == 0);
+  CHECK(r.critical_path.ops == 0);
+  CHECK(whole.critical_path.ops > 0);
+}
+
 TEST_CASE("1F1B-I, 2 ranks, 2 microbatches: TP bubble 2m T_AR, peak (3p-2) M_a", "[report]") {
   const Report r = run(interleaved_p2_m2(), uniform_cost_model(unit_costs(), 4));
   CHECK(r.iteration_time_s == 110.0);

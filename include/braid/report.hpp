@@ -244,6 +244,14 @@ concept ListOfFields = requires {
 Report make_report(const std::string& study, const Schedule& schedule, const CostModel& cost,
                    const Dag& dag, const Timeline& timeline);
 
+// make_report's figures that rank a layout and hold it against a memory cap, for a search that
+// keeps only its fastest: the step time and throughputs (tokens, samples, MFU, HFU, TFLOP/s per
+// GPU) and each rank's static, activation and peak memory, equal to make_report's bit for bit;
+// no idle attribution (every busy, exposed and idle time and the rates of them stay 0), no
+// critical path, no finiteness check.
+Report report_figures(const std::string& study, const Schedule& schedule, const CostModel& cost,
+                      const Dag& dag, const Timeline& timeline);
+
 // Per-rank attribution of the compute stream's idle time (DESIGN §5), exposed for tests and the
 // theory command: fills busy_s, tp_exposed_s, cp_exposed_s, ep_exposed_s, dp_exposed_s,
 // optimizer_s, pp_idle_s, offload_stall_s and exposed_pieces of `ranks` (size p). pp_idle_s is

@@ -132,17 +132,19 @@ CostKey cost_key(const Study& study, int virtual_stages) {
 
 namespace {
 
-// simulate -> make_report -> the status against the cap, for a lowered DAG.
+// simulate -> make_report (`figures_only`: report_figures) -> the status against the cap, for a
+// lowered DAG.
 void finish_lowered(Evaluation& e, const Study& study, const Schedule& schedule,
                     const CostModel& cost, const MemoryCap& cap, const ExploreOptions& options,
-                    const Dag& dag) {
+                    const Dag& dag, bool figures_only = false) {
   Timeline timeline;
   try {
     timeline = simulate(dag, options.sim);
   } catch (const InputError& err) {
     internal_error(e.config, err);
   }
-  e.report = make_report(study.name, schedule, cost, dag, timeline);
+  e.report = figures_only ? report_figures(study.name, schedule, cost, dag, timeline)
+                          : make_report(study.name, schedule, cost, dag, timeline);
   apply_memory_cap(e.report, cap);  // the report's oom agrees
   // A row keeps the report's figures, not the material of a timeline picture: no sweep or
   // search output draws the exposed pieces, and they grow with every op, for every row kept.
@@ -233,7 +235,7 @@ bool finish_if_fits(Evaluation& e, const Study& study, const Schedule& schedule,
                " cap before timing; not simulated";
     return false;
   }
-  finish_lowered(e, study, schedule, cost, cap, options, dag);
+  finish_lowered(e, study, schedule, cost, cap, options, dag, /*figures_only=*/true);
   return true;
 }
 

@@ -79,7 +79,10 @@ void finish(Evaluation& e, const Study& study, const Schedule& schedule, const C
 
 // finish() for a search that needs only the configurations that fit: false, with status Oom and
 // nothing timed, when the lowered DAG's activation peaks, known without timing it
-// (untimed_activation_peaks), put a rank over the cap; else finish()'s row and true.
+// (untimed_activation_peaks), put a rank over the cap; else true and finish()'s row, its report
+// only the figures that rank it (report_figures: step time, throughput, memory and the status
+// against the cap as finish() finds them, no attribution). A row that is shown is finished again
+// with finish().
 bool finish_if_fits(Evaluation& e, const Study& study, const Schedule& schedule,
                     const CostModel& cost, const MemoryCap& cap, const ExploreOptions& options);
 

@@ -423,9 +423,15 @@ SearchResult search_once(const Study& base, const Profile& profile, const Search
   // when none fits: a layout whose activation peak, known before timing it, puts it over the cap
   // is left unsimulated until then (`deferred`; one process: the others would hold different
   // rows). The layouts that fit, the order of the batches and where the bound ends them do not
-  // change, nor does the answer.
+  // change, nor does the answer. The rows it simulates carry only the figures that rank them
+  // (finish_if_fits); the ones it answers with are finished again, whole, at the end.
   const bool untimed_oom = lever && options.group.size == 1;
   std::vector<char> over(n, 0);  // per candidate, written by the threads
+  // Finishes row i whole if it holds only the figures that rank it (its ranking unchanged).
+  auto whole = [&](int i) {
+    if (!untimed_oom || rows[i].status == RowStatus::Invalid) return;
+    explore::finish_row(rows[i], wb, i, result.cap, options);
+  };
   std::vector<int> deferred;
   std::size_t next = 0;
   while (next < open.size()) {
@@ -443,8 +449,14 @@ SearchResult search_once(const Study& base, const Profile& profile, const Search
       costs[k] = explore::estimated_ops(study, configs[batch[k]]);
     kept.add(costs);  // refused before the batch is simulated, not when the memory is gone
     if (untimed_oom) {
+      // The largest first, so that the batch's last task to finish is short (each row is its
+      // own: the order changes no result).
+      std::vector<int> by_size(batch.size());
+      std::iota(by_size.begin(), by_size.end(), 0);
+      std::stable_sort(by_size.begin(), by_size.end(),
+                       [&](int a, int b) { return costs[a] > costs[b]; });
       explore::parallel_for(static_cast<int>(batch.size()), options.jobs, [&](int k) {
-        const int i = batch[k];
+        const int i = batch[by_size[k]];
         if (explore::finish_row_if_fits(rows[i], wb, i, result.cap, options))
           ticker.tick();
         else
@@ -473,23 +485,30 @@ SearchResult search_once(const Study& base, const Profile& profile, const Search
   // Nothing fits: the layouts over the cap are the answer after all (the fastest of them and what
   // it needs), as if they had been simulated in their batches (no batch ends the loop early
   // without something that fits).
+  std::vector<char> is_deferred(n, 0);  // finished whole by simulate()
   if (fit.empty() && !deferred.empty()) {
     simulate(deferred, std::vector<double>(deferred.size(), 1));
     simulated.insert(simulated.end(), deferred.begin(), deferred.end());
     result.simulated = static_cast<int>(simulated.size());
+    for (int i : deferred) is_deferred[i] = 1;
   }
   result.pruned_bound = static_cast<int>(open.size() - next);
   std::sort(fit.begin(), fit.end(), faster);
   const int shown = std::min(top, static_cast<int>(fit.size()));
-  for (int k = 0; k < shown; ++k) result.best.push_back(rows[fit[k]]);
+  for (int k = 0; k < shown; ++k) {
+    whole(fit[k]);
+    result.best.push_back(rows[fit[k]]);
+  }
   // The fastest simulated candidate, if it does not fit: what the cap costs.
   std::sort(simulated.begin(), simulated.end(), faster);
   if (!simulated.empty() && rows[simulated.front()].status == RowStatus::Oom &&
       (fit.empty() || faster(simulated.front(), fit.front()))) {
+    if (!is_deferred[simulated.front()]) whole(simulated.front());
     result.fastest_oom = rows[simulated.front()];
     result.has_fastest_oom = true;
   }
   if (result.best.size() >= 2) result.why_runner_up = why_runner_up(result.best);
+  // A lever's rows (left as the figures that rank them, but for those above) are never shown.
   for (int i = 0; i < n; ++i)
     if (listed[i]) result.rows.push_back(std::move(rows[i]));
   return result;

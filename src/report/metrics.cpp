@@ -753,8 +753,11 @@ std::string first_non_finite(const T& fields, const std::string& prefix) {
   return bad;
 }
 
-Report make_report(const std::string& study, const Schedule& schedule, const CostModel& cost,
-                   const Dag& dag, const Timeline& timeline) {
+namespace {
+
+// make_report, or with `attribute` false its figures alone (report_figures).
+Report report_of(const std::string& study, const Schedule& schedule, const CostModel& cost,
+                 const Dag& dag, const Timeline& timeline, bool attribute) {
   Report rep;
   rep.study = study;
   rep.schedule = schedule.name;
@@ -765,7 +768,13 @@ Report make_report(const std::string& study, const Schedule& schedule, const Cos
   rep.ops = dag.size();
   const double T = timeline.iteration_time_s;
   rep.iteration_time_s = T;
-  const CommSeconds comm_s = attribute_ranks(dag, timeline, rep.ranks);
+  CommSeconds comm_s{};
+  if (attribute) {
+    comm_s = attribute_ranks(dag, timeline, rep.ranks);
+  } else {
+    rep.ranks.resize(dag.pp);
+    for (int r = 0; r < dag.pp; ++r) rep.ranks[r].rank = r;
+  }
 
   double ma = 0;
   for (const ChunkCost& c : cost.chunks) ma += c.activation_bytes;
@@ -824,6 +833,7 @@ Report make_report(const std::string& study, const Schedule& schedule, const Cos
     rep.samples_per_s = cost.samples_per_iteration / T;
     if (cost.gpus > 0) rep.tflops_per_gpu = cost.model_flops / T / cost.gpus / 1e12;
   }
+  if (!attribute) return rep;
   rep.critical_path = summarize_critical_path(dag, timeline);
   // Finite by construction: the inputs are bounded (docs/configuration.md, Bounds), so a figure
   // that overflowed is a bug, never a printed inf or a sweep row ranked ok.
@@ -833,6 +843,18 @@ Report make_report(const std::string& study, const Schedule& schedule, const Cos
                         "; its inputs are within their bounds, so this is a "
                         "bug");
   return rep;
+}
+
+}  // namespace
+
+Report make_report(const std::string& study, const Schedule& schedule, const CostModel& cost,
+                   const Dag& dag, const Timeline& timeline) {
+  return report_of(study, schedule, cost, dag, timeline, true);
+}
+
+Report report_figures(const std::string& study, const Schedule& schedule, const CostModel& cost,
+                      const Dag& dag, const Timeline& timeline) {
+  return report_of(study, schedule, cost, dag, timeline, false);
 }
 
 }  // namespace braid
