@@ -21,6 +21,7 @@
 #include "braid/cost_model.hpp"
 #include "braid/error.hpp"
 #include "braid/explore.hpp"
+#include "braid/rank_layout.hpp"
 #include "braid/schedule.hpp"
 #include "format.hpp"
 #include "pipeline.hpp"
@@ -241,7 +242,7 @@ std::vector<Configuration> search_candidates(const Study& study, const SearchSpa
           for (int etp : space.etp.empty() ? std::vector<int>{1} : space.etp) {
             axes.etp = {etp};
             axes.ep =
-                space.ep.empty() ? default_ep_values(study, pp, etp > 0 ? etp : tp) : space.ep;
+                space.ep.empty() ? default_ep_values(study, pp, expert_tp(tp, etp)) : space.ep;
             if (axes.ep.empty()) continue;
             for (const Configuration& c : cross_product(axes)) out.push_back(c);
           }
