@@ -116,17 +116,21 @@ inline LayerCost five_unit_layer(int layer) {
   return l;
 }
 
-inline CostModel five_unit_model(int chunks) {
+// A uniform model without contention of `chunks` chunks, chunk k one layer, layer_of(k).
+template <typename LayerOf>
+CostModel one_layer_chunks(int chunks, LayerOf layer_of) {
   CostModel cost;
   cost.uniform = true;
   cost.contention = Contention{1.0, 1.0};
   for (int k = 0; k < chunks; ++k) {
     ChunkCost c;
     c.virtual_stage = k;
-    c.add_layer(five_unit_layer(k));
+    c.add_layer(layer_of(k));
     cost.chunks.push_back(std::move(c));
   }
   return cost;
 }
+
+inline CostModel five_unit_model(int chunks) { return one_layer_chunks(chunks, five_unit_layer); }
 
 }  // namespace braid::test

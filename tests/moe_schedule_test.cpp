@@ -66,16 +66,7 @@ LayerCost moe_round_layer(int layer, bool cuts) {
 }
 
 CostModel moe_round_model(int chunks, bool cuts) {
-  CostModel cost;
-  cost.uniform = true;
-  cost.contention = Contention{1.0, 1.0};
-  for (int k = 0; k < chunks; ++k) {
-    ChunkCost c;
-    c.virtual_stage = k;
-    c.add_layer(moe_round_layer(k, cuts));
-    cost.chunks.push_back(std::move(c));
-  }
-  return cost;
+  return test::one_layer_chunks(chunks, [cuts](int k) { return moe_round_layer(k, cuts); });
 }
 
 struct Run {

@@ -120,12 +120,12 @@ double contended_iteration_s(RingCase rc, double compute_slowdown) {
   return simulate(lower(one_microbatch(), cm)).iteration_time_s;
 }
 
-// Start times of rank 0's PreAttn F compute ops, in order.
-std::vector<double> pre_attn_f_starts(const test::Simulated& r) {
+// Start times of rank 0's forward compute ops of `unit`, in order.
+std::vector<double> f_starts(const test::Simulated& r, UnitKind unit) {
   std::vector<double> starts;
   for (std::size_t i = 0; i < r.dag.ops.size(); ++i) {
     const DagOp& op = r.dag.ops[i];
-    if (op.kind == OpKind::Compute && op.unit == UnitKind::PreAttn && op.phase == Phase::F)
+    if (op.kind == OpKind::Compute && op.unit == unit && op.phase == Phase::F)
       starts.push_back(r.timeline.start_s[i]);
   }
   return starts;
@@ -140,7 +140,7 @@ TEST_CASE("a ring all-gather hides a transfer shorter than its GEMM piece, front
   const test::Simulated hidden = ring_case({.x = 0.5});
   CHECK(hidden.report.iteration_time_s == Approx(28));
   CHECK(hidden.report.ranks[0].tp_exposed_s == Approx(0).margin(1e-12));
-  CHECK(pre_attn_f_starts(hidden) == std::vector<double>{0, 1, 2, 3});
+  CHECK(f_starts(hidden, UnitKind::PreAttn) == std::vector<double>{0, 1, 2, 3});
   test::check_sum_identity(hidden.report);
 }
 
@@ -149,7 +149,7 @@ TEST_CASE("a chunk whose transfer outlasts its GEMM piece exposes (tp - 1)(x - p
   // x = 1.5 > p = 1: pieces [0,1], [1.5,2.5], [3,4], [4.5,5.5]; span p + (tp-1)x = 5.5,
   // exposed (tp-1)(x-p) = 1.5.
   const test::Simulated slow = ring_case({.x = 1.5});
-  CHECK(pre_attn_f_starts(slow) == std::vector<double>{0, 1.5, 3, 4.5});
+  CHECK(f_starts(slow, UnitKind::PreAttn) == std::vector<double>{0, 1.5, 3, 4.5});
   CHECK(slow.report.iteration_time_s == Approx(28 + 1.5));
   CHECK(slow.report.ranks[0].tp_exposed_s == Approx(1.5));
   test::check_pp_idle(slow.report, slow.dag, slow.timeline);
@@ -157,7 +157,7 @@ TEST_CASE("a chunk whose transfer outlasts its GEMM piece exposes (tp - 1)(x - p
   // 0.5 s. Head [0,1], pieces [1,1.5], [2.5,3], [4,4.5], [5.5,6], tail [6,7]: span 7, exposed
   // (tp-1)(x-p) = 3; the first transfer waits for the head (it sends what the norm wrote).
   const test::Simulated segment = ring_case({.x = 1.5, .begin = 0.25, .end = 0.75});
-  CHECK(pre_attn_f_starts(segment) == std::vector<double>{0, 1, 2.5, 4, 5.5, 6});
+  CHECK(f_starts(segment, UnitKind::PreAttn) == std::vector<double>{0, 1, 2.5, 4, 5.5, 6});
   CHECK(segment.report.iteration_time_s == Approx(28 + 3));
   CHECK(segment.report.ranks[0].tp_exposed_s == Approx(3));
   test::check_pp_idle(segment.report, segment.dag, segment.timeline);
@@ -196,17 +196,6 @@ test::Simulated pipelined_rs_case(double x, double slowdown = 1) {
   return test::simulated(one_microbatch(), cm, false);
 }
 
-// Start times of rank 0's Attn F compute ops, in order.
-std::vector<double> attn_f_starts(const test::Simulated& r) {
-  std::vector<double> starts;
-  for (std::size_t i = 0; i < r.dag.ops.size(); ++i) {
-    const DagOp& op = r.dag.ops[i];
-    if (op.kind == OpKind::Compute && op.unit == UnitKind::Attn && op.phase == Phase::F)
-      starts.push_back(r.timeline.start_s[i]);
-  }
-  return starts;
-}
-
 }  // namespace
 
 TEST_CASE("a pipelined reduce-scatter exposes its last chunk when each fits under the next GEMM",
@@ -215,7 +204,7 @@ TEST_CASE("a pipelined reduce-scatter exposes its last chunk when each fits unde
   // reduce-scatter [5.5,6], [6,6.5], [6.5,7], then the last [7,7.5] after the last piece; the
   // residual tail waits for it: [7.5,8.5]. Exposed: the last chunk's x = 0.5.
   const test::Simulated hidden = pipelined_rs_case(0.5);
-  CHECK(attn_f_starts(hidden) == std::vector<double>{4, 5, 5.5, 6, 6.5, 7.5});
+  CHECK(f_starts(hidden, UnitKind::Attn) == std::vector<double>{4, 5, 5.5, 6, 6.5, 7.5});
   CHECK(hidden.report.iteration_time_s == Approx(28 + 0.5));
   CHECK(hidden.report.ranks[0].tp_exposed_s == Approx(0.5));
   test::check_sum_identity(hidden.report);
@@ -228,7 +217,7 @@ TEST_CASE("a pipelined reduce-scatter chunk that outlasts the next GEMM piece is
   // the reduce-scatters queue: [5.5,6.5], [6.5,7.5], [7.5,8.5], [8.5,9.5]; the tail starts at
   // 9.5 in place of 7. Exposed x + 3 (x - p) = 1 + 1.5 = 2.5.
   const test::Simulated slow = pipelined_rs_case(1);
-  CHECK(attn_f_starts(slow) == std::vector<double>{4, 5, 5.5, 6, 6.5, 9.5});
+  CHECK(f_starts(slow, UnitKind::Attn) == std::vector<double>{4, 5, 5.5, 6, 6.5, 9.5});
   CHECK(slow.report.iteration_time_s == Approx(28 + 2.5));
   CHECK(slow.report.ranks[0].tp_exposed_s == Approx(2.5));
   test::check_sum_identity(slow.report);
