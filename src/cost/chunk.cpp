@@ -68,12 +68,12 @@ bool ChunkCost::has_all_to_all_cuts(int l) const {
 }
 
 std::span<const UnitCost> ChunkCost::to_dispatch(int l) const {
-  return layer(l).first(static_cast<std::size_t>(layers[static_cast<std::size_t>(l)].dispatch + 1));
+  return layer(l).first(static_cast<std::size_t>(layers[static_cast<std::size_t>(l)].dispatch) + 1);
 }
 
 std::span<const UnitCost> ChunkCost::between_all_to_alls(int l) const {
   const LayerSpan& s = layers[static_cast<std::size_t>(l)];
-  return layer(l).subspan(static_cast<std::size_t>(s.dispatch + 1),
+  return layer(l).subspan(static_cast<std::size_t>(s.dispatch) + 1,
                           static_cast<std::size_t>(s.combine - s.dispatch - 1));
 }
 
