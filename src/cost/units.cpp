@@ -194,6 +194,32 @@ struct GemmSpan {
   double begin_s = 0, gemm_s = 0;
 };
 
+// The phase's TP collective of `kind` at `position` that a userbuffers overlap moves inside the
+// GEMM `span`, or end(): none when the phase has no such collective, no time or GEMM, or already
+// runs a collective inside (one compute runs one ring or pipeline here).
+Collectives::iterator overlappable_tp(PhaseCost& p, CollectiveKind kind,
+                                      CollectivePosition position, GemmSpan span) {
+  const auto end = p.collectives.end();
+  const auto found = std::find_if(p.collectives.begin(), end, [&](const Collective& c) {
+    return c.group == Group::Tp && c.kind == kind && c.position == position;
+  });
+  if (found == end || p.time_s <= 0 || span.gemm_s <= 0) return end;
+  if (std::any_of(p.collectives.begin(), end,
+                  [](const Collective& c) { return c.position == CollectivePosition::Inside; }))
+    return end;
+  return found;
+}
+
+// Puts `inside` in the phase's compute over the GEMM `span`, in place of `replaced`.
+void place_inside(PhaseCost& p, Collective inside, const Collectives::iterator& replaced,
+                  GemmSpan span) {
+  inside.segment_begin = std::clamp(span.begin_s / p.time_s, 0.0, 1.0);
+  inside.segment_end =
+      std::clamp((span.begin_s + span.gemm_s) / p.time_s, inside.segment_begin, 1.0);
+  p.collectives.erase(replaced);
+  p.collectives.push_back(inside);
+}
+
 // Transformer Engine's ring-exchange all-gather (comm_gemm_overlap.cpp,
 // CommOverlapP2PBase::split_overlap_ag; the default method of qkv_fprop, fc1_fprop, proj_dgrad
 // and fc2_dgrad in pytorch/module/base.py initialize_ub): the GEMM runs in tp chunks, chunk 0 on
@@ -203,14 +229,9 @@ struct GemmSpan {
 // ring inside (the CP ring of attention's backward) keeps its all-gather before: one compute runs
 // one ring here.
 void add_tp_ring_gather(PhaseCost& p, const TpSetup& tp, GemmSpan span) {
-  const auto gather = std::find_if(p.collectives.begin(), p.collectives.end(), [](const auto& c) {
-    return c.group == Group::Tp && c.kind == CollectiveKind::AllGather &&
-           c.position == CollectivePosition::Before;
-  });
-  if (gather == p.collectives.end() || p.time_s <= 0 || span.gemm_s <= 0) return;
-  if (std::any_of(p.collectives.begin(), p.collectives.end(),
-                  [](const Collective& c) { return c.position == CollectivePosition::Inside; }))
-    return;
+  const auto gather =
+      overlappable_tp(p, CollectiveKind::AllGather, CollectivePosition::Before, span);
+  if (gather == p.collectives.end()) return;
   Collective c;
   c.kind = CollectiveKind::P2P;
   c.group = Group::Tp;
@@ -221,10 +242,7 @@ void add_tp_ring_gather(PhaseCost& p, const TpSetup& tp, GemmSpan span) {
   const double chunk_bytes = gather->bytes / tp.tp;
   c.bytes = (tp.tp - 1) * chunk_bytes;
   c.time_s = (tp.tp - 1) * collective_time_s(*tp.link, CollectiveKind::P2P, 2, chunk_bytes);
-  c.segment_begin = std::clamp(span.begin_s / p.time_s, 0.0, 1.0);
-  c.segment_end = std::clamp((span.begin_s + span.gemm_s) / p.time_s, c.segment_begin, 1.0);
-  p.collectives.erase(gather);
-  p.collectives.push_back(c);
+  place_inside(p, c, gather, span);
 }
 
 // Transformer Engine's pipelined reduce-scatter (comm_gemm_overlap.cpp,
@@ -236,14 +254,9 @@ void add_tp_ring_gather(PhaseCost& p, const TpSetup& tp, GemmSpan span) {
 // the scattered output) wait for the last chunk's. A phase that already runs a ring inside (the
 // CP ring of attention's forward) keeps its reduce-scatter after.
 void add_tp_pipelined_rs(PhaseCost& p, const TpSetup& tp, GemmSpan span) {
-  const auto scatter = std::find_if(p.collectives.begin(), p.collectives.end(), [](const auto& c) {
-    return c.group == Group::Tp && c.kind == CollectiveKind::ReduceScatter &&
-           c.position == CollectivePosition::After;
-  });
-  if (scatter == p.collectives.end() || p.time_s <= 0 || span.gemm_s <= 0) return;
-  if (std::any_of(p.collectives.begin(), p.collectives.end(),
-                  [](const Collective& c) { return c.position == CollectivePosition::Inside; }))
-    return;
+  const auto scatter =
+      overlappable_tp(p, CollectiveKind::ReduceScatter, CollectivePosition::After, span);
+  if (scatter == p.collectives.end()) return;
   Collective c;
   c.kind = CollectiveKind::ReduceScatter;
   c.group = Group::Tp;
@@ -255,10 +268,7 @@ void add_tp_pipelined_rs(PhaseCost& p, const TpSetup& tp, GemmSpan span) {
   c.bytes = scatter->bytes;
   c.time_s = kTeRsSplits * collective_time_s(*tp.link, CollectiveKind::ReduceScatter, tp.tp,
                                              scatter->bytes / kTeRsSplits);
-  c.segment_begin = std::clamp(span.begin_s / p.time_s, 0.0, 1.0);
-  c.segment_end = std::clamp((span.begin_s + span.gemm_s) / p.time_s, c.segment_begin, 1.0);
-  p.collectives.erase(scatter);
-  p.collectives.push_back(c);
+  place_inside(p, c, scatter, span);
 }
 
 // A lookup of the roofline without logging its kernel again (the phase's timing logged it).
