@@ -650,7 +650,8 @@ void attn_cost(UnitCost& u, const LayerTerms& L) {
   row_gemm_weight_grad(u, L, o / t, proj, proj_in + grad_out);
   // The ring: while step j computes, the KV chunk of step j + 1 arrives (K and V of the GPU's
   // tokens, kv heads / t). The backward passes KV and the accumulated dKV around the ring.
-  const double kv_bytes = 2 * T * k / t * e;
+  // MLA: K at the query/key width, V at the value width (both per head, from the latent).
+  const double kv_bytes = s.mla ? T * (k + o) / t * e : 2 * T * k / t * e;
   if (hierarchical) {
     // a2a+p2p: the a2a type's all-to-alls over the A-group (flash_attn_a2a_communicate with
     // cp_group_a2a: Q, K, V before, the output after; dO before, dQ, dK, dV after; the same bytes
