@@ -637,3 +637,65 @@ TEST_CASE("the shipped MoE models count their published totals", "[config][moe]"
   CHECK(counts("qwen3-235b-a22b").total == Approx(235e9).epsilon(0.005));
   CHECK(counts("qwen3-235b-a22b").active == Approx(22e9).epsilon(0.01));
 }
+
+// ---- multi-head latent attention ----------------------------------------------------------------
+
+namespace {
+
+// A one-layer model with an `mla:` map (body `mla`): hidden 64, 4 heads, ffn 128.
+std::string mla_model(const std::string& mla, const std::string& extra = "") {
+  return "name: tiny-mla\nlayers: 1\nhidden: 64\nheads: 4\nffn: 128\nvocab: 1000\n" + extra +
+         "mla:\n" + mla;
+}
+
+}  // namespace
+
+TEST_CASE("an mla block replaces the QKV projection's parameters, counted by hand",
+          "[config][mla]") {
+  const ModelConfig m = load_model(
+      scratch("tiny-mla.yaml", mla_model("  q_lora_rank: 16\n  kv_lora_rank: 8\n  qk_head_dim: 8\n"
+                                         "  qk_pos_emb_head_dim: 4\n  v_head_dim: 8\n")));
+  REQUIRE(m.mla);
+  CHECK(*m.mla == MlaConfig{16, 8, 8, 4, 8});
+  // q_down 64 x 16 = 1,024, q norm 16, q_up 16 x 4 x (8 + 4) = 768, kv_down 64 x (8 + 4) = 768,
+  // kv norm 8, kv_up 8 x 4 x (8 + 8) = 512, out 4 x 8 x 64 = 2,048: 5,144. Two norms 128,
+  // MLP 3 x 64 x 128 = 24,576: 29,848 per layer.
+  CHECK(count_parameters(m).per_layer == 29'848);
+  // Without q compression q is one projection, 64 x 4 x 12 = 3,072, in place of 1,808.
+  const ModelConfig plain = load_model(scratch(
+      "tiny-mla-plain.yaml",
+      mla_model(
+          "  kv_lora_rank: 8\n  qk_head_dim: 8\n  qk_pos_emb_head_dim: 4\n  v_head_dim: 8\n")));
+  CHECK(plain.mla->q_lora_rank == 0);
+  CHECK(count_parameters(plain).per_layer == 29'848 - 1'808 + 3'072);
+}
+
+TEST_CASE("mla fields are validated with one error naming the field", "[config][mla][errors]") {
+  auto error_of = [](const std::string& mla, const std::string& extra = "") {
+    return input_error([&] { load_model(scratch("bad-mla.yaml", mla_model(mla, extra))); });
+  };
+  const std::string widths = "  qk_head_dim: 8\n  qk_pos_emb_head_dim: 4\n  v_head_dim: 8\n";
+  InputError e = error_of(widths);
+  CHECK(e.field == "mla.kv_lora_rank");
+  CHECK_THAT(e.problem, Catch::Contains("missing"));
+  e = error_of("  kv_lora_rank: 8\n  q_lora_rank: -1\n" + widths);
+  CHECK(e.field == "mla.q_lora_rank");
+  CHECK(e.problem == "must be 0 or a positive integer up to 1048576, got -1");
+  e = error_of("  kv_lora_rank: 8\n  v_head: 8\n" + widths);
+  CHECK(e.field == "mla.v_head");
+  CHECK_THAT(e.problem, Catch::Contains("unknown field"));
+  e = error_of("  kv_lora_rank: 8\n" + widths, "kv_heads: 2\n");
+  CHECK(e.field == "mla.kv_lora_rank");
+  CHECK(e.problem ==
+        "one latent serves all 4 heads, so kv_heads must equal heads (got 2); drop kv_heads");
+}
+
+TEST_CASE("DeepSeek-V3's model file counts 671.03 B total, 37.55 B active", "[config][mla]") {
+  // The sums by hand are in hf_import_test ("DeepSeek-V3 imports its MLA and experts").
+  const ModelConfig m = load_model(resolve_config("models", "deepseek-v3"));
+  const ParameterCount p = count_parameters(m);
+  CHECK(p.total == 671'026'404'352);
+  CHECK(p.active == 37'552'282'624);
+  CHECK(p.per_layer == 583'483'392);
+  CHECK(p.per_moe_layer == 11'507'286'016);
+}

@@ -401,3 +401,47 @@ TEST_CASE("simulate and theory refuse the same --unit-costs with the same line",
     CHECK(sim.err == theory.err);
   }
 }
+
+TEST_CASE("MLA's units: the latents' TP collectives, its GEMM FLOPs and what it saves, by hand",
+          "[cost][mla]") {
+  // DeepSeek-V3's attention widths on an 8-layer dense model: h 7168, 128 heads, q_lora 1536,
+  // kv_lora 512, qk 128, rope 64, v 128; tp 4 with SP, seq 4096, mbs 1 (T 4096, Ts 1024).
+  const std::string file = (test::scratch_dir() / "mla-dense.yaml").string();
+  std::ofstream(file) << "name: mla-dense\nlayers: 8\nhidden: 7168\nheads: 128\nffn: 18432\n"
+                         "vocab: 129280\nmla:\n  q_lora_rank: 1536\n  kv_lora_rank: 512\n"
+                         "  qk_head_dim: 128\n  qk_pos_emb_head_dim: 64\n  v_head_dim: 128\n";
+  Study s = study_of(file, "a800x16", 4, 2, 4096, true);
+  CostModel cm = build_cost_model(s, load_profile("a800"), 2);
+  const auto l = cm.chunks[0].layer(0);
+  // PreAttn gathers the up-projections' inputs, not the hidden state: 4096 x (1536 + 512 + 64)
+  // x 2 bytes = 17,301,504; its backward reduce-scatters the same.
+  CHECK(collective_of(l[0][Phase::F]).kind == CollectiveKind::AllGather);
+  CHECK(collective_of(l[0][Phase::F]).bytes == 17'301'504);
+  CHECK(collective_of(l[0][Phase::B]).kind == CollectiveKind::ReduceScatter);
+  CHECK(collective_of(l[0][Phase::B]).bytes == 17'301'504);
+  // Attn's are a dense layer's: 4096 x 7168 x 2.
+  CHECK(collective_of(l[1][Phase::F]).bytes == 4096.0 * 7168 * 2);
+  // PreAttn FLOPs: the duplicated down-projection over the GPU's 1024 tokens, 2 x 1024 x 7168 x
+  // 2112 = 31,004,295,168; the up-projections over all 4096 tokens at 128 / 4 heads: q 1536 x
+  // 32 x 192 = 9,437,184, kv 512 x 32 x 256 = 4,194,304, 2 x 4096 x 13,631,488 =
+  // 111,669,149,696. Sum 142,673,444,864.
+  CHECK(l[0][Phase::F].flops == 142'673'444'864.0);
+  // Attn FLOPs: causal QK^T at 192 and P.V at 128 per head, 4096 x 4096 x 32 x (192 + 128) =
+  // 171,798,691,840; out-projection 2 x 4096 x (32 x 128) x 7168 = 240,518,168,576.
+  CHECK(l[1][Phase::F].flops == 171'798'691'840.0 + 240'518'168'576.0);
+  // PreAttn saves the norm and GEMM inputs of the hidden state and of the two latents, sharded:
+  // 2 x 1024 x (7168 + 2048) x 2 bytes = 37,748,736.
+  CHECK(l[0][Phase::F].alloc_bytes == 37'748'736);
+  // Attn saves q, k, v (4096 x 32 x (192 + 192 + 128) x 2 = 134,217,728) and the
+  // out-projection's input (4096 x 32 x 128 x 2 = 33,554,432).
+  CHECK(l[1][Phase::F].alloc_bytes == 134'217'728.0 + 33'554'432.0);
+  // Every unit frees what it allocates.
+  for (const auto& u : l) {
+    double alloc = 0, freed = 0;
+    for (const auto& p : u.phase) {
+      alloc += p.alloc_bytes;
+      freed += p.free_bytes;
+    }
+    CHECK(alloc == Approx(freed));
+  }
+}

@@ -457,6 +457,7 @@ TEST_CASE("the shard fingerprint's visitors list every member of the study's str
   CHECK(visited(ModelConfig{}) == member_count<ModelConfig>());
   CHECK(visited(VisionConfig{}) == member_count<VisionConfig>());
   CHECK(visited(MoeConfig{}) == member_count<MoeConfig>());
+  CHECK(visited(MlaConfig{}) == member_count<MlaConfig>());
   CHECK(visited(MoeRouting{}) == member_count<MoeRouting>());
   CHECK(visited(ClusterConfig{}) == member_count<ClusterConfig>());
   CHECK(visited(LinkConfig{}) == member_count<LinkConfig>());
@@ -473,7 +474,7 @@ TEST_CASE("the shard fingerprint's visitors list every member of the study's str
   explore::visit_study_fields(ExploreOptions{}, count, count);
   CHECK(options == member_count<ExploreOptions>());
   CHECK(member_count<TrainingConfig>() == 23);  // the count itself works
-  CHECK(member_count<ModelConfig>() == 21);     // std::optional<VisionConfig> counts as one
+  CHECK(member_count<ModelConfig>() == 22);     // std::optional<VisionConfig> counts as one
 }
 
 TEST_CASE("shards of studies that differ only in gradient_accumulation_fusion refuse to merge",

@@ -1,11 +1,13 @@
 // Hugging Face config.json import (config.hpp: import_hf_model, model_yaml, load_model_ref): the
 // real config.json of each supported architecture (tests/data/hf, sources in tests/data/README.md)
-// gives braid's parameter count within 0.5 % of the published one; Mixtral and Qwen3-MoE bring
-// their experts, other Mixture-of-Experts and unknown classes are refused in one line; `hf:` works
+// gives braid's parameter count within 0.5 % of the published one; Mixtral, Qwen3-MoE and
+// DeepSeek-V2/V3 bring their experts (DeepSeek also its multi-head latent attention), other
+// Mixture-of-Experts and unknown classes are refused in one line; `hf:` works
 // wherever a model is named; `braid import hf` writes a YAML file that loads back to the same
 // model.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -238,6 +240,83 @@ TEST_CASE("Qwen3-30B-A3B imports 128 experts of 768, top-8: 30.5 B total, 3.3 B 
   CHECK(p.active == Approx(3.3e9).epsilon(0.02));
 }
 
+TEST_CASE("DeepSeek-V3 imports its MLA and experts: 671.03 B total, 37.55 B active",
+          "[hf][moe][mla]") {
+  const HfModel m = import_hf_model(hf("deepseek-v3"));
+  CHECK(m.architecture == "DeepseekV3ForCausalLM");
+  REQUIRE(m.model.moe);
+  REQUIRE(m.model.mla);
+  const MoeConfig& e = *m.model.moe;
+  CHECK(e.experts == 256);
+  CHECK(e.top_k == 8);
+  CHECK(e.expert_ffn == 2048);
+  CHECK(e.shared_experts == 1);
+  CHECK(e.shared_expert_ffn == 2048);
+  CHECK(e.first_k_dense == 3);
+  CHECK(e.router_score == RouterScore::Sigmoid);
+  CHECK(e.router_groups == 8);  // topk_method noaux_tc: node-limited routing
+  CHECK(e.router_group_top_k == 4);
+  CHECK(*m.model.mla == MlaConfig{1536, 512, 128, 64, 128});
+  CHECK(m.model.kv_heads == 128);
+  // The shipped model file is the same model.
+  const ModelConfig shipped =
+      load_model(fs::path(BRAID_SOURCE_DIR) / "configs/models/deepseek-v3.yaml");
+  CHECK(test::sizes_of(shipped) == test::sizes_of(m.model));
+  CHECK(*shipped.moe == e);
+  CHECK(*shipped.mla == *m.model.mla);
+  // The multi-token prediction module is read and left out, as the report's 671 B leaves it.
+  CHECK(std::any_of(m.notes.begin(), m.notes.end(), [](const std::string& n) {
+    return n.rfind("num_nextn_predict_layers 1", 0) == 0;
+  }));
+  // By hand (h 7168, 128 heads, q_lora 1536, kv_lora 512, qk 128, rope 64, v 128):
+  //   attention: q_down 7168 x 1536 = 11,010,048 + q norm 1,536 + q_up 1536 x 128 x 192 =
+  //   37,748,736 + kv_down 7168 x 576 = 4,128,768 + kv norm 512 + kv_up 512 x 128 x 256 =
+  //   16,777,216 + out 128 x 128 x 7168 = 117,440,512 -> 187,107,328; two norms 14,336.
+  //   dense layer: + 3 x 7168 x 18432 = 396,361,728 -> 583,483,392.
+  //   MoE layer: + router 7168 x 256 = 1,835,008 + 257 experts x 3 x 7168 x 2048 (44,040,192)
+  //   -> 11,507,286,016; active (8 routed + 1 shared) 585,318,400.
+  //   3 dense + 58 MoE = 669,173,039,104; embedding and head 2 x 129280 x 7168 + final norm
+  //   7168 = 1,853,365,248 -> 671,026,404,352. Active: 1,750,450,176 + 58 x 585,318,400 +
+  //   1,853,365,248 = 37,552,282,624.
+  const ParameterCount p = count_parameters(m.model);
+  CHECK(p.total == 671'026'404'352);
+  CHECK(p.active == 37'552'282'624);
+  // Published (arXiv 2412.19437): 671 B total, 37 B activated.
+  CHECK(p.total == Approx(671e9).epsilon(0.005));
+  CHECK(p.active == Approx(37e9).epsilon(0.02));
+}
+
+TEST_CASE("DeepSeek-V2-Lite imports without query compression (q_lora_rank null): 15.7 B",
+          "[hf][moe][mla]") {
+  const HfModel m = import_hf_model(hf("deepseek-v2-lite"));
+  CHECK(m.architecture == "DeepseekV2ForCausalLM");
+  REQUIRE(m.model.mla);
+  CHECK(*m.model.mla == MlaConfig{0, 512, 128, 64, 128});
+  REQUIRE(m.model.moe);
+  CHECK(m.model.moe->experts == 64);
+  CHECK(m.model.moe->shared_experts == 2);
+  CHECK(m.model.moe->first_k_dense == 1);
+  CHECK(m.model.moe->router_score == RouterScore::Softmax);
+  CHECK(m.model.moe->router_groups == 0);  // topk_method greedy, one group: not limited
+  // By hand: attention q_proj 2048 x 16 x 192 = 6,291,456 + kv_down 2048 x 576 = 1,179,648 +
+  // 512 + kv_up 512 x 16 x 256 = 2,097,152 + out 16 x 128 x 2048 = 4,194,304 = 13,763,072;
+  // norms 4,096; dense MLP 3 x 2048 x 10944 = 67,239,936 -> 81,007,104; MoE layer: router
+  // 131,072 + 66 x 8,650,752 -> 584,847,872 (active: 8 x 8,650,752 -> 83,104,256).
+  // 81,007,104 + 26 x 584,847,872 + 2 x 102400 x 2048 + 2048 = 15,706,484,224; active
+  // 81,007,104 + 26 x 83,104,256 + 419,432,448 = 2,661,150,208 (the report's 2.4 B activated
+  // leaves out the input embedding and counts fewer; braid counts every weight a token uses).
+  const ParameterCount p = count_parameters(m.model);
+  CHECK(p.total == 15'706'484'224);
+  CHECK(p.active == 2'661'150'208);
+  CHECK(p.total == Approx(15.7e9).epsilon(0.005));
+  // The YAML `braid import hf` writes loads back to the same model.
+  const fs::path yaml = write_scratch("v2-lite.yaml", model_yaml(m));
+  const ModelConfig back = load_model(yaml);
+  CHECK(*back.mla == *m.model.mla);
+  CHECK(*back.moe == *m.model.moe);
+  CHECK(count_parameters(back).total == p.total);
+}
+
 TEST_CASE(
     "Qwen3-MoE's dense layers: a leading mlp_only_layers list is first_k_dense, any other "
     "pattern is refused",
@@ -265,18 +344,7 @@ TEST_CASE("classes braid cannot build yet are refused naming the field and the p
   const std::string known =
       "; braid imports: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
       "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, NemotronForCausalLM, "
-      "MixtralForCausalLM, Qwen3MoeForCausalLM";
-  // DeepSeek-V3's experts would import (shared experts, first dense layers, grouped routing are
-  // fields of moe:); its attention is what braid lacks.
-  const fs::path deepseek =
-      write_scratch("deepseek/config.json",
-                    R"({"architectures": ["DeepseekV3ForCausalLM"], "n_routed_experts": 256,
-          "kv_lora_rank": 512, "q_lora_rank": 1536})");
-  CHECK(import_error(deepseek) ==
-        deepseek.string() +
-            ": kv_lora_rank: DeepseekV3ForCausalLM's multi-head latent attention is not modelled "
-            "yet" +
-            known);
+      "MixtralForCausalLM, Qwen3MoeForCausalLM, DeepseekV2ForCausalLM, DeepseekV3ForCausalLM";
   const fs::path qwen2_moe =
       write_scratch("qwen2-moe/config.json",
                     R"({"architectures": ["Qwen2MoeForCausalLM"], "num_experts": 60,
@@ -296,7 +364,8 @@ TEST_CASE("an unknown architecture is refused with the known ones", "[hf]") {
             ": architectures: 'FalconForCausalLM' is not a known architecture; known: "
             "LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM, "
             "GemmaForCausalLM, Gemma2ForCausalLM, Gemma3ForCausalLM, NemotronForCausalLM, "
-            "MixtralForCausalLM, Qwen3MoeForCausalLM");
+            "MixtralForCausalLM, Qwen3MoeForCausalLM, DeepseekV2ForCausalLM, "
+            "DeepseekV3ForCausalLM");
 }
 
 TEST_CASE("a missing or malformed field names the file and the key", "[hf]") {

@@ -24,7 +24,7 @@ namespace {
 // Every member of ModelConfig but where it came from (name, file): a new member must be compared
 // here (the count below fails until it is).
 void check_same_model(const ModelConfig& a, const ModelConfig& b) {
-  static_assert(braid::test::member_count<ModelConfig>() == 21, "compare the new member below");
+  static_assert(braid::test::member_count<ModelConfig>() == 22, "compare the new member below");
   CHECK(a.layers == b.layers);
   CHECK(a.hidden == b.hidden);
   CHECK(a.heads == b.heads);
@@ -44,6 +44,7 @@ void check_same_model(const ModelConfig& a, const ModelConfig& b) {
   CHECK(a.attention_impl == b.attention_impl);
   CHECK(a.vision.has_value() == b.vision.has_value());
   CHECK(a.moe == b.moe);
+  CHECK(a.mla == b.mla);
 }
 
 // Every member of the study but the model's name and file.
@@ -158,6 +159,31 @@ TEST_CASE("Megatron round trip: MoE models' experts, shared experts, dense layer
                              "  pad_to_capacity: true\n";
   o.model = moe_file;
   check_round_trip("default", o);
+}
+
+TEST_CASE("Megatron round trip: multi-head latent attention's widths", "[launch-args][mla]") {
+  // With q compression (DeepSeek-V3's widths on a small model) and without (q_lora_rank 0,
+  // Megatron's default None, so no --q-lora-rank is written).
+  const std::string head =
+      "name: mla-all\nlayers: 8\nhidden: 1024\nheads: 16\nffn: 4096\n"
+      "vocab: 32000\nmla:\n";
+  const std::string widths =
+      "  kv_lora_rank: 512\n  qk_head_dim: 128\n  qk_pos_emb_head_dim: 64\n  v_head_dim: 128\n";
+  const std::string compressed = (braid::test::scratch_dir() / "mla-q.yaml").string();
+  std::ofstream(compressed) << head << "  q_lora_rank: 1536\n" << widths;
+  StudyOverrides o{.model = compressed};
+  check_round_trip("default", o);
+  const std::string plain = (braid::test::scratch_dir() / "mla-plain.yaml").string();
+  std::ofstream(plain) << head << widths;
+  o.model = plain;
+  check_round_trip("default", o);
+  const Study s = load_study(resolve_config("studies", "default"), o);
+  const std::string flags = megatron_launch_args(s, {"1f1b-i", 1});
+  for (const char* line :
+       {"--multi-latent-attention \\\n", "--kv-lora-rank 512 \\\n", "--qk-head-dim 128 \\\n",
+        "--qk-pos-emb-head-dim 64 \\\n", "--v-head-dim 128 \\\n"})
+    CHECK_THAT(flags, Catch::Contains(line));
+  CHECK_THAT(flags, !Catch::Contains("--q-lora-rank"));
 }
 
 TEST_CASE("Megatron flags: one per line, comments first, what Megatron cannot run noted",

@@ -126,6 +126,28 @@ TEST_CASE("Megatron parallelism: tp, pp, virtual stages, SP, cp, ep and etp read
              Catch::StartsWith("--megatron-args: --num-layers-per-virtual-pipeline-stage: needs"));
 }
 
+TEST_CASE("Megatron MLA flags: --multi-latent-attention and its widths are the model's",
+          "[megatron-args][mla]") {
+  // DeepSeek-V3's attention (Megatron-LM's MLA arguments, _add_mla_args) on a small model.
+  const MegatronLaunch l = args(std::string(kGpt) +
+                                "--vocab-size 100 --multi-latent-attention --q-lora-rank 1536 "
+                                "--kv-lora-rank 512 --qk-head-dim 128 --qk-pos-emb-head-dim 64 "
+                                "--v-head-dim 128");
+  REQUIRE(l.overrides.model_config);
+  REQUIRE(l.overrides.model_config->mla);
+  CHECK(*l.overrides.model_config->mla == MlaConfig{1536, 512, 128, 64, 128});
+  CHECK(l.overrides.model_config->kv_heads == l.overrides.model_config->heads);
+  CHECK(l.not_modelled.empty());
+  // Megatron's defaults: no q compression, kv_lora_rank 32, 128 / 64 / 128.
+  const MegatronLaunch d = args(std::string(kGpt) + "--vocab-size 100 --multi-latent-attention");
+  REQUIRE(d.overrides.model_config->mla);
+  CHECK(*d.overrides.model_config->mla == MlaConfig{0, 32, 128, 64, 128});
+  // Without the switch the widths configure nothing Megatron builds: listed, not read.
+  const MegatronLaunch n = args(std::string(kGpt) + "--vocab-size 100 --kv-lora-rank 512");
+  CHECK_FALSE(n.overrides.model_config->mla);
+  CHECK(n.not_modelled == std::vector<std::string>{"--kv-lora-rank 512"});
+}
+
 TEST_CASE("Megatron MoE flags: experts, top-k, widths, dense layers, routing are the model's",
           "[megatron-args][moe]") {
   // Megatron-LM's Mixtral 8x7B settings (megatron/core/transformer/moe/README.md) with

@@ -137,6 +137,21 @@ struct MoeConfig {
   bool pad_to_capacity = false;
   auto operator<=>(const MoeConfig&) const = default;  // NOLINT(modernize-use-nullptr)
 };
+// Multi-head latent attention (model YAML `mla:`; docs/moe.md), as Megatron-Core's
+// MLASelfAttention builds it (megatron/core/transformer/multi_latent_attention.py): queries
+// through a low-rank q_lora_rank bottleneck (0: none, a plain column-parallel q projection, as
+// DeepSeek-V2-Lite), keys and values through a shared kv_lora_rank latent; each head's query and
+// key are qk_head_dim without and qk_pos_emb_head_dim with rotary embedding, its value
+// v_head_dim. With `mla` the model's head_dim is not used by attention.
+struct MlaConfig {
+  int q_lora_rank = 0;          // --q-lora-rank (0: no query compression)
+  int kv_lora_rank = 0;         // --kv-lora-rank
+  int qk_head_dim = 0;          // --qk-head-dim, the part without rotary embedding
+  int qk_pos_emb_head_dim = 0;  // --qk-pos-emb-head-dim, the rotary part (shared by the heads in k)
+  int v_head_dim = 0;           // --v-head-dim
+  auto operator<=>(const MlaConfig&) const = default;  // NOLINT(modernize-use-nullptr)
+};
+
 // Whether 0-based layer `layer` of a model with `moe` is an MoE layer; the count of them.
 bool is_moe_layer(const MoeConfig& moe, int layer);
 int moe_layer_count(const MoeConfig& moe, int layers);
@@ -173,6 +188,8 @@ struct ModelConfig {
   std::optional<VisionConfig> vision;
   // Mixture-of-Experts layers (none: a dense model). `ffn` stays the dense layers' width.
   std::optional<MoeConfig> moe;
+  // Multi-head latent attention in place of the q/k/v projections (none: standard attention).
+  std::optional<MlaConfig> mla;
 };
 
 // A link class of the cluster (NVLink inside a node, InfiniBand between nodes, PCIe to the host).

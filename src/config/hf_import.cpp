@@ -2,8 +2,9 @@
 // class transformers defines is read the way its modeling file builds the layers: which
 // keys it has, their defaults when absent, which projections carry biases, whether the MLP is
 // gated. Keys braid does not need are ignored; a feature braid reads but cannot model becomes a
-// note (kept as a comment by `braid import hf`). Mixtral and Qwen3-MoE bring their experts
-// (config.hpp: MoeConfig); other Mixture-of-Experts classes are refused naming the field. The
+// note (kept as a comment by `braid import hf`). Mixtral, Qwen3-MoE and DeepSeek-V2/V3 bring
+// their experts (config.hpp: MoeConfig), DeepSeek also its multi-head latent attention
+// (MlaConfig); other Mixture-of-Experts classes are refused naming the field. The
 // mapping table is in docs/configuration.md, "Hugging Face configs".
 #include <algorithm>
 #include <fstream>
@@ -32,6 +33,7 @@ enum class Family {
   Qwen3,     // Qwen3ForCausalLM: as Llama, with RMSNorm on q and k (qk-norm)
   Gemma,     // Gemma/Gemma2/Gemma3ForCausalLM: gated GELU (GeGLU), tied embeddings by default
   Nemotron,  // NemotronForCausalLM: LayerNorm (1p), squared-ReLU plain MLP, no biases
+  Deepseek,  // DeepseekV2/V3ForCausalLM: as Llama, with multi-head latent attention
   Refused,   // a class braid knows by name but cannot build yet: `refused_field` says why
 };
 
@@ -40,6 +42,7 @@ enum class Experts {
   None,
   Mixtral,   // MixtralSparseMoeBlock: num_local_experts, every layer, intermediate_size wide
   Qwen3Moe,  // Qwen3MoeSparseMoeBlock: num_experts, moe_intermediate_size, decoder_sparse_step
+  Deepseek,  // DeepseekV3MoE: n_routed_experts, n_shared_experts, first_k_dense_replace, groups
 };
 
 struct Architecture {
@@ -66,10 +69,8 @@ constexpr Architecture kArchitectures[] = {
     {"Qwen2MoeForCausalLM", Family::Refused, Experts::None, "shared_expert_intermediate_size",
      "gated shared expert"},
     // DeepseekV2/V3Attention: q and kv through low-rank projections (q_lora_rank, kv_lora_rank).
-    {"DeepseekV2ForCausalLM", Family::Refused, Experts::None, "kv_lora_rank",
-     "multi-head latent attention"},
-    {"DeepseekV3ForCausalLM", Family::Refused, Experts::None, "kv_lora_rank",
-     "multi-head latent attention"},
+    {"DeepseekV2ForCausalLM", Family::Deepseek, Experts::Deepseek},
+    {"DeepseekV3ForCausalLM", Family::Deepseek, Experts::Deepseek},
 };
 
 std::string known_architectures() {
@@ -237,6 +238,51 @@ MoeConfig qwen3_moe_experts(const HfFields& f, const ModelConfig& m) {
   return moe;
 }
 
+// DeepSeek-V2/V3's experts (modeling_deepseek_v3.py, DeepseekV3MoE and DeepseekV3DecoderLayer):
+// layer l is MoE from first_k_dense_replace on when l % moe_layer_freq == 0 (braid's rule); the
+// shared experts are one MLP n_shared_experts x moe_intermediate_size wide (the same weights as
+// n_shared_experts experts). Group-limited routing (topk_method group_limited_greedy or noaux_tc)
+// over n_group groups, topk_group of them per token; one group is no limit.
+MoeConfig deepseek_experts(const HfFields& f, const ModelConfig& m) {
+  MoeConfig moe;
+  moe.experts = f.positive_int("n_routed_experts");
+  moe.top_k = f.positive_int("num_experts_per_tok");
+  moe.expert_ffn = f.positive_int("moe_intermediate_size");
+  moe.shared_experts = f.has("n_shared_experts") ? f.positive_int("n_shared_experts") : 0;
+  moe.shared_expert_ffn = moe.expert_ffn;
+  moe.layer_freq = f.positive_int_or("moe_layer_freq", 1);
+  moe.first_k_dense = f.has("first_k_dense_replace") ? f.positive_int("first_k_dense_replace") : 0;
+  if (moe.first_k_dense >= m.layers) f.fail("first_k_dense_replace", "leaves no MoE layer");
+  const std::string score = f.string_or("scoring_func", "softmax");
+  if (score != "softmax" && score != "sigmoid")
+    f.fail("scoring_func", "'" + score + "' is not modelled; braid models softmax and sigmoid");
+  moe.router_score = score == "sigmoid" ? RouterScore::Sigmoid : RouterScore::Softmax;
+  const std::string method = f.string_or("topk_method", "greedy");
+  const int groups = f.positive_int_or("n_group", 1);
+  if ((method == "group_limited_greedy" || method == "noaux_tc") && groups > 1) {
+    moe.router_groups = groups;
+    moe.router_group_top_k = f.positive_int("topk_group");
+    if (moe.experts % groups != 0 || moe.router_group_top_k > groups ||
+        moe.top_k > moe.router_group_top_k * (moe.experts / groups))
+      f.fail("n_group",
+             "must divide n_routed_experts, be at least topk_group and leave "
+             "num_experts_per_tok experts reachable");
+  }
+  return moe;
+}
+
+// DeepSeek's multi-head latent attention (modeling_deepseek_v3.py, DeepseekV3Attention):
+// q_lora_rank null is DeepSeek-V2-Lite's plain q_proj.
+MlaConfig deepseek_mla(const HfFields& f) {
+  MlaConfig mla;
+  mla.q_lora_rank = f.positive_int_or("q_lora_rank", 0);
+  mla.kv_lora_rank = f.positive_int("kv_lora_rank");
+  mla.qk_head_dim = f.positive_int("qk_nope_head_dim");
+  mla.qk_pos_emb_head_dim = f.positive_int("qk_rope_head_dim");
+  mla.v_head_dim = f.positive_int("v_head_dim");
+  return mla;
+}
+
 }  // namespace
 
 HfModel import_hf_model(const fs::path& path) {
@@ -267,7 +313,8 @@ HfModel import_hf_model(const fs::path& path) {
   switch (arch.family) {
     case Family::Llama:
     case Family::Qwen2:
-    case Family::Qwen3: {
+    case Family::Qwen3:
+    case Family::Deepseek: {
       check_gated_activation(f, "hidden_act", f.string_or("hidden_act", "silu"));
       m.activation = MlpActivation::SwiGLU;
       m.tied_embeddings = f.boolean_or("tie_word_embeddings", false);
@@ -289,6 +336,15 @@ HfModel import_hf_model(const fs::path& path) {
               "counted");
           if (f.boolean_or("use_sliding_window", false))
             note_sliding_window(f, out, "layers from max_window_layers on");
+        } else if (arch.family == Family::Deepseek) {
+          if (m.qkv_bias) f.fail("attention_bias", "true is not modelled for MLA's projections");
+          m.mla = deepseek_mla(f);
+          m.kv_heads = m.heads;  // one latent for every head: no grouped-query heads
+          if (f.has("num_nextn_predict_layers"))
+            out.notes.push_back("num_nextn_predict_layers " +
+                                std::to_string(f.positive_int("num_nextn_predict_layers")) +
+                                " (multi-token prediction module): not modelled, its parameters "
+                                "not counted");
         } else {
           note_sliding_window(f, out, "every layer");
         }
@@ -340,6 +396,7 @@ HfModel import_hf_model(const fs::path& path) {
   }
   if (arch.experts == Experts::Mixtral) m.moe = mixtral_experts(f, m);
   if (arch.experts == Experts::Qwen3Moe) m.moe = qwen3_moe_experts(f, m);
+  if (arch.experts == Experts::Deepseek) m.moe = deepseek_experts(f, m);
   if (m.moe && m.moe->top_k > m.moe->experts)
     f.fail("num_experts_per_tok",
            "is more than the " + std::to_string(m.moe->experts) + " experts");
@@ -393,8 +450,24 @@ std::string model_yaml(const HfModel& imported) {
       << "  experts: " << e.experts << "\n"
       << "  top_k: " << e.top_k << "\n"
       << "  expert_ffn: " << e.expert_ffn << "\n";
+    if (e.shared_experts > 0)
+      y << "  shared_experts: " << e.shared_experts << "\n"
+        << "  shared_expert_ffn: " << e.shared_expert_ffn << "\n";
+    if (e.layer_freq != 1) y << "  layer_freq: " << e.layer_freq << "\n";
     if (e.first_k_dense > 0) y << "  first_k_dense: " << e.first_k_dense << "\n";
     y << "  router_score: " << name(e.router_score) << "\n";
+    if (e.router_groups > 0)
+      y << "  router_groups: " << e.router_groups << "\n"
+        << "  router_group_top_k: " << e.router_group_top_k << "\n";
+  }
+  if (m.mla) {
+    const MlaConfig& a = *m.mla;
+    y << "mla:\n";
+    if (a.q_lora_rank > 0) y << "  q_lora_rank: " << a.q_lora_rank << "\n";
+    y << "  kv_lora_rank: " << a.kv_lora_rank << "\n"
+      << "  qk_head_dim: " << a.qk_head_dim << "\n"
+      << "  qk_pos_emb_head_dim: " << a.qk_pos_emb_head_dim << "\n"
+      << "  v_head_dim: " << a.v_head_dim << "\n";
   }
   return y.str();
 }

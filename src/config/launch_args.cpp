@@ -88,6 +88,19 @@ void megatron_experts(const ModelConfig& m, Fragment& f) {
   if (e.pad_to_capacity) flag(f, "--moe-pad-expert-input-to-capacity");
 }
 
+// Multi-head latent attention as mla_of (megatron_args.cpp) reads it back; q_lora_rank 0 is
+// Megatron's default (None), so it is left out.
+void megatron_mla(const ModelConfig& m, Fragment& f) {
+  if (!m.mla) return;
+  const MlaConfig& a = *m.mla;
+  flag(f, "--multi-latent-attention");
+  if (a.q_lora_rank > 0) flag(f, "--q-lora-rank", std::to_string(a.q_lora_rank));
+  flag(f, "--kv-lora-rank", std::to_string(a.kv_lora_rank));
+  flag(f, "--qk-head-dim", std::to_string(a.qk_head_dim));
+  flag(f, "--qk-pos-emb-head-dim", std::to_string(a.qk_pos_emb_head_dim));
+  flag(f, "--v-head-dim", std::to_string(a.v_head_dim));
+}
+
 void megatron_model(const Study& s, Fragment& f) {
   const ModelConfig& m = s.model;
   for (const detail::MegatronModelSize& size : detail::kMegatronModelSizes)
@@ -125,6 +138,7 @@ void megatron_model(const Study& s, Fragment& f) {
            (cudnn ? "fused" : "flash") + " (Megatron-LM picks the installed kernel's version)");
   }
   megatron_experts(m, f);
+  megatron_mla(m, f);
 }
 
 void megatron_schedule(const Study& s, const LaunchSchedule& schedule, Fragment& f) {

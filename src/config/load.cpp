@@ -53,6 +53,29 @@ int count_or_zero(YamlMap& e, const std::string& key) {
   return static_cast<int>(v);
 }
 
+// The model's `mla:` map (config.hpp: MlaConfig): every width required but q_lora_rank (0 or
+// absent: queries without a low-rank bottleneck, Megatron's q_lora_rank None). MLA's keys carry
+// rotary embedding and one latent serves every head, so the model has no learned positions and
+// no grouped-query kv_heads.
+MlaConfig read_mla(YamlMap& a, const ModelConfig& model) {
+  MlaConfig mla;
+  mla.q_lora_rank = count_or_zero(a, "q_lora_rank");
+  mla.kv_lora_rank = a.positive_int("kv_lora_rank");
+  mla.qk_head_dim = a.positive_int("qk_head_dim");
+  mla.qk_pos_emb_head_dim = a.positive_int("qk_pos_emb_head_dim");
+  mla.v_head_dim = a.positive_int("v_head_dim");
+  a.finish();
+  if (model.position != PositionEmbedding::Rotary)
+    a.fail("qk_pos_emb_head_dim",
+           "multi-head latent attention needs rotary embeddings; drop position: learned or the "
+           "mla block");
+  if (model.kv_heads != model.heads)
+    a.fail("kv_lora_rank", "one latent serves all " + std::to_string(model.heads) +
+                               " heads, so kv_heads must equal heads (got " +
+                               std::to_string(model.kv_heads) + "); drop kv_heads");
+  return mla;
+}
+
 // The model's `moe:` map (config.hpp: MoeConfig). Widths default to the dense ffn (Mixtral's
 // experts are its FFN); every other default is Megatron-Core's.
 MoeConfig read_moe(YamlMap& e, const ModelConfig& model) {
@@ -146,6 +169,7 @@ ModelConfig read_model(YamlMap& m, const fs::path& file) {
     model.vision = vision;
   }
   if (auto e = m.map_if_present("moe")) model.moe = read_moe(*e, model);
+  if (auto a = m.map_if_present("mla")) model.mla = read_mla(*a, model);
   m.finish();
   return model;
 }

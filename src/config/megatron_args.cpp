@@ -196,6 +196,16 @@ int tokenizer_vocab(const std::string& type) {
   return 0;
 }
 
+// The multi-head latent attention flags mla_of reads into the model
+// (megatron/training/arguments.py, _add_mla_args and --multi-latent-attention); without a model of
+// its own sizes they are listed as not modelled.
+const std::set<std::string>& mla_flags() {
+  static const std::set<std::string> names = {"--multi-latent-attention", "--q-lora-rank",
+                                              "--kv-lora-rank",           "--qk-head-dim",
+                                              "--qk-pos-emb-head-dim",    "--v-head-dim"};
+  return names;
+}
+
 // The Mixture-of-Experts flags moe_of reads into the model (megatron/training/arguments.py,
 // _add_moe_args); without a model of its own sizes they are listed as not modelled.
 const std::set<std::string>& moe_flags() {
@@ -423,6 +433,18 @@ void read_layer_freq(const FlagReader& f, const ModelConfig& m, MoeConfig& e) {
   e.layer_freq = f.positive("--moe-layer-freq");
 }
 
+// The MLA widths with Megatron's defaults (_add_mla_args): no q compression, kv_lora_rank 32,
+// qk_head_dim 128, qk_pos_emb_head_dim 64, v_head_dim 128.
+MlaConfig mla_of(const FlagReader& f) {
+  MlaConfig a;
+  a.q_lora_rank = f.has("--q-lora-rank") ? f.positive("--q-lora-rank") : 0;
+  a.kv_lora_rank = f.has("--kv-lora-rank") ? f.positive("--kv-lora-rank") : 32;
+  a.qk_head_dim = f.has("--qk-head-dim") ? f.positive("--qk-head-dim") : 128;
+  a.qk_pos_emb_head_dim = f.has("--qk-pos-emb-head-dim") ? f.positive("--qk-pos-emb-head-dim") : 64;
+  a.v_head_dim = f.has("--v-head-dim") ? f.positive("--v-head-dim") : 128;
+  return a;
+}
+
 // The model's experts from --num-experts and the flags beside it (Megatron's defaults: top-2,
 // expert width --ffn-hidden-size, every layer, softmax, dropless).
 MoeConfig moe_of(const FlagReader& f, const ModelConfig& m) {
@@ -476,6 +498,10 @@ MegatronLaunch parse_megatron_args(const std::string& text, const std::string& w
                   [&](const detail::MegatronModelSize& size) { return f.has(size.flag); }))
     o.model_config = model_of(f, out.not_modelled);
   if (o.model_config && f.has("--num-experts")) o.model_config->moe = moe_of(f, *o.model_config);
+  if (o.model_config && f.has("--multi-latent-attention")) {
+    o.model_config->mla = mla_of(f);
+    o.model_config->kv_heads = o.model_config->heads;  // one latent for every head
+  }
   for (const detail::MegatronSize& size : detail::kMegatronSizes)
     if (f.has(size.flag)) o.*size.override = f.positive(size.flag);
   if (f.has("--global-batch-size")) o.global_batch = f.positive("--global-batch-size");
@@ -529,6 +555,7 @@ MegatronLaunch parse_megatron_args(const std::string& text, const std::string& w
   for (const auto& [flag, values] : f.all()) {
     if (known_flags().count(flag) > 0) continue;
     if (o.model_config && o.model_config->moe && moe_flags().count(flag) > 0) continue;
+    if (o.model_config && o.model_config->mla && mla_flags().count(flag) > 0) continue;
     std::string given = flag;
     for (const std::string& v : values) given += " " + v;
     out.not_modelled.push_back(given);

@@ -433,6 +433,14 @@ std::string moe_line(const ModelConfig& m) {
                                   : std::string(", dropless\n"));
 }
 
+// A model's multi-head latent attention in one line (docs/moe.md, "Multi-head latent attention").
+std::string mla_line(const MlaConfig& a) {
+  return util::format(
+      "  MLA: q_lora_rank %d%s, kv_lora_rank %d, q/k head %d + rope %d, v head %d\n", a.q_lora_rank,
+      a.q_lora_rank == 0 ? " (no q compression)" : "", a.kv_lora_rank, a.qk_head_dim,
+      a.qk_pos_emb_head_dim, a.v_head_dim);
+}
+
 // The parameter counts: an MoE model's total beside what one token passes through.
 std::string parameter_line(const ModelConfig& m, const ParameterCount& pc) {
   if (m.moe)
@@ -458,6 +466,7 @@ std::string study_lines(const Study& s, const Profile& prof, const CostModel& cm
   std::string out = "study " + s.name + " (" + s.file + ")\n";
   out += model_line(m);
   if (m.moe) out += moe_line(m);
+  if (m.mla) out += mla_line(*m.mla);
   out += parameter_line(m, pc);
   out += util::format("cluster %s: %d x %d GPUs, profile %s (%s, %s)\n", s.cluster.name.c_str(),
                       s.cluster.nodes, s.cluster.gpus_per_node, prof.name.c_str(), prof.gpu.c_str(),

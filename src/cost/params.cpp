@@ -27,6 +27,13 @@ LayerShape lm_layer_shape(const ModelConfig& m, double samples, double seq, int 
   s.attention_impl = m.attention_impl;
   s.dropout = m.dropout;
   s.rope = m.position == PositionEmbedding::Rotary;
+  if (m.mla) {
+    // Every head has its own key and value (from the shared latent): the attention kernel sees
+    // heads x heads at the query/key width; the value width is the mla block's.
+    s.mla = m.mla;
+    s.kv_heads = m.heads;
+    s.head_dim = m.mla->qk_head_dim + m.mla->qk_pos_emb_head_dim;
+  }
   return s;
 }
 

@@ -306,6 +306,7 @@ struct LayerTerms {
   const TpSetup& tp;
   const Roofline& roof;
   double t = 0, e = 0, T = 0, Ts = 0, h = 0, q = 0, k = 0, f = 0, fc1_width = 0;
+  double o = 0;  // attention output width (the out-projection's input): q, or heads x v_head_dim
   double hidden_bytes = 0;  // one full activation: the TP collective payload
   double residual_grad_s = 0, norm_param_grad_s = 0;
   // Dropout backward on the hidden state: read the gradient and the 1-byte mask, write the
@@ -347,6 +348,7 @@ LayerTerms layer_terms(const LayerShape& s, const TpSetup& tp, const Roofline& r
   L.h = s.hidden;
   L.q = s.heads * s.head_dim;
   L.k = s.kv_heads * s.head_dim;
+  L.o = s.mla ? s.heads * s.mla->v_head_dim : L.q;
   L.f = s.ffn;
   L.fc1_width = s.gated ? 2 * L.f : L.f;
   L.hidden_bytes = L.T * L.h * L.e;
@@ -398,9 +400,75 @@ void norm_column_gemm_cost(UnitCost& u, const LayerTerms& L, const NormColumnGem
   u[Phase::W].free_bytes = gemm_in + g.grad_out;
 }
 
+// The widths of multi-head latent attention's projections (multi_latent_attention.py,
+// MLASelfAttention): the duplicated down-projection's output (q latent, kv latent and the
+// shared rotary key), and per GPU the up-projections' outputs.
+struct MlaWidths {
+  double q_in = 0;      // the q up-projection's input: q_lora_rank, or hidden (no q compression)
+  double down = 0;      // duplicated down-projection outputs: [q_lora_rank +] kv_lora_rank + rope
+  double latent = 0;    // latents normed (q_layernorm, kv_layernorm): [q_lora_rank +] kv_lora_rank
+  double gathered = 0;  // what the column-parallel up-projections gather under SP
+  double q_up = 0, kv_up = 0;  // per GPU: heads / t x (qk + rope), heads / t x (qk + v)
+};
+MlaWidths mla_widths(const LayerTerms& L) {
+  const MlaConfig& a = *L.s.mla;
+  MlaWidths w;
+  const double q_lora = a.q_lora_rank, kv_lora = a.kv_lora_rank, rope = a.qk_pos_emb_head_dim;
+  w.q_in = q_lora > 0 ? q_lora : L.h;
+  w.down = q_lora + kv_lora + rope;
+  w.latent = q_lora + kv_lora;
+  w.gathered = w.q_in + kv_lora + rope;
+  w.q_up = L.q / L.t;
+  w.kv_up = L.s.heads * (a.qk_head_dim + a.v_head_dim) / L.t;
+  return w;
+}
+
+// PreAttn with multi-head latent attention (MLASelfAttention.get_query_key_value_tensors): the
+// input norm, the down-projections duplicated on every GPU of the TP group over the GPU's own
+// tokens (parallel_mode 'duplicated'; under SP the sequence shard), the norms of the latents
+// (memory-bound), the column-parallel up-projections over all tokens, RoPE on q and the shared
+// k_pos_emb. Its TP collectives carry the latents, not the hidden state (layer_cost).
+void pre_attn_mla_cost(UnitCost& u, const LayerTerms& L) {
+  const Roofline& roof = L.roof;
+  const double e = L.e, T = L.T, Ts = L.Ts, h = L.h;
+  const MlaWidths w = mla_widths(L);
+  const double q_lora = L.s.mla->q_lora_rank, kv_lora = L.s.mla->kv_lora_rank;
+  const double rope_bytes =
+      2 * T * (L.s.heads / L.t + 1) * L.s.mla->qk_pos_emb_head_dim * e;  // q's and k's rope
+  auto rope_s = [&] { return roof.kernel_s(ElementwiseKernel::Rope, rope_bytes); };
+  auto gemms_s = [&](Phase phase) {
+    return L.linear_s(Ts, h, w.down, phase) + L.linear_s(T, w.q_in, w.q_up, phase) +
+           L.linear_s(T, kv_lora, w.kv_up, phase);
+  };
+  const double flops = 2 * Ts * h * w.down + 2 * T * (w.q_in * w.q_up + kv_lora * w.kv_up);
+  const double weights = h * w.down + w.q_in * w.q_up + kv_lora * w.kv_up;
+  const double norm_in = Ts * (h + w.latent) * e, gemm_in = Ts * (h + w.latent) * L.saved_e;
+  const double grad_out = T * (w.q_up + w.kv_up) * e;
+  timed(u[Phase::F], roof, [&] {
+    return L.norm_s(2 * Ts * h * e) + L.norm_s(2 * Ts * w.latent * e) + gemms_s(Phase::F) +
+           rope_s();
+  });
+  set_flops(u[Phase::F], flops);
+  u[Phase::F].alloc_bytes = norm_in + gemm_in;
+  timed(u[Phase::B], roof, [&] {
+    return rope_s() + L.cast_s(grad_out / e) + gemms_s(Phase::B) +
+           L.norm_s(3 * Ts * (h + w.latent) * e) + L.residual_grad_s;
+  });
+  set_flops(u[Phase::B], flops);
+  u[Phase::B].alloc_bytes = grad_out;
+  u[Phase::B].free_bytes = norm_in;
+  timed(u[Phase::W], roof, [&] {
+    return gemms_s(Phase::W) + L.norm_param_grad_s +
+           roof.memory_s(2 * Ts * (q_lora + kv_lora) * e) + L.main_grad_s(weights);
+  });
+  set_flops(u[Phase::W], flops);
+  u[Phase::W].free_bytes = gemm_in + grad_out;
+}
+
 // PreAttn: norm, QKV GEMM (column-parallel), RoPE on q and k.
 void pre_attn_cost(UnitCost& u, const LayerTerms& L) {
   const LayerShape& s = L.s;
+  if (s.mla) return pre_attn_mla_cost(u, L);
   const Roofline& roof = L.roof;
   const double t = L.t, e = L.e, T = L.T, h = L.h, q = L.q, k = L.k;
   // Read + write q and k; learned positions (GPT) are added at the embedding instead.
@@ -479,11 +547,14 @@ void hierarchical_cp_comm(UnitCost& u, const LayerTerms& L, int ring_ranks, doub
 void attn_cost(UnitCost& u, const LayerTerms& L) {
   const LayerShape& s = L.s;
   const Roofline& roof = L.roof;
-  const double t = L.t, e = L.e, T = L.T, Ts = L.Ts, h = L.h, q = L.q, k = L.k;
+  const double t = L.t, e = L.e, T = L.T, Ts = L.Ts, h = L.h, q = L.q, k = L.k, o = L.o;
   // Scores QK^T and P.V: 2 x 2 x seq x q FLOPs per token, half of it when causal (model FLOPs).
-  const double core = (s.causal ? 2 : 4) * T * s.seq * q / t;
-  const double proj = 2 * T * q * h / t;
-  const double qkv = T * (q + 2 * k) / t * e, out = T * q / t * e;
+  // MLA: QK^T at the query/key width q, P.V at the value width o (heads x v_head_dim).
+  const double core =
+      s.mla ? (s.causal ? 1 : 2) * T * s.seq * (q + o) / t : (s.causal ? 2 : 4) * T * s.seq * q / t;
+  const double proj = 2 * T * o * h / t;
+  const double qkv = s.mla ? T * (q + k + o) / t * e : T * (q + 2 * k) / t * e;
+  const double out = T * o / t * e;
   const double grad_out = T * h * e;  // the output gradient arrives whole (gathered under SP)
   const double mask = s.dropout ? Ts * h : 0;  // hidden dropout mask, 1 byte per element
   const double residual_s = roof.memory_s(3 * Ts * h * e + mask);
@@ -561,8 +632,8 @@ void attn_cost(UnitCost& u, const LayerTerms& L) {
   const double permute_bytes = s.flash ? 0 : 2 * out;
   const double qkv_cat_bytes = 2 * qkv;
   timed(u[Phase::F], roof, [&] {
-    return core_fwd_s() + roof.memory_s(permute_bytes) + L.cast_s(T * q / t) +
-           L.linear_s(T, q / t, h, Phase::F) + residual_s;
+    return core_fwd_s() + roof.memory_s(permute_bytes) + L.cast_s(T * o / t) +
+           L.linear_s(T, o / t, h, Phase::F) + residual_s;
   });
   u[Phase::F].flops = core + proj;
   u[Phase::F].hw_flops = core_hw + proj;
@@ -574,22 +645,23 @@ void attn_cost(UnitCost& u, const LayerTerms& L) {
   // also the output O the attention backward reads: one tensor). With FP8 TE's Linear saves its
   // own FP8 copy instead, freed after the wgrad, while FlashAttention still keeps its bf16 O
   // until the attention backward in B (the unfused path's permuted copy is saved by no one else).
-  const double proj_in = T * q / t * L.saved_e;
+  const double proj_in = T * o / t * L.saved_e;
   const double flash_out = L.fp8 && s.flash ? out : 0;
   u[Phase::F].alloc_bytes = qkv + flash_out + proj_in + mask + (rerun ? 0 : scores_saved);
   timed(u[Phase::B], roof, [&] {
     return roof.memory_s(L.dropout_bwd_bytes) + L.cast_s(T * h) +
-           L.linear_s(T, q / t, h, Phase::B) + roof.memory_s(permute_bytes) +
+           L.linear_s(T, o / t, h, Phase::B) + roof.memory_s(permute_bytes) +
            (rerun ? core_fwd_s() : 0) + core_bwd_s() + roof.memory_s(qkv_cat_bytes);
   });
   u[Phase::B].flops = 2 * core + proj;  // model FLOPs: backward = 2 x forward
   u[Phase::B].hw_flops = core_bwd_hw + (rerun ? core_hw : 0) + proj;
   u[Phase::B].alloc_bytes = grad_out + (rerun ? scores_saved : 0);
   u[Phase::B].free_bytes = qkv + flash_out + mask + scores_saved;
-  row_gemm_weight_grad(u, L, q / t, proj, proj_in + grad_out);
+  row_gemm_weight_grad(u, L, o / t, proj, proj_in + grad_out);
   // The ring: while step j computes, the KV chunk of step j + 1 arrives (K and V of the GPU's
   // tokens, kv heads / t). The backward passes KV and the accumulated dKV around the ring.
-  const double kv_bytes = 2 * T * k / t * e;
+  // MLA: K at the query/key width, V at the value width (both per head, from the latent).
+  const double kv_bytes = s.mla ? T * (k + o) / t * e : 2 * T * k / t * e;
   if (hierarchical) {
     // a2a+p2p: the a2a type's all-to-alls over the A-group (flash_attn_a2a_communicate with
     // cp_group_a2a: Q, K, V before, the output after; dO before, dQ, dK, dV after; the same bytes
@@ -726,6 +798,7 @@ void dense_unit_cost(UnitCost& u, const LayerTerms& L) {
 void ring_gathers(UnitCost& u, const LayerTerms& L) {
   const Roofline& roof = L.roof;
   const double t = L.t, e = L.e, T = L.T, Ts = L.Ts, h = L.h;
+  if (u.kind == UnitKind::PreAttn && L.s.mla) return;  // the latents' gather: not overlapped
   if (u.kind == UnitKind::PreAttn || u.kind == UnitKind::PreMLP) {
     const double width = u.kind == UnitKind::PreAttn ? (L.q + 2 * L.k) / t : L.fc1_width / t;
     add_tp_ring_gather(
@@ -733,7 +806,7 @@ void ring_gathers(UnitCost& u, const LayerTerms& L) {
           return GemmSpan{L.norm_s(2 * Ts * h * e), roof.linear_s(T, h, width, Phase::F)};
         }));
   } else if (u.kind == UnitKind::Attn || u.kind == UnitKind::MLP) {
-    const double width = u.kind == UnitKind::Attn ? L.q / t : L.f / t;
+    const double width = u.kind == UnitKind::Attn ? L.o / t : L.f / t;
     add_tp_ring_gather(
         u[Phase::B], L.tp, unlogged(roof, [&] {
           return GemmSpan{roof.memory_s(L.dropout_bwd_bytes), roof.linear_s(T, width, h, Phase::B)};
@@ -798,7 +871,13 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
   for (const UnitRole& role : kind.units) {
     UnitCost u = make_unit(role.kind, layer, vision, tp.source);
     dense_unit_cost(u, L);
-    tp_collectives(role.tp, u, L.tp, L.hidden_bytes);
+    // MLA's PreAttn gathers (SP) or all-reduces the gradient of (no SP) the up-projections'
+    // inputs, the latents and k_pos_emb, not the hidden state (MLASelfAttention: the
+    // down-projections' outputs scattered back to the sequence shard, k_pos_emb gathered).
+    const double bytes = s.mla && role.kind == UnitKind::PreAttn
+                             ? L.T * mla_widths(L).gathered * L.e
+                             : L.hidden_bytes;
+    tp_collectives(role.tp, u, L.tp, bytes);
     if (tp.cp > 1 && (tp.cp_comm == CpCommType::A2A || tp.cp_comm == CpCommType::A2AP2P))
       tp_gathers_first(u[Phase::B]);
     if (tp.tp_comm_overlap) {
@@ -811,14 +890,42 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
   return c;
 }
 
+namespace {
+// Multi-head latent attention's weights on one GPU of a TP group of `tp`.
+double mla_attention_params(const LayerShape& s, int tp) {
+  const MlaConfig& a = *s.mla;
+  const double t = tp, h = s.hidden, heads = s.heads;
+  const double qk = a.qk_head_dim + a.qk_pos_emb_head_dim;
+  // Duplicated on every GPU of the TP group (parallel_mode 'duplicated' in
+  // multi_latent_attention.py MLASelfAttention.__init__): the down-projections and the norms on
+  // their latents. Column-parallel: the up-projections; row-parallel: the out-projection.
+  double duplicated = h * (a.kv_lora_rank + a.qk_pos_emb_head_dim) + a.kv_lora_rank;
+  double sharded =
+      a.kv_lora_rank * heads * (a.qk_head_dim + a.v_head_dim) + heads * a.v_head_dim * h;
+  if (a.q_lora_rank > 0) {
+    duplicated += h * a.q_lora_rank + a.q_lora_rank;
+    sharded += a.q_lora_rank * heads * qk;
+  } else {
+    sharded += h * heads * qk;  // linear_q_proj, column-parallel
+  }
+  return duplicated + sharded / t;
+}
+}  // namespace
+
 double layer_params_per_gpu(const LayerShape& s, int tp) {
   const double t = tp;
   const double h = s.hidden;
   const double q = s.heads * s.head_dim;
   const double k = s.kv_heads * s.head_dim;
   const double fc1_width = s.gated ? 2 * s.ffn : s.ffn;
-  double sharded = h * (q + 2 * k) + q * h + h * fc1_width + s.ffn * h;
-  if (s.qkv_bias) sharded += q + 2 * k;
+  double sharded = h * fc1_width + s.ffn * h;
+  if (s.mla) {
+    // MLA has no biases on its projections (DeepSeek's attention_bias false).
+    sharded += mla_attention_params(s, tp) * t;
+  } else {
+    sharded += h * (q + 2 * k) + q * h;
+    if (s.qkv_bias) sharded += q + 2 * k;
+  }
   if (s.mlp_bias) sharded += fc1_width;
   double replicated = 2 * s.norm_params * h;
   if (s.proj_bias) replicated += 2 * h;  // row-parallel biases are added after the reduction

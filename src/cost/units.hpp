@@ -55,6 +55,9 @@ struct LayerShape {
   AttentionImpl attention_impl = AttentionImpl::Default;  // which fused kernel (flash only)
   bool dropout = false;  // attention-probability and two hidden dropouts (1-byte masks)
   bool rope = true;      // rotary position embedding on q and k (not with learned positions)
+  // Multi-head latent attention (none: q, k, v from one QKV GEMM). With it head_dim is the
+  // query/key width per head (qk_head_dim + qk_pos_emb_head_dim) and kv_heads = heads.
+  std::optional<MlaConfig> mla;
 };
 
 // How the TP group runs the units.

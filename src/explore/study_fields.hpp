@@ -42,6 +42,15 @@ void visit_study_fields(const MoeConfig& e, F&& f) {
 }
 
 template <typename F>
+void visit_study_fields(const MlaConfig& a, F&& f) {
+  f("q_lora_rank", a.q_lora_rank);
+  f("kv_lora_rank", a.kv_lora_rank);
+  f("qk_head_dim", a.qk_head_dim);
+  f("qk_pos_emb_head_dim", a.qk_pos_emb_head_dim);
+  f("v_head_dim", a.v_head_dim);
+}
+
+template <typename F>
 void visit_study_fields(const MoeRouting& r, F&& f) {
   f("kind", r.kind);
   f("skew", r.skew);
@@ -73,6 +82,7 @@ void visit_study_fields(const ModelConfig& m, F&& f) {
   f("attention_impl", m.attention_impl);
   f("vision", m.vision);
   f("moe", m.moe);
+  f("mla", m.mla);
 }
 
 template <typename F>
