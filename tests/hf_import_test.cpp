@@ -200,6 +200,24 @@ TEST_CASE("Gemma 3 1B (Gemma3ForCausalLM) imports at 1.0 B with MQA", "[hf]") {
   check_published(p, 1.0e9, 698e6);
 }
 
+TEST_CASE("Minitron 4B (NemotronForCausalLM, Nemotron-4 15B pruned) imports at 4.2 B", "[hf]") {
+  // By hand, per layer: attention 3072 x (24 + 2 x 8 + 24) x 128 = 25,165,824; MLP (squared ReLU,
+  // not gated) 2 x 3072 x 9216 = 56,623,104; two LayerNorms 4 x 3072 = 12,288: 81,801,216. 32
+  // layers: 2,617,638,912; the embedding and LM head (untied) 2 x 256000 x 3072 = 1,572,864,000;
+  // the final LayerNorm 6,144. Published: "4.2B" total and "2.6B" non-embedding (Muralidharan et
+  // al. 2024, "Compact Language Models via Pruning and Knowledge Distillation", Table 1); the
+  // non-embedding figure is given to one decimal, so only the total is held to 0.5 %.
+  const HfModel m = import_hf_model(hf("minitron-4b-base"));
+  CHECK(m.model.activation == MlpActivation::SquaredReLU);
+  CHECK(m.model.norm == Normalization::LayerNorm);
+  CHECK(m.model.head_dim == 128);
+  const ParameterCount p = count_parameters(m.model);
+  CHECK(p.per_layer == 81'801'216);
+  CHECK(p.non_embedding == 2'617'638'912);
+  CHECK(p.total == 2'617'638'912 + 1'572'864'000 + 6'144);
+  CHECK(p.total == Approx(4.2e9).epsilon(0.005));
+}
+
 // ---- refusals ---------------------------------------------------------------------------------
 
 TEST_CASE("Mixtral imports its experts: 8 of 14336, top-2, 46.7 B total, 12.9 B active",
