@@ -160,23 +160,10 @@ void BM_Report(benchmark::State& state) {
 }
 BENCHMARK(BM_Report)->Unit(benchmark::kMillisecond);
 
-// A 2048-GPU Llama-3.1-405B-shaped job: the job defaults (dgx-h100, SP on, bf16, distributed
-// optimizer) with llama3.1-405b on 256 nodes, tp 8, pp 8, vpp 8, cp 2 (p2p), micro-batch 1, 128
-// microbatches per replica (dp 16), 1f1b-i: schedule, cost model, lowering, simulation (the
-// H100 profile's contention: the event engine) and report, as `braid simulate` runs them after
-// reading the files. The target (README, speed): under 1 s of CPU.
-void BM_Llama405B(benchmark::State& state) {
+// One job as `braid simulate` runs it after reading the files: schedule, cost model, lowering,
+// simulation (the profile's contention: the event engine) and report.
+void simulate_job(benchmark::State& state, const braid::StudyOverrides& o, const char* schedule) {
   braid_bench::heap_as_the_cli();
-  braid::StudyOverrides o;
-  o.model = "llama3.1-405b";
-  o.cluster = "dgx-h100";
-  o.nodes = 256;
-  o.tp = 8;
-  o.pp = 8;
-  o.vpp = 8;
-  o.cp = 2;
-  o.mbs = 1;
-  o.microbatches = 128;
   const braid::Study study = braid::load_study(braid::resolve_config("studies", "job-defaults"), o);
   const braid::Profile profile =
       braid::load_profile(braid::resolve_config("profiles", study.cluster.profile));
@@ -188,18 +175,52 @@ void BM_Llama405B(benchmark::State& state) {
   lower.fold_zero_time = true;  // as the CLI lowers
   int ops = 0;
   for (auto _ : state) {
-    const braid::Schedule schedule = braid::make_schedule("1f1b-i", options);
-    const braid::CostModel cost =
-        braid::build_cost_model(study, profile, schedule.virtual_stages());
-    const braid::Dag dag = braid::lower(schedule, cost, lower);
+    const braid::Schedule s = braid::make_schedule(schedule, options);
+    const braid::CostModel cost = braid::build_cost_model(study, profile, s.virtual_stages());
+    const braid::Dag dag = braid::lower(s, cost, lower);
     const braid::Timeline t = braid::simulate(dag);
-    const braid::Report r = braid::make_report("bench", schedule, cost, dag, t);
+    const braid::Report r = braid::make_report("bench", s, cost, dag, t);
     ops = dag.size();
     benchmark::DoNotOptimize(r.iteration_time_s);
   }
   state.counters["ops"] = ops;
   state.counters["gpus"] = study.cluster.gpus();
 }
+
+// A 2048-GPU Llama-3.1-405B-shaped job: the job defaults (dgx-h100, SP on, bf16, distributed
+// optimizer) with llama3.1-405b on 256 nodes, tp 8, pp 8, vpp 8, cp 2 (p2p), micro-batch 1, 128
+// microbatches per replica (dp 16), 1f1b-i. The target (README, speed): under 1 s of CPU.
+void BM_Llama405B(benchmark::State& state) {
+  braid::StudyOverrides o;
+  o.model = "llama3.1-405b";
+  o.cluster = "dgx-h100";
+  o.nodes = 256;
+  o.tp = 8;
+  o.pp = 8;
+  o.vpp = 8;
+  o.cp = 2;
+  o.mbs = 1;
+  o.microbatches = 128;
+  simulate_job(state, o, "1f1b-i");
+}
 BENCHMARK(BM_Llama405B)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime();
+
+// DeepSeek-V3 in its published setting (technical report, section 3.2): 2048 GPUs, tp 1, pp 16,
+// ep 64, dp 128, DualPipeV, 120 microbatches of one 4,096-token sequence per replica (the
+// 15,360-sequence batch over dp 128). The target (README, speed): under 2 s of CPU.
+void BM_DeepSeekV3(benchmark::State& state) {
+  braid::StudyOverrides o;
+  o.model = "deepseek-v3";
+  o.cluster = "dgx-h100";
+  o.nodes = 256;
+  o.tp = 1;
+  o.pp = 16;
+  o.ep = 64;
+  o.mbs = 1;
+  o.seq = 4096;
+  o.microbatches = 120;
+  simulate_job(state, o, "dualpipe-v");
+}
+BENCHMARK(BM_DeepSeekV3)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime();
 
 }  // namespace
