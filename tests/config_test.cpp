@@ -638,6 +638,28 @@ TEST_CASE("the shipped MoE models count their published totals", "[config][moe]"
   CHECK(counts("qwen3-235b-a22b").active == Approx(22e9).epsilon(0.01));
 }
 
+TEST_CASE("gpt-oss-120b counts the model card's 116.83 B, biases included, by hand",
+          "[config][moe]") {
+  const ModelConfig m = load_model(resolve_config("models", "gpt-oss-120b"));
+  REQUIRE(m.moe);
+  CHECK(m.linear_bias);
+  // Per layer: attention weights 2880 x (4096 + 2 x 512) + 4096 x 2880 = 26,542,080 (64 heads and
+  // 8 KV heads of 64) and biases 4096 + 1024 + 2880 = 8,000; two RMSNorms 5,760; router 2880 x
+  // 128 = 368,640; one SwiGLU expert 3 x 2880 x 2880 = 24,883,200 plus biases 5760 + 2880 =
+  // 8,640, 128 of them 3,186,155,520. Sum 3,213,080,000.
+  const ParameterCount p = count_parameters(m);
+  CHECK(p.per_moe_layer == 3'213'080'000);
+  // 36 layers 115,670,880,000 + embedding 201088 x 2880 = 579,133,440 + untied head 579,133,440
+  // + final norm 2,880 = 116,829,149,760: the card's 116.83 B.
+  CHECK(p.total == 116'829'149'760);
+  CHECK(p.total == Approx(116.83e9).epsilon(0.005));
+  // Active: 4 of the 128 experts, 124 x 24,891,840 = 3,086,588,160 fewer per layer:
+  // 36 x 126,491,840 + 1,158,269,760 = 5,711,976,000. The card's 5.13 B leaves out the embedding
+  // table: 5,711,976,000 - 579,133,440 = 5,132,842,560.
+  CHECK(p.active == 5'711'976'000);
+  CHECK(p.active - p.embedding == Approx(5.13e9).epsilon(0.005));
+}
+
 // ---- multi-head latent attention ----------------------------------------------------------------
 
 namespace {
