@@ -580,3 +580,38 @@ TEST_CASE("moe routing: simulate and compare print the routing line and JSON obj
       nlohmann::json::parse(test::run_braid("compare " + job + "--schedules 1f1b,zb-v --json").out)
           .contains("moe"));
 }
+
+TEST_CASE("sweep and search take --moe-routing: a skewed router slows every row it is given to",
+          "[moe][routing][cli]") {
+  const std::string job =
+      "--model mixtral-8x7b --cluster dgx-h100 --nodes 2 --tp 2 --pp 2 --ep 8 --etp 1 --sp on "
+      "--seq 4096 --microbatches 4 --schedules 1f1b --json ";
+  const auto row_of = [](const std::string& args) {
+    const test::CliRun r = test::run_braid(args);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    const auto rows = nlohmann::json::parse(r.out)["rows"];
+    REQUIRE(rows.size() == 1);
+    return rows[0];
+  };
+  const auto even = row_of("sweep " + job);
+  const auto skewed = row_of("sweep " + job + "--moe-routing skew:1.2");
+  // The same configuration: only the routing differs, and the busiest EP rank sets the time.
+  CHECK(skewed["ep"] == even["ep"]);
+  const double even_s = even["report"]["iteration_time_s"].get<double>();
+  CHECK(skewed["report"]["iteration_time_s"].get<double>() > even_s);
+  // The row is the one simulate gives under the same routing.
+  const auto sim = nlohmann::json::parse(
+      test::run_braid("simulate --model mixtral-8x7b --cluster dgx-h100 --nodes 2 --tp 2 --pp 2 "
+                      "--ep 8 --etp 1 --sp on --seq 4096 --microbatches 4 --schedule 1f1b "
+                      "--moe-routing skew:1.2 --json")
+          .out);
+  CHECK(skewed["report"]["iteration_time_s"] == sim["iteration_time_s"]);
+  // search: a bad routing is refused before anything runs, naming the option.
+  const test::CliRun bad = test::run_braid(
+      "search --model mixtral-8x7b --cluster dgx-h100 --nodes 2 --global-batch 64 --seq 4096 "
+      "--moe-routing zipf");
+  CHECK(bad.exit_code == 2);
+  CHECK_THAT(bad.err, Catch::StartsWith("braid: --moe-routing: training.moe_routing: 'zipf' is "
+                                        "not a routing; "));
+}

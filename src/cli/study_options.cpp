@@ -16,6 +16,15 @@
 
 namespace braid::cli {
 
+void add_moe_routing_option(CLI::App& cmd, std::optional<std::string>& routing) {
+  cmd.add_option_function<std::string>(
+      "--moe-routing", [&routing](const std::string& v) { routing = v; },
+      "MoE models: how the routers spread the tokens over the experts: balanced, skew:S (Zipf, "
+      "expert e's share proportional to (e+1)^-S; EP rank 0 holds the hottest), histogram:FILE "
+      "(one count or weight per expert) or multinomial:SEED (uniform draws, reproducible); "
+      "default: the study's (balanced)");
+}
+
 void add_study_options(CLI::App& cmd, StudyArgs& args) {
   StudyOverrides& o = args.overrides;
   cmd.add_option("--study", args.study,
@@ -88,12 +97,7 @@ void add_study_options(CLI::App& cmd, StudyArgs& args) {
          "the linear layers' GEMM format: bf16, or a Transformer Engine FP8 recipe: fp8-delayed, "
          "fp8-current, fp8-blockwise, mxfp8 (Blackwell); default: the study's (bf16)")
       ->check(CLI::IsMember(precision_names()));
-  cmd.add_option_function<std::string>(
-      "--moe-routing", [&o](const std::string& v) { o.moe_routing = v; },
-      "MoE models: how the routers spread the tokens over the experts: balanced, skew:S (Zipf, "
-      "expert e's share proportional to (e+1)^-S; EP rank 0 holds the hottest), histogram:FILE "
-      "(one count or weight per expert) or multinomial:SEED (uniform draws, reproducible); "
-      "default: the study's (balanced)");
+  add_moe_routing_option(cmd, o.moe_routing);
   cmd.add_option_function<int>(
       "--nodes", [&o](int v) { o.nodes = v; },
       "nodes of the cluster (GPUs per node from the cluster file); default: the cluster's");

@@ -3,6 +3,7 @@
 // --nodes, --profile). Parsed into StudyArgs, then resolved into a validated Study + Profile.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,9 @@ struct StudyArgs {
 };
 
 void add_study_options(CLI::App& cmd, StudyArgs& args);
+// --moe-routing (training.moe_routing), for the commands that take the study options and for
+// sweep and search.
+void add_moe_routing_option(CLI::App& cmd, std::optional<std::string>& routing);
 // The study a command starts from: --study when given; else the job defaults
 // (configs/studies/job-defaults.yaml) when the command describes a job of its own (a model, a
 // cluster, or Megatron-LM arguments with the model's sizes); else the default study.
