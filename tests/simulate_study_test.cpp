@@ -1,6 +1,7 @@
 // The simulator on the studies in configs/: the sum identity on every rank of every schedule and
 // study, the ordering of TP bubbles DESIGN §6 predicts on the default study, and the public Hopper
-// validation studies (configs/studies/hopper/, tools/validation) load and simulate.
+// validation studies (configs/studies/hopper/, configs/studies/hopper-moe/, tools/validation) load
+// and simulate.
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -113,6 +114,56 @@ TEST_CASE("each public Hopper validation study loads as its published job and si
     CHECK(t.precision == Precision::Fp8Current);
     CHECK(t.tp_comm_overlap);
     const Report r = simulate_study(s, "1f1b-i");
+    test::check_sum_identity(r);
+    CHECK(r.iteration_time_s > 0);
+  }
+}
+
+TEST_CASE("each public MoE validation study loads as its published job and simulates its schedule",
+          "[validation][study]") {
+  // tools/validation's MoE table runs these (docs/validation.md, "Public MoE runs (DGX H100)"):
+  // the row's GPUs, TP, PP, VP, EP, GBS, sequence 4096 and precision, and the recipe's schedule
+  // (1F1B-I with a virtual pipeline, else 1F1B). GBS = dp x microbatches x micro-batch size, dp
+  // = GPUs / (tp x pp): e.g. Qwen3-235B-A22B, 256 / (2 x 8) = 16 replicas x 512 x 1 = 8192. Not
+  // a test of the error values.
+  struct Row {
+    std::string name;
+    int gpus, tp, pp, vpp, ep, gbs;
+    Precision precision;
+  };
+  const std::vector<Row> published = {
+      {"qwen3-30b-a3b-h100x16-gbs1024", 16, 1, 1, 0, 16, 1024, Precision::Fp8Current},
+      {"qwen3-30b-a3b-h100x16-gbs1024-pp2", 16, 1, 2, 12, 8, 1024, Precision::Fp8Current},
+      {"qwen3-235b-a22b-h100x256-gbs8192", 256, 2, 8, 4, 32, 8192, Precision::Fp8Current},
+      {"qwen3-235b-a22b-h100x256-gbs2048", 256, 2, 8, 4, 32, 2048, Precision::Fp8Current},
+      {"gpt-oss-120b-h100x64-gbs1280", 64, 1, 4, 0, 8, 1280, Precision::Bf16},
+      {"gpt-oss-120b-h100x64-gbs512", 64, 1, 4, 0, 8, 512, Precision::Bf16},
+  };
+  const std::filesystem::path dir =
+      std::filesystem::path(BRAID_SOURCE_DIR) / "configs/studies/hopper-moe";
+  size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) files += e.is_regular_file();
+  CHECK(files == published.size());  // a study added or dropped is added to or dropped from here
+  for (const Row& row : published) {
+    INFO(row.name);
+    const StudyRun s = load((dir / (row.name + ".yaml")).string());
+    const ParallelConfig& p = s.study.parallel;
+    const TrainingConfig& t = s.study.training;
+    CHECK(s.study.cluster.gpus() == row.gpus);
+    CHECK(p.dp * p.tp * p.cp * p.pp == row.gpus);
+    CHECK(p.tp == row.tp);
+    CHECK(p.pp == row.pp);
+    CHECK(p.cp == 1);
+    CHECK(p.ep == row.ep);
+    CHECK(p.dp * t.microbatches * t.micro_batch_size == row.gbs);
+    CHECK(t.seq == 4096);
+    CHECK(t.precision == row.precision);
+    CHECK(t.moe_routing.kind == MoeRoutingKind::Balanced);  // the summary's forced balance
+    const bool interleaved = row.vpp > 0;
+    if (interleaved) CHECK(p.vpp == row.vpp);
+    REQUIRE(s.study.schedules.size() == 1);
+    CHECK(s.study.schedules[0] == (interleaved ? "1f1b-i" : "1f1b"));
+    const Report r = simulate_study(s, s.study.schedules[0]);
     test::check_sum_identity(r);
     CHECK(r.iteration_time_s > 0);
   }
