@@ -154,8 +154,15 @@ TEST_CASE("TP collectives follow DESIGN §2: units, phases, kinds and tokens x h
     for (int u : {0, 2}) {  // PreAttn, PreMLP
       CHECK(collective_of(l[u][Phase::F]).kind == CollectiveKind::AllGather);
       CHECK(collective_of(l[u][Phase::F]).position == CollectivePosition::Before);
-      CHECK(collective_of(l[u][Phase::B]).kind == CollectiveKind::ReduceScatter);
-      CHECK(collective_of(l[u][Phase::B]).position == CollectivePosition::After);
+      // The backward reduce-scatters the input gradient after its compute and gathers the saved
+      // input again inside it, beside the dgrad (the weight gradient needs every token).
+      const Collectives& b = l[u][Phase::B].collectives;
+      REQUIRE(b.size() == 2);
+      CHECK(b[0].kind == CollectiveKind::ReduceScatter);
+      CHECK(b[0].position == CollectivePosition::After);
+      CHECK(b[1].kind == CollectiveKind::AllGather);
+      CHECK(b[1].position == CollectivePosition::Inside);
+      CHECK(b[1].bytes == bytes);
     }
     for (int u : {1, 3}) {  // Attn, MLP
       CHECK(collective_of(l[u][Phase::F]).kind == CollectiveKind::ReduceScatter);
@@ -414,11 +421,18 @@ TEST_CASE("MLA's units: the latents' TP collectives, its GEMM FLOPs and what it 
   CostModel cm = build_cost_model(s, load_profile("a800"), 2);
   const auto l = cm.chunks[0].layer(0);
   // PreAttn gathers the up-projections' inputs, not the hidden state: 4096 x (1536 + 512 + 64)
-  // x 2 bytes = 17,301,504; its backward reduce-scatters the same.
+  // x 2 bytes = 17,301,504; its backward reduce-scatters the same, and gathers the latents the
+  // up-projections saved sharded again (k_pos_emb's gather has a reduce-scatter as backward):
+  // 4096 x (1536 + 512) x 2 = 16,777,216.
   CHECK(collective_of(l[0][Phase::F]).kind == CollectiveKind::AllGather);
   CHECK(collective_of(l[0][Phase::F]).bytes == 17'301'504);
-  CHECK(collective_of(l[0][Phase::B]).kind == CollectiveKind::ReduceScatter);
-  CHECK(collective_of(l[0][Phase::B]).bytes == 17'301'504);
+  const Collectives& pre_attn_b = l[0][Phase::B].collectives;
+  REQUIRE(pre_attn_b.size() == 2);
+  CHECK(pre_attn_b[0].kind == CollectiveKind::ReduceScatter);
+  CHECK(pre_attn_b[0].bytes == 17'301'504);
+  CHECK(pre_attn_b[1].kind == CollectiveKind::AllGather);
+  CHECK(pre_attn_b[1].position == CollectivePosition::Inside);
+  CHECK(pre_attn_b[1].bytes == 16'777'216);
   // Attn's are a dense layer's: 4096 x 7168 x 2.
   CHECK(collective_of(l[1][Phase::F]).bytes == 4096.0 * 7168 * 2);
   // PreAttn FLOPs: the duplicated down-projection over the GPU's 1024 tokens, 2 x 1024 x 7168 x

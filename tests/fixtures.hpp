@@ -185,8 +185,9 @@ inline void check_pp_idle(const Report& r, const Dag& dag, const Timeline& t) {
   }
 }
 
-// The one collective of a phase of the dense layer (whose phases hold at most one), or a
-// Collective of kind None when it has none.
+// The one collective of a phase of the dense layer (whose phases hold at most one, but for a
+// column unit's B under SP: its reduce-scatter and its re-gather), or a Collective of kind None
+// when it has none.
 inline Collective collective_of(const PhaseCost& p) {
   REQUIRE(p.collectives.size() <= 1);
   if (!p.collectives.empty()) return p.collectives.front();

@@ -319,11 +319,12 @@ TEST_CASE("TP overlap turns the column forward's and the row dgrad's all-gathers
   const Collective qkv = first_unit(on, UnitKind::PreAttn)[Phase::F].collectives[0];
   CHECK(qkv.segment_begin > 0);
   CHECK(qkv.segment_end < 1);
-  // The column backward's reduce-scatter is as without overlap.
+  // The column backward's reduce-scatter is as without overlap (the re-gather of its saved input
+  // beside the dgrad follows it in the list).
   const Collectives a = first_unit(off, UnitKind::PreAttn)[Phase::B].collectives;
   const Collectives b = first_unit(on, UnitKind::PreAttn)[Phase::B].collectives;
-  REQUIRE(a.size() == 1);
-  REQUIRE(b.size() == 1);
+  REQUIRE(a.size() == 2);
+  REQUIRE(b.size() == 2);
   CHECK(b[0].kind == CollectiveKind::ReduceScatter);
   CHECK(b[0].time_s == a[0].time_s);
 }
@@ -423,7 +424,7 @@ TEST_CASE("the ring's copy-engine transfers run on a lane of their own, counted 
   validate_study(s);
   const Schedule sched = make_schedule("stp", ScheduleOptions{2, s.parallel.vpp, 8});
   const test::Simulated r = test::simulated(sched, cost_of(s), false);
-  int ring_ops = 0, bulk_ops = 0, column_scatters = 0;
+  int ring_ops = 0, bulk_ops = 0, column_scatters = 0, regathers = 0, regathers_on_lane = 0;
   double tp_s = 0;
   for (int i = 0; i < r.dag.size(); ++i) {
     const DagOp& op = r.dag.ops[i];
@@ -431,8 +432,13 @@ TEST_CASE("the ring's copy-engine transfers run on a lane of their own, counted 
     ring_ops += op.copy_engine ? 1 : 0;
     if (op.kind == OpKind::Collective && op.phase == Phase::B &&
         (op.unit == UnitKind::PreAttn || op.unit == UnitKind::PreMLP)) {
-      ++column_scatters;
-      bulk_ops += op.copy_engine ? 1 : 0;
+      if (op.collective == CollectiveKind::ReduceScatter) {
+        ++column_scatters;
+        bulk_ops += op.copy_engine ? 1 : 0;
+      } else {
+        ++regathers;
+        regathers_on_lane += op.copy_engine ? 1 : 0;
+      }
     }
     if (op.stream == StreamKind::Tp || op.stream == StreamKind::TpRing)
       tp_s += r.timeline.end_s[i] - r.timeline.start_s[i];
@@ -441,12 +447,191 @@ TEST_CASE("the ring's copy-engine transfers run on a lane of their own, counted 
   // sends tp - 1 = 3 transfers, its Attn F and MLP F reduce-scatter 4 chunks:
   // 2 ranks x 8 microbatches x 14 layers x (4 rings x 3 + 2 x 4). The column backward's
   // reduce-scatter (2 per layer and microbatch) joins the lane in bulk where its W follows its
-  // B, and stays on the TP stream where STP splits the W off.
+  // B, and stays on the TP stream where STP splits the W off. The re-gather of the column
+  // backward's saved input (TE's bulk all-gather beside the dgrad, 3 transfers of the lowering's
+  // 4 dgrad pieces) is on the lane wherever its W runs.
   CHECK(column_scatters == 2 * 8 * 14 * 2);
   CHECK(bulk_ops > 0);
   CHECK(bulk_ops < column_scatters);
-  CHECK(ring_ops == 2 * 8 * 14 * (4 * 3 + 2 * 4) + bulk_ops);
+  CHECK(regathers == 2 * 8 * 14 * 2 * 3);
+  CHECK(regathers_on_lane == regathers);
+  CHECK(ring_ops == 2 * 8 * 14 * (4 * 3 + 2 * 4) + bulk_ops + regathers);
   // The TP comm rate is the TP stream's and the ring lane's busy time over pp x iteration.
   CHECK(r.report.tp_comm_rate == Approx(tp_s / (2 * r.report.iteration_time_s)));
   test::check_pp_idle(r.report, r.dag, r.timeline);
+}
+
+namespace {
+
+// Under SP a column layer's backward all-gathers its saved input again beside the dgrad
+// (add_sp_regather). PreAttn B of the uniform symbolic costs (2 s, the last B of the backward:
+// [25, 27], its W [27, 28]) is the dgrad, in 4 pieces of p = 0.5 s beside the gather's 3
+// transfers of x / 3; the pieces `slowdown` times slower; on the userbuffers lane (`lane`,
+// TE's bulk all-gather) or NCCL's TP stream.
+CostModel regather_cost(double x, double slowdown = 1, bool lane = false) {
+  CostModel cm = uniform_cost_model({.tf = 16, .tb = 8, .tw = 4, .tar = 0, .ma = 1}, 1);
+  UnitCost& pre_attn = cm.chunks[0].layer_units[0];
+  REQUIRE(pre_attn.kind == UnitKind::PreAttn);
+  REQUIRE(pre_attn[Phase::B].time_s == 2);
+  Collective ag;
+  ag.kind = CollectiveKind::AllGather;
+  ag.group = Group::Tp;
+  ag.position = CollectivePosition::Inside;
+  ag.steps = 4;
+  ag.time_s = x;
+  ag.copy_engine = lane;
+  ag.compute_slowdown = slowdown;
+  pre_attn[Phase::B].collectives = {ag};
+  return cm;
+}
+
+// Start times of rank 0's backward compute ops of `unit`, in order.
+std::vector<double> b_starts(const test::Simulated& r, UnitKind unit) {
+  std::vector<double> starts;
+  for (std::size_t i = 0; i < r.dag.ops.size(); ++i) {
+    const DagOp& op = r.dag.ops[i];
+    if (op.kind == OpKind::Compute && op.unit == unit && op.phase == Phase::B)
+      starts.push_back(r.timeline.start_s[i]);
+  }
+  return starts;
+}
+
+}  // namespace
+
+TEST_CASE("the SP re-gather hides when its transfers fit the dgrad pieces", "[tp-overlap][sim]") {
+  // x = 1.5: transfers of 0.5 = p. Transfer 0 starts once the B's input gradient exists, Attn
+  // B's output at 24 (under Attn's W [24, 25]): [24, 24.5]. Piece j + 1 waits for transfer j,
+  // transfer j + 1 for transfer j and piece j: transfer 1 [25.5, 26], transfer 2 [26, 26.5],
+  // pieces at 25, 25.5, 26, 26.5. The W [27, 28]: nothing exposed.
+  const test::Simulated r = test::simulated(one_microbatch(), regather_cost(1.5), false);
+  CHECK(b_starts(r, UnitKind::PreAttn) == std::vector<double>{25, 25.5, 26, 26.5});
+  CHECK(r.report.iteration_time_s == Approx(28));
+  CHECK(r.report.ranks[0].tp_exposed_s == Approx(0).margin(1e-12));
+  test::check_sum_identity(r.report);
+  test::check_pp_idle(r.report, r.dag, r.timeline);
+}
+
+TEST_CASE("an SP re-gather whose transfers outlast the dgrad pieces exposes the rest",
+          "[tp-overlap][sim]") {
+  // x = 2.4: transfers of 0.8 > p = 0.5. Transfer 0 starts once the B's input gradient exists,
+  // Attn B's output at 24 (under Attn's W [24, 25]): [24, 24.8]; piece 0 [25, 25.5]; piece 1
+  // waits for transfer 0: [25.5, 26]; transfer 1 after piece 0 [25.5, 26.3]; piece 2 [26.3, 26.8];
+  // transfer 2 [26.3, 27.1]; piece 3 [27.1, 27.6]; W [27.6, 28.6]. Exposed 2 x / 3 - 2 p = 0.6.
+  const test::Simulated r = test::simulated(one_microbatch(), regather_cost(2.4), false);
+  const std::vector<double> starts = b_starts(r, UnitKind::PreAttn);
+  REQUIRE(starts.size() == 4);
+  CHECK(starts[0] == Approx(25));
+  CHECK(starts[1] == Approx(25.5));
+  CHECK(starts[2] == Approx(26.3));
+  CHECK(starts[3] == Approx(27.1));
+  CHECK(r.report.iteration_time_s == Approx(28.6));
+  CHECK(r.report.ranks[0].tp_exposed_s == Approx(0.6));
+  test::check_sum_identity(r.report);
+  test::check_pp_idle(r.report, r.dag, r.timeline);
+  // x = 4.5, transfers of 1.5: [24, 25.5], [25.5, 27], [27, 28.5]; piece 3 [28.5, 29], W [29, 30]:
+  // exposed 2, the gather's end 28.5 less the dgrad's 27 plus the last piece, p = 0.5.
+  const test::Simulated slow = test::simulated(one_microbatch(), regather_cost(4.5), false);
+  CHECK(slow.report.iteration_time_s == Approx(30));
+  CHECK(slow.report.ranks[0].tp_exposed_s == Approx(2));
+  test::check_sum_identity(slow.report);
+}
+
+TEST_CASE("NCCL's re-gather slows the dgrad pieces beside it by the contention factor",
+          "[tp-overlap][sim]") {
+  // x = 0.3: transfers of 0.1. Compute at 1/1.25 speed beside one: 0.08 s of work in its 0.1 s.
+  // Transfer 0 runs beside Attn's W from 24 (its input exists): the W ends 0.02 late; transfers
+  // 1 and 2 start with pieces 1 and 2, which take 0.52 each. 28 + 3 x 0.02.
+  CostModel cm = regather_cost(0.3);
+  cm.uniform = false;
+  cm.contention = Contention{1.25, 1.0};
+  CHECK(simulate(lower(one_microbatch(), cm)).iteration_time_s == Approx(28.06));
+  // TE's bulk all-gather on the userbuffers lane: out of the contention model, its 16 of 132 SMs
+  // charged on the pieces instead.
+  CostModel bulk = regather_cost(0.3, 132.0 / 116, true);
+  bulk.uniform = false;
+  bulk.contention = Contention{1.25, 1.0};
+  CHECK(simulate(lower(one_microbatch(), bulk)).iteration_time_s == Approx(28 + 2 * 16.0 / 116));
+}
+
+TEST_CASE("TE's bulk re-gather runs on the userbuffers lane beside dgrad pieces 132/116 slower",
+          "[tp-overlap][sim]") {
+  // p' = 0.5 x 132 / 116 = 0.568966 >= x / 3 = 0.5: hidden. B [25, 25 + 4 p'], W after:
+  // 28 + 4 (p' - p) = 28 + 2 x 16 / 116.
+  const test::Simulated r =
+      test::simulated(one_microbatch(), regather_cost(1.5, 132.0 / 116, true), false);
+  CHECK(r.report.iteration_time_s == Approx(28 + 2 * 16.0 / 116));
+  CHECK(r.report.ranks[0].tp_exposed_s == Approx(0).margin(1e-12));
+  std::size_t lane = 0;
+  for (const DagOp& op : r.dag.ops) lane += op.stream == StreamKind::TpRing ? 1 : 0;
+  CHECK(lane == 3);
+  test::check_sum_identity(r.report);
+}
+
+TEST_CASE("under SP a column unit's backward gathers its saved input again beside the dgrad",
+          "[tp-overlap][cost]") {
+  // qwen2-7b, seq 4096, tp 4 on H100: the input gathered again is the forward's, T x h x e.
+  const double gathered = 4096.0 * 3584 * 2;
+  for (const bool overlap : {false, true}) {
+    const CostModel cm = cost_of(qwen_study(overlap));
+    const CostModel plain = cost_of(qwen_study(false));
+    for (const UnitKind kind : {UnitKind::PreAttn, UnitKind::PreMLP}) {
+      INFO(name(kind) << (overlap ? " overlap" : ""));
+      const UnitCost u = first_unit(cm, kind);
+      const Collectives& cs = u[Phase::B].collectives;
+      REQUIRE(cs.size() == 2);
+      CHECK(cs[0].kind == CollectiveKind::ReduceScatter);
+      CHECK(cs[0].bulk == overlap);
+      const Collective& ag = cs[1];
+      CHECK(ag.kind == CollectiveKind::AllGather);
+      CHECK(ag.group == Group::Tp);
+      CHECK(ag.position == CollectivePosition::Inside);
+      CHECK(ag.order == InsideOrder::Ring);
+      CHECK(ag.steps == 4);
+      CHECK(ag.bytes == gathered);
+      // One NCCL all-gather of the whole, as the forward's before the ring took it over.
+      const Collective fwd = first_unit(plain, kind)[Phase::F].collectives[0];
+      CHECK(fwd.kind == CollectiveKind::AllGather);
+      CHECK(ag.time_s == fwd.time_s);
+      CHECK(ag.copy_engine == overlap);
+      CHECK(ag.compute_slowdown == (overlap ? Approx(132.0 / 116) : Approx(1)));
+      // RoPE's backward (PreAttn) or the gradient's cast before the GEMM, the norm's after it.
+      CHECK(ag.segment_begin >= 0);
+      CHECK(ag.segment_begin < ag.segment_end);
+      CHECK(ag.segment_end < 1);
+      CHECK(u[Phase::B].compute_ops() == (ag.segment_begin > 0 ? 6 : 5));
+      // The gathered input lives from the B to the W: norm_column_gemm_cost's B allocates the
+      // GEMM's output gradient, T x width / tp x e (QKV: (3584 + 2 x 512) / 4 = 1152; FC1:
+      // 2 x 18944 / 4 = 9472), the W frees it and the saved shard T / tp x h x e.
+      const double width = kind == UnitKind::PreAttn ? 1152 : 9472;
+      CHECK(u[Phase::B].alloc_bytes == Approx(4096 * width * 2 + gathered));
+      CHECK(u[Phase::W].free_bytes == Approx(4096 * width * 2 + 1024.0 * 3584 * 2 + gathered));
+    }
+    // The LM head (Megatron's ColumnParallelLinear): NCCL, TP overlap or not.
+    const UnitCost head = cm.chunks.back().epilogue.back();
+    REQUIRE(head.kind == UnitKind::Head);
+    REQUIRE(head[Phase::B].collectives.size() == 2);
+    const Collective& ag = head[Phase::B].collectives[1];
+    CHECK(ag.kind == CollectiveKind::AllGather);
+    CHECK(ag.bytes == gathered);
+    CHECK_FALSE(ag.copy_engine);
+    CHECK(ag.compute_slowdown == 1);
+  }
+  // Without SP the saved input is whole: nothing to gather.
+  StudyOverrides o = test::layout_overrides("qwen2-7b", "h100x64", 4, 2, 4096, false);
+  const CostModel no_sp = cost_of(load_study(resolve_config("studies", "default"), o));
+  REQUIRE(first_unit(no_sp, UnitKind::PreMLP)[Phase::B].collectives.size() == 1);
+  CHECK(first_unit(no_sp, UnitKind::PreMLP)[Phase::B].collectives[0].kind ==
+        CollectiveKind::AllReduce);
+}
+
+TEST_CASE("under FP8 the SP re-gather carries the input as the forward saved it, quantized",
+          "[tp-overlap][cost][fp8]") {
+  // Delayed scaling: the row-wise FP8 data, 1 byte per element, as the forward's all-gather.
+  StudyOverrides o = qwen_sp(false);
+  o.precision = Precision::Fp8Delayed;
+  const CostModel cm = cost_of(load_study(resolve_config("studies", "default"), o));
+  const UnitCost u = first_unit(cm, UnitKind::PreMLP);
+  REQUIRE(u[Phase::B].collectives.size() == 2);
+  CHECK(u[Phase::B].collectives[1].bytes == 4096.0 * 3584);
+  CHECK(u[Phase::B].collectives[1].bytes == u[Phase::F].collectives[0].bytes);
 }

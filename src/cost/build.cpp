@@ -251,7 +251,8 @@ StudyUnits study_units(const Study& study, const Profile& profile, const detail:
     u.lm_fp8_weights = detail::linear_weights_per_gpu(lm, par.tp);
   u.embedding = detail::embedding_cost(gpu_tokens, m.hidden, tp, roof,
                                        m.position == PositionEmbedding::Learned, m.dropout);
-  u.head = detail::head_cost(gpu_tokens, m.hidden, u.vocab_per_gpu, tp, roof);
+  u.head = detail::head_cost(gpu_tokens, m.hidden, u.vocab_per_gpu, tp, roof,
+                             tr.defer_embedding_wgrad_compute);
   u.head.w_in_flush = tr.defer_embedding_wgrad_compute;
   u.layout.lm_layers = m.layers;
   u.layout.first_stage = study.layout.vision_placement == VisionPlacement::FirstStage;

@@ -271,6 +271,61 @@ void add_tp_pipelined_rs(PhaseCost& p, const TpSetup& tp, GemmSpan span) {
   place_inside(p, c, scatter, span);
 }
 
+// The sequence-parallel re-gather of a column-parallel layer's saved input in its backward: the
+// forward saved only the GPU's sequence shard, and the weight gradient needs every token, so the
+// backward all-gathers it again (`gather_bytes`: what the forward's all-gather carries).
+// - Megatron-Core (core/tensor_parallel/layers.py,
+//   LinearWithGradAccumulationAndAsyncCommunication.backward; the LM head's ColumnParallelLinear):
+//   the all-gather is issued async_op=True, the dgrad GEMM runs, then handle.wait() before the
+//   input gradient's reduce-scatter and the wgrad GEMM.
+// - Transformer Engine (pytorch/module/linear.py and layernorm_linear.py, backward with
+//   backward_input_needs_gather; QKV and FC1 under Megatron's TE layer spec):
+//   gather_along_first_dim with async_op=True beside the dgrad GEMM, waited for before the wgrad.
+//   Under an FP8 recipe it gathers the input as the forward saved it, quantized (the
+//   input_quantizer passed to the gather; set_quantizer_usage_for_wgrad_all_gather), so it carries
+//   the forward gather's bytes. With TP-communication overlap (ub_bulk_dgrad, column layers with
+//   SP) it is TE's bulk all-gather into the userbuffers (fill_userbuffers_buffer_for_all_gather,
+//   then the dgrad GEMM with bulk_overlap: comm_gemm_overlap.cpp CommOverlapBase::bulk_overlap),
+//   its kernels on kTeUbCommSms SMs and the GEMM on the rest (compute_slowdown), off the NCCL
+//   stream and out of the simulator's contention (Collective::copy_engine routes it to the
+//   userbuffers lane).
+// The compute stream waits for the gather after the dgrad whether the wgrad runs now or later
+// (TE waits on the gather's handle before its wgrad_store.delay_wgrad_compute() branch), so it
+// runs inside the phase's compute over the dgrad `span`: the dgrad in kRegatherPieces pieces, the
+// gather beside the first, the last piece and the kernels after the dgrad (the norm's backward,
+// which Megatron runs after the wgrad) waiting for it. The gathered input is allocated by the B
+// and freed by the W: held until a split-off W (TE's wgrad_store.put keeps inputmat_total).
+void add_sp_regather(UnitCost& u, const TpSetup& tp, double gather_bytes, GemmSpan span) {
+  PhaseCost& b = u[Phase::B];
+  if (!tp.sp || tp.tp <= 1 || b.time_s <= 0 || span.gemm_s <= 0) return;
+  if (std::any_of(b.collectives.begin(), b.collectives.end(),
+                  [](const Collective& c) { return c.position == CollectivePosition::Inside; }))
+    return;
+  Collective c;
+  c.kind = CollectiveKind::AllGather;
+  c.group = Group::Tp;
+  c.position = CollectivePosition::Inside;
+  c.steps = kRegatherPieces;
+  c.source = collective_source(*tp.link, CollectiveKind::AllGather, tp.tp);
+  c.bytes = gather_bytes;
+  c.time_s = collective_time_s(*tp.link, CollectiveKind::AllGather, tp.tp, gather_bytes);
+  if (tp.tp_comm_overlap) {
+    c.copy_engine = true;
+    c.compute_slowdown = tp.ub_sm_slowdown;
+  }
+  c.segment_begin = std::clamp(span.begin_s / b.time_s, 0.0, 1.0);
+  c.segment_end = std::clamp((span.begin_s + span.gemm_s) / b.time_s, c.segment_begin, 1.0);
+  b.collectives.push_back(c);
+  b.alloc_bytes += gather_bytes;
+  u[Phase::W].free_bytes += gather_bytes;
+}
+
+// What a column layer's SP all-gather carries for a bf16 activation of `bytes` (the forward's
+// gather: tp_collectives).
+double column_gather_bytes(const TpSetup& tp, double bytes) {
+  return bytes / tp.dtype_bytes * fp8_gather_bytes(tp.precision, tp.dtype_bytes, 1);
+}
+
 // A lookup of the roofline without logging its kernel again (the phase's timing logged it).
 template <typename F>
 GemmSpan unlogged(const Roofline& roof, F&& time) {
@@ -827,8 +882,8 @@ void ring_gathers(UnitCost& u, const LayerTerms& L) {
 // CommOverlapBase::bulk_overlap; qkv_wgrad and fc1_wgrad in pytorch/module/base.py
 // initialize_ub): the reduce-scatter of the dgrad's output runs on kTeUbCommSms SMs beside the
 // wgrad GEMM (Collective::bulk: the lowering puts it beside the unit's W when the W follows its
-// B). The all-gather of the saved input beside the dgrad (qkv_dgrad, fc1_dgrad) is not modelled,
-// as braid models that re-gather in no configuration.
+// B). The bulk all-gather of the saved input beside the dgrad (qkv_dgrad, fc1_dgrad) is
+// add_sp_regather's.
 void bulk_wgrad_scatters(UnitCost& u, const TpSetup& tp) {
   if (u.kind != UnitKind::PreAttn && u.kind != UnitKind::PreMLP) return;
   for (Collective& c : u[Phase::B].collectives) {
@@ -847,6 +902,40 @@ void tp_gathers_first(PhaseCost& p) {
   std::stable_partition(p.collectives.begin(), p.collectives.end(), [](const Collective& c) {
     return c.group == Group::Tp && c.position == CollectivePosition::Before;
   });
+}
+
+// The SP re-gather of a dense layer's column unit (add_sp_regather), over the dgrad GEMM of QKV
+// or FC1, which comes after RoPE's backward and the output gradient's cast and before the norm's
+// backward (norm_column_gemm_cost). Under multi-head latent attention the column-parallel
+// up-projections gather their inputs, the q and kv latents (the hidden state itself without q
+// compression), again; k_pos_emb was gathered by gather_from_sequence_parallel_region, whose
+// backward is a reduce-scatter (multi_latent_attention.py, MLASelfAttention). One re-gather of
+// both stands for the two, over the two up-projections' dgrads, which come before the
+// duplicated down-projections' (pre_attn_mla_cost).
+void regather(UnitCost& u, const LayerTerms& L, double bytes) {
+  const Roofline& roof = L.roof;
+  const double T = L.T, h = L.h, e = L.e;
+  double gathered = bytes;
+  const GemmSpan span = unlogged(roof, [&] {
+    if (u.kind == UnitKind::PreAttn && L.s.mla) {
+      const MlaWidths w = mla_widths(L);
+      const double kv_lora = L.s.mla->kv_lora_rank;
+      gathered = T * (w.q_in + kv_lora) * e;
+      const double rope_bytes = 2 * T * (L.s.heads / L.t + 1) * L.s.mla->qk_pos_emb_head_dim * e;
+      return GemmSpan{
+          roof.kernel_s(ElementwiseKernel::Rope, rope_bytes) + L.cast_s(T * (w.q_up + w.kv_up)),
+          L.linear_s(T, w.q_in, w.q_up, Phase::B) + L.linear_s(T, kv_lora, w.kv_up, Phase::B)};
+    }
+    const bool qkv = u.kind == UnitKind::PreAttn;
+    const double width = qkv ? (L.q + 2 * L.k) / L.t : L.fc1_width / L.t;
+    const double rope_s =
+        qkv && L.s.rope ? roof.kernel_s(ElementwiseKernel::Rope, 2 * T * (L.q + L.k) / L.t * e) : 0;
+    return GemmSpan{rope_s + L.cast_s(T * width), L.linear_s(T, h, width, Phase::B)};
+  });
+  // MLA's latents go through NCCL in the forward too (ring_gathers leaves them out).
+  TpSetup tp = L.tp;
+  if (L.s.mla && u.kind == UnitKind::PreAttn) tp.tp_comm_overlap = false;
+  add_sp_regather(u, tp, column_gather_bytes(tp, gathered), span);
 }
 
 constexpr UnitRole kDenseUnits[] = {{UnitKind::PreAttn, TpSplit::Column},
@@ -878,6 +967,7 @@ LayerCost layer_cost(const LayerShape& s, const TpSetup& tp, const Roofline& roo
                              ? L.T * mla_widths(L).gathered * L.e
                              : L.hidden_bytes;
     tp_collectives(role.tp, u, L.tp, bytes);
+    if (role.tp == TpSplit::Column) regather(u, L, bytes);
     if (tp.cp > 1 && (tp.cp_comm == CpCommType::A2A || tp.cp_comm == CpCommType::A2AP2P))
       tp_gathers_first(u[Phase::B]);
     if (tp.tp_comm_overlap) {
@@ -1001,7 +1091,7 @@ UnitCost embedding_cost(double tokens, double hidden, const TpSetup& tp, const R
 }
 
 UnitCost head_cost(double tokens, double hidden, double vocab_per_gpu, const TpSetup& tp,
-                   const Roofline& roof) {
+                   const Roofline& roof, bool wgrad_deferred) {
   const double t = tp.tp;
   const double e = tp.dtype_bytes;
   const double T = tokens;
@@ -1032,6 +1122,16 @@ UnitCost head_cost(double tokens, double hidden, double vocab_per_gpu, const TpS
   set_flops(u[Phase::W], gemm);
   u[Phase::W].free_bytes = lm_in + grad_logits;
   column_collectives(u, tp, T * h * e);
+  // Megatron's output layer (ColumnParallelLinear: no userbuffers) gathers its saved input again
+  // beside the dgrad, which follows the cross-entropy's backward. With its wgrad deferred to the
+  // flush (wgrad_compute false in LinearWithGradAccumulationAndAsyncCommunication.backward) the
+  // backward gathers nothing; the drain's own gathers are not modelled (docs/simulator.md).
+  if (wgrad_deferred) return u;
+  TpSetup nccl = tp;
+  nccl.tp_comm_overlap = false;
+  add_sp_regather(u, nccl, T * h * e, unlogged(roof, [&] {
+                    return GemmSpan{roof.memory_s(6 * T * Vt), roof.linear_s(T, h, Vt, Phase::B)};
+                  }));
   return u;
 }
 

@@ -67,6 +67,10 @@ struct LayerShape {
 // (pytorch/module/base.py initialize_ub, get_default_config).
 inline constexpr int kTeRsSplits = 4;
 inline constexpr int kTeUbCommSms = 16;
+// The pieces a column-parallel layer's dgrad runs in beside the sequence-parallel re-gather of its
+// saved input (add_sp_regather): a device of the lowering, which lets the op after the pieces wait
+// for the gather; the gather ends hidden once it takes at most (pieces - 1) / pieces of the dgrad.
+inline constexpr int kRegatherPieces = 4;
 
 struct TpSetup {
   int tp = 1;
@@ -204,9 +208,10 @@ void tp_collectives(TpSplit split, UnitCost& u, const TpSetup& tp, double bytes)
 // position embeddings and apply dropout to the sum.
 UnitCost embedding_cost(double tokens, double hidden, const TpSetup& tp, const Roofline& roof,
                         bool learned_positions = false, bool dropout = false);
-// Final norm + LM head (vocab-parallel, column) + cross-entropy loss.
+// Final norm + LM head (vocab-parallel, column) + cross-entropy loss. `wgrad_deferred`:
+// Megatron's defer_embedding_wgrad_compute (its backward gathers nothing under SP).
 UnitCost head_cost(double tokens, double hidden, double vocab_per_gpu, const TpSetup& tp,
-                   const Roofline& roof);
+                   const Roofline& roof, bool wgrad_deferred = false);
 // ViT patch embedding (Conv3d as a GEMM, replicated on the TP group).
 UnitCost vision_patch_cost(double patches, double patch_inputs, double vision_hidden,
                            const TpSetup& tp, const Roofline& roof);

@@ -67,12 +67,17 @@ SizeEstimate estimate_study_size(const Study& study, double virtual_stages, doub
   // beside 4 transfers, with the compute before and after, in place of one compute and one
   // collective: 8 more ops each, in a rerun forward too.
   const double tp_pipeline = study.training.tp_comm_overlap ? 2.0 * 4 : 0;
-  double per_layer = 15 + 3 * collectives + 2 * ring + 4 * tp_ring + 2 * tp_pipeline;
+  // Sequence parallelism runs the two column backwards' dgrad in 4 pieces (kRegatherPieces)
+  // beside 3 transfers of the re-gather of their saved input, with the compute before and after
+  // them as ops of their own, in place of one compute: 8 more ops each (the LM head's too).
+  const double regather = study.parallel.tp > 1 && study.parallel.sequence_parallel ? 2.0 * 4 : 0;
+  double per_layer = 15 + 3 * collectives + 2 * ring + 4 * tp_ring + 2 * tp_pipeline + 2 * regather;
   if (study.training.recompute == Recompute::Full)
     per_layer += 5 + collectives + ring + 2 * tp_ring + 2 * tp_pipeline;
   double layers = study.model.layers;
   if (study.model.vision) layers += study.model.vision->depth;
-  const double per_stage = 12 + 3 * collectives + 4;  // prologue/epilogue units, sends, copies
+  const double per_stage =
+      12 + 3 * collectives + 4 + regather;  // prologue/epilogue units, sends, copies
   return from_ops((layers * per_layer + per_stage * virtual_stages) * microbatches);
 }
 
