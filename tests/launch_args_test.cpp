@@ -149,14 +149,14 @@ TEST_CASE("Megatron round trip: MoE models' experts, shared experts, dense layer
   StudyOverrides o{.model = "mixtral-8x7b"};
   check_round_trip("default", o);  // tp 8 x pp 2 on a800x16
   // Every MoE field Megatron can say: a shared expert, 2 dense layers first, sigmoid, 4 groups
-  // (top 2), capacity factor 1.25 with the experts' inputs padded to it.
+  // (top 2), capacity factor 1.25 with the experts' inputs padded to it, the DeepEP dispatcher.
   const std::string moe_file = (braid::test::scratch_dir() / "moe-all.yaml").string();
   std::ofstream(moe_file) << "name: moe-all\nlayers: 8\nhidden: 1024\nheads: 16\nkv_heads: 8\n"
                              "ffn: 4096\nvocab: 32000\nmoe:\n  experts: 16\n  top_k: 4\n"
                              "  expert_ffn: 512\n  shared_experts: 1\n  shared_expert_ffn: 1024\n"
                              "  first_k_dense: 2\n  router_score: sigmoid\n  router_groups: 4\n"
                              "  router_group_top_k: 2\n  capacity_factor: 1.25\n"
-                             "  pad_to_capacity: true\n";
+                             "  pad_to_capacity: true\n  dispatcher: deepep\n";
   o.model = moe_file;
   check_round_trip("default", o);
 }

@@ -198,6 +198,27 @@ TEST_CASE("Megatron MoE flags: experts, top-k, widths, dense layers, routing are
   CHECK(args("--num-experts 8").not_modelled == std::vector<std::string>{"--num-experts 8"});
 }
 
+TEST_CASE("Megatron MoE flags: the flex dispatcher with DeepEP is dispatcher deepep",
+          "[megatron-args][moe][a2a]") {
+  const std::string moe = std::string(kGpt) + "--vocab-size 100 --num-experts 4 ";
+  auto dispatcher = [&](const std::string& flags) {
+    return args(moe + flags).overrides.model_config->moe->dispatcher;
+  };
+  CHECK(dispatcher("") == MoeDispatcher::AllToAll);
+  CHECK(dispatcher("--moe-token-dispatcher-type alltoall") == MoeDispatcher::AllToAll);
+  CHECK(dispatcher("--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep") ==
+        MoeDispatcher::DeepEp);
+  CHECK(dispatcher("--moe-token-dispatcher-type flex --moe-enable-deepep") ==
+        MoeDispatcher::DeepEp);
+  // Another flex backend (HybridEP) is costed as the all-to-all dispatcher.
+  CHECK(dispatcher("--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend hybridep") ==
+        MoeDispatcher::AllToAll);
+  CHECK(args(moe + "--moe-token-dispatcher-type flex --moe-enable-deepep").not_modelled.empty());
+  CHECK(args_error(moe + "--moe-enable-deepep") ==
+        "--megatron-args: --moe-enable-deepep: needs --moe-token-dispatcher-type flex (Megatron's "
+        "rule); add it or drop the flag");
+}
+
 TEST_CASE("Megatron batch: the global batch gives the microbatches per replica",
           "[megatron-args]") {
   // The default study: a800x16 (16 GPUs), tp 8, pp 2 -> dp 1.

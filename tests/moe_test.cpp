@@ -615,3 +615,153 @@ TEST_CASE("sweep and search take --moe-routing: a skewed router slows every row 
   CHECK_THAT(bad.err, Catch::StartsWith("braid: --moe-routing: training.moe_routing: 'zipf' is "
                                         "not a routing; "));
 }
+
+namespace {
+
+// A 16-expert variant of the tiny model (hidden 1024, experts of width 2048, top-2), with
+// `moe_extra` lines added to its moe: block, on `nodes` H800 nodes of 8 (h800x256), tp 1, pp 1,
+// ep `ep`, seq 1024: each rank's router sees x = 1024 tokens and sends x k h e =
+// 1024 x 2 x 1024 x 2 B = 4 MiB per dispatch (and their fp32 probabilities, 1024 x 2 x 4 B =
+// 8 KiB).
+StudyOverrides wide_overrides(int ep, const std::string& moe_extra = "", int nodes = 2) {
+  const auto file =
+      test::scratch_dir() / ("tiny-e16-" + std::to_string(moe_extra.size()) + ".yaml");
+  test::write_file(file,
+                   "name: tiny-e16\nlayers: 2\nhidden: 1024\nheads: 8\nkv_heads: 8\n"
+                   "head_dim: 128\nffn: 4096\nvocab: 32000\nactivation: swiglu\nmoe:\n"
+                   "  experts: 16\n  top_k: 2\n  expert_ffn: 2048\n" +
+                       moe_extra);
+  StudyOverrides o = test::layout_overrides(file.string(), "h800x256", 1, 1, 1024);
+  o.nodes = nodes;
+  o.ep = ep;
+  o.microbatches = 4;
+  o.distributed_optimizer = false;
+  return o;
+}
+CostModel wide(int ep, const std::string& moe_extra = "") {
+  return cost_of(load_study(resolve_config("studies", "default"), wide_overrides(ep, moe_extra)));
+}
+
+// The EP all-to-all of a phase (the dispatch's or the combine's; one per phase).
+Collective a2a_of(const CostModel& cm, UnitKind kind, Phase phase) {
+  const UnitCost u = first_unit(cm, kind);
+  for (const Collective& c : u[phase].collectives)
+    if (c.group == Group::Ep && c.kind == CollectiveKind::AllToAll) return c;
+  FAIL("no EP all-to-all");
+  return {};
+}
+
+constexpr double kSent = 1024.0 * 2 * 1024 * 2;  // 4194304 B
+constexpr double kProbs = 1024.0 * 2 * 4;        // 8192 B
+
+}  // namespace
+
+TEST_CASE("the all-to-all across nodes: the H800 profile and cluster", "[moe][a2a]") {
+  const Profile h800 = load_profile("h800");
+  const Profile h100 = load_profile("h100");
+  // H100 compute and memory, H800's NVLink: 160 GB/s (DeepSeek-V3 report, DeepEP's table).
+  CHECK(h800.peak_flops == h100.peak_flops);
+  CHECK(h800.fp8_peak_flops == h100.fp8_peak_flops);
+  CHECK(h800.hbm_bandwidth_Bps == h100.hbm_bandwidth_Bps);
+  CHECK(h800.link("nvlink").bus_bandwidth_Bps == 160e9);
+  CHECK(h800.link("nvlink").p2p_bandwidth_Bps == 160e9);
+  CHECK(h800.link("ib").p2p_bandwidth_Bps == 50e9);
+  const Study s = load_study(resolve_config("studies", "default"), wide_overrides(16));
+  CHECK(s.cluster.gpus_per_node == 8);
+  CHECK(s.cluster.gpus() == 16);  // --nodes 2 of the 32
+}
+
+TEST_CASE("the all-to-all inside a node is NVLink's alone, under both dispatchers", "[moe][a2a]") {
+  const Profile h800 = load_profile("h800");
+  const LinkProfile& nvlink = h800.link("nvlink");
+  auto a2a = [&](double bytes) {
+    return collective_time_s(nvlink, CollectiveKind::AllToAll, 8, bytes);
+  };
+  // ep 8 on 2 nodes: each EP group is one node's 8 GPUs (tp 1), as before this split.
+  const CostModel cm = wide(8);
+  const Collective d = a2a_of(cm, UnitKind::Dispatch, Phase::F);
+  CHECK(d.bytes == kSent + kProbs);
+  CHECK(d.time_s == a2a(kSent) + a2a(kProbs));
+  CHECK(a2a_of(cm, UnitKind::Combine, Phase::F).time_s == a2a(kSent));
+  // DeepEP inside a node: one fused call, the probabilities beside the tokens.
+  const CostModel deepep = wide(8, "  dispatcher: deepep\n");
+  CHECK(a2a_of(deepep, UnitKind::Dispatch, Phase::F).time_s == Approx(a2a(kSent + kProbs)));
+  CHECK(a2a_of(deepep, UnitKind::Combine, Phase::F).time_s == Approx(a2a(kSent)));
+}
+
+TEST_CASE("the all-to-all across nodes: NVLink and IB at once, the slower sets it, by hand",
+          "[moe][a2a]") {
+  // ep 16 on 2 nodes of 8: g = 8 ranks per node. Of the 4 MiB buffer, 1/16 stays, 7/16 go over
+  // NVLink (an all-to-all of 8 on 4 MiB / 2: 10 us + 7/8 x 2097152 / 160e9 = 21.4688 us) and
+  // 8/16 = 2097152 B over each GPU's NIC (46 us + 2097152 / 50e9 = 87.94304 us): 87.94304 us.
+  // The probabilities likewise: NVLink 10 us + 7/8 x 4096 / 160e9 = 10.0224 us, IB
+  // 46 us + 4096 / 50e9 = 46.08192 us; the dispatch 87.94304 + 46.08192 = 134.02496 us.
+  const CostModel cm = wide(16);
+  const Collective d = a2a_of(cm, UnitKind::Dispatch, Phase::F);
+  CHECK(d.bytes == kSent + kProbs);
+  CHECK(d.time_s == Approx(134.02496e-6).epsilon(1e-12));
+  const Collective c = a2a_of(cm, UnitKind::Combine, Phase::F);
+  CHECK(c.bytes == kSent);
+  CHECK(c.time_s == Approx(87.94304e-6).epsilon(1e-12));
+  CHECK(a2a_of(cm, UnitKind::Dispatch, Phase::B).time_s == Approx(87.94304e-6).epsilon(1e-12));
+  // Node-limited routing (2 groups = the 2 nodes, top 1) does not lower NCCL's bytes: every copy
+  // still travels alone, and a balanced token's copies leave the node as often (the one group
+  // it may use is either node alike).
+  const CostModel limited = wide(16, "  router_groups: 2\n  router_group_top_k: 1\n");
+  CHECK(a2a_of(limited, UnitKind::Combine, Phase::F).time_s == c.time_s);
+}
+
+TEST_CASE("DeepEP across nodes: one copy per remote node over IB, capped by node-limited routing",
+          "[moe][a2a]") {
+  // Expected remote nodes of a token (ep_remote_nodes). 16 experts on 2 nodes, top-2: a node is
+  // missed with probability (8/16)(7/15) = 7/30, D = 2 x 23/30 nodes reached, 1/2 of them
+  // remote: 23/30. Node-limited to 1 node: D = 1, remote 1/2.
+  CHECK(detail::ep_remote_nodes(16, 2, 2, 0) == Approx(23.0 / 30));
+  CHECK(detail::ep_remote_nodes(16, 2, 2, 1) == Approx(0.5));
+  CHECK(detail::ep_remote_nodes(16, 2, 1, 0) == 0);
+  // DeepSeek-V3: 256 experts on 8 nodes (ep 64), top-8. Unlimited: missed (224/256)(223/255)...
+  // (217/249) = 0.338168, D = 8 x 0.661832, remote 7/8 of it = 4.632821 (NCCL sends 7 of the 8
+  // copies across). Limited to M = 4 nodes: C = 128 experts, missed (96/128)...(89/121) =
+  // 0.0927473, D = 4 x 0.9072527, remote 3.175385, below the cap M x 7/8 = 3.5.
+  CHECK(detail::ep_remote_nodes(256, 8, 8, 0) == Approx(4.632821).epsilon(1e-6));
+  CHECK(detail::ep_remote_nodes(256, 8, 8, 4) == Approx(3.175385).epsilon(1e-6));
+  CHECK(detail::ep_remote_nodes(256, 8, 8, 4) < 3.5);
+  CHECK(detail::ep_remote_nodes(256, 8, 8, 8) == detail::ep_remote_nodes(256, 8, 8, 0));
+
+  // ep 16 on 2 nodes, the combine (no probabilities). NVLink: (g - 1) / g of every copy, an
+  // all-to-all of 8 on the 4 MiB: 10 us + 7/8 x 4194304 / 160e9 = 32.9376 us. IB: 1024 tokens x
+  // 23/30 x 1024 x 2 B = 1607816.5333 B, 46 us + 1607816.5333 / 50e9 = 78.156331 us: the time.
+  const CostModel cm = wide(16, "  dispatcher: deepep\n");
+  const Collective c = a2a_of(cm, UnitKind::Combine, Phase::F);
+  CHECK(c.bytes == kSent);
+  CHECK(c.time_s == Approx(46e-6 + 2097152 * 23.0 / 30 / 50e9).epsilon(1e-12));
+  CHECK(c.time_s == Approx(78.156331e-6).epsilon(1e-8));
+  // The dispatch carries the probabilities in the same call: IB 1607816.5333 + 1024 x 23/30 x
+  // 8 B = 1614097.0667 B, 46 us + 32.281941 us = 78.281941 us.
+  const Collective d = a2a_of(cm, UnitKind::Dispatch, Phase::F);
+  CHECK(d.bytes == kSent + kProbs);
+  CHECK(d.time_s == Approx(46e-6 + (2097152 + 8192) * 23.0 / 30 / 50e9).epsilon(1e-12));
+  CHECK(d.time_s == Approx(78.281941e-6).epsilon(1e-8));
+  // Node-limited to one node: 1/2 remote node per token, 1048576 B: 46 + 20.97152 = 66.97152 us.
+  const CostModel limited =
+      wide(16, "  router_groups: 2\n  router_group_top_k: 1\n  dispatcher: deepep\n");
+  CHECK(a2a_of(limited, UnitKind::Combine, Phase::F).time_s == Approx(66.97152e-6).epsilon(1e-12));
+  // Groups that are not the nodes (4 groups on 2 nodes) leave the count unlimited.
+  const CostModel other =
+      wide(16, "  router_groups: 4\n  router_group_top_k: 1\n  dispatcher: deepep\n");
+  CHECK(a2a_of(other, UnitKind::Combine, Phase::F).time_s == c.time_s);
+}
+
+TEST_CASE("moe dispatcher: the name/parse pair and a bad value in one line", "[moe][a2a]") {
+  for (const char* text : {"alltoall", "deepep"})
+    CHECK(name(*parse_moe_dispatcher(text)) == std::string(text));
+  CHECK_FALSE(parse_moe_dispatcher("flex"));
+  CHECK(
+      load_study(resolve_config("studies", "default"), wide_overrides(16)).model.moe->dispatcher ==
+      MoeDispatcher::AllToAll);
+  const std::string e = test::input_error_of([] {
+    load_study(resolve_config("studies", "default"), wide_overrides(16, "  dispatcher: flex\n"));
+  });
+  CHECK(e.find("moe.dispatcher") != std::string::npos);
+  CHECK(e.find("alltoall, deepep") != std::string::npos);
+}

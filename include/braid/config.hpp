@@ -58,6 +58,13 @@ enum class Precision { Bf16, Fp8Delayed, Fp8Current, Fp8Blockwise, Mxfp8 };
 // --moe-router-score-function, megatron/core/transformer/moe/router.py TopKRouter): softmax
 // (Mixtral, Qwen3-MoE) or sigmoid (DeepSeek-V3).
 enum class RouterScore { Softmax, Sigmoid };
+// How the tokens of an MoE layer reach their experts' GPUs (docs/moe.md, "The all-to-all across
+// nodes"): Megatron-Core's all-to-all dispatcher (--moe-token-dispatcher-type alltoall,
+// token_dispatcher.py MoEAlltoAllTokenDispatcher: NCCL all-to-all, one copy per routed expert) or
+// DeepEP's fused kernels (--moe-token-dispatcher-type flex with the deepep backend,
+// MoEFlexTokenDispatcher and fused_a2a.py: one copy per target node over the network, then
+// NVLink to the GPUs of that node).
+enum class MoeDispatcher { AllToAll, DeepEp };
 
 // The YAML and command-line values of each enum above, in enum order: name() writes them,
 // parse_*() reads them back where a command line or another format gives them (std::nullopt for
@@ -88,6 +95,9 @@ std::optional<Precision> parse_precision(std::string_view text);
 const std::vector<std::string>& router_score_names();  // softmax, sigmoid
 const char* name(RouterScore r);
 std::optional<RouterScore> parse_router_score(std::string_view text);
+const std::vector<std::string>& moe_dispatcher_names();  // alltoall, deepep
+const char* name(MoeDispatcher d);
+std::optional<MoeDispatcher> parse_moe_dispatcher(std::string_view text);
 
 // The norm and linear biases of a model that does not name them, by its activation's family:
 // SwiGLU models (Llama, Qwen2, Mistral) use RMSNorm and no biases; GELU and squared-ReLU ones
@@ -135,6 +145,8 @@ struct MoeConfig {
   // With a capacity factor, every expert's input padded to its capacity
   // (--moe-pad-expert-input-to-capacity; moe_utils.py apply_router_token_dropping).
   bool pad_to_capacity = false;
+  // The token dispatcher (MoeDispatcher): alltoall, Megatron-Core's, or deepep.
+  MoeDispatcher dispatcher = MoeDispatcher::AllToAll;
   auto operator<=>(const MoeConfig&) const = default;  // NOLINT(modernize-use-nullptr)
 };
 // Multi-head latent attention (model YAML `mla:`; docs/moe.md), as Megatron-Core's

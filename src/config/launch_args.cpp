@@ -86,6 +86,12 @@ void megatron_experts(const ModelConfig& m, Fragment& f) {
     flag(f, "--moe-expert-capacity-factor", factor.str());
   }
   if (e.pad_to_capacity) flag(f, "--moe-pad-expert-input-to-capacity");
+  // DeepEP: the flex dispatcher with its deepep backend (transformer_config.py,
+  // moe_flex_dispatcher_backend; the older --moe-enable-deepep is deprecated there).
+  if (e.dispatcher == MoeDispatcher::DeepEp) {
+    flag(f, "--moe-token-dispatcher-type", "flex");
+    flag(f, "--moe-flex-dispatcher-backend", "deepep");
+  }
 }
 
 // Multi-head latent attention as mla_of (megatron_args.cpp) reads it back; q_lora_rank 0 is

@@ -111,6 +111,7 @@ MoeConfig read_moe(YamlMap& e, const ModelConfig& model) {
     e.fail("pad_to_capacity",
            "needs a capacity_factor (Megatron's --moe-pad-expert-input-to-capacity needs "
            "--moe-expert-capacity-factor); set one or drop pad_to_capacity");
+  moe.dispatcher = static_cast<MoeDispatcher>(e.choice_or("dispatcher", moe_dispatcher_names(), 0));
   e.finish();
   return moe;
 }
@@ -267,6 +268,15 @@ const std::vector<std::string>& router_score_names() {
 const char* name(RouterScore r) { return table_name(router_score_names(), r); }
 std::optional<RouterScore> parse_router_score(std::string_view text) {
   return table_parse<RouterScore>(router_score_names(), text);
+}
+
+const std::vector<std::string>& moe_dispatcher_names() {
+  static const std::vector<std::string> names = {"alltoall", "deepep"};
+  return names;
+}
+const char* name(MoeDispatcher d) { return table_name(moe_dispatcher_names(), d); }
+std::optional<MoeDispatcher> parse_moe_dispatcher(std::string_view text) {
+  return table_parse<MoeDispatcher>(moe_dispatcher_names(), text);
 }
 
 bool is_moe_layer(const MoeConfig& moe, int layer) {

@@ -218,7 +218,10 @@ const std::set<std::string>& moe_flags() {
                                               "--moe-router-num-groups",
                                               "--moe-router-group-topk",
                                               "--moe-expert-capacity-factor",
-                                              "--moe-pad-expert-input-to-capacity"};
+                                              "--moe-pad-expert-input-to-capacity",
+                                              "--moe-token-dispatcher-type",
+                                              "--moe-flex-dispatcher-backend",
+                                              "--moe-enable-deepep"};
   return names;
 }
 
@@ -485,6 +488,16 @@ MoeConfig moe_of(const FlagReader& f, const ModelConfig& m) {
   e.pad_to_capacity = f.has("--moe-pad-expert-input-to-capacity");
   if (e.pad_to_capacity && !e.capacity_factor)
     f.fail("--moe-pad-expert-input-to-capacity", "needs --moe-expert-capacity-factor");
+  // DeepEP: --moe-token-dispatcher-type flex with --moe-flex-dispatcher-backend deepep or the
+  // deprecated --moe-enable-deepep (transformer_config.py __post_init__); any other dispatcher
+  // is costed as the all-to-all one.
+  const std::string backend = f.text("--moe-flex-dispatcher-backend", "deepep");
+  const bool deepep = f.has("--moe-enable-deepep") || f.has("--moe-flex-dispatcher-backend");
+  if (f.text("--moe-token-dispatcher-type", "alltoall") == "flex" && deepep && backend == "deepep")
+    e.dispatcher = MoeDispatcher::DeepEp;
+  else if (f.has("--moe-enable-deepep") && f.text("--moe-token-dispatcher-type", "") != "flex")
+    f.fail("--moe-enable-deepep",
+           "needs --moe-token-dispatcher-type flex (Megatron's rule); add it or drop the flag");
   return e;
 }
 

@@ -1,5 +1,6 @@
 // build_cost_model: a Study on a Profile -> per virtual stage, per unit and phase costs
 // (cost_model.hpp). Formulas: docs/cost-model.md.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <optional>
@@ -191,6 +192,17 @@ void add_moe_units(StudyUnits& u, const Study& study, const Profile& profile,
   moe.ep_link = link_of(Group::Ep);
   moe.etp_link = link_of(Group::Etp);
   moe.host_sync_s = moe.ep * moe.etp > 1 ? kMoeHostSyncS : 0;
+  // The all-to-all across nodes (docs/moe.md, "The all-to-all across nodes"): the EP group's
+  // ranks on one node and, for DeepEP, the remote nodes a token reaches; node-limited routing
+  // caps them when its groups are the group's nodes (the experts lie in order on the EP ranks,
+  // so group i's experts are node i's).
+  moe.ep_per_node = layout.members_per_node(Group::Ep);
+  moe.ep_intra_link = &profile.link(study.cluster.intra_node.name);
+  moe.ep_inter_link = link_of(Group::Ep);  // the intra-node link when the group stays inside
+  moe.dispatcher = e.dispatcher;
+  const int ep_nodes = moe.ep / std::max(1, moe.ep_per_node);
+  moe.remote_nodes = detail::ep_remote_nodes(
+      e.experts, e.top_k, ep_nodes, e.router_groups == ep_nodes ? e.router_group_top_k : 0);
   moe.shared_ffn = static_cast<double>(e.shared_experts) * e.shared_expert_ffn;
   // The routing and capacity (docs/moe.md, "Load imbalance and capacity"): x tokens of a
   // microbatch enter each rank's router (sharded by tp under SP), x k choices.

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <initializer_list>
+#include <tuple>
 #include <utility>
 
 #include "units.hpp"
@@ -64,17 +65,49 @@ void set_gemm_flops(PhaseCost& p, double flops) {
 // (MoEAlltoAllTokenDispatcher.token_dispatch: two all_to_all calls, tokens then probs; the
 // combine sends the tokens only, token_combine). Bytes per rank as nccl-tests' alltoall counts
 // them: what one rank sends, here the busiest rank's receive (the all-to-all ends when it does;
-// a balanced rank's sends otherwise).
+// a balanced rank's sends otherwise). DeepEP's dispatch carries the probabilities in the same
+// fused kernel (fused_a2a.py FusedDispatch: the top-k weights beside the tokens): one transfer.
 void add_all_to_all(PhaseCost& p, const MoeSetup& moe, const MoeTerms& m,
                     CollectivePosition position, bool with_probs) {
-  add_group_collective(p, Group::Ep, moe.ep, *moe.ep_link, CollectiveKind::AllToAll, position,
-                       m.received);
-  if (with_probs && moe.ep > 1) {
-    const double probs = m.x * m.k * kProbBytes * m.busiest;
-    p.collectives.back().bytes += probs;
-    p.collectives.back().time_s +=
-        collective_time_s(*moe.ep_link, CollectiveKind::AllToAll, moe.ep, probs);
+  if (moe.ep <= 1) return;
+  const double probs = with_probs ? m.x * m.k * kProbBytes * m.busiest : 0;
+  // The bytes that cross the network under DeepEP (docs/moe.md): one copy per remote node.
+  const double remote = m.x * moe.remote_nodes * m.h * m.e * m.busiest;
+  const double remote_probs = m.x * moe.remote_nodes * m.k * kProbBytes * m.busiest;
+  if (moe.dispatcher == MoeDispatcher::DeepEp) {
+    Collective c;
+    c.kind = CollectiveKind::AllToAll;
+    c.group = Group::Ep;
+    c.position = position;
+    c.bytes = m.received + probs;
+    const auto [time_s, source] =
+        ep_all_to_all_s(moe, c.bytes, remote + (with_probs ? remote_probs : 0));
+    c.time_s = time_s;
+    c.source = source;
+    p.collectives.push_back(c);
+    return;
   }
+  if (moe.ep_per_node >= moe.ep) {  // inside a node: the all-to-all of ep ranks on its link
+    add_group_collective(p, Group::Ep, moe.ep, *moe.ep_link, CollectiveKind::AllToAll, position,
+                         m.received);
+    if (with_probs) {
+      p.collectives.back().bytes += probs;
+      p.collectives.back().time_s +=
+          collective_time_s(*moe.ep_link, CollectiveKind::AllToAll, moe.ep, probs);
+    }
+    return;
+  }
+  Collective c;
+  c.kind = CollectiveKind::AllToAll;
+  c.group = Group::Ep;
+  c.position = position;
+  c.bytes = m.received;
+  std::tie(c.time_s, c.source) = ep_all_to_all_s(moe, m.received, 0);
+  if (with_probs) {
+    c.bytes += probs;
+    c.time_s += ep_all_to_all_s(moe, probs, 0).first;
+  }
+  p.collectives.push_back(c);
 }
 
 // The expert-TP gather after the dispatch (dispatch_postprocess:
@@ -313,6 +346,57 @@ LayerCost moe_layer_cost(const LayerShape& s, const TpSetup& tp, const MoeSetup&
   }
   if (tp.recompute_full) recompute_units(c, 2);
   return c;
+}
+
+double ep_remote_nodes(double experts, double top_k, int nodes, int limit) {
+  if (nodes <= 1) return 0;
+  const double n = nodes, M = limit > 0 && limit < nodes ? limit : n;
+  const double per_node = experts / n, C = M * per_node;
+  // C(C - E / n, k) / C(C, k) as a product of k ratios; 0 once the other nodes hold fewer than k.
+  double missed = 1;
+  for (int i = 0; i < static_cast<int>(top_k); ++i)
+    missed *= std::max(0.0, (C - per_node - i) / (C - i));
+  return (n - 1) / n * M * (1 - missed);
+}
+
+std::pair<double, Source> ep_all_to_all_s(const MoeSetup& moe, double bytes, double remote_bytes) {
+  const int g = std::min(moe.ep_per_node, moe.ep), nodes = moe.ep / g;
+  const LinkProfile& intra = *moe.ep_intra_link;
+  const LinkProfile& inter = *moe.ep_inter_link;
+  // NVLink: an all-to-all of `ranks` GPUs on a buffer of `size` moves (ranks - 1) / ranks of it,
+  // timed as inside a node (collective_time_s).
+  auto nvlink = [&](int ranks, double size) {
+    return std::pair{collective_time_s(intra, CollectiveKind::AllToAll, ranks, size),
+                     collective_source(intra, CollectiveKind::AllToAll, ranks)};
+  };
+  // The network: every byte that leaves the node leaves through the GPU's own NIC, point to
+  // point (the all-to-all is a send and a receive per peer in one NCCL group, as PyTorch's
+  // all_to_all_single and nccl-tests' src/alltoall.cu post them; DeepEP's RDMA puts go to the
+  // same GPU index on each node, internode.cu): the link's latency and its per-GPU,
+  // per-direction p2p rate. The link's bus bandwidth is not used: it is an all-reduce's, which
+  // NCCL's tree and SHARP algorithms take above the NIC's rate.
+  auto network = [&](double moved) {
+    const double rate =
+        inter.p2p_bandwidth_Bps > 0 ? inter.p2p_bandwidth_Bps : inter.bus_bandwidth_Bps;
+    return std::pair{moved > 0 ? inter.latency_s + moved / rate : 0.0, Source::SpecDerived};
+  };
+  // Both parts run at once (NCCL posts every peer's send and receive in one group; DeepEP
+  // forwards over NVLink while RDMA receives): the slower sets the time.
+  auto slower = [](std::pair<double, Source> a, std::pair<double, Source> b) {
+    return b.first > a.first ? b : a;
+  };
+  if (moe.dispatcher == MoeDispatcher::DeepEp) {
+    // NVLink: every copy whose expert is not on the GPU it reached the node on, (g - 1) / g of
+    // them: an all-to-all of g ranks on the whole buffer. The network: one copy per remote node.
+    const auto inside = nvlink(g, bytes);
+    return nodes <= 1 ? inside : slower(inside, network(remote_bytes));
+  }
+  // NCCL's alltoall: of the buffer, 1 / ep stays on the rank, (g - 1) / ep goes over NVLink to
+  // the rank's node (an all-to-all of g ranks on 1 / nodes of the buffer moves
+  // (g - 1) / g x g / ep of it) and (ep - g) / ep over the network.
+  if (nodes <= 1) return nvlink(g, bytes);
+  const double ep = moe.ep;
+  return slower(nvlink(g, bytes / nodes), network(bytes * (ep - g) / ep));
 }
 
 MoeLoad moe_load(const std::vector<double>& loads, int ep, double tokens, double top_k,

@@ -20,14 +20,10 @@
 
 namespace braid::detail {
 
-namespace {
-
 Source collective_source(const LinkProfile& link, CollectiveKind kind, int ranks) {
   if (!has_measured_rows(link, kind, ranks)) return Source::SpecDerived;
   return link.published ? Source::Published : Source::Measured;
 }
-
-}  // namespace
 
 void add_group_collective(PhaseCost& p, Group group, int ranks, const LinkProfile& link,
                           CollectiveKind kind, CollectivePosition position, double bytes,

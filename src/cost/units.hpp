@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "braid/cost_model.hpp"
@@ -127,6 +128,15 @@ struct MoeSetup {
   // all-to-all can be issued (kMoeHostSyncS in build.cpp): on the critical path, charged to the
   // counts' all-gather.
   double host_sync_s = 0;
+  // The EP all-to-all across nodes (docs/moe.md, "The all-to-all across nodes"): the EP group's
+  // members on one node (ep when the group stays inside it), the links inside and across nodes,
+  // the dispatcher and, for DeepEP, the expected nodes other than its own that a token's copies
+  // reach (ep_remote_nodes).
+  int ep_per_node = 1;
+  const LinkProfile* ep_intra_link = nullptr;
+  const LinkProfile* ep_inter_link = nullptr;
+  MoeDispatcher dispatcher = MoeDispatcher::AllToAll;
+  double remote_nodes = 0;
   double shared_ffn = 0;  // the shared experts' width together (count x width); 0: none
   // Routing (moe_load; docs/moe.md, "Load imbalance and capacity"), relative to balanced: the
   // tokens each local expert of the busiest EP rank takes after capacity (El entries; empty:
@@ -135,6 +145,22 @@ struct MoeSetup {
   std::vector<double> busiest_loads;
   double busiest = 1, kept = 1, computed = 1;
 };
+// The expected nodes other than its own that one token's top_k copies reach under balanced
+// routing, its EP group's experts spread evenly over `nodes` nodes (docs/moe.md, "The all-to-all
+// across nodes"). `limit`: node-limited routing, the token's experts chosen within `limit` of
+// the nodes (0: not limited). Each of the M = limit (or nodes) nodes the token may use holds
+// E / nodes of the C = M E / nodes experts its k distinct choices are drawn from: it is missed
+// with probability C(C - E / nodes, k) / C(C, k), so the token reaches
+// D = M (1 - C(C - E / nodes, k) / C(C, k)) nodes, every node alike, its own among them with
+// probability D / nodes: (nodes - 1) D / nodes others.
+double ep_remote_nodes(double experts, double top_k, int nodes, int limit);
+// The time of one EP all-to-all of `bytes` per rank (nccl-tests' size: the busiest rank's whole
+// buffer) on the links `moe` names, and the source of the part that sets it: inside a node the
+// all-to-all of ep ranks; across nodes its NVLink and network parts at once, the slower setting
+// the time (docs/moe.md, "The all-to-all across nodes"). `remote_bytes`: under DeepEP the bytes
+// that cross the network (one copy per remote node); the all-to-all dispatcher's follow from
+// `bytes`.
+std::pair<double, Source> ep_all_to_all_s(const MoeSetup& moe, double bytes, double remote_bytes);
 // What moe_load makes of a routing: the fields above and the report's figures.
 struct MoeLoad {
   std::vector<double> busiest_loads;
@@ -195,6 +221,8 @@ double fp8_gather_bytes(Precision precision, double dtype_bytes, int layouts);
 
 // A collective of `group` (of `ranks` GPUs over `link`) before or after a phase's compute; none
 // for a group of one. Its source: the link's measured or published rows where they cover it.
+// Where a collective's time on `link` comes from: its measured or published rows, else the spec.
+Source collective_source(const LinkProfile& link, CollectiveKind kind, int ranks);
 void add_group_collective(PhaseCost& p, Group group, int ranks, const LinkProfile& link,
                           CollectiveKind kind, CollectivePosition position, double bytes,
                           bool from_compute = false);

@@ -39,6 +39,7 @@ void visit_study_fields(const MoeConfig& e, F&& f) {
   f("router_group_top_k", e.router_group_top_k);
   f("capacity_factor", e.capacity_factor);
   f("pad_to_capacity", e.pad_to_capacity);
+  f("dispatcher", e.dispatcher);
 }
 
 template <typename F>
