@@ -180,3 +180,32 @@ TEST_CASE("DualPipeV and STP on one rank: their MoE FB blocks hide the all-to-al
     CHECK(halves.ep_exposed == 21);
   }
 }
+
+TEST_CASE("combined 1F1B on one rank: F0, F(i+1)&B(i), B(m-1) against 1F1B", "[moe][combined]") {
+  // Megatron's combined_1f1b_schedule_for_no_pipelining, one chunk of one layer, m 3. One rank:
+  // every instruction finds its inputs ready, so the iteration is the sum of the instructions
+  // (the costs of the FB case above: a plain F 10 with 2 exposed, an FB block 22 with nothing
+  // exposed, 26 with 4 exposed without the cut points, a full B 15 with 1 exposed).
+  ScheduleOptions o;
+  o.pp = 1;
+  o.vpp = 1;
+  o.microbatches = 3;
+  const Schedule s = make_schedule("combined-1f1b", o);
+  REQUIRE(format_program(s.ranks[0]) == "F0.0 F0.1&B0.0 F0.2&B0.1 B0.2");
+  REQUIRE(validate(s).ok());
+  // 10 + 2 x 22 + 15 = 69; EP 2 + 0 + 0 + 1 = 3.
+  const Run cut = run(s, moe_round_model(1, true));
+  CHECK(cut.iteration == 69);
+  CHECK(cut.ep_exposed == 3);
+  CHECK(start_of(cut.sim, "B0.2 Combine L0") == 54);  // after 10 + 22 + 22
+  // 1F1B on one rank, F B three times: 3 x (10 + 15) = 75; EP 3 x (2 + 1) = 9.
+  const Run plain = run(generated("1f1b", 1, 3), moe_round_model(1, true));
+  CHECK(plain.iteration == 75);
+  CHECK(plain.ep_exposed == 9);
+  // Without the cut points the blocks run the halves' order: 10 + 2 x 26 + 15 = 77, EP
+  // 2 + 2 x 4 + 1 = 11, behind 1F1B's 75 (which the cut points do not change: 3 x 25).
+  const Run halves = run(s, moe_round_model(1, false));
+  CHECK(halves.iteration == 77);
+  CHECK(halves.ep_exposed == 11);
+  CHECK(run(generated("1f1b", 1, 3), moe_round_model(1, false)).iteration == 75);
+}

@@ -106,7 +106,8 @@ TEST_CASE("export then import gives the same schedule back", "[schedule][csv]") 
         ScheduleOptions o;
         o.pp = p;
         o.microbatches = m;
-        if (name == "1f1b-i" && m % p != 0) continue;  // Megatron's rule, tested elsewhere
+        if ((name == "1f1b-i" || name == "combined-1f1b") && m % p != 0)
+          continue;  // Megatron's rule, tested elsewhere
         INFO(name << " p=" << p << " m=" << m);
         Schedule s = make_schedule(name, o);
         Schedule back = round_trip(s);

@@ -84,7 +84,7 @@ TEST_CASE("every schedule validates for p in 2..8 and the issue's microbatch cou
         o.pp = p;
         o.microbatches = m;
         const bool megatron_rule = m % p == 0 || m % p >= p;  // group size N = p
-        if (name == "1f1b-i" && !megatron_rule) {
+        if ((name == "1f1b-i" || name == "combined-1f1b") && !megatron_rule) {
           CHECK_THROWS_AS(make_schedule(name, o), InputError);
           continue;
         }
@@ -187,6 +187,34 @@ TEST_CASE("1F1B-I follows Megatron's schedule table (PP2, VP2, N3, M5)", "[sched
   CHECK(validate(s).ok());
 }
 
+TEST_CASE("combined 1F1B runs Megatron's steady state as F&B blocks", "[schedule][combined]") {
+  // One rank (Megatron's combined_1f1b_schedule_for_no_pipelining): F0, F(i+1)&B(i), B(m-1).
+  CHECK(format_program(make("combined-1f1b", 1, 4, 1).ranks[0]) ==
+        "F0.0 F0.1&B0.0 F0.2&B0.1 F0.3&B0.2 B0.3");
+  // PP2, VP2, N = p = 2, M4: the schedule table is microbatch 0 1 0 1 2 3 2 3, chunk
+  // 0 0 1 1 0 0 1 1. Rank 0 warms up with 1F1B-I's (2-0-1)*2 + (2-1)*2 = 4 forwards plus one,
+  // rank 1 with 0 + 2 + 1 = 3; then table entry k + warm-up forward beside entry k's backward
+  // (chunk mirrored), then the remaining backwards.
+  const Schedule s = make("combined-1f1b", 2, 4);
+  CHECK(format_program(s.ranks[0]) ==
+        "F0.0 F0.1 F1.0 F1.1 F0.2 F0.3&B1.0 F1.2&B1.1 F1.3&B0.0 B0.1 B1.2 B1.3 B0.2 B0.3");
+  // Rank 1 holds the last stage: 1F1B-I's first steady pair is F1.0 then B1.0 of that very
+  // microbatch; the extra warm-up forward makes every block's two passes independent.
+  CHECK(format_program(s.ranks[1]) ==
+        "F0.0 F0.1 F1.0 F1.1&B1.0 F0.2&B1.1 F0.3&B0.0 F1.2&B0.1 F1.3&B1.2 B1.3 B0.2 B0.3");
+  CHECK(s.p2p_runtime == P2pRuntime::Megatron);
+  CHECK(validate(s).ok());
+  // One chunk per rank on p > 1 ranks: refused, as Megatron does.
+  CHECK_THROWS_WITH(make("combined-1f1b", 3, 6, 1),
+                    "--vpp: 1: combined-1f1b with pp > 1 needs at least 2 chunks per rank "
+                    "(Megatron asserts a virtual pipeline size with "
+                    "--overlap-moe-expert-parallel-comm); give --vpp 2 or more");
+  // The interleaved sizes follow 1F1B-I's rules.
+  CHECK_THROWS_WITH(make("combined-1f1b", 4, 10),
+                    Catch::Contains("combined-1f1b with group size N = 4 needs m mod N"));
+  CHECK_THROWS_WITH(make("combined-1f1b", 4, 8, 0), Catch::Contains("--vpp: 0"));
+}
+
 TEST_CASE("ZB-H1 keeps r weight gradients of rank r for the drain", "[schedule][zb-h1]") {
   Schedule s = make("zb-h1", 4, 6);
   CHECK(format_program(s.ranks[0]) ==
@@ -219,7 +247,7 @@ TEST_CASE("STP-offload offloads chunk-0 activations and reloads one instruction 
 TEST_CASE("bad sizes and names are one clear InputError", "[schedule][errors]") {
   CHECK_THROWS_WITH(make("pipedream", 4, 8),
                     Catch::Contains("unknown schedule; known: gpipe, 1f1b, 1f1b-i, zb-h1, zb-v, "
-                                    "dualpipe-v, stp, stp-offload"));
+                                    "dualpipe-v, stp, stp-offload, combined-1f1b"));
   CHECK_THROWS_WITH(make("1f1b", 0, 8), Catch::Contains("--pp: 0: pipeline size must be >= 1"));
   CHECK_THROWS_WITH(make("stp", 4, 7),
                     Catch::Contains("--microbatches: 7: stp needs at least 8 microbatches"));
@@ -353,7 +381,7 @@ TEST_CASE("braid schedule rejects bad input with one line and exit code 2", "[sc
   CHECK(unknown.status == 2);
   CHECK(unknown.output ==
         "braid: --schedule: nope: unknown schedule; known: gpipe, 1f1b, 1f1b-i, zb-h1, zb-v, "
-        "dualpipe-v, stp, stp-offload\n");
+        "dualpipe-v, stp, stp-offload, combined-1f1b\n");
   Run few = run("schedule --schedule stp --pp 4 --microbatches 6");
   CHECK(few.status == 2);
   CHECK(few.output ==
@@ -531,7 +559,7 @@ TEST_CASE("unit-time bubbles match the closed forms", "[schedule][theory]") {
 }
 
 TEST_CASE("every schedule kind's traits describe what its generator builds", "[schedule]") {
-  REQUIRE(schedule_names().size() == 8);
+  REQUIRE(schedule_names().size() == 9);
   for (const std::string& n : schedule_names()) {
     INFO(n);
     const ScheduleKind kind = parse_schedule_kind(n);
@@ -550,7 +578,7 @@ TEST_CASE("every schedule kind's traits describe what its generator builds", "[s
   CHECK(traits(ScheduleKind::DualPipeV).microbatches_per_pp == 2);
   CHECK_THROWS_WITH(parse_schedule_kind("pipedream"),
                     "--schedule: pipedream: unknown schedule; known: gpipe, 1f1b, 1f1b-i, zb-h1, "
-                    "zb-v, dualpipe-v, stp, stp-offload");
+                    "zb-v, dualpipe-v, stp, stp-offload, combined-1f1b");
 }
 
 TEST_CASE("instruction and placement names read back to the same value", "[schedule]") {

@@ -65,7 +65,9 @@ StudyOverrides gpt22b(int tp, int pp) {
 Report run(const Study& s, const Profile& p, const std::string& schedule, Dag* dag_out = nullptr) {
   ScheduleOptions so;
   so.pp = s.parallel.pp;
-  so.vpp = chunks_per_rank(schedule, s.parallel.vpp);
+  // combined-1f1b refuses one chunk per rank at p > 1 (as Megatron does): 2 there.
+  const bool two = schedule == "combined-1f1b" && s.parallel.pp > 1 && s.parallel.vpp == 1;
+  so.vpp = chunks_per_rank(schedule, two ? 2 : s.parallel.vpp);
   so.microbatches = s.training.microbatches;
   const Schedule sched = make_schedule(schedule, so);
   const CostModel cm = build_cost_model(s, p, sched.virtual_stages());

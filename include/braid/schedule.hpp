@@ -132,7 +132,8 @@ enum class ScheduleKind : std::uint8_t {
   ZbV,
   DualPipeV,
   Stp,
-  StpOffload
+  StpOffload,
+  Combined1F1B
 };
 
 struct ScheduleTraits {

@@ -152,7 +152,8 @@ void register_search(CLI::App& app) {
   cmd->add_option("--schedules", args->schedules,
                   "all, or a list of schedule names (default: the study's schedules)");
   cmd->add_option("--mbs", args->mbs, "micro-batch sizes to try (default 1,2,4)");
-  cmd->add_option("--vpp", args->vpp, "chunks per rank to try for 1f1b-i (default: the study's)");
+  cmd->add_option("--vpp", args->vpp,
+                  "chunks per rank to try for 1f1b-i and combined-1f1b (default: the study's)");
   cmd->add_option("--seq", args->seq, "sequence length (default: the study's)");
   cmd->add_option("--sp", args->sp,
                   "sequence parallelism to try: on, off or on,off (default: "

@@ -203,7 +203,8 @@ void register_sweep(CLI::App& app) {
                   "(default: the study's, else the row's tp; a dense model ignores it)");
   cmd->add_option("--pp", args->pp, "pipeline-parallel sizes (default: the study's)");
   cmd->add_option("--vpp", args->vpp,
-                  "chunks per rank for 1f1b-i (other schedules fix theirs; default: the study's)");
+                  "chunks per rank for 1f1b-i and combined-1f1b (other schedules fix theirs; "
+                  "default: the study's)");
   cmd->add_option("--seq", args->seq, "sequence lengths (default: the study's)");
   cmd->add_option("--mbs", args->mbs, "micro-batch sizes (default: the study's)");
   cmd->add_option("--microbatches", args->microbatches,

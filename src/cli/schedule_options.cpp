@@ -46,10 +46,12 @@ void add_schedule_options(CLI::App& cmd, ScheduleArgs& args) {
   args.pp = cmd.add_option("--pp", args.options.pp, "pipeline-parallel size p (ranks)");
   args.microbatches =
       cmd.add_option("--microbatches", args.options.microbatches, "microbatches m per iteration");
-  args.vpp = cmd.add_option("--vpp", args.options.vpp, "chunks per rank for 1f1b-i (default 2)");
-  args.group_size = cmd.add_option("--group-size", args.options.group_size,
-                                   "1f1b-i: Megatron's microbatch group size N (default p)")
-                        ->check(at_least_one());
+  args.vpp = cmd.add_option("--vpp", args.options.vpp,
+                            "chunks per rank for 1f1b-i and combined-1f1b (default 2)");
+  args.group_size =
+      cmd.add_option("--group-size", args.options.group_size,
+                     "1f1b-i, combined-1f1b: Megatron's microbatch group size N (default p)")
+          ->check(at_least_one());
   args.offload_fraction =
       cmd.add_option("--offload-fraction", args.options.offload_fraction,
                      "stp-offload: share of microbatches whose chunk-0 activations are offloaded "
@@ -145,11 +147,12 @@ void check_options_apply(const std::string& name, const ScheduleOptions& options
     throw InputError("--vpp", std::to_string(options.vpp),
                      name + " always has " + std::to_string(fixed) +
                          (fixed == 1 ? " chunk" : " chunks") +
-                         " per rank; --vpp chooses the chunks of 1f1b-i only",
+                         " per rank; --vpp chooses the chunks of 1f1b-i and combined-1f1b only",
                      InputKind::Value);
   if (given.group_size && !t.group_size)
     throw InputError("--group-size", std::to_string(options.group_size),
-                     "applies to 1f1b-i only (Megatron's microbatch group size)", InputKind::Value);
+                     "applies to 1f1b-i and combined-1f1b only (Megatron's microbatch group size)",
+                     InputKind::Value);
   if (given.offload_fraction && !t.own_offload)
     throw InputError("--offload-fraction", number_text(options.offload_fraction),
                      "applies to stp-offload only", InputKind::Value);

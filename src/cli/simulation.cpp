@@ -33,9 +33,10 @@ void add_simulation_options(CLI::App& cmd, SimulationArgs& args) {
       ->check(CLI::IsMember({"batched", "blocking", "async"}));
   cmd.add_flag("--no-contention", args.no_contention,
                "compute and communication overlap without slowing each other");
-  args.group_size_option = cmd.add_option("--group-size", args.group_size,
-                                          "1f1b-i: Megatron's microbatch group size N (default p)")
-                               ->check(at_least_one());
+  args.group_size_option =
+      cmd.add_option("--group-size", args.group_size,
+                     "1f1b-i, combined-1f1b: Megatron's microbatch group size N (default p)")
+          ->check(at_least_one());
   args.offload_fraction_option =
       cmd.add_option("--offload-fraction", args.offload_fraction,
                      "stp-offload: share of microbatches whose chunk-0 activations are offloaded");

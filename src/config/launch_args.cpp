@@ -148,9 +148,14 @@ void megatron_model(const Study& s, Fragment& f) {
 }
 
 void megatron_schedule(const Study& s, const LaunchSchedule& schedule, Fragment& f) {
-  if (schedule.name == "1f1b-i" && schedule.chunks_per_rank > 1)
+  // combined-1f1b: Megatron's schedules with the EP all-to-all overlap
+  // (--overlap-moe-expert-parallel-comm, pipeline_parallel/combined_1f1b.py), interleaved when the
+  // rank holds more than one chunk (always when pp > 1: the generator refuses one).
+  const bool combined = schedule.name == "combined-1f1b";
+  if (combined) flag(f, "--overlap-moe-expert-parallel-comm");
+  if ((schedule.name == "1f1b-i" || combined) && schedule.chunks_per_rank > 1)
     flag(f, "--virtual-pipeline-model-parallel-size", std::to_string(schedule.chunks_per_rank));
-  else if (s.parallel.pp > 1 && schedule.name != "1f1b" && schedule.name != "1f1b-i")
+  else if (s.parallel.pp > 1 && schedule.name != "1f1b" && schedule.name != "1f1b-i" && !combined)
     f.note("schedule " + schedule.name +
            " is not expressible: Megatron-LM runs 1F1B (interleaved with "
            "--virtual-pipeline-model-parallel-size)");

@@ -8,7 +8,9 @@
 // plain 1F1B, and with one rank there is no pipeline (as in Megatron).
 #include <algorithm>
 #include <string>
+#include <string_view>
 #include <utility>
+#include <vector>
 
 #include "braid/error.hpp"
 #include "builder.hpp"
@@ -19,10 +21,8 @@ int interleaved_group_size(const ScheduleOptions& options) {
   return options.group_size > 0 ? options.group_size : options.pp;
 }
 
-namespace {
-
 // Megatron's get_schedule_table: (microbatch, chunk) of each virtual microbatch, in order.
-std::vector<std::pair<int, int>> schedule_table(int m, int v, int n) {
+std::vector<std::pair<int, int>> interleaved_table(int m, int v, int n) {
   std::vector<std::pair<int, int>> table;
   table.reserve(static_cast<size_t>(m) * v);
   for (int first = 0; first < m; first += n) {
@@ -35,7 +35,22 @@ std::vector<std::pair<int, int>> schedule_table(int m, int v, int n) {
   return table;
 }
 
-}  // namespace
+void check_interleaved_sizes(std::string_view name, const ScheduleOptions& options) {
+  const int p = options.pp;
+  const int m = options.microbatches;
+  const int n = interleaved_group_size(options);
+  if (n < p)
+    throw InputError("--group-size", std::to_string(n),
+                     "Megatron's microbatch group size must be between p = " + std::to_string(p) +
+                         " and the microbatch count");
+  check_min_microbatches(name, options, n,
+                         "the microbatch group size N = " + std::to_string(n) + "; p <= N <= m");
+  if (m % n != 0 && m % n < p)
+    throw InputError("--microbatches", std::to_string(m),
+                     std::string(name) + " with group size N = " + std::to_string(n) +
+                         " needs m mod N to be 0 or at least p = " + std::to_string(p) +
+                         " (Megatron's rule: a shorter last group stalls the pipeline)");
+}
 
 Schedule make_1f1b_interleaved(const ScheduleOptions& options) {
   const int p = options.pp;
@@ -59,20 +74,10 @@ Schedule make_1f1b_interleaved(const ScheduleOptions& options) {
     s.ranks.push_back(std::move(rank.program()));
     return s;
   }
-  if (n < p)
-    throw InputError("--group-size", std::to_string(n),
-                     "Megatron's microbatch group size must be between p = " + std::to_string(p) +
-                         " and the microbatch count");
-  check_min_microbatches("1f1b-i", options, n,
-                         "the microbatch group size N = " + std::to_string(n) + "; p <= N <= m");
-  if (m % n != 0 && m % n < p)
-    throw InputError("--microbatches", std::to_string(m),
-                     "1f1b-i with group size N = " + std::to_string(n) +
-                         " needs m mod N to be 0 or at least p = " + std::to_string(p) +
-                         " (Megatron's rule: a shorter last group stalls the pipeline)");
+  check_interleaved_sizes("1f1b-i", options);
 
   Schedule s = empty_schedule(p, v, m, Placement::Loop);
-  const auto table = schedule_table(m, v, n);
+  const auto table = interleaved_table(m, v, n);
   const int total = m * v;
   for (int r = 0; r < p; ++r) {
     RankBuilder rank(r, v);

@@ -8,6 +8,7 @@
 #include <deque>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "braid/schedule.hpp"
@@ -111,7 +112,14 @@ Schedule make_zb_v(const ScheduleOptions& options);
 Schedule make_stp(const ScheduleOptions& options);
 Schedule make_stp_offload(const ScheduleOptions& options);
 Schedule make_dualpipe_v(const ScheduleOptions& options);
+Schedule make_combined_1f1b(const ScheduleOptions& options);
 
+// 1F1B-I's pieces (1f1b_interleaved.cpp), shared with combined-1f1b: Megatron's microbatch group
+// size N (--group-size, default p); its schedule table, the (microbatch, chunk) of each virtual
+// microbatch in order (get_schedule_table); and its size rules for p > 1 and v > 1 (p <= N <= m,
+// m mod N either 0 or >= p), thrown as InputError naming `name`.
 int interleaved_group_size(const ScheduleOptions& options);
+std::vector<std::pair<int, int>> interleaved_table(int m, int v, int n);
+void check_interleaved_sizes(std::string_view name, const ScheduleOptions& options);
 
 }  // namespace braid::detail

@@ -19,14 +19,16 @@ struct Entry {
   Generator make;
 };
 
-// In the order `compare` lists them: the classic ones, then the V-shaped ones, STP last; one
-// entry per ScheduleKind, in its order.
+// In the order `compare` lists them: the classic ones, then the V-shaped ones, STP, then Megatron's
+// combined 1F1B (the newest, after the others so their order stays); one entry per ScheduleKind,
+// in its order.
 constexpr P2pRuntime kMegatron = P2pRuntime::Megatron;
 constexpr P2pRuntime kAhead = P2pRuntime::PostedAhead;
 // The runtimes: Megatron-Core's schedules.py runs gpipe and 1f1b
 // (forward_backward_pipelining_without_interleaving) and 1f1b-i (_with_interleaving); the
 // zero-bubble runtime zb-h1 and zb-v, DeepSeek's DualPipe dualpipe-v and the STP trainer stp and
-// stp-offload post their receives ahead.
+// stp-offload post their receives ahead; combined-1f1b is schedules.py's again (with
+// --overlap-moe-expert-parallel-comm).
 constexpr Entry kEntries[] = {
     {{ScheduleKind::GPipe, "gpipe", Placement::Loop, 1, false, false, 1, kMegatron},
      detail::make_gpipe},
@@ -42,6 +44,8 @@ constexpr Entry kEntries[] = {
     {{ScheduleKind::Stp, "stp", Placement::V, 2, false, false, 2, kAhead}, detail::make_stp},
     {{ScheduleKind::StpOffload, "stp-offload", Placement::V, 2, false, true, 2, kAhead},
      detail::make_stp_offload},
+    {{ScheduleKind::Combined1F1B, "combined-1f1b", Placement::Loop, 0, true, false, 0, kMegatron},
+     detail::make_combined_1f1b},
 };
 
 constexpr bool in_kind_order() {
