@@ -94,7 +94,8 @@ TEST_CASE("bad input to braid info: exit code 2 and one line on stderr", "[cli][
     const char* message;
   };
   for (Case c : {Case{"info --tp 3", "--tp: parallel.tp: tp 3 does not divide the heads"},
-                 Case{"info --model qwen9", "unknown model 'qwen9'; known: deepseek-v3, gpt3-175b"},
+                 Case{"info --model qwen9",
+                      "unknown model 'qwen9'; known: deepseek-v3, gpt-oss-120b, gpt3-175b"},
                  Case{"info --cluster nope", "unknown cluster 'nope'"},
                  Case{"info --profile nope", "unknown profile 'nope'"},
                  Case{"info --study nope", "unknown study 'nope'"},
