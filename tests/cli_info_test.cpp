@@ -31,6 +31,30 @@ TEST_CASE("braid info prints parameters, FLOPs, chunks and the unit cost table",
   CHECK(run_braid("info --study configs/studies/default.yaml").out == r.out);
 }
 
+TEST_CASE("the unit cost table's collective column fits a unit running two collectives",
+          "[cli][info]") {
+  // Under SP a column unit's backward reduce-scatters its input gradient after the compute and
+  // all-gathers its saved input inside it: "reduce_scatter>+all_gather~", 27 characters.
+  const CliRun r = run_braid("info --study configs/studies/default.yaml --sp on");
+  REQUIRE(r.exit_code == 0);
+  std::istringstream lines(r.out);
+  std::string line, header, two;
+  while (std::getline(lines, line)) {
+    if (line.rfind("unit ", 0) == 0 && line.find("coll_mib") != std::string::npos) header = line;
+    if (line.rfind("PreAttn", 0) == 0 &&
+        line.find("reduce_scatter>+all_gather~") != std::string::npos)
+      two = line;
+  }
+  REQUIRE_FALSE(header.empty());
+  REQUIRE_FALSE(two.empty());
+  // coll_mib is right-aligned: its header and the row's value end in the same column.
+  const std::size_t header_end = header.find("coll_mib") + std::string("coll_mib").size();
+  const std::size_t label_end =
+      two.find("reduce_scatter>+all_gather~") + std::string("reduce_scatter>+all_gather~").size();
+  const std::size_t value_end = two.find_first_of(' ', two.find_first_not_of(' ', label_end));
+  CHECK(value_end == header_end);
+}
+
 TEST_CASE("braid info --json has the documented fields", "[cli][info]") {
   CliRun r = run_braid("info --study configs/studies/default.yaml --json");
   REQUIRE(r.exit_code == 0);

@@ -587,11 +587,14 @@ std::string unit_cost_table(const CostModel& cm) {
       for (const Collective& c : p->collectives)
         beyond_tp = beyond_tp || c.group != Group::Tp || c.position == CollectivePosition::Inside;
   }
+  // The collective column fits its longest label (a unit may run several collectives).
+  std::size_t label_width = 14;
+  for (const auto& r : rows) label_width = std::max(label_width, r[5].size());
   return "\nunit costs per microbatch on one GPU (time alone, no contention):\n" +
          util::fixed_width_table(
              rows, {util::left(13), util::left(19), util::left(5), util::right(9), util::right(9),
-                    util::left(14), util::right(10), util::right(9), util::right(9), util::right(9),
-                    util::left(12)}) +
+                    util::left(label_width), util::right(10), util::right(9), util::right(9),
+                    util::right(9), util::left(12)}) +
          (beyond_tp ? "(collective '>' runs after the unit's compute, '<' before it, '~' inside "
                       "it; a group other than tp follows the mark)\n"
                     : "(collective '>' runs after the unit's compute, '<' before it)\n");
