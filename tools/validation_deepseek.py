@@ -26,9 +26,8 @@ PAIR_MEASURED = {"attn(F)": 17.48, "attn(B)": 37.36, "attn(W)": 9.55,
 PAIR_SPAN_MS = 129.01
 FP8_GEMM_MS = 74.53  # its grouped FP8 GEMM kernels
 FP8_CASTS_MS = 16.66  # its FP8 casts and transposes
-# H800's SMs (the profile's deviceProperties) and those DeepSeek's communication kernels hold
-# during the overlap ("only 20 SMs", DeepSeek-V3 report section 3.2.2).
-SMS = 132
+# The SMs DeepSeek's communication kernels hold during the overlap ("only 20 SMs", DeepSeek-V3
+# report section 3.2.2).
 DEEPEP_SMS = 20
 
 # braid's units by the part of DualPipe's pair that runs them (DualPipe's example splits a layer
@@ -68,7 +67,7 @@ def setting_step(run):
     return json.loads(out)
 
 
-def pair_blocks(run):
+def pair_blocks(run, *extra):
     """braid's F&B pairs of DeepSeek-V3 layers, 4 MoE layers per chunk: a 16-layer DeepSeek-V3
     (every layer MoE) on pp 2, so that rank 1 holds two chunks of 4 MoE layers and no embedding
     or head; 128 GPUs for EP 64. Returns the steady-state blocks of rank 1."""
@@ -78,7 +77,7 @@ def pair_blocks(run):
         trace = os.path.join(tmp, "t.json")
         run("simulate", "--model", path, "--cluster", CLUSTER, "--nodes", "16", "--tp", "1",
             "--pp", "2", "--ep", "64", "--seq", "4096", "--microbatches", "8",
-            "--precision", "fp8-blockwise", "--schedule", "dualpipe-v", "--trace", trace)
+            "--precision", "fp8-blockwise", "--schedule", "dualpipe-v", "--trace", trace, *extra)
         with open(trace, encoding="utf-8") as f:
             events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
     rank1 = {e["pid"] for e in events if e.get("args", {}).get("virtual_stage") == 1}
@@ -160,20 +159,22 @@ def render(run):
               f"| {compute:.2f} | |")
     md.append("")
     measured_compute = sum(v for k, v in PAIR_MEASURED.items() if k[:4] in ("attn", "mlp("))
-    with_share = compute * SMS / (SMS - DEEPEP_SMS)
+    alone = max((block_figures(b) for b in pair_blocks(run, "--no-contention")[2:-2]),
+                key=lambda f: f[0])
     md.append("**The gap, and the terms doubted.** braid is faster than both published figures, "
               f"by about the same share ({100 * (step - published) / published:+.1f} % on the "
               f"step, {100 * (span - PAIR_SPAN_MS) / PAIR_SPAN_MS:+.1f} % on the pair), and the "
               f"pair says where: its compute, {compute:.1f} ms against {measured_compute:.1f} ms "
               "of measured kernels, is short in every part, while the all-to-all runs under "
-              "the other microbatch's compute in both. Doubted most: the SMs DeepEP's kernels hold while the compute "
-              f"runs beside them ({DEEPEP_SMS} of {SMS} on H800, DeepSeek-V3 report section "
-              "3.2.2), which braid does not charge to that compute; at "
-              f"{SMS}/{SMS - DEEPEP_SMS} braid's pair compute would be {with_share:.1f} ms. "
-              "Then the FP8 grouped GEMMs' efficiency (DeepSeek's own kernels, "
-              f"{FP8_GEMM_MS:.1f} ms of the pair's kernel time) and the FP8 casts and transposes "
+              "the other microbatch's compute in both. Doubted most: the FP8 GEMMs, which braid "
+              "runs at the profile's FP8 peak with efficiencies measured on BF16 GEMMs "
+              "(docs/cost-model.md, \"Precision\"), against DeepSeek's own grouped FP8 GEMM "
+              f"kernels, {FP8_GEMM_MS:.1f} ms of the pair; then the FP8 casts and transposes "
               f"around them ({FP8_CASTS_MS:.1f} ms in the profile), which braid times as "
-              "memory-bound passes. The peak memory is over an "
+              "memory-bound passes. Not the gap: the SMs the all-to-all holds beside the compute. "
+              "braid's contention model charges them (24 of 132, NCCL's; DeepSeek's kernels hold "
+              f"{DEEPEP_SMS}, report section 3.2.2): without it braid's pair compute is "
+              f"{sum(alone[1].values()):.1f} ms. The peak memory is over an "
               "H800's 80 GB: braid has none of DeepSeek's memory savings (section 3.2.3: the "
               "RMSNorm and MLA up-projections recomputed in the backward, the EMA in host "
               "memory, the shared embedding and head of the multi-token-prediction module) nor "
