@@ -168,7 +168,7 @@ def render(run):
               "of measured kernels, is short in every part, while the all-to-all runs under "
               "the other microbatch's compute in both. Doubted most: the FP8 GEMMs, which braid "
               "runs at the profile's FP8 peak with efficiencies measured on BF16 GEMMs "
-              "(docs/cost-model.md, \"Precision\"), against DeepSeek's own grouped FP8 GEMM "
+              "(docs/cost-model.md, \"FP8\"), against DeepSeek's own grouped FP8 GEMM "
               f"kernels, {FP8_GEMM_MS:.1f} ms of the pair; then the FP8 casts and transposes "
               f"around them ({FP8_CASTS_MS:.1f} ms in the profile), which braid times as "
               "memory-bound passes. Not the gap: the SMs the all-to-all holds beside the compute. "
