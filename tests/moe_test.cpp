@@ -331,6 +331,19 @@ TEST_CASE("a shared expert: a dense MLP of its width beside the routed experts, 
     const UnitCost fc1 = first_unit(tp2, UnitKind::PreMLP);
     REQUIRE(fc1[Phase::F].collectives.size() == 1);
     CHECK(fc1[Phase::F].collectives[0].kind == CollectiveKind::AllGather);
+    // Its backward gathers the saved input again beside the dgrad, the forward gather's 1024 x
+    // 1024 x 2 bytes (the tokens of both TP ranks), held from the B until the W.
+    const auto inside =
+        std::find_if(fc1[Phase::B].collectives.begin(), fc1[Phase::B].collectives.end(),
+                     [](const Collective& k) { return k.position == CollectivePosition::Inside; });
+    REQUIRE(inside != fc1[Phase::B].collectives.end());
+    CHECK(inside->kind == CollectiveKind::AllGather);
+    CHECK(inside->bytes == 1024.0 * 1024 * 2);
+    CHECK(inside->bytes == fc1[Phase::F].collectives[0].bytes);
+    CHECK(inside->segment_begin == 0);
+    CHECK(inside->segment_end == 1);  // its B is the dgrad GEMM alone
+    CHECK(fc1[Phase::W].free_bytes - fc1[Phase::B].alloc_bytes ==
+          Approx(fc1[Phase::F].alloc_bytes));  // W frees the gathered input and what F saved
     const Schedule sched = make_schedule(name, ScheduleOptions{1, s.parallel.vpp, 4});
     const test::Simulated r = test::simulated(sched, tp2, false);
     test::check_pp_idle(r.report, r.dag, r.timeline);

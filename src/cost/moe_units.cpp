@@ -254,7 +254,8 @@ void combine_cost(UnitCost& u, const MoeTerms& m, const MoeSetup& moe, const Roo
 // activation, fc2 and the add), with the dense MLP's TP collectives (tp_collectives: TE's column
 // and row linears, FP8 gathers included): under SP the input's all-gather before fc1 and the
 // output's reduce-scatter after fc2, else an all-reduce of fc2's output and of fc1's input
-// gradient.
+// gradient; under SP fc1's backward gathers its saved input again beside its dgrad
+// (sp_regather_dgrad).
 void shared_fc1_cost(UnitCost& u, const MoeTerms& m, const TpSetup& tp, const LayerShape& s,
                      const Roofline& roof, double width) {
   const double t = tp.tp, T = tp.sp ? m.x * t : m.x, h = m.h, e = m.e;
@@ -274,6 +275,7 @@ void shared_fc1_cost(UnitCost& u, const MoeTerms& m, const TpSetup& tp, const La
   set_gemm_flops(u[Phase::W], gemm);
   u[Phase::W].free_bytes = in_saved + grad_out;
   tp_collectives(TpSplit::Column, u, tp, T * h * e);
+  sp_regather_dgrad(u, tp, T * h * e);
 }
 
 void shared_fc2_cost(UnitCost& u, const MoeTerms& m, const TpSetup& tp, const LayerShape& s,

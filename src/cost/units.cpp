@@ -941,6 +941,15 @@ constexpr UnitRole kDenseUnits[] = {{UnitKind::PreAttn, TpSplit::Column},
 
 }  // namespace
 
+// A column unit whose backward is its dgrad GEMM alone (the shared experts' fc1): the SP re-gather
+// of its saved input over the whole B (add_sp_regather), on NCCL in both TP-overlap modes as its
+// forward all-gather is (ring_gathers overlaps the dense layer's QKV and FC1 only).
+void sp_regather_dgrad(UnitCost& u, const TpSetup& tp, double bytes) {
+  TpSetup nccl = tp;
+  nccl.tp_comm_overlap = false;
+  add_sp_regather(u, nccl, column_gather_bytes(tp, bytes), GemmSpan{0, u[Phase::B].time_s});
+}
+
 const LayerKind& dense_layer() {
   static constexpr LayerKind kDense{kDenseUnits, 2};
   return kDense;

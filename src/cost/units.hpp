@@ -231,6 +231,9 @@ void add_group_collective(PhaseCost& p, Group group, int ranks, const LinkProfil
 // of `bytes`: all-reduces without SP; with SP the all-gather (of the FP8 operand under an FP8
 // recipe, with current scaling's amax all-reduce) and the reduce-scatter. None at tp 1.
 void tp_collectives(TpSplit split, UnitCost& u, const TpSetup& tp, double bytes);
+// The sequence-parallel re-gather of a column unit's saved input (`bytes`: its bf16 activation)
+// beside a backward that is its dgrad GEMM alone, on NCCL.
+void sp_regather_dgrad(UnitCost& u, const TpSetup& tp, double bytes);
 
 // Token embedding (vocab-parallel): `vocab_per_gpu` rows of `hidden`; GPT models add learned
 // position embeddings and apply dropout to the sum.
