@@ -766,6 +766,39 @@ TEST_CASE("DeepEP across nodes: one copy per remote node over IB, capped by node
   CHECK(a2a_of(other, UnitKind::Combine, Phase::F).time_s == c.time_s);
 }
 
+TEST_CASE("DeepEP's FP8 dispatch: the dispatch and the combine's backward in FP8, the rest bf16",
+          "[moe][a2a]") {
+  // ep 16 on 2 nodes as above, FP8 with an FP32 scale per 128 values: 1 + 4/128 = 1.03125 bytes
+  // a value. The dispatch: 4194304 x 1.03125 / 2 = 2162688 B of tokens + 8192 B of
+  // probabilities (fp32, unchanged). IB: 1024 x 23/30 x 1024 x 1.03125 = 829030.4 B of tokens +
+  // 1024 x 23/30 x 8 = 6280.5333 B: 46 us + 835310.9333 / 50e9 = 62.706219 us. NVLink: 10 us +
+  // 7/8 x 2170880 / 160e9 = 21.872 us. The slower sets it.
+  const CostModel bf16 = wide(16, "  dispatcher: deepep\n");
+  const CostModel fp8 = wide(16, "  dispatcher: deepep\n  fp8_dispatch: true\n");
+  const Collective d = a2a_of(fp8, UnitKind::Dispatch, Phase::F);
+  CHECK(d.bytes == 2162688.0 + kProbs);
+  CHECK(d.time_s == Approx(62.706219e-6).epsilon(1e-8));
+  // The combine's backward sends the output gradient through the dispatch kernel: 2162688 B,
+  // IB 829030.4 B: 46 + 16.580608 = 62.580608 us.
+  const Collective cb = a2a_of(fp8, UnitKind::Combine, Phase::B);
+  CHECK(cb.bytes == 2162688.0);
+  CHECK(cb.time_s == Approx(62.580608e-6).epsilon(1e-8));
+  // The combine's forward and the dispatch's backward go through the combine kernel: bf16.
+  CHECK(a2a_of(fp8, UnitKind::Combine, Phase::F).time_s ==
+        a2a_of(bf16, UnitKind::Combine, Phase::F).time_s);
+  CHECK(a2a_of(fp8, UnitKind::Dispatch, Phase::B).bytes == kSent);
+  // The cast before each FP8 send is a memory-bound pass of its own.
+  CHECK(first_unit(fp8, UnitKind::Dispatch)[Phase::F].time_s !=
+        first_unit(bf16, UnitKind::Dispatch)[Phase::F].time_s);
+  CHECK(first_unit(fp8, UnitKind::Combine)[Phase::B].time_s >
+        first_unit(bf16, UnitKind::Combine)[Phase::B].time_s);
+  // Only DeepEP's dispatch kernel sends FP8.
+  const std::string e = test::input_error_of([] {
+    load_study(resolve_config("studies", "default"), wide_overrides(16, "  fp8_dispatch: true\n"));
+  });
+  CHECK(e.find("moe.fp8_dispatch: needs dispatcher: deepep") != std::string::npos);
+}
+
 TEST_CASE("moe dispatcher: the name/parse pair and a bad value in one line", "[moe][a2a]") {
   for (const char* text : {"alltoall", "deepep"})
     CHECK(name(*parse_moe_dispatcher(text)) == std::string(text));

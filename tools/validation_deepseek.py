@@ -41,13 +41,15 @@ PART_OF_UNIT = {"PreAttn": "attn", "Attn": "attn", "Router": "attn",
 def model_variant(tmp, name, lines_to_set):
     """configs/models/deepseek-v3.yaml with DeepSeek's own dispatcher (`dispatcher: deepep`: one
     copy per remote node over IB, fanned out over NVLink, node-limited to 4 of the 8 nodes as the
-    report's section 2.1.2 states) and `lines_to_set` replaced, written under `tmp`; its path."""
+    report's section 2.1.2 states; `fp8_dispatch: true`, section 3.3.3) and `lines_to_set`
+    replaced, written under `tmp`; its path."""
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     with open(os.path.join(root, "configs/models/deepseek-v3.yaml"), encoding="utf-8") as f:
         lines = f.read().splitlines()
     swap = {"name:": f"name: {name}", **lines_to_set}
     model = [next((v for k, v in swap.items() if line.startswith(k)), line) for line in lines]
-    model.insert(model.index("moe:") + 1, "  dispatcher: deepep")
+    at = model.index("moe:") + 1
+    model[at:at] = ["  dispatcher: deepep", "  fp8_dispatch: true"]
     path = os.path.join(tmp, f"{name}.yaml")
     with open(path, "w", encoding="utf-8") as f:
         f.write("\n".join(model) + "\n")
@@ -119,8 +121,9 @@ def render(run):
               "tokens. The step that rate implies: 180,000 h x 3,600 s/h x "
               f"{tokens:,} tokens / 10^12 / {s['gpus']} GPUs = **{published:.2f} s**. braid, "
               "on `configs/models/deepseek-v3.yaml` with DeepSeek's own dispatcher "
-              "(`dispatcher: deepep` added to its `moe:` block: one copy per remote node over "
-              "IB, fanned out over NVLink, node-limited to 4 nodes; docs/moe.md): "
+              "(`dispatcher: deepep` and `fp8_dispatch: true` added to its `moe:` block: one "
+              "copy per remote node over IB, fanned out over NVLink, node-limited to 4 nodes, "
+              "the dispatch kernel in FP8; docs/moe.md): "
               f"`braid simulate --model DEEPSEEK --cluster {CLUSTER} --nodes {s['gpus'] // 8} "
               f"--tp 1 --pp {s['pp']} --ep {s['ep']} --seq {s['seq']} --microbatches "
               f"{s['sequences'] * s['pp'] // s['gpus']} --precision fp8-blockwise "
@@ -141,7 +144,7 @@ def render(run):
               "chunk, balanced routing, no PP communication), read by `tools/profile-data-pair "
               "train.json`: each kernel is charged to the part of the pair that launched it. "
               "braid's pair: a steady-state F&B block of rank 1 of a 16-layer DeepSeek-V3 (every "
-              "layer MoE, `dispatcher: deepep` as above) on pp 2 and 128 GPUs, so that the rank "
+              "layer MoE, DeepEP with FP8 dispatch as above) on pp 2 and 128 GPUs, so that the rank "
               "holds two chunks of 4 MoE layers and no embedding or head "
               f"(`{CLUSTER}`, fp8-blockwise, dualpipe-v; the slowest of "
               "the steady-state blocks). DeepSeek's dispatch and combine rows are the kernels' "

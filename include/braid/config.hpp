@@ -147,6 +147,12 @@ struct MoeConfig {
   bool pad_to_capacity = false;
   // The token dispatcher (MoeDispatcher): alltoall, Megatron-Core's, or deepep.
   MoeDispatcher dispatcher = MoeDispatcher::AllToAll;
+  // DeepEP's FP8 dispatch (dispatcher deepep only): its dispatch kernel sends each token in FP8
+  // with an FP32 scale per 128 values, in the forward's dispatch and in the backward of the
+  // combine (the output gradient on its way to the experts); the combine kernel stays bf16
+  // (DeepSeek-V3 report section 3.3.3, "Low-Precision Communication"; DeepEP's Buffer.dispatch
+  // takes the FP8 data and its scales).
+  bool fp8_dispatch = false;
   auto operator<=>(const MoeConfig&) const = default;  // NOLINT(modernize-use-nullptr)
 };
 // Multi-head latent attention (model YAML `mla:`; docs/moe.md), as Megatron-Core's

@@ -92,6 +92,8 @@ void megatron_experts(const ModelConfig& m, Fragment& f) {
     flag(f, "--moe-token-dispatcher-type", "flex");
     flag(f, "--moe-flex-dispatcher-backend", "deepep");
   }
+  if (e.fp8_dispatch)
+    f.note("fp8_dispatch (braid) is not expressible: Megatron-LM's DeepEP path dispatches bf16");
 }
 
 // Multi-head latent attention as mla_of (megatron_args.cpp) reads it back; q_lora_rank 0 is

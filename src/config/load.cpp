@@ -112,6 +112,11 @@ MoeConfig read_moe(YamlMap& e, const ModelConfig& model) {
            "needs a capacity_factor (Megatron's --moe-pad-expert-input-to-capacity needs "
            "--moe-expert-capacity-factor); set one or drop pad_to_capacity");
   moe.dispatcher = static_cast<MoeDispatcher>(e.choice_or("dispatcher", moe_dispatcher_names(), 0));
+  moe.fp8_dispatch = e.boolean_or("fp8_dispatch", false);
+  if (moe.fp8_dispatch && moe.dispatcher != MoeDispatcher::DeepEp)
+    e.fail("fp8_dispatch",
+           "needs dispatcher: deepep (DeepEP's dispatch kernel sends FP8; Megatron's all-to-all "
+           "dispatcher sends bf16); set dispatcher: deepep or drop fp8_dispatch");
   e.finish();
   return moe;
 }

@@ -200,6 +200,7 @@ void add_moe_units(StudyUnits& u, const Study& study, const Profile& profile,
   moe.ep_intra_link = &profile.link(study.cluster.intra_node.name);
   moe.ep_inter_link = link_of(Group::Ep);  // the intra-node link when the group stays inside
   moe.dispatcher = e.dispatcher;
+  moe.fp8_dispatch = e.fp8_dispatch;
   const int ep_nodes = moe.ep / std::max(1, moe.ep_per_node);
   moe.remote_nodes = detail::ep_remote_nodes(
       e.experts, e.top_k, ep_nodes, e.router_groups == ep_nodes ? e.router_group_top_k : 0);

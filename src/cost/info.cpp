@@ -276,6 +276,7 @@ nlohmann::ordered_json moe_json(const ModelConfig& m) {
   moe["router_group_top_k"] = e.router_group_top_k;
   moe["pad_to_capacity"] = e.pad_to_capacity;
   moe["dispatcher"] = name(e.dispatcher);
+  moe["fp8_dispatch"] = e.fp8_dispatch;
   moe["capacity_factor"] = e.capacity_factor ? nlohmann::ordered_json(*e.capacity_factor)
                                              : nlohmann::ordered_json(nullptr);
   return moe;
@@ -430,7 +431,8 @@ std::string moe_line(const ModelConfig& m) {
   if (e.router_groups > 0)
     out += util::format(", %d groups (top %d)", e.router_groups, e.router_group_top_k);
   if (e.dispatcher != MoeDispatcher::AllToAll)
-    out += util::format(", %s dispatcher", name(e.dispatcher));
+    out += util::format(", %s dispatcher%s", name(e.dispatcher),
+                        e.fp8_dispatch ? " (FP8 dispatch)" : "");
   return out + (e.capacity_factor ? util::format(", capacity factor %g%s\n", *e.capacity_factor,
                                                  e.pad_to_capacity ? " (padded to it)" : "")
                                   : std::string(", dropless\n"));

@@ -35,6 +35,9 @@ struct MoeTerms {
   double busiest = 1;    // received / sent
   double saved_e = 0;    // bytes per element of a GEMM input saved for the weight gradient
   bool fp8 = false;
+  // Bytes per element of the tokens DeepEP's dispatch kernel sends (MoeConfig::fp8_dispatch:
+  // FP8 with an FP32 scale per 128 values, fp8-blockwise's 1 + 4/128); e otherwise.
+  double dispatch_e = 0;
 };
 
 MoeTerms moe_terms(const LayerShape& s, const TpSetup& tp, const MoeSetup& moe) {
@@ -53,6 +56,7 @@ MoeTerms moe_terms(const LayerShape& s, const TpSetup& tp, const MoeSetup& moe) 
   m.received = m.sent * moe.busiest;
   m.saved_e = saved_input_bytes(tp.precision, m.e);
   m.fp8 = tp.precision != Precision::Bf16;
+  m.dispatch_e = moe.fp8_dispatch ? fp8_gather_bytes(Precision::Fp8Blockwise, m.e, 1) : m.e;
   return m;
 }
 
@@ -67,19 +71,22 @@ void set_gemm_flops(PhaseCost& p, double flops) {
 // them: what one rank sends, here the busiest rank's receive (the all-to-all ends when it does;
 // a balanced rank's sends otherwise). DeepEP's dispatch carries the probabilities in the same
 // fused kernel (fused_a2a.py FusedDispatch: the top-k weights beside the tokens): one transfer.
+// `wire`: bytes per element of the tokens sent (m.e, or m.dispatch_e through DeepEP's dispatch
+// kernel).
 void add_all_to_all(PhaseCost& p, const MoeSetup& moe, const MoeTerms& m,
-                    CollectivePosition position, bool with_probs) {
+                    CollectivePosition position, bool with_probs, double wire) {
   if (moe.ep <= 1) return;
   const double probs = with_probs ? m.x * m.k * kProbBytes * m.busiest : 0;
+  const double received = wire == m.e ? m.received : m.received / m.e * wire;
   // The bytes that cross the network under DeepEP (docs/moe.md): one copy per remote node.
-  const double remote = m.x * moe.remote_nodes * m.h * m.e * m.busiest;
+  const double remote = m.x * moe.remote_nodes * m.h * wire * m.busiest;
   const double remote_probs = m.x * moe.remote_nodes * m.k * kProbBytes * m.busiest;
   if (moe.dispatcher == MoeDispatcher::DeepEp) {
     Collective c;
     c.kind = CollectiveKind::AllToAll;
     c.group = Group::Ep;
     c.position = position;
-    c.bytes = m.received + probs;
+    c.bytes = received + probs;
     const auto [time_s, source] =
         ep_all_to_all_s(moe, c.bytes, remote + (with_probs ? remote_probs : 0));
     c.time_s = time_s;
@@ -89,7 +96,7 @@ void add_all_to_all(PhaseCost& p, const MoeSetup& moe, const MoeTerms& m,
   }
   if (moe.ep_per_node >= moe.ep) {  // inside a node: the all-to-all of ep ranks on its link
     add_group_collective(p, Group::Ep, moe.ep, *moe.ep_link, CollectiveKind::AllToAll, position,
-                         m.received);
+                         received);
     if (with_probs) {
       p.collectives.back().bytes += probs;
       p.collectives.back().time_s +=
@@ -101,8 +108,8 @@ void add_all_to_all(PhaseCost& p, const MoeSetup& moe, const MoeTerms& m,
   c.kind = CollectiveKind::AllToAll;
   c.group = Group::Ep;
   c.position = position;
-  c.bytes = m.received;
-  std::tie(c.time_s, c.source) = ep_all_to_all_s(moe, m.received, 0);
+  c.bytes = received;
+  std::tie(c.time_s, c.source) = ep_all_to_all_s(moe, received, 0);
   if (with_probs) {
     c.bytes += probs;
     c.time_s += ep_all_to_all_s(moe, probs, 0).first;
@@ -150,6 +157,12 @@ void router_cost(UnitCost& u, const MoeTerms& m, const TpSetup& tp, const Roofli
   u[Phase::W].free_bytes = in + logits;
 }
 
+// FP8 dispatch's cast of the x tokens (or their gradient) before DeepEP's dispatch kernel sends
+// them: one memory-bound pass, reading bf16 and writing FP8 with its scales.
+double fp8_quantize_s(const MoeTerms& m, const Roofline& roof) {
+  return roof.memory_s(m.x * m.h * (m.e + m.dispatch_e));
+}
+
 // Dispatch: the counts all-gathered over the expert TP x EP group and brought to the host
 // (preprocess: gather_from_sequence_parallel_region over tp_ep_group, then the device-to-host
 // copy the split sizes need, synchronised "before_ep_alltoall"), the permute of the tokens into
@@ -162,11 +175,16 @@ void dispatch_cost(UnitCost& u, const MoeTerms& m, const MoeSetup& moe, const Ro
   add_group_collective(u[Phase::F], Group::Ep, tp_ep, *moe.ep_link, CollectiveKind::AllGather,
                        CollectivePosition::Before, tp_ep * m.E * kCountBytes);
   if (tp_ep > 1) u[Phase::F].collectives.back().time_s += moe.host_sync_s;
-  timed(u[Phase::F], roof, [&] { return roof.memory_s(tokens + m.sent); });
-  add_all_to_all(u[Phase::F], moe, m, CollectivePosition::After, true);
+  timed(u[Phase::F], roof, [&] {
+    if (!moe.fp8_dispatch) return roof.memory_s(tokens + m.sent);
+    // FP8 dispatch: the tokens cast to FP8 with their scales first, then permuted in FP8.
+    const double wire = m.dispatch_e / m.e;
+    return fp8_quantize_s(m, roof) + roof.memory_s((tokens + m.sent) * wire);
+  });
+  add_all_to_all(u[Phase::F], moe, m, CollectivePosition::After, true, m.dispatch_e);
   add_etp(u[Phase::F], moe, m, CollectiveKind::AllGather, CollectivePosition::After);
   add_etp(u[Phase::B], moe, m, CollectiveKind::ReduceScatter, CollectivePosition::Before);
-  add_all_to_all(u[Phase::B], moe, m, CollectivePosition::Before, false);
+  add_all_to_all(u[Phase::B], moe, m, CollectivePosition::Before, false, m.e);
   timed(u[Phase::B], roof, [&] { return roof.memory_s(m.sent + tokens); });
 }
 
@@ -237,13 +255,17 @@ void experts_cost(UnitCost& u, const MoeTerms& m, const MoeSetup& moe, const TpS
 void combine_cost(UnitCost& u, const MoeTerms& m, const MoeSetup& moe, const Roofline& roof) {
   const double tokens = m.x * m.h * m.e;
   add_etp(u[Phase::F], moe, m, CollectiveKind::ReduceScatter, CollectivePosition::Before);
-  add_all_to_all(u[Phase::F], moe, m, CollectivePosition::Before, false);
+  add_all_to_all(u[Phase::F], moe, m, CollectivePosition::Before, false, m.e);
   timed(u[Phase::F], roof,
         [&] { return roof.memory_s(m.sent + tokens) + roof.memory_s(3 * tokens); });
   u[Phase::F].alloc_bytes = m.sent;  // the expert outputs, for the probabilities' gradient
-  timed(u[Phase::B], roof, [&] { return roof.memory_s(tokens + 2 * m.sent); });
+  // The output gradient goes to the experts through DeepEP's dispatch kernel: in FP8 with
+  // fp8_dispatch, cast first.
+  timed(u[Phase::B], roof, [&] {
+    return roof.memory_s(tokens + 2 * m.sent) + (moe.fp8_dispatch ? fp8_quantize_s(m, roof) : 0);
+  });
   u[Phase::B].free_bytes = m.sent;
-  add_all_to_all(u[Phase::B], moe, m, CollectivePosition::After, false);
+  add_all_to_all(u[Phase::B], moe, m, CollectivePosition::After, false, m.dispatch_e);
   add_etp(u[Phase::B], moe, m, CollectiveKind::AllGather, CollectivePosition::After);
 }
 

@@ -136,6 +136,7 @@ struct MoeSetup {
   const LinkProfile* ep_intra_link = nullptr;
   const LinkProfile* ep_inter_link = nullptr;
   MoeDispatcher dispatcher = MoeDispatcher::AllToAll;
+  bool fp8_dispatch = false;  // MoeConfig::fp8_dispatch
   double remote_nodes = 0;
   double shared_ffn = 0;  // the shared experts' width together (count x width); 0: none
   // Routing (moe_load; docs/moe.md, "Load imbalance and capacity"), relative to balanced: the

@@ -40,6 +40,7 @@ void visit_study_fields(const MoeConfig& e, F&& f) {
   f("capacity_factor", e.capacity_factor);
   f("pad_to_capacity", e.pad_to_capacity);
   f("dispatcher", e.dispatcher);
+  f("fp8_dispatch", e.fp8_dispatch);
 }
 
 template <typename F>
