@@ -459,3 +459,70 @@ TEST_CASE("MLA's units: the latents' TP collectives, its GEMM FLOPs and what it 
     CHECK(alloc == Approx(freed));
   }
 }
+
+TEST_CASE("sliding-window attention: a windowed layer's core attention FLOPs, counted by hand",
+          "[cost][window]") {
+  // 4 layers, h 64, 4 heads of 16 (q = 64), window 3 on every layer but each second
+  // (full_attention_every 2: layers 0 and 2 windowed, 1 and 3 full); tp 1, seq 8, mbs 1 (T = 8).
+  auto model = [](const std::string& name, int window) {
+    const std::string file = (test::scratch_dir() / (name + ".yaml")).string();
+    std::ofstream(file) << "name: " << name
+                        << "\nlayers: 4\nhidden: 64\nheads: 4\nffn: 128\nvocab: 1000\n"
+                           "sliding_window: "
+                        << window << "\nfull_attention_every: 2\n";
+    return file;
+  };
+  Study s = study_of(model("swa-tiny", 3), "a800x16", 1, 2, 8, false);
+  REQUIRE(s.model.sliding_window == 3);
+  const Profile p = load_profile("a800");
+  CostModel cm = build_cost_model(s, p, 2);
+  // The Attn unit of each LM layer, by layer number.
+  auto attn_units = [](const CostModel& c) {
+    std::vector<UnitCost> out(4);
+    for (const ChunkCost& chunk : c.chunks)
+      for (int i = 0; i < static_cast<int>(chunk.layers.size()); ++i) {
+        const auto l = chunk.layer(i);
+        out.at(static_cast<std::size_t>(l[1].layer)) = l[1];
+      }
+    return out;
+  };
+  const std::vector<UnitCost> attn = attn_units(cm);
+  const UnitCost &windowed = attn[0], &full = attn[1];
+  // Out-projection: 2 x T x q x h = 2 x 8 x 64 x 64 = 65,536 in every layer.
+  // Full causal core (QK^T and P.V, half the 8 x 8 scores): 2 x 2 x T x (seq / 2) x q =
+  // 4 x 8 x 4 x 64 = 8,192.
+  CHECK(full[Phase::F].flops == 8'192.0 + 65'536.0);
+  // Window 3: positions 0..7 see 1, 2, 3, 3, 3, 3, 3, 3 keys, 21 in all: 2 x 2 x 21 x 64 = 5,376.
+  CHECK(windowed[Phase::F].flops == 5'376.0 + 65'536.0);
+  CHECK(windowed[Phase::B].flops == 2 * 5'376.0 + 65'536.0);  // backward: 2 x the forward's
+  CHECK(windowed[Phase::F].time_s < full[Phase::F].time_s);
+  // Layer 2 is windowed again, layer 3 full.
+  CHECK(attn[2][Phase::F].flops == windowed[Phase::F].flops);
+  CHECK(attn[3][Phase::F].flops == full[Phase::F].flops);
+  // Model FLOPs of the step: 2 windowed layers' 3 x (8,192 - 5,376) = 8,448 fewer per microbatch.
+  Study plain = study_of(model("swa-tiny-none", 8), "a800x16", 1, 2, 8, false);
+  const CostModel none = build_cost_model(plain, p, 2);
+  // A window as long as the sequence is full causal attention (seq / 2 keys per query).
+  CHECK(attn_units(none)[0][Phase::F].flops == full[Phase::F].flops);
+  const double microbatches = double(s.training.microbatches) * s.parallel.dp;
+  CHECK(none.model_flops - cm.model_flops == Approx(2 * 3 * 2'816.0 * microbatches));
+}
+
+TEST_CASE("sliding-window attention under context parallelism: a2a only, else one error",
+          "[cost][window][errors]") {
+  const std::string file = (test::scratch_dir() / "swa-cp.yaml").string();
+  std::ofstream(file) << "name: swa-cp\nlayers: 4\nhidden: 64\nheads: 4\nffn: 128\nvocab: "
+                         "1000\nsliding_window: 128\n";
+  StudyOverrides o = test::layout_overrides(file, "a800x16", 1, 2, 1024, false);
+  o.cp = 2;
+  const Profile p = load_profile("a800");
+  const Study ring = load_study(resolve_config("studies", "default"), o);
+  try {
+    build_cost_model(ring, p, 2);
+    FAIL("p2p context parallelism with a window was accepted");
+  } catch (const InputError& e) {
+    CHECK(e.field == "parallel.cp_comm_type");
+  }
+  o.cp_comm_type = CpCommType::A2A;
+  CHECK_NOTHROW(build_cost_model(load_study(resolve_config("studies", "default"), o), p, 2));
+}

@@ -182,7 +182,12 @@ TEST_CASE("Gemma 2 9B imports tied (no key: Gemma's default), head_dim 256 != 35
   CHECK(m.model.tied_embeddings);
   CHECK(m.model.head_dim == 256);
   CHECK(m.model.activation == MlpActivation::SwiGLU);  // GeGLU: braid's gated MLP
-  CHECK(m.notes.size() == 3);                          // GeGLU, the extra norms, the sliding window
+  CHECK(m.notes.size() == 2);                          // GeGLU, the extra norms
+  // Gemma2DecoderLayer: sliding_window 4096 on layers 0, 2, 4, ...: every second layer full.
+  CHECK(m.model.sliding_window == 4096);
+  CHECK(m.model.full_attention_every == 2);
+  CHECK(is_window_layer(m.model, 0));
+  CHECK_FALSE(is_window_layer(m.model, 1));
   const ParameterCount p = count_parameters(m.model);
   check_published(p, 917'504'000.0 + 8'324'201'984.0, 8'324'201'984.0);
 }
@@ -196,6 +201,11 @@ TEST_CASE("Gemma 3 1B (Gemma3ForCausalLM) imports at 1.0 B with MQA", "[hf]") {
   // Published: 302 M embedding + 698 M non-embedding (Gemma Team 2025, "Gemma 3", Table 1).
   const ModelConfig m = import_hf_model(hf("gemma-3-1b-it")).model;
   CHECK(m.kv_heads == 1);
+  // sliding_window 512, sliding_window_pattern 6: layers 5, 11, 17, 23 full, the rest windowed.
+  CHECK(m.sliding_window == 512);
+  CHECK(m.full_attention_every == 6);
+  CHECK(is_window_layer(m, 4));
+  CHECK_FALSE(is_window_layer(m, 5));
   const ParameterCount p = count_parameters(m);
   check_published(p, 1.0e9, 698e6);
 }
@@ -495,6 +505,8 @@ TEST_CASE("model_yaml writes a model file that loads back to the same model", "[
     CHECK(back.qkv_bias == m.qkv_bias);
     CHECK(back.activation == m.activation);
     CHECK(back.position == m.position);
+    CHECK(back.sliding_window == m.sliding_window);  // gemma-2-9b: 4096 on every second layer
+    CHECK(back.full_attention_every == m.full_attention_every);
     CHECK(count_parameters(back).total == count_parameters(m).total);
   }
 }

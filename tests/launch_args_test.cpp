@@ -24,7 +24,7 @@ namespace {
 // Every member of ModelConfig but where it came from (name, file): a new member must be compared
 // here (the count below fails until it is).
 void check_same_model(const ModelConfig& a, const ModelConfig& b) {
-  static_assert(braid::test::member_count<ModelConfig>() == 22, "compare the new member below");
+  static_assert(braid::test::member_count<ModelConfig>() == 24, "compare the new member below");
   CHECK(a.layers == b.layers);
   CHECK(a.hidden == b.hidden);
   CHECK(a.heads == b.heads);
@@ -42,6 +42,8 @@ void check_same_model(const ModelConfig& a, const ModelConfig& b) {
   CHECK(a.dropout == b.dropout);
   CHECK(a.flash_attention == b.flash_attention);
   CHECK(a.attention_impl == b.attention_impl);
+  CHECK(a.sliding_window == b.sliding_window);
+  CHECK(a.full_attention_every == b.full_attention_every);
   CHECK(a.vision.has_value() == b.vision.has_value());
   CHECK(a.moe == b.moe);
   CHECK(a.mla == b.mla);

@@ -148,6 +148,31 @@ TEST_CASE("Megatron MLA flags: --multi-latent-attention and its widths are the m
   CHECK(n.not_modelled == std::vector<std::string>{"--kv-lora-rank 512"});
 }
 
+TEST_CASE(
+    "Megatron window flags: --window-size L,0 is a window of L + 1 keys, skip freq its full "
+    "layers",
+    "[megatron-args][window]") {
+  // gpt-oss as Megatron-Bridge's provider sets it: window_size (127, 0), window_attn_skip_freq 2.
+  const MegatronLaunch l =
+      args(std::string(kGpt) + "--vocab-size 100 --window-size 127,0 --window-attn-skip-freq 2");
+  REQUIRE(l.overrides.model_config);
+  CHECK(l.overrides.model_config->sliding_window == 128);
+  CHECK(l.overrides.model_config->full_attention_every == 2);
+  CHECK(l.not_modelled.empty());
+  // tuple_type also takes the parenthesised form; without the skip freq every layer is windowed.
+  const MegatronLaunch every =
+      args(std::string(kGpt) + "--vocab-size 100 --window-size \"(4095,0)\"");
+  CHECK(every.overrides.model_config->sliding_window == 4096);
+  CHECK(every.overrides.model_config->full_attention_every == 0);
+  // A window that looks ahead is not causal: refused, naming the flag.
+  try {
+    args(std::string(kGpt) + "--vocab-size 100 --window-size 127,127");
+    FAIL("a two-sided window was accepted");
+  } catch (const InputError& e) {
+    CHECK(e.field == "--window-size");
+  }
+}
+
 TEST_CASE("Megatron MoE flags: experts, top-k, widths, dense layers, routing are the model's",
           "[megatron-args][moe]") {
   // Megatron-LM's Mixtral 8x7B settings (megatron/core/transformer/moe/README.md) with

@@ -203,6 +203,14 @@ struct ModelConfig {
   // The fused kernel when flash_attention is on (model field attention_impl; `unfused` is
   // flash_attention: false). Default: the profile's attention.default_impl.
   AttentionImpl attention_impl = AttentionImpl::Default;
+  // Sliding-window attention: a windowed layer's query at position p attends to the
+  // min(p + 1, sliding_window) keys ending at itself (HF config `sliding_window`; Megatron-Core's
+  // window_size (sliding_window - 1, 0), as Megatron-Bridge's gpt-oss provider sets it). 0: every
+  // layer full causal attention. Which layers: Megatron-Core's integer window_attn_skip_freq
+  // (transformer/utils.py is_layer_window_attention): 0-based layer l is windowed unless
+  // (l + 1) % full_attention_every == 0; 0 windows every layer.
+  int sliding_window = 0;
+  int full_attention_every = 0;
   std::optional<VisionConfig> vision;
   // Mixture-of-Experts layers (none: a dense model). `ffn` stays the dense layers' width.
   std::optional<MoeConfig> moe;
@@ -222,6 +230,9 @@ struct NetworkConfig {
   double nic_Bps = 0;           // line rate of one NIC, one direction, bytes/s
   double nic_efficiency = 0.9;  // achieved share of line rate in large collectives
 };
+
+// Whether 0-based LM layer `layer` runs sliding-window attention (ModelConfig::sliding_window).
+bool is_window_layer(const ModelConfig& m, int layer);
 
 struct ClusterConfig {
   std::string name;

@@ -101,6 +101,14 @@ class HfFields {
   int positive_int_or(const char* key, int fallback) const {
     return has(key) ? checked_int(key) : fallback;
   }
+  // An integer that may be 0 (absent: 0).
+  int count_or_zero(const char* key) const {
+    if (!has(key)) return 0;
+    const json& v = root_[key];
+    if (!v.is_number_integer() || v.get<long long>() < 0 || v.get<long long>() > (1LL << 30))
+      throw InputError(file_, key, "must be 0 or a positive integer, got " + v.dump());
+    return static_cast<int>(v.get<long long>());
+  }
   bool boolean_or(const char* key, bool fallback) const {
     if (!has(key)) return fallback;
     if (!root_[key].is_boolean())
@@ -197,12 +205,28 @@ std::string model_name(const fs::path& file) {
 
 // The sliding-window note: braid models every layer's attention as full causal attention, which
 // is the same work while seq is within the window.
-void note_sliding_window(const HfFields& f, HfModel& out, const std::string& which_layers) {
+// A sliding window on the layers every class's rule picks: `full_every` as ModelConfig's
+// full_attention_every (0: every layer windowed). A null or absent sliding_window is none.
+void set_sliding_window(const HfFields& f, ModelConfig& m, int full_every) {
   if (!f.has("sliding_window")) return;
-  const int window = f.positive_int("sliding_window");
-  out.notes.push_back("sliding_window " + std::to_string(window) + " (" + which_layers +
-                      "): modelled as full causal attention, the same work up to seq " +
-                      std::to_string(window));
+  m.sliding_window = f.positive_int("sliding_window");
+  m.full_attention_every = full_every;
+}
+
+// Qwen2 and Qwen3 (modeling_qwen2.py, Qwen2DecoderLayer): with use_sliding_window, layer l is
+// windowed when l >= max_window_layers. braid's rule holds max_window_layers 0 (every layer) and
+// max_window_layers >= num_hidden_layers (none); a window on the later layers only is noted.
+void qwen_sliding_window(const HfFields& f, HfModel& out) {
+  if (!f.boolean_or("use_sliding_window", false) || !f.has("sliding_window")) return;
+  const int from = f.count_or_zero("max_window_layers");
+  if (from >= out.model.layers) return;
+  if (from == 0) {
+    set_sliding_window(f, out.model, 0);
+    return;
+  }
+  out.notes.push_back("sliding_window " + std::to_string(f.positive_int("sliding_window")) +
+                      " on layers from max_window_layers " + std::to_string(from) +
+                      " on: not modelled, those layers run full causal attention");
 }
 
 // Mixtral's experts (modeling_mixtral.py, MixtralSparseMoeBlock): one softmax router and
@@ -322,8 +346,7 @@ HfModel import_hf_model(const fs::path& path) {
         f.fail("mlp_bias", "true is not modelled: braid's gated MLP has no biases");
       if (arch.family == Family::Qwen2) {
         m.qkv_bias = true;  // Qwen2Attention: q/k/v projections always carry a bias
-        if (f.boolean_or("use_sliding_window", false))
-          note_sliding_window(f, out, "layers from max_window_layers on");
+        qwen_sliding_window(f, out);
       } else {
         m.qkv_bias = f.boolean_or("attention_bias", false);
         if (m.qkv_bias)
@@ -334,8 +357,7 @@ HfModel import_hf_model(const fs::path& path) {
           out.notes.push_back(
               "q_norm, k_norm (qk-norm): 2 x head_dim parameters per layer not "
               "counted");
-          if (f.boolean_or("use_sliding_window", false))
-            note_sliding_window(f, out, "layers from max_window_layers on");
+          qwen_sliding_window(f, out);
         } else if (arch.family == Family::Deepseek) {
           if (m.qkv_bias) f.fail("attention_bias", "true is not modelled for MLA's projections");
           m.mla = deepseek_mla(f);
@@ -346,7 +368,7 @@ HfModel import_hf_model(const fs::path& path) {
                                 " (multi-token prediction module): not modelled, its parameters "
                                 "not counted");
         } else {
-          note_sliding_window(f, out, "every layer");
+          set_sliding_window(f, m, 0);  // MistralAttention: every layer
         }
       }
       break;
@@ -364,10 +386,12 @@ HfModel import_hf_model(const fs::path& path) {
         out.notes.push_back(
             "pre/post-feedforward norms: 2 x hidden_size parameters per layer not "
             "counted");
-        note_sliding_window(f, out,
-                            std::string(arch.name) == "Gemma2ForCausalLM"
-                                ? "every other layer"
-                                : "local layers, sliding_window_pattern");
+        // Gemma2DecoderLayer: layers 0, 2, 4, ... windowed; Gemma3DecoderLayer: layer l unless
+        // (l + 1) % sliding_window_pattern == 0 (modeling_gemma2.py, modeling_gemma3.py).
+        set_sliding_window(f, m,
+                           std::string(arch.name) == "Gemma2ForCausalLM"
+                               ? 2
+                               : f.positive_int_or("sliding_window_pattern", 6));
       }
       if (std::string(arch.name) == "Gemma3ForCausalLM")
         out.notes.push_back(
@@ -442,6 +466,10 @@ std::string model_yaml(const HfModel& imported) {
     << "activation: " << name(m.activation) << "\n";
   // Written only where they differ from the activation's family, as the loader reads them.
   if (m.norm != default_normalization(m.activation)) y << "norm: " << name(m.norm) << "\n";
+  if (m.sliding_window > 0) {
+    y << "sliding_window: " << m.sliding_window << "\n";
+    if (m.full_attention_every > 0) y << "full_attention_every: " << m.full_attention_every << "\n";
+  }
   if (m.linear_bias != default_linear_bias(m.activation))
     y << "linear_bias: " << (m.linear_bias ? "true" : "false") << "\n";
   if (m.moe) {

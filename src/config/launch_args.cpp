@@ -145,6 +145,12 @@ void megatron_model(const Study& s, Fragment& f) {
     f.note(std::string("attention_impl ") + name(m.attention_impl) + ": --attention-backend " +
            (cudnn ? "fused" : "flash") + " (Megatron-LM picks the installed kernel's version)");
   }
+  // Sliding-window attention as read_window (megatron_args.cpp) reads it back.
+  if (m.sliding_window > 0) {
+    flag(f, "--window-size", std::to_string(m.sliding_window - 1) + ",0");
+    if (m.full_attention_every > 0)
+      flag(f, "--window-attn-skip-freq", std::to_string(m.full_attention_every));
+  }
   megatron_experts(m, f);
   megatron_mla(m, f);
 }

@@ -152,6 +152,12 @@ ModelConfig read_model(YamlMap& m, const fs::path& file) {
                "or drop flash_attention");
   }
   if (!model.flash_attention) model.attention_impl = AttentionImpl::Unfused;
+  model.sliding_window = count_or_zero(m, "sliding_window");
+  model.full_attention_every = count_or_zero(m, "full_attention_every");
+  if (model.full_attention_every > 0 && model.sliding_window == 0)
+    m.fail("full_attention_every",
+           "needs a sliding_window (keys per query); give sliding_window or drop "
+           "full_attention_every");
   // Required for learned position embeddings, optional (and unused) for rotary ones.
   if (model.position == PositionEmbedding::Learned || m.has("max_positions")) {
     model.max_positions = m.positive_int("max_positions");
@@ -286,6 +292,11 @@ std::optional<MoeDispatcher> parse_moe_dispatcher(std::string_view text) {
 
 bool is_moe_layer(const MoeConfig& moe, int layer) {
   return layer >= moe.first_k_dense && moe.layer_freq > 0 && layer % moe.layer_freq == 0;
+}
+
+bool is_window_layer(const ModelConfig& m, int layer) {
+  if (m.sliding_window <= 0) return false;
+  return m.full_attention_every <= 0 || (layer + 1) % m.full_attention_every != 0;
 }
 
 int moe_layer_count(const MoeConfig& moe, int layers) {

@@ -135,6 +135,8 @@ const std::set<std::string>& known_flags() {
                                               "--ffn-hidden-size",
                                               "--num-attention-heads",
                                               "--kv-channels",
+                                              "--window-size",
+                                              "--window-attn-skip-freq",
                                               "--seq-length",
                                               "--position-embedding-type",
                                               "--use-rotary-position-embeddings",
@@ -324,6 +326,28 @@ Flags parse_flags(const std::vector<std::string>& words, const std::string& wher
   return flags;
 }
 
+// Sliding-window attention: --window-size as Megatron's tuple_type reads it ("L,R" or "(L,R)"),
+// the causal window (L, 0) a query's L earlier keys and itself, so sliding_window = L + 1
+// (Megatron-Bridge's gpt-oss provider sets (sliding_window - 1, 0)); --window-attn-skip-freq as
+// an integer N (every N-th layer full attention). Other windows and list patterns are refused.
+void read_window(const FlagReader& f, ModelConfig& m) {
+  if (!f.has("--window-size")) {
+    if (f.has("--window-attn-skip-freq"))
+      f.fail("--window-attn-skip-freq", "needs --window-size; add it or drop the flag");
+    return;
+  }
+  const std::string text = f.text("--window-size", "");
+  static const std::regex pattern(R"(\(?\s*(\d{1,7})\s*,\s*0\s*\)?)");
+  std::smatch match;
+  if (!std::regex_match(text, match, pattern))
+    f.fail("--window-size", "'" + text +
+                                "': braid models a causal window L,0 (L earlier keys); give it "
+                                "as L,0");
+  m.sliding_window = std::stoi(match[1].str()) + 1;
+  if (f.has("--window-attn-skip-freq"))
+    m.full_attention_every = f.positive("--window-attn-skip-freq");
+}
+
 ModelConfig model_of(const FlagReader& f, std::vector<std::string>& not_modelled) {
   ModelConfig m;
   // Named after the launch script (train_llama3_8b.sh -> train_llama3_8b), else "megatron".
@@ -386,6 +410,7 @@ ModelConfig model_of(const FlagReader& f, std::vector<std::string>& not_modelled
     if (norm != "LayerNorm") not_modelled.push_back("--normalization " + norm);
   }
   m.linear_bias = !f.has("--disable-bias-linear");
+  read_window(f, m);
   if (f.has("--vocab-size")) {
     m.vocab = f.positive("--vocab-size");
   } else if (const int v = tokenizer_vocab(

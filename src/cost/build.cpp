@@ -88,6 +88,9 @@ struct StudyUnits {
   double static_per_param = 0;  // bytes of weights, gradients and optimizer state per parameter
   double norm_params = 0;       // of the final norm
   LayerCost lm_layer;
+  // The same layer with sliding-window attention (ModelConfig::sliding_window; is_window_layer
+  // picks the layers), and its MoE twin; unset (no units) without a window.
+  LayerCost lm_window_layer;
   UnitCost embedding, head;
   detail::LayoutCosts layout;
   // The ViT (empty without one).
@@ -102,7 +105,7 @@ struct StudyUnits {
   // parameters of its dense groups and of its experts on one GPU, and the static bytes per expert
   // parameter (the distributed optimizer shards the experts' state over edp).
   bool moe_layers = false;
-  LayerCost moe_layer;
+  LayerCost moe_layer, moe_window_layer;
   double moe_dense_params = 0, moe_expert_params = 0, expert_static_per_param = 0;
   double moe_fp8_weights = 0;
   std::optional<MoeLoadReport> moe_load;  // set when the routing or a capacity changes the layer
@@ -221,6 +224,11 @@ void add_moe_units(StudyUnits& u, const Study& study, const Profile& profile,
                                load.dropped_fraction, load.padded_fraction};
   u.moe_layers = true;
   u.moe_layer = detail::moe_layer_cost(lm, tp, moe, roof, 0);
+  if (m.sliding_window > 0) {
+    detail::LayerShape windowed = lm;
+    windowed.window = m.sliding_window;
+    u.moe_window_layer = detail::moe_layer_cost(windowed, tp, moe, roof, 0);
+  }
   u.moe_dense_params = detail::moe_dense_params_per_gpu(lm, moe, par.tp);
   u.moe_expert_params = detail::moe_expert_params_per_gpu(lm, moe);
   const TrainingConfig& tr = study.training;
@@ -260,6 +268,19 @@ StudyUnits study_units(const Study& study, const Profile& profile, const detail:
                        tr.optimizer_bytes_per_param / optimizer_share;
 
   u.lm_layer = detail::layer_cost(lm, tp, roof, 0, false);
+  if (m.sliding_window > 0) {
+    // Transformer Engine runs a window under context parallelism only with the a2a and
+    // all_gather types (attention/dot_product_attention/context_parallel.py,
+    // attn_forward_func_with_cp); braid models the a2a type's, whose kernel sees the whole
+    // sequence.
+    if (par.cp > 1 && par.cp_comm_type != CpCommType::A2A)
+      throw InputError(study.file, "parallel.cp_comm_type",
+                       "sliding-window attention (model.sliding_window) with cp > 1 is modelled "
+                       "for cp_comm_type a2a only; use a2a or cp 1");
+    detail::LayerShape windowed = lm;
+    windowed.window = m.sliding_window;
+    u.lm_window_layer = detail::layer_cost(windowed, tp, roof, 0, false);
+  }
   if (tr.precision != Precision::Bf16)
     u.lm_fp8_weights = detail::linear_weights_per_gpu(lm, par.tp);
   u.embedding = detail::embedding_cost(gpu_tokens, m.hidden, tp, roof,
@@ -390,7 +411,11 @@ ChunkCost chunk_cost(const Study& study, const Profile& profile, const detail::R
   }
   for (; next < last; ++next) {
     const bool moe = next >= D && su.moe_layers && is_moe_layer(*m.moe, next - D);
-    LayerCost layer = next < D ? su.vision_layer : moe ? su.moe_layer : su.lm_layer;
+    const bool window = next >= D && is_window_layer(m, next - D);
+    LayerCost layer = next < D ? su.vision_layer
+                      : moe    ? (window ? su.moe_window_layer : su.moe_layer)
+                      : window ? su.lm_window_layer
+                               : su.lm_layer;
     for (auto& u : layer.units) u.layer = next < D ? next : next - D;
     if (moe)
       fill.moe_layer(layer, su.moe_dense_params, su.moe_expert_params, 0);

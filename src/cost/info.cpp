@@ -38,9 +38,11 @@ struct UnitRow {
   const UnitCost* unit;
 };
 
-std::vector<UnitRow> distinct_units(const CostModel& cm) {
+// With a sliding window (the model's sliding_window) the first windowed and the first
+// full-attention LM layer each.
+std::vector<UnitRow> distinct_units(const CostModel& cm, const ModelConfig& m) {
   std::vector<UnitRow> rows;
-  bool vision_done = false, lm_done = false;
+  bool vision_done = false, lm_done = false, full_done = m.sliding_window == 0;
   // Non-layer units where they run, and the first ViT layer and the first LM layer (wherever the
   // layout put them: a folded ViT's layers are prologue units of stage 0).
   for (const auto& c : cm.chunks) {
@@ -58,10 +60,16 @@ std::vector<UnitRow> distinct_units(const CostModel& cm) {
     for (int l = 0; l < c.layer_count(); ++l) {
       const std::span<const UnitCost> units = c.layer(l);
       const bool vision = units.front().vision;
-      bool& done = vision ? vision_done : lm_done;
+      const bool window =
+          !vision && m.sliding_window > 0 && is_window_layer(m, units.front().layer);
+      const bool full = !vision && m.sliding_window > 0 && !window;
+      bool& done = vision ? vision_done : full ? full_done : lm_done;
       if (done) continue;
-      for (const auto& u : units)
-        rows.push_back({vision ? "every vision layer" : "every layer", &u});
+      const char* where = vision   ? "every vision layer"
+                          : window ? "window layers"
+                          : full   ? "full layers"
+                                   : "every layer";
+      for (const auto& u : units) rows.push_back({where, &u});
       done = true;
     }
     for (const auto& u : c.epilogue) rows.push_back({where, &u});
@@ -376,7 +384,7 @@ std::string cost_model_json(const Study& s, const Profile& prof, const CostModel
   j["stage_times"] = stages;
   j["chunks"] = chunks;
   nlohmann::ordered_json units = nlohmann::ordered_json::array();
-  for (const auto& row : distinct_units(cm)) {
+  for (const auto& row : distinct_units(cm, s.model)) {
     nlohmann::ordered_json uj;
     uj["unit"] = name(row.unit->kind);
     uj["where"] = row.where;
@@ -472,6 +480,12 @@ std::string study_lines(const Study& s, const Profile& prof, const CostModel& cm
   out += model_line(m);
   if (m.moe) out += moe_line(m);
   if (m.mla) out += mla_line(*m.mla);
+  if (m.sliding_window > 0) {
+    int windowed = 0;
+    for (int l = 0; l < m.layers; ++l) windowed += is_window_layer(m, l) ? 1 : 0;
+    out += util::format("  sliding window: %d keys on %d of %d layers\n", m.sliding_window,
+                        windowed, m.layers);
+  }
   out += parameter_line(m, pc);
   out += util::format("cluster %s: %d x %d GPUs, profile %s (%s, %s)\n", s.cluster.name.c_str(),
                       s.cluster.nodes, s.cluster.gpus_per_node, prof.name.c_str(), prof.gpu.c_str(),
@@ -566,13 +580,13 @@ std::string chunk_table(const Study& s, const CostModel& cm) {
 
 // One row per distinct unit and phase (F, B, W, then R: full recomputation's forward rerun
 // before the layer's backward), then the legend of the collective marks.
-std::string unit_cost_table(const CostModel& cm) {
+std::string unit_cost_table(const CostModel& cm, const ModelConfig& m) {
   std::vector<std::vector<std::string>> rows{{"unit", "where", "phase", "time_ms", "gflop",
                                               "collective", "coll_mib", "coll_ms", "alloc_mib",
                                               "free_mib", "source"}};
   // The legend says what the table shows: '~' and group names only where a collective has them.
   bool beyond_tp = false;
-  for (const auto& row : distinct_units(cm)) {
+  for (const auto& row : distinct_units(cm, m)) {
     const bool rerun = cm.recompute == Recompute::Full && row.unit->layer >= 0;
     for (int k = 0; k < (rerun ? 4 : 3); ++k) {
       const Phase ph = static_cast<Phase>(k < 3 ? k : 0);
@@ -628,7 +642,7 @@ std::string published_table(const Profile& prof) {
 std::string cost_model_table(const Study& s, const Profile& prof, const CostModel& cm,
                              const ParameterCount& pc) {
   return study_lines(s, prof, cm, pc) + chunk_table(s, cm) + "\n" +
-         stage_times_table(stage_times(cm)) + unit_cost_table(cm) +
+         stage_times_table(stage_times(cm)) + unit_cost_table(cm, s.model) +
          layer_kernel_table(prof, s.model, detail::lm_layer_kernels(s, prof)) +
          published_table(prof);
 }

@@ -599,10 +599,13 @@ void attn_cost(UnitCost& u, const LayerTerms& L) {
   const LayerShape& s = L.s;
   const Roofline& roof = L.roof;
   const double t = L.t, e = L.e, T = L.T, Ts = L.Ts, h = L.h, q = L.q, k = L.k, o = L.o;
-  // Scores QK^T and P.V: 2 x 2 x seq x q FLOPs per token, half of it when causal (model FLOPs).
-  // MLA: QK^T at the query/key width q, P.V at the value width o (heads x v_head_dim).
-  const double core =
-      s.mla ? (s.causal ? 1 : 2) * T * s.seq * (q + o) / t : (s.causal ? 2 : 4) * T * s.seq * q / t;
+  // Scores QK^T and P.V: 2 x 2 x q FLOPs per token and key it attends to: seq keys, half of them
+  // when causal (model FLOPs), at most the window's with sliding-window attention
+  // (causal_keys_per_query). MLA: QK^T at the query/key width q, P.V at the value width o (heads x
+  // v_head_dim).
+  const bool windowed = s.window > 0 && s.window < s.seq;
+  const double keys = s.causal ? causal_keys_per_query(s.seq, windowed ? s.window : 0) : s.seq;
+  const double core = s.mla ? 2 * T * keys * (q + o) / t : 4 * T * keys * q / t;
   const double proj = 2 * T * o * h / t;
   const double qkv = s.mla ? T * (q + k + o) / t * e : T * (q + 2 * k) / t * e;
   const double out = T * o / t * e;
@@ -631,11 +634,22 @@ void attn_cost(UnitCost& u, const LayerTerms& L) {
   const int a2a_ranks = ulysses ? cp : hierarchical ? L.tp.cp_a2a : 1;
   const int ring_ranks = cp / a2a_ranks;
   const double steps = gather ? 2 : ring_ranks;
-  const double kernel_seq = gather ? s.seq / 2.0 : s.seq / static_cast<double>(ring_ranks);
+  double kernel_seq = gather ? s.seq / 2.0 : s.seq / static_cast<double>(ring_ranks);
   const double head_split = t * a2a_ranks;
   const double samples = T * s.cp / s.seq;
+  // A windowed layer's kernel (Transformer Engine's window_size (w - 1, 0), passed by
+  // Megatron-Core's TEDotProductAttention when is_layer_window_attention holds) is timed as the
+  // causal kernel with the same mean keys per query, 2w long, over seq / 2w times the samples:
+  // the same tokens, the same short per-query loop over keys (the attention rows have no
+  // windowed kernel). Its FLOPs are the window's exact count (core). Context parallelism with a
+  // window runs only as the a2a type, whose kernel sees the whole sequence (cost_model's refusal).
+  double kernel_samples = samples;
+  if (windowed && 2 * s.window < kernel_seq) {
+    kernel_samples = samples * kernel_seq / (2 * s.window);
+    kernel_seq = 2 * s.window;
+  }
   auto attention = [&](bool backward, double flops) {
-    return steps * roof.attention_s(samples, kernel_seq, s.heads / head_split,
+    return steps * roof.attention_s(kernel_samples, kernel_seq, s.heads / head_split,
                                     s.kv_heads / head_split, s.head_dim, s.causal, backward,
                                     flops / steps, s.attention_impl);
   };
@@ -1006,6 +1020,11 @@ double mla_attention_params(const LayerShape& s, int tp) {
   return duplicated + sharded / t;
 }
 }  // namespace
+
+double causal_keys_per_query(double seq, double window) {
+  if (window <= 0 || window >= seq) return seq / 2;
+  return (window * (window + 1) / 2 + (seq - window) * window) / seq;
+}
 
 double layer_params_per_gpu(const LayerShape& s, int tp) {
   const double t = tp;

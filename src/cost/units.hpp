@@ -48,6 +48,9 @@ struct LayerShape {
   double ffn = 0;      // per gate for SwiGLU
   bool gated = true;   // SwiGLU (gate + up) or a plain GELU MLP
   bool causal = true;  // causal attention does half the score / value FLOPs
+  // Sliding-window attention (ModelConfig::sliding_window): a query attends to at most `window`
+  // keys, itself and the window - 1 before it (0: the whole causal prefix).
+  double window = 0;
   bool qkv_bias = false;
   bool proj_bias = false;  // out-projection and FC2 biases (ViT)
   bool mlp_bias = false;   // FC1 bias (ViT)
@@ -60,6 +63,11 @@ struct LayerShape {
   // query/key width per head (qk_head_dim + qk_pos_emb_head_dim) and kv_heads = heads.
   std::optional<MlaConfig> mla;
 };
+
+// Keys one query attends to, averaged over the `seq` positions of a causal sequence: seq / 2 for
+// full causal attention (the model-FLOP convention of half the s x s scores), and with a window w
+// < seq the exact count, position p seeing min(p + 1, w) keys: (w (w + 1) / 2 + (seq - w) w) / seq.
+double causal_keys_per_query(double seq, double window);
 
 // How the TP group runs the units.
 // Transformer Engine's default configuration of the pipelined reduce-scatter ("pipeline", the

@@ -82,6 +82,8 @@ void visit_study_fields(const ModelConfig& m, F&& f) {
   f("dropout", m.dropout);
   f("flash_attention", m.flash_attention);
   f("attention_impl", m.attention_impl);
+  f("sliding_window", m.sliding_window);
+  f("full_attention_every", m.full_attention_every);
   f("vision", m.vision);
   f("moe", m.moe);
   f("mla", m.mla);
