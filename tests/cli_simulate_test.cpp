@@ -313,3 +313,50 @@ TEST_CASE("simulate runs an MoE model with its EP all-to-all, sweep explores ep,
                                     "(8 experts, top-2): this command does not explore --ep yet"));
   CHECK(r.out.empty());
 }
+
+TEST_CASE(
+    "--moe-dispatcher and --moe-fp8-dispatch override the model's on simulate, compare "
+    "and sweep; bad values exit 2 in one line",
+    "[cli][moe][allgather][errors]") {
+  const std::string job =
+      "--model mixtral-8x7b --cluster dgx-h100 --nodes 2 --tp 2 --pp 2 --ep 4 --sp on --seq 4096 "
+      "--microbatches 4 ";
+  auto time_of = [](const std::string& args) {
+    const CliRun r = run_braid(args);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    return nlohmann::json::parse(r.out)["iteration_time_s"].get<double>();
+  };
+  const double a2a = time_of("simulate " + job + "--schedule 1f1b --json");
+  const double named =
+      time_of("simulate " + job + "--schedule 1f1b --json --moe-dispatcher alltoall");
+  const double gather =
+      time_of("simulate " + job + "--schedule 1f1b --json --moe-dispatcher allgather");
+  CHECK(named == a2a);  // the model's own dispatcher
+  CHECK(gather != a2a);
+  // compare and sweep take it too, and give simulate's time.
+  const CliRun cmp =
+      run_braid("compare " + job + "--schedules 1f1b --json --moe-dispatcher allgather");
+  REQUIRE(cmp.exit_code == 0);
+  CHECK(nlohmann::json::parse(cmp.out)["reports"][0]["iteration_time_s"] == gather);
+  const CliRun sweep =
+      run_braid("sweep " + job + "--schedules 1f1b --json --moe-dispatcher allgather");
+  INFO(sweep.err);
+  REQUIRE(sweep.exit_code == 0);
+  CHECK(nlohmann::json::parse(sweep.out)["rows"][0]["report"]["iteration_time_s"] == gather);
+  // Bad values and combinations: exit 2, one line naming the option.
+  const CliRun bad = run_braid("simulate " + job + "--moe-dispatcher flex");
+  CHECK(bad.exit_code == 2);
+  CHECK(count_lines(bad.err) == 1);
+  CHECK_THAT(bad.err, Catch::Contains("--moe-dispatcher") && Catch::Contains("allgather"));
+  const CliRun fp8 = run_braid("simulate " + job +
+                               "--schedule 1f1b --moe-dispatcher allgather --moe-fp8-dispatch");
+  CHECK(fp8.exit_code == 2);
+  CHECK(count_lines(fp8.err) == 1);
+  CHECK_THAT(fp8.err, Catch::StartsWith("braid: --moe-fp8-dispatch: model.moe.fp8_dispatch: needs "
+                                        "the deepep dispatcher"));
+  // With DeepEP it runs.
+  CHECK(time_of("simulate " + job +
+                "--schedule 1f1b --json --moe-dispatcher deepep "
+                "--moe-fp8-dispatch") > 0);
+}

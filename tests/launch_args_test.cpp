@@ -161,6 +161,20 @@ TEST_CASE("Megatron round trip: MoE models' experts, shared experts, dense layer
                              "  pad_to_capacity: true\n  dispatcher: deepep\n";
   o.model = moe_file;
   check_round_trip("default", o);
+  // The all-to-all and all-gather dispatchers are written by name: Megatron's default is
+  // allgather, so leaving the flag out would change the dispatcher.
+  for (const char* dispatcher : {"alltoall", "allgather"}) {
+    const std::string file = (braid::test::scratch_dir() / "moe-dispatcher.yaml").string();
+    std::ofstream(file) << "name: moe-dispatcher\nlayers: 8\nhidden: 1024\nheads: 16\n"
+                           "ffn: 4096\nvocab: 32000\nmoe:\n  experts: 16\n  top_k: 4\n"
+                           "  expert_ffn: 512\n  dispatcher: "
+                        << dispatcher << "\n";
+    o.model = file;
+    check_round_trip("default", o);
+    const Study s = load_study(resolve_config("studies", "default"), o);
+    CHECK_THAT(megatron_launch_args(s, {"1f1b", 1}),
+               Catch::Contains(std::string("--moe-token-dispatcher-type ") + dispatcher + " \\\n"));
+  }
 }
 
 TEST_CASE("Megatron round trip: multi-head latent attention's widths", "[launch-args][mla]") {

@@ -229,7 +229,9 @@ TEST_CASE("Megatron MoE flags: the flex dispatcher with DeepEP is dispatcher dee
   auto dispatcher = [&](const std::string& flags) {
     return args(moe + flags).overrides.model_config->moe->dispatcher;
   };
-  CHECK(dispatcher("") == MoeDispatcher::AllToAll);
+  // Megatron's default is the all-gather dispatcher (transformer_config.py).
+  CHECK(dispatcher("") == MoeDispatcher::AllGather);
+  CHECK(dispatcher("--moe-token-dispatcher-type allgather") == MoeDispatcher::AllGather);
   CHECK(dispatcher("--moe-token-dispatcher-type alltoall") == MoeDispatcher::AllToAll);
   CHECK(dispatcher("--moe-token-dispatcher-type flex --moe-flex-dispatcher-backend deepep") ==
         MoeDispatcher::DeepEp);

@@ -800,7 +800,7 @@ TEST_CASE("DeepEP's FP8 dispatch: the dispatch and the combine's backward in FP8
 }
 
 TEST_CASE("moe dispatcher: the name/parse pair and a bad value in one line", "[moe][a2a]") {
-  for (const char* text : {"alltoall", "deepep"})
+  for (const char* text : {"alltoall", "deepep", "allgather"})
     CHECK(name(*parse_moe_dispatcher(text)) == std::string(text));
   CHECK_FALSE(parse_moe_dispatcher("flex"));
   CHECK(
@@ -810,5 +810,143 @@ TEST_CASE("moe dispatcher: the name/parse pair and a bad value in one line", "[m
     load_study(resolve_config("studies", "default"), wide_overrides(16, "  dispatcher: flex\n"));
   });
   CHECK(e.find("moe.dispatcher") != std::string::npos);
-  CHECK(e.find("alltoall, deepep") != std::string::npos);
+  CHECK(e.find("alltoall, deepep, allgather") != std::string::npos);
+}
+
+namespace {
+
+// The tiny model (4 experts, top-2, hidden 1024) at ep `ep`, etp `etp` on one DGX H100 node,
+// with Megatron's all-gather dispatcher set as --moe-dispatcher sets it.
+CostModel gathered(int ep, int etp = 1) {
+  StudyOverrides o = tiny_overrides(ep);
+  o.etp = etp;
+  o.moe_dispatcher = MoeDispatcher::AllGather;
+  return cost_of(load_study(resolve_config("studies", "default"), o));
+}
+
+}  // namespace
+
+TEST_CASE(
+    "the all-gather dispatcher: tokens, map and probabilities gathered over tp x ep, the "
+    "combine an fp32 reduce-scatter, by hand",
+    "[moe][allgather]") {
+  const Profile h100 = load_profile("h100");
+  const LinkProfile& nvlink = h100.link("nvlink");
+  detail::Roofline roof{&h100};
+  const CostModel cm = gathered(2);
+  // tp 1 x ep 2 = 2 GPUs gather each rank's x = 1024 tokens: X = 2048 rows. The routing map
+  // (bool) 2048 x 4 experts x 1 B = 8192 B, the fp32 probabilities 2048 x 4 x 4 B = 32768 B, the
+  // tokens 2048 x 1024 x 2 B = 4194304 B: three all-gathers one after another, then the host
+  // sync (10 us) of the local experts' token counts.
+  auto ag = [&](double bytes) {
+    return collective_time_s(nvlink, CollectiveKind::AllGather, 2, bytes);
+  };
+  auto rs = [&](double bytes) {
+    return collective_time_s(nvlink, CollectiveKind::ReduceScatter, 2, bytes);
+  };
+  const double map = 8192, probs = 32768, tokens = 4194304;
+  const UnitCost dispatch = first_unit(cm, UnitKind::Dispatch);
+  const std::vector<Collective> df = over(dispatch[Phase::F], Group::Ep);
+  REQUIRE(df.size() == 1);  // no counts' gather, no all-to-all
+  CHECK(df[0].kind == CollectiveKind::AllGather);
+  CHECK(df[0].position == CollectivePosition::Before);
+  CHECK(df[0].bytes == map + probs + tokens);
+  CHECK(df[0].time_s == Approx(ag(map) + ag(probs) + ag(tokens) + 10e-6).epsilon(1e-12));
+  // The permute of the 2048 copies routed to this rank's 2 experts: read and write 2048 rows of
+  // 1024 x 2 B (4194304 B each way); the gathered tensors held while it runs.
+  const double rows = 4194304;
+  CHECK(dispatch[Phase::F].time_s == Approx(roof.memory_s(2 * rows)).epsilon(1e-12));
+  CHECK(dispatch[Phase::F].alloc_bytes == map + probs + tokens);
+  CHECK(dispatch[Phase::F].free_bytes == map + probs + tokens);
+  // Backward: the permute's backward (the rows added into the zeroed 2048-row gradient), then
+  // the gather's backward, a reduce-scatter of the tokens' and probabilities' gradients.
+  const std::vector<Collective> db = over(dispatch[Phase::B], Group::Ep);
+  REQUIRE(db.size() == 1);
+  CHECK(db[0].kind == CollectiveKind::ReduceScatter);
+  CHECK(db[0].position == CollectivePosition::After);
+  CHECK(db[0].bytes == probs + tokens);
+  CHECK(db[0].time_s == Approx(rs(probs) + rs(tokens)).epsilon(1e-12));
+  CHECK(dispatch[Phase::B].time_s == Approx(roof.memory_s(rows + tokens)).epsilon(1e-12));
+  // The combine: unpermute into 2048 rows (read 4194304 B, write 4194304 B), their cast to fp32
+  // (write 2048 x 1024 x 4 = 8388608 B), the reduce-scatter of those 8388608 B, the cast back of
+  // the rank's 1024 rows (1024 x 1024 x (4 + 2) = 6291456 B) and the residual add (3 x 2097152).
+  const double wide = 8388608, mine = 6291456, x_tokens = 2097152;
+  const UnitCost combine = first_unit(cm, UnitKind::Combine);
+  const std::vector<Collective> cf = over(combine[Phase::F], Group::Ep);
+  REQUIRE(cf.size() == 1);
+  CHECK(cf[0].kind == CollectiveKind::ReduceScatter);
+  CHECK(cf[0].position == CollectivePosition::After);
+  CHECK(cf[0].bytes == wide);
+  CHECK(cf[0].time_s == Approx(rs(wide)).epsilon(1e-12));
+  CHECK(combine[Phase::F].time_s ==
+        Approx(roof.memory_s(rows + tokens) + roof.memory_s(tokens + wide) + roof.memory_s(mine) +
+               roof.memory_s(3 * x_tokens))
+            .epsilon(1e-12));
+  CHECK(combine[Phase::F].alloc_bytes == tokens + wide);
+  CHECK(combine[Phase::F].free_bytes == tokens + wide);
+  // Its backward: the all-gather of the fp32 gradient, the casts, the unpermute's backward.
+  const std::vector<Collective> cb = over(combine[Phase::B], Group::Ep);
+  REQUIRE(cb.size() == 1);
+  CHECK(cb[0].kind == CollectiveKind::AllGather);
+  CHECK(cb[0].position == CollectivePosition::Before);
+  CHECK(cb[0].bytes == wide);
+  CHECK(combine[Phase::B].time_s ==
+        Approx(roof.memory_s(mine) + roof.memory_s(wide + tokens) + roof.memory_s(2 * rows))
+            .epsilon(1e-12));
+  // The experts see the same 2048 copies as under the all-to-all dispatcher, without the sorts
+  // by local expert (the permute already orders them): 2 x 2 sorts of 2 x 4194304 B fewer.
+  const UnitCost ea = first_unit(cost_of(tiny(2)), UnitKind::Experts);
+  const UnitCost eg = first_unit(cm, UnitKind::Experts);
+  CHECK(eg[Phase::F].flops == ea[Phase::F].flops);
+  const double sort_s = roof.memory_s(2 * rows);
+  CHECK(eg[Phase::F].time_s == Approx(ea[Phase::F].time_s - 2 * sort_s).epsilon(1e-12));
+  CHECK(eg[Phase::B].time_s == Approx(ea[Phase::B].time_s - 2 * sort_s).epsilon(1e-12));
+  // ep 1, etp 1: a group of one gathers nothing; the permute remains.
+  const UnitCost alone = first_unit(gathered(1), UnitKind::Dispatch);
+  CHECK(alone[Phase::F].collectives.empty());
+  CHECK(alone[Phase::B].collectives.empty());
+  CHECK(alone[Phase::F].time_s > 0);
+}
+
+TEST_CASE("the all-gather dispatcher at etp 2: one gather over etp x ep, no expert-TP ones",
+          "[moe][allgather]") {
+  const CostModel cm = gathered(2, 2);
+  // 4 GPUs gather 1024 tokens each: 4096 x 1024 x 2 B of tokens, 4096 x 4 x (1 + 4) B of map
+  // and probabilities.
+  const UnitCost dispatch = first_unit(cm, UnitKind::Dispatch);
+  REQUIRE(over(dispatch[Phase::F], Group::Ep).size() == 1);
+  CHECK(over(dispatch[Phase::F], Group::Ep)[0].bytes == 4096.0 * 1024 * 2 + 4096.0 * 4 * 5);
+  const UnitCost combine = first_unit(cm, UnitKind::Combine);
+  for (const UnitCost* u : {&dispatch, &combine})
+    for (Phase p : {Phase::F, Phase::B}) CHECK(over((*u)[p], Group::Etp).empty());
+  // Each rank's experts see the 4096 x 2 / 2 copies routed to its 2 experts at half the width:
+  // the FLOPs of etp 1.
+  CHECK(first_unit(cm, UnitKind::Experts)[Phase::F].flops ==
+        first_unit(gathered(2), UnitKind::Experts)[Phase::F].flops);
+}
+
+TEST_CASE("the all-gather dispatcher: FP8 dispatch is refused with it, in one line",
+          "[moe][allgather]") {
+  // Megatron refuses the all-gather dispatcher only with routing padded for quantization and
+  // variable sequence lengths (transformer_config.py), neither modelled; braid's own rule: FP8
+  // dispatch is DeepEP's.
+  const std::string file = test::input_error_of([] {
+    load_study(resolve_config("studies", "default"),
+               wide_overrides(16, "  dispatcher: allgather\n  fp8_dispatch: true\n"));
+  });
+  CHECK(file.find("moe.fp8_dispatch: needs dispatcher: deepep") != std::string::npos);
+  StudyOverrides o = tiny_overrides(2);
+  o.moe_dispatcher = MoeDispatcher::AllGather;
+  o.moe_fp8_dispatch = true;
+  CHECK(test::input_error_of([&] { load_study(resolve_config("studies", "default"), o); }) ==
+        "--moe-fp8-dispatch: model.moe.fp8_dispatch: needs the deepep dispatcher (DeepEP's "
+        "dispatch kernel sends FP8; Megatron's alltoall and allgather dispatchers send bf16); "
+        "add --moe-dispatcher deepep or drop --moe-fp8-dispatch");
+  // The override on a dense model names the option.
+  StudyOverrides dense = tiny_overrides(1);
+  dense.model = "qwen2-7b";
+  dense.moe_dispatcher = MoeDispatcher::AllGather;
+  CHECK(test::input_error_of([&] {
+          load_study(resolve_config("studies", "default"), dense);
+        }).rfind("--moe-dispatcher: model.moe: needs a Mixture-of-Experts model", 0) == 0);
 }

@@ -63,8 +63,10 @@ enum class RouterScore { Softmax, Sigmoid };
 // token_dispatcher.py MoEAlltoAllTokenDispatcher: NCCL all-to-all, one copy per routed expert) or
 // DeepEP's fused kernels (--moe-token-dispatcher-type flex with the deepep backend,
 // MoEFlexTokenDispatcher and fused_a2a.py: one copy per target node over the network, then
-// NVLink to the GPUs of that node).
-enum class MoeDispatcher { AllToAll, DeepEp };
+// NVLink to the GPUs of that node) or Megatron-Core's all-gather dispatcher
+// (--moe-token-dispatcher-type allgather, MoEAllGatherTokenDispatcher: every token all-gathered
+// over the expert TP x EP group, the combine a reduce-scatter over it; docs/moe.md).
+enum class MoeDispatcher { AllToAll, DeepEp, AllGather };
 
 // The YAML and command-line values of each enum above, in enum order: name() writes them,
 // parse_*() reads them back where a command line or another format gives them (std::nullopt for
@@ -95,7 +97,7 @@ std::optional<Precision> parse_precision(std::string_view text);
 const std::vector<std::string>& router_score_names();  // softmax, sigmoid
 const char* name(RouterScore r);
 std::optional<RouterScore> parse_router_score(std::string_view text);
-const std::vector<std::string>& moe_dispatcher_names();  // alltoall, deepep
+const std::vector<std::string>& moe_dispatcher_names();  // alltoall, deepep, allgather
 const char* name(MoeDispatcher d);
 std::optional<MoeDispatcher> parse_moe_dispatcher(std::string_view text);
 
@@ -145,7 +147,8 @@ struct MoeConfig {
   // With a capacity factor, every expert's input padded to its capacity
   // (--moe-pad-expert-input-to-capacity; moe_utils.py apply_router_token_dropping).
   bool pad_to_capacity = false;
-  // The token dispatcher (MoeDispatcher): alltoall, Megatron-Core's, or deepep.
+  // The token dispatcher (MoeDispatcher): alltoall, Megatron-Core's all-to-all one, deepep or
+  // allgather, Megatron-Core's all-gather one.
   MoeDispatcher dispatcher = MoeDispatcher::AllToAll;
   // DeepEP's FP8 dispatch (dispatcher deepep only): its dispatch kernel sends each token in FP8
   // with an FP32 scale per 128 values, in the forward's dispatch and in the backward of the
@@ -399,6 +402,10 @@ struct StudyOverrides {
   std::optional<bool> defer_embedding_wgrad_compute{};
   std::optional<int> wgrad_deferral_limit{};
   std::optional<std::string> moe_routing{};  // --moe-routing, parsed by the study's load
+  // --moe-dispatcher and --moe-fp8-dispatch: the MoE model's MoeConfig::dispatcher and
+  // MoeConfig::fp8_dispatch.
+  std::optional<MoeDispatcher> moe_dispatcher{};
+  std::optional<bool> moe_fp8_dispatch{};
   // A model given whole (Megatron-LM arguments' sizes) instead of by name; replaces `model`.
   std::optional<ModelConfig> model_config{};
   // Megatron's --global-batch-size: microbatches per replica = global batch / (mbs x dp), dp

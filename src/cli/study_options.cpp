@@ -2,6 +2,7 @@
 #include "study_options.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -23,6 +24,21 @@ void add_moe_routing_option(CLI::App& cmd, std::optional<std::string>& routing) 
       "expert e's share proportional to (e+1)^-S; EP rank 0 holds the hottest), histogram:FILE "
       "(one count or weight per expert) or multinomial:SEED (uniform draws, reproducible); "
       "default: the study's (balanced)");
+}
+
+void add_moe_dispatch_options(CLI::App& cmd, std::optional<MoeDispatcher>& dispatcher,
+                              std::optional<bool>& fp8_dispatch) {
+  cmd.add_option_function<std::string>(
+         "--moe-dispatcher",
+         [&dispatcher](const std::string& v) { dispatcher = parse_moe_dispatcher(v); },
+         "MoE models: how the tokens reach their experts: alltoall (Megatron's all-to-all "
+         "dispatcher), deepep (DeepEP's kernels) or allgather (Megatron's all-gather "
+         "dispatcher); default: the model's")
+      ->check(CLI::IsMember(moe_dispatcher_names()));
+  cmd.add_flag_function(
+      "--moe-fp8-dispatch", [&fp8_dispatch](std::int64_t) { fp8_dispatch = true; },
+      "MoE models with the deepep dispatcher: send the dispatched tokens in FP8 with 1x128 "
+      "scales (moe.fp8_dispatch); default: the model's");
 }
 
 void add_study_options(CLI::App& cmd, StudyArgs& args) {
@@ -98,6 +114,7 @@ void add_study_options(CLI::App& cmd, StudyArgs& args) {
          "fp8-current, fp8-blockwise, mxfp8 (Blackwell); default: the study's (bf16)")
       ->check(CLI::IsMember(precision_names()));
   add_moe_routing_option(cmd, o.moe_routing);
+  add_moe_dispatch_options(cmd, o.moe_dispatcher, o.moe_fp8_dispatch);
   cmd.add_option_function<int>(
       "--nodes", [&o](int v) { o.nodes = v; },
       "nodes of the cluster (GPUs per node from the cluster file); default: the cluster's");

@@ -87,10 +87,13 @@ void megatron_experts(const ModelConfig& m, Fragment& f) {
   }
   if (e.pad_to_capacity) flag(f, "--moe-pad-expert-input-to-capacity");
   // DeepEP: the flex dispatcher with its deepep backend (transformer_config.py,
-  // moe_flex_dispatcher_backend; the older --moe-enable-deepep is deprecated there).
+  // moe_flex_dispatcher_backend; the older --moe-enable-deepep is deprecated there). The other
+  // two are always written: Megatron's default is allgather.
   if (e.dispatcher == MoeDispatcher::DeepEp) {
     flag(f, "--moe-token-dispatcher-type", "flex");
     flag(f, "--moe-flex-dispatcher-backend", "deepep");
+  } else {
+    flag(f, "--moe-token-dispatcher-type", name(e.dispatcher));
   }
   if (e.fp8_dispatch)
     f.note("fp8_dispatch (braid) is not expressible: Megatron-LM's DeepEP path dispatches bf16");

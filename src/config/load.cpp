@@ -115,8 +115,8 @@ MoeConfig read_moe(YamlMap& e, const ModelConfig& model) {
   moe.fp8_dispatch = e.boolean_or("fp8_dispatch", false);
   if (moe.fp8_dispatch && moe.dispatcher != MoeDispatcher::DeepEp)
     e.fail("fp8_dispatch",
-           "needs dispatcher: deepep (DeepEP's dispatch kernel sends FP8; Megatron's all-to-all "
-           "dispatcher sends bf16); set dispatcher: deepep or drop fp8_dispatch");
+           "needs dispatcher: deepep (DeepEP's dispatch kernel sends FP8; Megatron's alltoall "
+           "and allgather dispatchers send bf16); set dispatcher: deepep or drop fp8_dispatch");
   e.finish();
   return moe;
 }
@@ -282,7 +282,7 @@ std::optional<RouterScore> parse_router_score(std::string_view text) {
 }
 
 const std::vector<std::string>& moe_dispatcher_names() {
-  static const std::vector<std::string> names = {"alltoall", "deepep"};
+  static const std::vector<std::string> names = {"alltoall", "deepep", "allgather"};
   return names;
 }
 const char* name(MoeDispatcher d) { return table_name(moe_dispatcher_names(), d); }
@@ -876,6 +876,22 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
   if (o.fp8_param_gather) t.fp8_param_gather = *o.fp8_param_gather;
   if (o.moe_routing)
     t.moe_routing = parse_moe_routing(*o.moe_routing, "--moe-routing", "training.moe_routing");
+  if (o.moe_dispatcher || o.moe_fp8_dispatch) {
+    const char* option = o.moe_dispatcher ? "--moe-dispatcher" : "--moe-fp8-dispatch";
+    if (!study.model.moe)
+      throw InputError(option, "model.moe",
+                       "needs a Mixture-of-Experts model (one with a moe: section); use such a "
+                       "model or drop the option");
+    MoeConfig& e = *study.model.moe;
+    if (o.moe_dispatcher) e.dispatcher = *o.moe_dispatcher;
+    if (o.moe_fp8_dispatch) e.fp8_dispatch = *o.moe_fp8_dispatch;
+    if (e.fp8_dispatch && e.dispatcher != MoeDispatcher::DeepEp)
+      throw InputError(o.moe_fp8_dispatch ? "--moe-fp8-dispatch" : "--moe-dispatcher",
+                       "model.moe.fp8_dispatch",
+                       "needs the deepep dispatcher (DeepEP's dispatch kernel sends FP8; "
+                       "Megatron's alltoall and allgather dispatchers send bf16); add "
+                       "--moe-dispatcher deepep or drop --moe-fp8-dispatch");
+  }
   if (o.global_batch) t.microbatches = microbatches_of_global_batch(study, *o.global_batch);
 
   validate(study, &o);

@@ -514,15 +514,20 @@ MoeConfig moe_of(const FlagReader& f, const ModelConfig& m) {
   if (e.pad_to_capacity && !e.capacity_factor)
     f.fail("--moe-pad-expert-input-to-capacity", "needs --moe-expert-capacity-factor");
   // DeepEP: --moe-token-dispatcher-type flex with --moe-flex-dispatcher-backend deepep or the
-  // deprecated --moe-enable-deepep (transformer_config.py __post_init__); any other dispatcher
-  // is costed as the all-to-all one.
+  // deprecated --moe-enable-deepep (transformer_config.py __post_init__). allgather, also
+  // Megatron's default when the flag is left out (transformer_config.py
+  // moe_token_dispatcher_type), is the all-gather dispatcher; any other is costed as the
+  // all-to-all one.
+  const std::string type = f.text("--moe-token-dispatcher-type", "allgather");
   const std::string backend = f.text("--moe-flex-dispatcher-backend", "deepep");
   const bool deepep = f.has("--moe-enable-deepep") || f.has("--moe-flex-dispatcher-backend");
-  if (f.text("--moe-token-dispatcher-type", "alltoall") == "flex" && deepep && backend == "deepep")
-    e.dispatcher = MoeDispatcher::DeepEp;
-  else if (f.has("--moe-enable-deepep") && f.text("--moe-token-dispatcher-type", "") != "flex")
+  if (f.has("--moe-enable-deepep") && type != "flex")
     f.fail("--moe-enable-deepep",
            "needs --moe-token-dispatcher-type flex (Megatron's rule); add it or drop the flag");
+  if (type == "allgather")
+    e.dispatcher = MoeDispatcher::AllGather;
+  else if (type == "flex" && deepep && backend == "deepep")
+    e.dispatcher = MoeDispatcher::DeepEp;
   return e;
 }
 
@@ -632,6 +637,8 @@ void merge_overrides(StudyOverrides& base, const StudyOverrides& top) {
   take(base.overlap_p2p_comm, top.overlap_p2p_comm);
   take(base.gradient_accumulation_fusion, top.gradient_accumulation_fusion);
   take(base.tp_comm_overlap, top.tp_comm_overlap);
+  take(base.moe_dispatcher, top.moe_dispatcher);
+  take(base.moe_fp8_dispatch, top.moe_fp8_dispatch);
   take(base.defer_embedding_wgrad_compute, top.defer_embedding_wgrad_compute);
   take(base.wgrad_deferral_limit, top.wgrad_deferral_limit);
   take(base.fp8_param_gather, top.fp8_param_gather);

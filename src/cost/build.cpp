@@ -18,7 +18,9 @@ namespace braid {
 
 namespace {
 
-double sum_alloc(const UnitCost& u, Phase p) { return u[p].alloc_bytes; }
+// What a phase keeps: a buffer it frees itself (the all-gather dispatcher's gathered tokens) is
+// no saved activation.
+double sum_alloc(const UnitCost& u, Phase p) { return u[p].alloc_bytes - u[p].free_bytes; }
 
 // The TP group's setup every unit's cost reads.
 detail::TpSetup tp_setup(const Study& study, const Profile& profile) {

@@ -1,13 +1,14 @@
 // The Mixture-of-Experts layer's units (units.hpp: moe_layer_cost; DESIGN §4b; docs/moe.md), as
 // Megatron-Core's MoELayer runs them with the all-to-all dispatcher
 // (megatron/core/transformer/moe/: moe_layer.py MoELayer.forward, router.py TopKRouter,
-// token_dispatcher.py MoEAlltoAllTokenDispatcher, experts.py TEGroupedMLP / GroupedMLP).
-// Notation per microbatch on one GPU: x tokens enter the MoE block (the layer's tokens, sharded
-// by tp under sequence parallelism), k = top_k, E experts, ep and etp the expert groups, El = E /
-// ep local experts, f = expert ffn / etp per GPU, h hidden, e bytes per element. Balanced
-// routing: every rank sends x k / ep tokens to every EP rank and receives as many, so its
-// experts see N = x k etp tokens (etp gathers its group's tokens), N / El each. Under another
-// routing (MoeSetup::busiest_loads) the busiest EP rank sets the layer: its experts see N b
+// token_dispatcher.py MoEAlltoAllTokenDispatcher, experts.py TEGroupedMLP / GroupedMLP), or with
+// the all-gather one (MoEAllGatherTokenDispatcher: allgather_dispatch_cost,
+// allgather_combine_cost). Notation per microbatch on one GPU: x tokens enter the MoE block (the
+// layer's tokens, sharded by tp under sequence parallelism), k = top_k, E experts, ep and etp the
+// expert groups, El = E / ep local experts, f = expert ffn / etp per GPU, h hidden, e bytes per
+// element. Balanced routing: every rank sends x k / ep tokens to every EP rank and receives as
+// many, so its experts see N = x k etp tokens (etp gathers its group's tokens), N / El each. Under
+// another routing (MoeSetup::busiest_loads) the busiest EP rank sets the layer: its experts see N b
 // tokens, b = MoeSetup::busiest, expert i N / El x load_i, and it receives b times a balanced
 // rank's bytes in each all-to-all (docs/moe.md, "Load imbalance and capacity").
 #include <algorithm>
@@ -125,6 +126,103 @@ void add_etp(PhaseCost& p, const MoeSetup& moe, const MoeTerms& m, CollectiveKin
   add_group_collective(p, Group::Etp, moe.etp, *moe.etp_link, kind, position, moe.etp * m.received);
 }
 
+// Megatron-Core's all-gather dispatcher (token_dispatcher.py MoEAllGatherTokenDispatcher;
+// docs/moe.md, "The all-gather dispatcher"). Its collectives span the expert TP x EP group
+// (tp_ep_group), G = etp x ep ranks; the expert layers number etp fastest, then ep (RankLayout),
+// so that group is the EP group's consecutive ranks with their etp partners and spans nodes when
+// the EP group does: the EP group's link, the expert-TP group's at ep 1. Each collective is timed
+// as add_group_collective times a group on its link. X = G x tokens after the gather.
+struct GatherTerms {
+  int G = 1;
+  double X = 0;
+  const LinkProfile* link = nullptr;
+};
+
+GatherTerms gather_terms(const MoeTerms& m, const MoeSetup& moe) {
+  GatherTerms g;
+  g.G = moe.etp * moe.ep;
+  g.X = g.G * m.x;
+  g.link = moe.ep > 1 ? moe.ep_link : moe.etp_link;
+  return g;
+}
+
+// One collective over the tp x ep group of the tensors of `bytes` each: NCCL calls one after
+// another, so their times add.
+void add_tp_ep_collective(PhaseCost& p, const GatherTerms& g, CollectiveKind kind,
+                          CollectivePosition position, std::initializer_list<double> bytes) {
+  if (g.G <= 1) return;
+  bool first = true;
+  for (const double b : bytes) {
+    if (first) {
+      add_group_collective(p, Group::Ep, g.G, *g.link, kind, position, b);
+    } else {
+      p.collectives.back().bytes += b;
+      p.collectives.back().time_s += collective_time_s(*g.link, kind, g.G, b);
+    }
+    first = false;
+  }
+}
+
+// Bytes of one routing-map entry (a torch.bool per token and expert).
+constexpr double kMapBytes = 1;
+
+// Dispatch: the routing map (no gradient), the probabilities and the tokens all-gathered over
+// tp x ep (token_dispatch: three gather_from_sequence_parallel_region calls; the tokens into
+// Megatron's global memory buffer), the host sync of the local experts' token counts
+// (dispatch_postprocess: tokens_per_expert brought to the host), then the permute of the copies
+// routed to the local experts, in expert order (permute: read and write N b rows). The slices of
+// the map and probabilities for the local experts are small and left out. Backward: the
+// permute's backward (the gathered gradient zeroed and the rows added in), then the
+// reduce-scatter of the tokens' and probabilities' gradients (the gather's backward). The
+// gathered tensors are held while the unit runs.
+void allgather_dispatch_cost(UnitCost& u, const MoeTerms& m, const MoeSetup& moe,
+                             const Roofline& roof) {
+  const GatherTerms g = gather_terms(m, moe);
+  const double rows = m.N * m.busiest * m.h * m.e;
+  const double tokens = g.X * m.h * m.e, map = g.X * m.E * kMapBytes,
+               probs = g.X * m.E * kProbBytes;
+  add_tp_ep_collective(u[Phase::F], g, CollectiveKind::AllGather, CollectivePosition::Before,
+                       {map, probs, tokens});
+  if (g.G > 1) u[Phase::F].collectives.back().time_s += moe.host_sync_s;
+  timed(u[Phase::F], roof, [&] { return roof.memory_s(2 * rows); });
+  u[Phase::F].alloc_bytes = map + probs + tokens;
+  u[Phase::F].free_bytes = map + probs + tokens;
+  timed(u[Phase::B], roof, [&] { return roof.memory_s(rows + tokens); });
+  add_tp_ep_collective(u[Phase::B], g, CollectiveKind::ReduceScatter, CollectivePosition::After,
+                       {probs, tokens});
+  u[Phase::B].alloc_bytes = probs + tokens;
+  u[Phase::B].free_bytes = probs + tokens;
+}
+
+// Combine: the unpermute of the expert outputs into the gathered shape (combine_preprocess:
+// unpermute, read N b rows, write X rows), their cast to the probabilities' dtype (fp32) and the
+// reduce-scatter over tp x ep in it (token_combine: reduce_scatter_to_sequence_parallel_region),
+// the cast back of the rank's x rows and the residual add. Backward: the all-gather of the fp32
+// gradient (the reduce-scatter's backward) between its casts, then the unpermute's backward
+// (read and write N b rows).
+void allgather_combine_cost(UnitCost& u, const MoeTerms& m, const MoeSetup& moe,
+                            const Roofline& roof) {
+  const GatherTerms g = gather_terms(m, moe);
+  const double rows = m.N * m.busiest * m.h * m.e, tokens = m.x * m.h * m.e;
+  const double gathered = g.X * m.h * m.e, wide = g.X * m.h * kProbBytes;
+  const double mine = m.x * m.h * (m.e + kProbBytes);  // the rank's rows cast, fp32 and bf16
+  timed(u[Phase::F], roof, [&] {
+    return roof.memory_s(rows + gathered) + roof.memory_s(gathered + wide) + roof.memory_s(mine) +
+           roof.memory_s(3 * tokens);
+  });
+  add_tp_ep_collective(u[Phase::F], g, CollectiveKind::ReduceScatter, CollectivePosition::After,
+                       {wide});
+  u[Phase::F].alloc_bytes = gathered + wide;
+  u[Phase::F].free_bytes = gathered + wide;
+  add_tp_ep_collective(u[Phase::B], g, CollectiveKind::AllGather, CollectivePosition::Before,
+                       {wide});
+  timed(u[Phase::B], roof, [&] {
+    return roof.memory_s(mine) + roof.memory_s(wide + gathered) + roof.memory_s(2 * rows);
+  });
+  u[Phase::B].alloc_bytes = gathered + wide;
+  u[Phase::B].free_bytes = gathered + wide;
+}
+
 // Router: the MoE block's norm, the router GEMM (h x E, replicated on the TP group) and the
 // score function with top-k (TopKRouter.forward: gating, routing).
 void router_cost(UnitCost& u, const MoeTerms& m, const TpSetup& tp, const Roofline& roof) {
@@ -191,7 +289,11 @@ void dispatch_cost(UnitCost& u, const MoeTerms& m, const MoeSetup& moe, const Ro
 // Experts: the sort by local expert (permute 2 in dispatch_postprocess, with El > 1), the grouped
 // GEMM of the El local experts on N / El tokens each (TEGroupedMLP: fc1, the activation, fc2),
 // the sort back (combine_preprocess). F, B (dgrad) and W (wgrad) as the dense MLP splits them.
-// The busiest EP rank's: N b tokens, expert i on N / El x load_i of them.
+// The busiest EP rank's: N b tokens, expert i on N / El x load_i of them. Under an FP8 recipe
+// the grouped GEMMs run at the FP8 peak and no cast of their inputs is charged: Transformer
+// Engine's grouped linear quantizes its split inputs (grouped_linear.py _GroupedLinear.forward),
+// which is left out, so DeepEP's FP8 dispatch (fp8_quantize_s) is the only cast charged, as when
+// its FP8 tokens and scales feed the grouped GEMM directly (DeepSeek-V3 report 3.3.3).
 void experts_cost(UnitCost& u, const MoeTerms& m, const MoeSetup& moe, const TpSetup& tp,
                   const LayerShape& s, const Roofline& roof) {
   const double N = m.N * m.busiest, h = m.h, e = m.e, f = m.f, El = m.El, w1 = m.fc1_width;
@@ -200,7 +302,10 @@ void experts_cost(UnitCost& u, const MoeTerms& m, const MoeSetup& moe, const TpS
   const bool even =
       std::all_of(loads.begin(), loads.end(), [&](double l) { return l == loads.front(); });
   const double even_load = loads.empty() ? 1.0 : loads.front();
-  const double sort_s = El > 1 ? roof.memory_s(2 * N * h * e) : 0;
+  // The all-gather dispatcher's permute already orders the copies by local expert, and its
+  // unpermute restores the token order: no sort of their own.
+  const bool sorts = El > 1 && moe.dispatcher != MoeDispatcher::AllGather;
+  const double sort_s = sorts ? roof.memory_s(2 * N * h * e) : 0;
   // The grouped GEMM as El GEMMs, one after another, each of its expert's tokens (an expert
   // with none launches no GEMM).
   auto grouped = [&](double in, double out, Phase phase) {
@@ -336,7 +441,7 @@ void recompute_units(LayerCost& c, std::size_t from) {
     PhaseCost& f = c.units[i][Phase::F];
     c.units[i].recompute = f;
     c.units[i].recompute.flops = 0;
-    f.alloc_bytes = 0;
+    f.alloc_bytes = f.free_bytes;  // what the unit frees itself (a buffer held while it runs)
   }
 }
 
@@ -361,9 +466,12 @@ LayerCost moe_layer_cost(const LayerShape& s, const TpSetup& tp, const MoeSetup&
     if (kind == UnitKind::Router) router_cost(u, m, tp, roof);
     if (kind == UnitKind::PreMLP) shared_fc1_cost(u, m, tp, s, roof, moe.shared_ffn);
     if (kind == UnitKind::MLP) shared_fc2_cost(u, m, tp, s, roof, moe.shared_ffn);
-    if (kind == UnitKind::Dispatch) dispatch_cost(u, m, moe, roof);
+    const bool gather = moe.dispatcher == MoeDispatcher::AllGather;
+    if (kind == UnitKind::Dispatch && gather) allgather_dispatch_cost(u, m, moe, roof);
+    if (kind == UnitKind::Dispatch && !gather) dispatch_cost(u, m, moe, roof);
     if (kind == UnitKind::Experts) experts_cost(u, m, moe, tp, s, roof);
-    if (kind == UnitKind::Combine) combine_cost(u, m, moe, roof);
+    if (kind == UnitKind::Combine && gather) allgather_combine_cost(u, m, moe, roof);
+    if (kind == UnitKind::Combine && !gather) combine_cost(u, m, moe, roof);
     if (kind == UnitKind::Dispatch) c.dispatch = static_cast<int>(c.units.size());
     if (kind == UnitKind::Combine) c.combine = static_cast<int>(c.units.size());
     c.units.push_back(std::move(u));
