@@ -30,6 +30,8 @@ void add_study_options(CLI::App& cmd, StudyArgs& args);
 // --moe-routing (training.moe_routing), for the commands that take the study options and for
 // sweep and search.
 void add_moe_routing_option(CLI::App& cmd, std::optional<std::string>& routing);
+// --moe-shared-expert-overlap (training.moe_shared_expert_overlap), for the same commands.
+void add_moe_shared_expert_overlap_option(CLI::App& cmd, std::optional<bool>& overlap);
 // The study a command starts from: --study when given; else the job defaults
 // (configs/studies/job-defaults.yaml) when the command describes a job of its own (a model, a
 // cluster, or Megatron-LM arguments with the model's sizes); else the default study.

@@ -171,6 +171,7 @@ const std::set<std::string>& known_flags() {
                                               "--fp8-format",
                                               "--fp8-recipe",
                                               "--tp-comm-overlap",
+                                              "--moe-shared-expert-overlap",
                                               "--fp8-param-gather",
                                               "--decoupled-lr",
                                               "--decoupled-min-lr",
@@ -607,6 +608,7 @@ void merge_overrides(StudyOverrides& base, const StudyOverrides& top) {
   take(base.overlap_p2p_comm, top.overlap_p2p_comm);
   take(base.gradient_accumulation_fusion, top.gradient_accumulation_fusion);
   take(base.tp_comm_overlap, top.tp_comm_overlap);
+  take(base.moe_shared_expert_overlap, top.moe_shared_expert_overlap);
   take(base.defer_embedding_wgrad_compute, top.defer_embedding_wgrad_compute);
   take(base.wgrad_deferral_limit, top.wgrad_deferral_limit);
   take(base.fp8_param_gather, top.fp8_param_gather);
