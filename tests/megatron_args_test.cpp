@@ -282,6 +282,10 @@ TEST_CASE("Megatron memory and overlap switches", "[megatron-args]") {
   CHECK(args("--tp-comm-overlap").overrides.tp_comm_overlap == true);
   CHECK(args("--tp-comm-overlap").not_modelled.empty());
   CHECK_FALSE(args("--sequence-parallel").overrides.tp_comm_overlap.has_value());
+  // Megatron-Core's shared-expert overlap is modelled (docs/moe.md, "Shared-expert overlap").
+  CHECK(args("--moe-shared-expert-overlap").overrides.moe_shared_expert_overlap == true);
+  CHECK(args("--moe-shared-expert-overlap").not_modelled.empty());
+  CHECK_FALSE(args("--sequence-parallel").overrides.moe_shared_expert_overlap.has_value());
 }
 
 TEST_CASE("Megatron precision and unknown flags: bf16 and fp8 are braid's, the unknown listed",

@@ -5,6 +5,7 @@
 // order every other layer keeps).
 #include <catch2/catch.hpp>
 
+#include <initializer_list>
 #include <string>
 
 #include "braid/cost_model.hpp"
@@ -208,4 +209,120 @@ TEST_CASE("combined 1F1B on one rank: F0, F(i+1)&B(i), B(m-1) against 1F1B", "[m
   CHECK(halves.iteration == 77);
   CHECK(halves.ep_exposed == 11);
   CHECK(run(generated("1f1b", 1, 3), moe_round_model(1, false)).iteration == 75);
+}
+
+namespace {
+
+// The MoE layer above with shared experts (moe_layer_cost's units), round costs:
+//   Attn     F 4, B 4, W 2
+//   PreMLP   (shared fc1) F 1, B 1, W 1
+//   MLP      (shared fc2) F 1, B 1, W 1
+//   Dispatch F 0 then its all-to-all 2; B: the backward all-to-all 2, then 0; no W
+//   Experts  F 4, B 4, W 4
+//   Combine  F: the all-to-all 2, then 0; B 0 then its backward all-to-all 2; no W
+// Serial (Megatron's default): Attn | PreMLP MLP Dispatch Experts Combine. `overlap`
+// (--moe-shared-expert-overlap): Attn | Dispatch PreMLP Experts MLP Combine, the shared units
+// beside the all-to-alls (UnitCost::beside_all_to_all). Cut points at Dispatch and Combine.
+LayerCost shared_round_layer(int layer, bool overlap) {
+  LayerCost l;
+  l.half = 1;
+  const Collective a2a_after{.kind = CollectiveKind::AllToAll,
+                             .group = Group::Ep,
+                             .position = CollectivePosition::After,
+                             .time_s = 2};
+  Collective a2a_before = a2a_after;
+  a2a_before.position = CollectivePosition::Before;
+  const std::initializer_list<UnitKind> serial = {UnitKind::Attn,    UnitKind::PreMLP,
+                                                  UnitKind::MLP,     UnitKind::Dispatch,
+                                                  UnitKind::Experts, UnitKind::Combine};
+  const std::initializer_list<UnitKind> overlapped = {UnitKind::Attn,   UnitKind::Dispatch,
+                                                      UnitKind::PreMLP, UnitKind::Experts,
+                                                      UnitKind::MLP,    UnitKind::Combine};
+  for (UnitKind k : overlap ? overlapped : serial) {
+    UnitCost u;
+    u.kind = k;
+    u.layer = layer;
+    if (k == UnitKind::Attn) {
+      u[Phase::F].time_s = 4;
+      u[Phase::B].time_s = 4;
+      u[Phase::W].time_s = 2;
+    }
+    if (k == UnitKind::PreMLP || k == UnitKind::MLP) {
+      for (Phase p : {Phase::F, Phase::B, Phase::W}) u[p].time_s = 1;
+      u.beside_all_to_all = overlap;
+    }
+    if (k == UnitKind::Experts)
+      for (Phase p : {Phase::F, Phase::B, Phase::W}) u[p].time_s = 4;
+    if (k == UnitKind::Dispatch) {
+      l.dispatch = static_cast<int>(l.units.size());
+      u[Phase::F].collectives.push_back(a2a_after);
+      u[Phase::B].collectives.push_back(a2a_before);
+    }
+    if (k == UnitKind::Combine) {
+      l.combine = static_cast<int>(l.units.size());
+      u[Phase::F].collectives.push_back(a2a_before);
+      u[Phase::B].collectives.push_back(a2a_after);
+    }
+    l.units.push_back(u);
+  }
+  return l;
+}
+
+CostModel shared_round_model(int chunks, bool overlap) {
+  return test::one_layer_chunks(chunks,
+                                [overlap](int k) { return shared_round_layer(k, overlap); });
+}
+
+}  // namespace
+
+TEST_CASE("shared-expert overlap: fc1 under the dispatch all-to-all, fc2 under the combine's",
+          "[moe][shared-overlap]") {
+  // One rank, one chunk of one layer, m 1: F0.0 then B0.0 with its W, synchronous.
+  // Serial F: Attn 0-4, PreMLP 4-5, MLP 5-6, Dispatch 6, its all-to-all 6-8 (exposed), Experts
+  // 8-12, Combine's all-to-all 12-14 (exposed), Combine 14: F ends at 14, EP exposed 4.
+  // Serial B: Combine 14, its all-to-all 14-16 (exposed), Experts B 16-20, W 20-24, Dispatch's
+  // all-to-all 20-22 under the W, Dispatch 24, MLP B 24-25, W 25-26, PreMLP B 26-27, W 27-28,
+  // Attn B 28-32, W 32-34. Iteration 34, EP exposed 4 + 2 = 6.
+  const Schedule s = generated("1f1b", 1, 1);
+  const Run serial = run(s, shared_round_model(1, false));
+  CHECK(serial.iteration == 34);
+  CHECK(serial.ep_exposed == 6);
+  CHECK(start_of(serial.sim, "B0.0 Combine L0") == 14);
+  // Overlapped F: Attn 0-4, Dispatch 4, its all-to-all 4-6 not waited for by the compute
+  // stream: PreMLP 4-5 beside it (1 exposed), Experts (the all-to-all's output) 6-10, MLP (from
+  // the Experts' compute) 10-11 beside the combine's all-to-all 10-12 (1 exposed), Combine (the
+  // all-to-all and MLP) 12: F ends at 12, EP exposed 2.
+  // Overlapped B (the mirror: Combine, MLP, Experts, PreMLP, Dispatch, Attn): Combine 12, its
+  // all-to-all 12-14 beside MLP B 12-13 and W 13-14 (hidden), Experts B (the all-to-all's
+  // output, MLP's end) 14-18, W 18-22, PreMLP B (from Experts B; the compute stream behind the
+  // W) 22-23, W 23-24, Dispatch's all-to-all 18-20 under the W, Dispatch 24, Attn B 24-28, W
+  // 28-30. Iteration 30, EP exposed 2 + 0 = 2: 4 less, fc1 and fc2 each hidden once forward
+  // and fc2's B and W backward.
+  const Run overlap = run(s, shared_round_model(1, true));
+  CHECK(overlap.iteration == 30);
+  CHECK(overlap.ep_exposed == 2);
+  CHECK(start_of(overlap.sim, "F0.0 PreMLP L0") == 4);
+  CHECK(start_of(overlap.sim, "F0.0 Experts L0") == 6);
+  CHECK(start_of(overlap.sim, "F0.0 MLP L0") == 10);
+  CHECK(start_of(overlap.sim, "F0.0 Combine L0") == 12);
+  CHECK(start_of(overlap.sim, "B0.0 MLP L0") == 12);
+  CHECK(start_of(overlap.sim, "B0.0 Experts L0") == 14);
+  CHECK(start_of(overlap.sim, "B0.0 Dispatch L0") == 24);
+}
+
+TEST_CASE("shared-expert overlap inside DualPipeV's FB blocks still validates and simulates",
+          "[moe][shared-overlap][fb]") {
+  // The cut points keep the shared units between the all-to-alls (PreMLP, Experts, MLP), so the
+  // FB blocks run them in their middle part; the run keeps the sum identity (run()) and the
+  // overlap takes nothing away: every shared unit is off the data flow it joined serially.
+  const Schedule s = generated("dualpipe-v", 1, 3);
+  REQUIRE(validate(s).ok());
+  const CostModel overlap = shared_round_model(2, true);
+  REQUIRE(overlap.chunks[0].has_all_to_all_cuts(0));
+  REQUIRE(overlap.chunks[0].between_all_to_alls(0).size() == 3);
+  const Run with = run(s, overlap);
+  const Run without = run(s, shared_round_model(2, false));
+  CHECK(with.iteration > 0);
+  CHECK(with.iteration <= without.iteration);
+  CHECK(with.ep_exposed <= without.ep_exposed);
 }

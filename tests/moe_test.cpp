@@ -351,6 +351,79 @@ TEST_CASE("a shared expert: a dense MLP of its width beside the routed experts, 
   }
 }
 
+TEST_CASE("shared-expert overlap: the shared units beside the all-to-alls, costs unchanged",
+          "[moe][cost][shared-overlap]") {
+  // The shared-expert model above; --moe-shared-expert-overlap moves fc1 after the Dispatch and
+  // fc2 after the Experts, both marked beside the all-to-all, each unit's costs (time, memory,
+  // collectives) the serial one's.
+  const auto file = test::scratch_dir() / "tiny-shared-overlap.yaml";
+  test::write_file(file,
+                   "name: tiny-shared\nlayers: 2\nhidden: 1024\nheads: 8\nkv_heads: 8\n"
+                   "head_dim: 128\nffn: 4096\nvocab: 32000\nactivation: swiglu\nmoe:\n"
+                   "  experts: 4\n  top_k: 2\n  expert_ffn: 2048\n  shared_experts: 1\n");
+  StudyOverrides o = tiny_overrides(2);
+  o.model = file.string();
+  o.tp = 2;
+  o.sequence_parallel = true;
+  o.layers_per_stage.reset();
+  const Study serial_study = load_study(resolve_config("studies", "default"), o);
+  CHECK_FALSE(serial_study.training.moe_shared_expert_overlap);  // off by default
+  o.moe_shared_expert_overlap = true;
+  const Study overlap_study = load_study(resolve_config("studies", "default"), o);
+  CHECK(overlap_study.training.moe_shared_expert_overlap);
+  const CostModel serial = cost_of(serial_study), overlap = cost_of(overlap_study);
+  const ChunkCost& c = overlap.chunks.front();
+  std::vector<UnitKind> kinds;
+  std::vector<bool> beside;
+  for (const UnitCost& u : c.layer(0)) {
+    kinds.push_back(u.kind);
+    beside.push_back(u.beside_all_to_all);
+  }
+  CHECK(kinds == std::vector<UnitKind>{UnitKind::PreAttn, UnitKind::Attn, UnitKind::Router,
+                                       UnitKind::Dispatch, UnitKind::PreMLP, UnitKind::Experts,
+                                       UnitKind::MLP, UnitKind::Combine});
+  CHECK(beside == std::vector<bool>{false, false, false, false, true, false, true, false});
+  CHECK(c.layers[0].dispatch == 3);
+  CHECK(c.layers[0].combine == 7);
+  for (const UnitKind k :
+       {UnitKind::PreMLP, UnitKind::MLP, UnitKind::Dispatch, UnitKind::Combine}) {
+    const UnitCost& a = first_unit(serial, k);
+    const UnitCost& b = first_unit(overlap, k);
+    for (const Phase p : {Phase::F, Phase::B, Phase::W}) {
+      CHECK(a[p].time_s == b[p].time_s);
+      CHECK(a[p].alloc_bytes == b[p].alloc_bytes);
+      CHECK(a[p].free_bytes == b[p].free_bytes);
+      CHECK(a[p].collectives.size() == b[p].collectives.size());
+    }
+  }
+  CHECK(c.parts.layers_bytes == serial.chunks.front().parts.layers_bytes);
+  // Every schedule simulates it with the sum identity, the F&B blocks of DualPipeV and STP with
+  // the cut points; the overlap makes no step slower.
+  for (const char* name : {"1f1b", "zb-v", "stp", "dualpipe-v"}) {
+    INFO(name);
+    o.vpp = chunks_per_rank(name, 1);
+    o.moe_shared_expert_overlap = true;
+    const Study s_on = load_study(resolve_config("studies", "default"), o);
+    o.moe_shared_expert_overlap = false;
+    const Study s_off = load_study(resolve_config("studies", "default"), o);
+    const Schedule sched = make_schedule(name, ScheduleOptions{1, s_on.parallel.vpp, 4});
+    REQUIRE(validate(sched).ok());
+    const test::Simulated on = test::simulated(sched, cost_of(s_on), false);
+    test::check_pp_idle(on.report, on.dag, on.timeline);
+    const test::Simulated off = test::simulated(sched, cost_of(s_off), false);
+    CHECK(on.report.iteration_time_s <= off.report.iteration_time_s);
+  }
+}
+
+TEST_CASE("shared-expert overlap: refused without shared experts, one line",
+          "[moe][config][shared-overlap]") {
+  StudyOverrides o = tiny_overrides(2);
+  o.moe_shared_expert_overlap = true;
+  CHECK(test::input_error_of([&] { load_study(resolve_config("studies", "default"), o); }) ==
+        "--moe-shared-expert-overlap: training.moe_shared_expert_overlap: needs an MoE model with "
+        "shared experts (model tiny-moe has none); turn it off or pick such a model");
+}
+
 namespace {
 
 // A top-1 variant of the tiny model (4 experts of width 2048), with `moe_extra` lines added to

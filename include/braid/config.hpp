@@ -321,6 +321,10 @@ struct TrainingConfig {
   // sequence-parallel all-gather / reduce-scatter into chunks pipelined with the GEMM beside it
   // (docs/cost-model.md, "TP-communication overlap"). Needs sequence parallelism.
   bool tp_comm_overlap = false;
+  // Megatron-Core's --moe-shared-expert-overlap (default off): an MoE layer's shared experts run
+  // on a stream of their own, fc1 while the dispatch all-to-all is in flight and fc2 while the
+  // combine all-to-all is (docs/moe.md, "Shared-expert overlap"). Needs shared experts.
+  bool moe_shared_expert_overlap = false;
   // Megatron's scatter/gather of activations between pipeline stages (no SP): send 1/t of the
   // tensor over the inter-node link and all-gather it over NVLink on the receiver.
   bool p2p_scatter_gather = true;
@@ -399,7 +403,7 @@ struct StudyOverrides {
   std::optional<bool> distributed_optimizer{}, overlap_grad_reduce{}, overlap_param_gather{};
   std::optional<bool> p2p_scatter_gather{}, p2p_batched{}, overlap_p2p_comm{};
   std::optional<bool> gradient_accumulation_fusion{}, tp_comm_overlap{}, fp8_param_gather{};
-  std::optional<bool> defer_embedding_wgrad_compute{};
+  std::optional<bool> defer_embedding_wgrad_compute{}, moe_shared_expert_overlap{};
   std::optional<int> wgrad_deferral_limit{};
   std::optional<std::string> moe_routing{};  // --moe-routing, parsed by the study's load
   // --moe-dispatcher and --moe-fp8-dispatch: the MoE model's MoeConfig::dispatcher and

@@ -147,6 +147,12 @@ struct UnitCost {
   // CostModel::flushes_w names (Megatron's defer_embedding_wgrad_compute on the LM head); false:
   // with its B, or where the schedule puts W.
   bool w_in_flush = false;
+  // It runs beside an EP all-to-all, off the pass's data flow (Megatron-Core's shared experts
+  // under --moe-shared-expert-overlap, docs/moe.md): in F and B it starts after the compute of
+  // the flowing unit before it, whose collectives after it the compute stream then does not wait
+  // for, and leaves the pass cursor where that unit put it (the all-to-all's end); the next
+  // flowing unit's compute waits for it too. Its W runs as any unit's.
+  bool beside_all_to_all = false;
   const PhaseCost& operator[](Phase p) const { return phase[static_cast<int>(p)]; }
   PhaseCost& operator[](Phase p) { return phase[static_cast<int>(p)]; }
 };

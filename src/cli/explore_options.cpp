@@ -142,6 +142,7 @@ void add_explore_study_options(CLI::App& cmd, ExploreStudyArgs& args) {
       ->check(CLI::IsMember(stage_balance_names()));
   add_moe_routing_option(cmd, args.moe_routing);
   add_moe_dispatch_options(cmd, args.moe_dispatcher, args.moe_fp8_dispatch);
+  add_moe_shared_expert_overlap_option(cmd, args.moe_shared_expert_overlap);
   cmd.add_option("--cp-comm-type", args.cp_comm_types,
                  "context-parallel communication types, e.g. p2p,a2a (an axis when more than "
                  "one: each row names its type); default: the study's");
@@ -208,6 +209,7 @@ ExploreBase load_explore_base(const ExploreStudyArgs& args, bool need_own, bool 
   o.moe_routing = args.moe_routing;
   o.moe_dispatcher = args.moe_dispatcher;
   o.moe_fp8_dispatch = args.moe_fp8_dispatch;
+  o.moe_shared_expert_overlap = args.moe_shared_expert_overlap;
   // One type stands for the study's (a list is an axis the rows set, SweepAxes): a2a+p2p when
   // listed with its sizes (the rows of the other types drop them, configure()), else the first.
   const std::vector<CpCommType> types = cp_comm_types_of(args);

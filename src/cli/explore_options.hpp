@@ -33,9 +33,10 @@ struct ExploreStudyArgs {
   std::optional<int> nodes;
   std::optional<double> offload;
   std::optional<StageBalance> balance;
-  std::optional<std::string> moe_routing;       // --moe-routing (StudyOverrides::moe_routing)
-  std::optional<MoeDispatcher> moe_dispatcher;  // --moe-dispatcher (StudyOverrides's)
-  std::optional<bool> moe_fp8_dispatch;         // --moe-fp8-dispatch (StudyOverrides's)
+  std::optional<std::string> moe_routing;         // --moe-routing (StudyOverrides::moe_routing)
+  std::optional<MoeDispatcher> moe_dispatcher;    // --moe-dispatcher (StudyOverrides's)
+  std::optional<bool> moe_fp8_dispatch;           // --moe-fp8-dispatch (StudyOverrides's)
+  std::optional<bool> moe_shared_expert_overlap;  // --moe-shared-expert-overlap
   // --cp-comm-type's list (more than one: an axis) and --hierarchical-cp-sizes.
   std::string cp_comm_types;
   std::optional<std::vector<int>> hierarchical_cp;

@@ -41,6 +41,15 @@ void add_moe_dispatch_options(CLI::App& cmd, std::optional<MoeDispatcher>& dispa
       "scales (moe.fp8_dispatch); default: the model's");
 }
 
+void add_moe_shared_expert_overlap_option(CLI::App& cmd, std::optional<bool>& overlap) {
+  cmd.add_option_function<std::string>(
+         "--moe-shared-expert-overlap", [&overlap](const std::string& v) { overlap = v == "on"; },
+         "MoE models with shared experts: run them beside the EP all-to-alls (Megatron's "
+         "--moe-shared-expert-overlap: fc1 under the dispatch, fc2 under the combine): on or off; "
+         "default: the study's (off, as Megatron)")
+      ->check(CLI::IsMember({"on", "off"}));
+}
+
 void add_study_options(CLI::App& cmd, StudyArgs& args) {
   StudyOverrides& o = args.overrides;
   cmd.add_option("--study", args.study,
@@ -115,6 +124,7 @@ void add_study_options(CLI::App& cmd, StudyArgs& args) {
       ->check(CLI::IsMember(precision_names()));
   add_moe_routing_option(cmd, o.moe_routing);
   add_moe_dispatch_options(cmd, o.moe_dispatcher, o.moe_fp8_dispatch);
+  add_moe_shared_expert_overlap_option(cmd, o.moe_shared_expert_overlap);
   cmd.add_option_function<int>(
       "--nodes", [&o](int v) { o.nodes = v; },
       "nodes of the cluster (GPUs per node from the cluster file); default: the cluster's");

@@ -34,6 +34,8 @@ void add_moe_routing_option(CLI::App& cmd, std::optional<std::string>& routing);
 // moe.fp8_dispatch), beside it on the same commands.
 void add_moe_dispatch_options(CLI::App& cmd, std::optional<MoeDispatcher>& dispatcher,
                               std::optional<bool>& fp8_dispatch);
+// --moe-shared-expert-overlap (training.moe_shared_expert_overlap), for the same commands.
+void add_moe_shared_expert_overlap_option(CLI::App& cmd, std::optional<bool>& overlap);
 // The study a command starts from: --study when given; else the job defaults
 // (configs/studies/job-defaults.yaml) when the command describes a job of its own (a model, a
 // cluster, or Megatron-LM arguments with the model's sizes); else the default study.

@@ -479,6 +479,21 @@ void validate_context_parallel(const Study& s, const StudyOverrides& o, const Or
   }
 }
 
+// Megatron-Core's shared-expert overlap needs shared experts to overlap (MoELayer builds its
+// SharedExpertMLP only with moe_shared_expert_intermediate_size) and a dispatcher with the
+// all-to-alls it hides under: TransformerConfig.__post_init__ refuses it for any but the alltoall
+// and flex dispatchers, both of braid's (alltoall, deepep).
+void validate_moe_shared_expert_overlap(const Study& s, const StudyOverrides& o,
+                                        const Origin& origin) {
+  if (!s.training.moe_shared_expert_overlap) return;
+  const std::string where =
+      origin.where(o.moe_shared_expert_overlap.has_value(), "--moe-shared-expert-overlap");
+  if (!s.model.moe || s.model.moe->shared_experts == 0)
+    throw InputError(where, "training.moe_shared_expert_overlap",
+                     "needs an MoE model with shared experts (model " + s.model.name +
+                         " has none); turn it off or pick such a model");
+}
+
 // Transformer Engine's userbuffers (TP-communication overlap) as Megatron allows them: its
 // validate_args asserts sequence parallelism ("Tensor parallel communication/GEMM overlap can
 // happen only when sequence parallelism is enabled"; at tp 1 it turns SP off first), and the
@@ -695,6 +710,7 @@ void validate(Study& s, const StudyOverrides* ov) {
   }
   validate_expert_parallel(s, o, origin);
   validate_moe_routing(s, o, origin);
+  validate_moe_shared_expert_overlap(s, o, origin);
   const RankLayout layout = rank_layout(s);
   p.dp = layout.dp;
   if (o.sizes_from_explorer) return;
@@ -811,6 +827,7 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
   t.bucket_params = bounded_number_or(tr, "bucket_params", 0, kBucketBound);
   t.gradient_accumulation_fusion = tr.boolean_or("gradient_accumulation_fusion", true);
   t.tp_comm_overlap = tr.boolean_or("tp_comm_overlap", false);
+  t.moe_shared_expert_overlap = tr.boolean_or("moe_shared_expert_overlap", false);
   t.p2p_scatter_gather = tr.boolean_or("p2p_scatter_gather", true);
   t.p2p_batched = tr.boolean_or("p2p_batched", true);
   t.overlap_p2p_comm = tr.boolean_or("overlap_p2p_comm", true);
@@ -870,6 +887,7 @@ Study load_study(const fs::path& file, const StudyOverrides& o) {
   if (o.gradient_accumulation_fusion)
     t.gradient_accumulation_fusion = *o.gradient_accumulation_fusion;
   if (o.tp_comm_overlap) t.tp_comm_overlap = *o.tp_comm_overlap;
+  if (o.moe_shared_expert_overlap) t.moe_shared_expert_overlap = *o.moe_shared_expert_overlap;
   if (o.defer_embedding_wgrad_compute)
     t.defer_embedding_wgrad_compute = *o.defer_embedding_wgrad_compute;
   if (o.wgrad_deferral_limit) t.wgrad_deferral_limit = *o.wgrad_deferral_limit;

@@ -173,6 +173,7 @@ const std::set<std::string>& known_flags() {
                                               "--fp8-format",
                                               "--fp8-recipe",
                                               "--tp-comm-overlap",
+                                              "--moe-shared-expert-overlap",
                                               "--fp8-param-gather",
                                               "--decoupled-lr",
                                               "--decoupled-min-lr",
@@ -639,6 +640,7 @@ void merge_overrides(StudyOverrides& base, const StudyOverrides& top) {
   take(base.tp_comm_overlap, top.tp_comm_overlap);
   take(base.moe_dispatcher, top.moe_dispatcher);
   take(base.moe_fp8_dispatch, top.moe_fp8_dispatch);
+  take(base.moe_shared_expert_overlap, top.moe_shared_expert_overlap);
   take(base.defer_embedding_wgrad_compute, top.defer_embedding_wgrad_compute);
   take(base.wgrad_deferral_limit, top.wgrad_deferral_limit);
   take(base.fp8_param_gather, top.fp8_param_gather);

@@ -68,6 +68,8 @@ inline constexpr MegatronSwitch kMegatronSwitches[] = {
      [](const Study& s) { return s.training.overlap_param_gather; }},
     {"--tp-comm-overlap", &StudyOverrides::tp_comm_overlap,
      [](const Study& s) { return s.training.tp_comm_overlap; }},
+    {"--moe-shared-expert-overlap", &StudyOverrides::moe_shared_expert_overlap,
+     [](const Study& s) { return s.training.moe_shared_expert_overlap; }},
     {"--fp8-param-gather", &StudyOverrides::fp8_param_gather,
      [](const Study& s) { return s.training.fp8_param_gather; }},
     {"--no-gradient-accumulation-fusion", &StudyOverrides::gradient_accumulation_fusion,

@@ -210,6 +210,7 @@ void add_moe_units(StudyUnits& u, const Study& study, const Profile& profile,
   moe.remote_nodes = detail::ep_remote_nodes(
       e.experts, e.top_k, ep_nodes, e.router_groups == ep_nodes ? e.router_group_top_k : 0);
   moe.shared_ffn = static_cast<double>(e.shared_experts) * e.shared_expert_ffn;
+  moe.shared_overlap = study.training.moe_shared_expert_overlap && moe.shared_ffn > 0;
   // The routing and capacity (docs/moe.md, "Load imbalance and capacity"): x tokens of a
   // microbatch enter each rank's router (sharded by tp under SP), x k choices.
   const MoeRouting& routing = study.training.moe_routing;

@@ -12,8 +12,8 @@
 // tokens, b = MoeSetup::busiest, expert i N / El x load_i, and it receives b times a balanced
 // rank's bytes in each all-to-all (docs/moe.md, "Load imbalance and capacity").
 #include <algorithm>
+#include <array>
 #include <cmath>
-#include <initializer_list>
 #include <tuple>
 #include <utility>
 
@@ -375,12 +375,21 @@ void combine_cost(UnitCost& u, const MoeTerms& m, const MoeSetup& moe, const Roo
 }
 
 // The shared experts (shared_experts.py SharedExpertMLP: a dense MLP of width S = count x width,
-// column-parallel fc1 and row-parallel fc2 over the dense tp), run serially on the block's
-// normed input (MoELayer.forward: shared_experts_compute before route; --moe-shared-expert-overlap
-// is not modelled yet), its output added to the routed one. Two units, PreMLP (fc1) and MLP (the
-// activation, fc2 and the add), with the dense MLP's TP collectives (tp_collectives: TE's column
-// and row linears, FP8 gathers included): under SP the input's all-gather before fc1 and the
-// output's reduce-scatter after fc2, else an all-reduce of fc2's output and of fc1's input
+// column-parallel fc1 and row-parallel fc2 over the dense tp), run on the block's normed input,
+// their output added to the routed one: by default serially, before the routed path
+// (MoELayer.forward: shared_experts_compute before route); with --moe-shared-expert-overlap on a
+// stream of their own (token_dispatcher.py MoEAlltoAllTokenDispatcher: fc1 and its activation
+// launched right after the tokens' all-to-all in token_dispatch, fc2 and its reduction after the
+// combine's all-to-all in token_combine, the output added after the unpermute in
+// combine_postprocess; the flex dispatcher alike in its dispatch and combine), the units then
+// placed Dispatch, PreMLP, Experts, MLP, Combine, each beside its all-to-all (UnitCost::
+// beside_all_to_all). The backward mirrors it: autograd runs the combine's all-to-all backward
+// first and fc2's backward beside it, and fc1's backward beside the dispatch's all-to-all
+// backward after the routed experts' (SharedExpertMLP.linear_fc1_forward_and_act and
+// linear_fc2_forward order the backward by the tensors' sequence numbers). Two units, PreMLP (fc1)
+// and MLP (the activation, fc2 and the add), with the dense MLP's TP collectives (tp_collectives:
+// TE's column and row linears, FP8 gathers included): under SP the input's all-gather before fc1
+// and the output's reduce-scatter after fc2, else an all-reduce of fc2's output and of fc1's input
 // gradient; under SP fc1's backward gathers its saved input again beside its dgrad
 // (sp_regather_dgrad).
 void shared_fc1_cost(UnitCost& u, const MoeTerms& m, const TpSetup& tp, const LayerShape& s,
@@ -456,12 +465,20 @@ LayerCost moe_layer_cost(const LayerShape& s, const TpSetup& tp, const MoeSetup&
   c.units.assign(dense.units.begin(), dense.units.begin() + 2);
   const MoeTerms m = moe_terms(s, tp, moe);
   const bool shared = moe.shared_ffn > 0;
-  for (const UnitKind kind : {UnitKind::Router, UnitKind::PreMLP, UnitKind::MLP, UnitKind::Dispatch,
-                              UnitKind::Experts, UnitKind::Combine}) {
+  // Serial: the shared experts before the routed path. Overlapped: fc1 beside the dispatch's
+  // all-to-all, fc2 beside the combine's, each off the data flow (UnitCost::beside_all_to_all).
+  static constexpr std::array<UnitKind, 6> serial = {UnitKind::Router,  UnitKind::PreMLP,
+                                                     UnitKind::MLP,     UnitKind::Dispatch,
+                                                     UnitKind::Experts, UnitKind::Combine};
+  static constexpr std::array<UnitKind, 6> overlapped = {UnitKind::Router, UnitKind::Dispatch,
+                                                         UnitKind::PreMLP, UnitKind::Experts,
+                                                         UnitKind::MLP,    UnitKind::Combine};
+  for (const UnitKind kind : moe.shared_overlap ? overlapped : serial) {
     if ((kind == UnitKind::PreMLP || kind == UnitKind::MLP) && !shared) continue;
     UnitCost u;
     u.kind = kind;
     u.layer = layer;
+    u.beside_all_to_all = moe.shared_overlap && (kind == UnitKind::PreMLP || kind == UnitKind::MLP);
     for (auto& p : u.phase) p.source = tp.source;
     if (kind == UnitKind::Router) router_cost(u, m, tp, roof);
     if (kind == UnitKind::PreMLP) shared_fc1_cost(u, m, tp, s, roof, moe.shared_ffn);

@@ -147,6 +147,9 @@ struct MoeSetup {
   bool fp8_dispatch = false;  // MoeConfig::fp8_dispatch
   double remote_nodes = 0;
   double shared_ffn = 0;  // the shared experts' width together (count x width); 0: none
+  // TrainingConfig::moe_shared_expert_overlap: the shared experts' units run beside the EP
+  // all-to-alls (UnitCost::beside_all_to_all).
+  bool shared_overlap = false;
   // Routing (moe_load; docs/moe.md, "Load imbalance and capacity"), relative to balanced: the
   // tokens each local expert of the busiest EP rank takes after capacity (El entries; empty:
   // all 1), that rank's tokens (their mean), and the mean over all experts of the routed tokens
@@ -185,8 +188,10 @@ struct MoeLoad {
 // every token, x, when the capacity is above it).
 MoeLoad moe_load(const std::vector<double>& loads, int ep, double tokens, double top_k,
                  std::optional<double> capacity_factor, bool pad_to_capacity);
-// An MoE layer of `shape` (DESIGN §4b): PreAttn, Attn as the dense layer's | Router, Dispatch,
-// Experts, Combine, the busiest EP rank's under the study's routing (MoeSetup::busiest_loads).
+// An MoE layer of `shape` (DESIGN §4b): PreAttn, Attn as the dense layer's | Router, [PreMLP,
+// MLP: the shared experts,] Dispatch, Experts, Combine (with MoeSetup::shared_overlap: Router,
+// Dispatch, PreMLP, Experts, MLP, Combine, the shared units beside the all-to-alls), the busiest EP
+// rank's under the study's routing (MoeSetup::busiest_loads).
 LayerCost moe_layer_cost(const LayerShape& shape, const TpSetup& tp, const MoeSetup& moe,
                          const Roofline& roof, int layer);
 // An MoE layer's parameters on one GPU: those of the dense groups (attention, norms, the router;

@@ -69,6 +69,11 @@ struct PassState {
   int first = kNone;       // first op of the pass (consumes the pass input)
   int pos = 0;             // flowing units emitted so far (index into the stage's flow order)
   int prefetched = kNone;  // Before collective of the next unit, already issued
+  // A unit beside an all-to-all (UnitCost::beside_all_to_all): `compute`, the last flowing
+  // unit's compute op, where it starts; `beside`, its last op, which the next flowing unit's
+  // compute waits for.
+  int compute = kNone;
+  int beside = kNone;
 };
 
 enum class CollectiveMode { Sync, Async };
@@ -609,11 +614,39 @@ class Lowerer final : public detail::StepEmitter {
 
   // emit_unit with an explicit cost; `recompute` ops chain on the pass cursor but leave the
   // pass's unit position and prefetched collectives to the B units around them.
+  // A unit beside an all-to-all (UnitCost::beside_all_to_all) starts from the last flowing
+  // unit's compute instead of the cursor, and leaves the cursor where it was; the flowing unit
+  // after it waits for its end. The collectives are issued in the order Megatron-Core issues them
+  // (token_dispatcher.py MoEAlltoAllTokenDispatcher): the side unit's before ones right after the
+  // compute of the unit before it, ahead of that unit's all-to-all after it, which the compute
+  // stream does not wait for (dispatch_preprocess: pre_forward_comm before token_dispatch); the
+  // next unit's before ones (its all-to-all) ahead of the side unit's compute (combine_preprocess
+  // and token_combine before linear_fc2_forward), the compute stream waiting only at that unit.
+  // A recomputed forward runs its units in order.
   void emit_cost(PassState& pass, const UnitCost& unit, Phase phase, const PhaseCost& cost,
                  CollectiveMode mode, bool recompute) {
     if (phase == Phase::W && skips_w(cost)) return;
     const bool flows = phase != Phase::W;
-    int input = flows ? pass.cursor : kNone;
+    const bool beside = flows && !recompute && unit.beside_all_to_all;
+    const std::vector<const UnitCost*>& flow = flow_[pass.stage];
+    const int n = static_cast<int>(flow.size());
+    const UnitCost* next = nullptr;  // the flowing unit after this one
+    if (flows && !recompute && pass.pos + 1 < n)
+      next = flow[phase == Phase::F ? pass.pos + 1 : n - 1 - (pass.pos + 1)];
+    const bool before_beside = next != nullptr && next->beside_all_to_all;
+    // The collectives before `u`'s compute, when it has some and none waits for the compute
+    // stream: issued from `from` without holding the compute stream, the op `u` then starts from.
+    const auto issue_before = [&](const UnitCost& u, int from) {
+      const Collectives& cs = u[phase].collectives;
+      const auto before = [](const Collective& c) {
+        return c.position == CollectivePosition::Before;
+      };
+      if (std::any_of(cs.begin(), cs.end(), before) &&
+          std::none_of(cs.begin(), cs.end(),
+                       [&](const Collective& c) { return before(c) && from_compute(pass, c); }))
+        pass.prefetched = emit_before(pass, u, phase, u[phase], CollectiveMode::Async, false, from);
+    };
+    int input = flows ? (beside && pass.compute != kNone ? pass.compute : pass.cursor) : kNone;
     bool prefetched = false;
     if (flows && !recompute && pass.prefetched != kNone) {
       prefetched = true;
@@ -622,34 +655,36 @@ class Lowerer final : public detail::StepEmitter {
     } else {
       input = emit_before(pass, unit, phase, cost, mode, recompute, input);
     }
+    if (beside && next != nullptr && !next->beside_all_to_all) issue_before(*next, pass.cursor);
     const int compute = emit_compute(pass, unit, phase, cost, recompute, input);
-    if (prefetched) edge(pass.cursor, compute);  // a rerun may have run since the prefetch
+    // A rerun may have run since the prefetch.
+    if (prefetched && !beside) edge(pass.cursor, compute);
+    if (flows && !beside && pass.beside != kNone) {
+      edge(pass.beside, compute);
+      pass.beside = kNone;
+    }
     if (flows && pass.first == kNone) pass.first = compute;
+    if (before_beside) issue_before(*next, compute);
     int output = compute;
     for (const Collective& c : cost.collectives) {
       if (c.position != CollectivePosition::After || skips_collective(c)) continue;
       const int op = emit_collective(pass, unit, phase, c, recompute);
       edge(output, op);
-      if (mode == CollectiveMode::Sync || from_compute(pass, c)) hold(op);
+      if ((mode == CollectiveMode::Sync && !before_beside) || from_compute(pass, c)) hold(op);
       output = op;
     }
     if (!flows) return;
+    if (beside) {
+      pass.beside = output;
+      ++pass.pos;
+      return;
+    }
     pass.cursor = output;
+    pass.compute = compute;
     if (recompute) return;
     ++pass.pos;
-    const std::vector<const UnitCost*>& flow = flow_[pass.stage];
-    const int n = static_cast<int>(flow.size());
-    if (mode == CollectiveMode::Async && pass.pos < n) {
-      const UnitCost& next = *flow[phase == Phase::F ? pass.pos : n - 1 - pass.pos];
-      const Collectives& cs = next[phase].collectives;
-      const auto before = [](const Collective& c) {
-        return c.position == CollectivePosition::Before;
-      };
-      if (std::any_of(cs.begin(), cs.end(), before) &&
-          std::none_of(cs.begin(), cs.end(),
-                       [&](const Collective& c) { return before(c) && from_compute(pass, c); }))
-        pass.prefetched = emit_before(pass, next, phase, next[phase], mode, false, output);
-    }
+    if (mode == CollectiveMode::Async && next != nullptr && !before_beside)
+      issue_before(*next, output);
   }
 
   // Zero-time ops left out while lowering (LowerOptions::fold_zero_time; docs/simulator.md,

@@ -143,6 +143,7 @@ void visit_study_fields(const TrainingConfig& t, F&& f) {
   f("bucket_params", t.bucket_params);
   f("gradient_accumulation_fusion", t.gradient_accumulation_fusion);
   f("tp_comm_overlap", t.tp_comm_overlap);
+  f("moe_shared_expert_overlap", t.moe_shared_expert_overlap);
   f("p2p_scatter_gather", t.p2p_scatter_gather);
   f("p2p_batched", t.p2p_batched);
   f("overlap_p2p_comm", t.overlap_p2p_comm);
