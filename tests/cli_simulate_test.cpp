@@ -315,8 +315,8 @@ TEST_CASE("simulate runs an MoE model with its EP all-to-all, sweep explores ep,
 }
 
 TEST_CASE(
-    "--moe-dispatcher and --moe-fp8-dispatch override the model's on simulate, compare "
-    "and sweep; bad values exit 2 in one line",
+    "the options --moe-dispatcher and --moe-fp8-dispatch override the model's on simulate, compare "
+    "and sweep, and bad values exit 2 in one line",
     "[cli][moe][allgather][errors]") {
   const std::string job =
       "--model mixtral-8x7b --cluster dgx-h100 --nodes 2 --tp 2 --pp 2 --ep 4 --sp on --seq 4096 "

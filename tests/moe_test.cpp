@@ -415,13 +415,28 @@ TEST_CASE("shared-expert overlap: the shared units beside the all-to-alls, costs
   }
 }
 
-TEST_CASE("shared-expert overlap: refused without shared experts, one line",
+TEST_CASE("shared-expert overlap: refused without shared experts or with allgather, one line",
           "[moe][config][shared-overlap]") {
   StudyOverrides o = tiny_overrides(2);
   o.moe_shared_expert_overlap = true;
   CHECK(test::input_error_of([&] { load_study(resolve_config("studies", "default"), o); }) ==
         "--moe-shared-expert-overlap: training.moe_shared_expert_overlap: needs an MoE model with "
         "shared experts (model tiny-moe has none); turn it off or pick such a model");
+  // With shared experts but the all-gather dispatcher: no all-to-all to hide under
+  // (TransformerConfig.__post_init__ allows alltoall and flex only).
+  const auto file = test::scratch_dir() / "tiny-shared-allgather.yaml";
+  test::write_file(file,
+                   "name: tiny-shared\nlayers: 2\nhidden: 1024\nheads: 8\nkv_heads: 8\n"
+                   "head_dim: 128\nffn: 4096\nvocab: 32000\nactivation: swiglu\nmoe:\n"
+                   "  experts: 4\n  top_k: 2\n  expert_ffn: 2048\n  shared_experts: 1\n");
+  o.model = file.string();
+  o.moe_dispatcher = MoeDispatcher::AllGather;
+  CHECK(test::input_error_of([&] { load_study(resolve_config("studies", "default"), o); }) ==
+        "--moe-shared-expert-overlap: training.moe_shared_expert_overlap: needs the alltoall or "
+        "deepep dispatcher (Megatron-Core refuses it with allgather); turn it off or set "
+        "--moe-dispatcher alltoall");
+  o.moe_dispatcher = MoeDispatcher::AllToAll;
+  CHECK_NOTHROW(load_study(resolve_config("studies", "default"), o));
 }
 
 namespace {

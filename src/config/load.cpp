@@ -482,7 +482,7 @@ void validate_context_parallel(const Study& s, const StudyOverrides& o, const Or
 // Megatron-Core's shared-expert overlap needs shared experts to overlap (MoELayer builds its
 // SharedExpertMLP only with moe_shared_expert_intermediate_size) and a dispatcher with the
 // all-to-alls it hides under: TransformerConfig.__post_init__ refuses it for any but the alltoall
-// and flex dispatchers, both of braid's (alltoall, deepep).
+// and flex dispatchers (braid's alltoall and deepep), so with allgather too.
 void validate_moe_shared_expert_overlap(const Study& s, const StudyOverrides& o,
                                         const Origin& origin) {
   if (!s.training.moe_shared_expert_overlap) return;
@@ -492,6 +492,10 @@ void validate_moe_shared_expert_overlap(const Study& s, const StudyOverrides& o,
     throw InputError(where, "training.moe_shared_expert_overlap",
                      "needs an MoE model with shared experts (model " + s.model.name +
                          " has none); turn it off or pick such a model");
+  if (s.model.moe->dispatcher == MoeDispatcher::AllGather)
+    throw InputError(where, "training.moe_shared_expert_overlap",
+                     "needs the alltoall or deepep dispatcher (Megatron-Core refuses it with "
+                     "allgather); turn it off or set --moe-dispatcher alltoall");
 }
 
 // Transformer Engine's userbuffers (TP-communication overlap) as Megatron allows them: its
