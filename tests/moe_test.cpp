@@ -38,6 +38,16 @@ std::string tiny_moe_file(int layers) {
   return path.string();
 }
 
+// The tiny model with one shared expert of width 2048 (expert_ffn, the default), 2 layers.
+std::string tiny_shared_file() {
+  const auto path = test::scratch_dir() / "tiny-shared.yaml";
+  test::write_file(path,
+                   "name: tiny-shared\nlayers: 2\nhidden: 1024\nheads: 8\nkv_heads: 8\n"
+                   "head_dim: 128\nffn: 4096\nvocab: 32000\nactivation: swiglu\nmoe:\n"
+                   "  experts: 4\n  top_k: 2\n  expert_ffn: 2048\n  shared_experts: 1\n");
+  return path.string();
+}
+
 // The tiny model on one DGX H100 node (8 GPUs, NVLink), tp 1, pp `pp`, ep `ep`, seq 1024,
 // micro-batch 1, 4 microbatches, one chunk per rank, no distributed optimizer.
 StudyOverrides tiny_overrides(int ep, int pp = 1, int layers = 2) {
@@ -295,13 +305,8 @@ TEST_CASE("MoE refusal: no sequence parallelism at tp > 1", "[moe][config]") {
 TEST_CASE("a shared expert: a dense MLP of its width beside the routed experts, serial",
           "[moe][cost]") {
   // The tiny model with one shared expert of width 2048 (expert_ffn, the default), tp 1.
-  const auto file = test::scratch_dir() / "tiny-shared.yaml";
-  test::write_file(file,
-                   "name: tiny-shared\nlayers: 2\nhidden: 1024\nheads: 8\nkv_heads: 8\n"
-                   "head_dim: 128\nffn: 4096\nvocab: 32000\nactivation: swiglu\nmoe:\n"
-                   "  experts: 4\n  top_k: 2\n  expert_ffn: 2048\n  shared_experts: 1\n");
   StudyOverrides o = tiny_overrides(2);
-  o.model = file.string();
+  o.model = tiny_shared_file();
   const CostModel cm = cost_of(load_study(resolve_config("studies", "default"), o));
   const ChunkCost& c = cm.chunks.front();
   std::vector<UnitKind> kinds;
@@ -356,13 +361,8 @@ TEST_CASE("shared-expert overlap: the shared units beside the all-to-alls, costs
   // The shared-expert model above; --moe-shared-expert-overlap moves fc1 after the Dispatch and
   // fc2 after the Experts, both marked beside the all-to-all, each unit's costs (time, memory,
   // collectives) the serial one's.
-  const auto file = test::scratch_dir() / "tiny-shared-overlap.yaml";
-  test::write_file(file,
-                   "name: tiny-shared\nlayers: 2\nhidden: 1024\nheads: 8\nkv_heads: 8\n"
-                   "head_dim: 128\nffn: 4096\nvocab: 32000\nactivation: swiglu\nmoe:\n"
-                   "  experts: 4\n  top_k: 2\n  expert_ffn: 2048\n  shared_experts: 1\n");
   StudyOverrides o = tiny_overrides(2);
-  o.model = file.string();
+  o.model = tiny_shared_file();
   o.tp = 2;
   o.sequence_parallel = true;
   o.layers_per_stage.reset();
@@ -424,12 +424,7 @@ TEST_CASE("shared-expert overlap: refused without shared experts or with allgath
         "shared experts (model tiny-moe has none); turn it off or pick such a model");
   // With shared experts but the all-gather dispatcher: no all-to-all to hide under
   // (TransformerConfig.__post_init__ allows alltoall and flex only).
-  const auto file = test::scratch_dir() / "tiny-shared-allgather.yaml";
-  test::write_file(file,
-                   "name: tiny-shared\nlayers: 2\nhidden: 1024\nheads: 8\nkv_heads: 8\n"
-                   "head_dim: 128\nffn: 4096\nvocab: 32000\nactivation: swiglu\nmoe:\n"
-                   "  experts: 4\n  top_k: 2\n  expert_ffn: 2048\n  shared_experts: 1\n");
-  o.model = file.string();
+  o.model = tiny_shared_file();
   o.moe_dispatcher = MoeDispatcher::AllGather;
   CHECK(test::input_error_of([&] { load_study(resolve_config("studies", "default"), o); }) ==
         "--moe-shared-expert-overlap: training.moe_shared_expert_overlap: needs the alltoall or "
