@@ -882,6 +882,38 @@ TEST_CASE("DeepEP's FP8 dispatch: the dispatch and the combine's backward in FP8
   CHECK(e.find("moe.fp8_dispatch: needs dispatcher: deepep") != std::string::npos);
 }
 
+TEST_CASE("the experts under FP8: Transformer Engine's casts of their inputs and gradients",
+          "[moe][cost][fp8]") {
+  // ep 16 on 2 nodes as above: N = x k = 1024 x 2 = 2048 copies reach a rank's experts, h 1024,
+  // f 2048, fc1 width 4096 (SwiGLU). _GroupedLinear casts fc1's input (N h = 2097152 values)
+  // and fc2's (N f = 4194304) in F, fc2's output gradient (N h) and fc1's (N w1 = 8388608) in B,
+  // one kernel each (split_quantize): fp8_cast_s, 4 bytes a value (read bf16, write the value
+  // and its transpose) under the delayed and blockwise recipes, 6 in 2 kernels under current
+  // scaling (its amax pass). h800: 3350 GB/s x 0.85 = 2847.5 GB/s, 3.48 us a memory kernel.
+  const auto experts = [](Precision p, const std::string& moe_extra) {
+    StudyOverrides o = wide_overrides(16, "  dispatcher: deepep\n" + moe_extra);
+    o.precision = p;
+    return first_unit(cost_of(load_study(resolve_config("studies", "default"), o)),
+                      UnitKind::Experts);
+  };
+  const UnitCost delayed = experts(Precision::Fp8Delayed, "");
+  const UnitCost current = experts(Precision::Fp8Current, "");
+  // Current minus delayed, per cast: one more kernel and 2 more bytes a value. F: 2 x 3.48 us +
+  // 2 x 6291456 / 2847.5e9 = 11.378933 us; B: 2 x 3.48 us + 2 x 10485760 / 2847.5e9 =
+  // 14.324888 us. The GEMMs run at the FP8 peak under both.
+  CHECK(current[Phase::F].time_s - delayed[Phase::F].time_s == Approx(11.378933e-6).epsilon(1e-6));
+  CHECK(current[Phase::B].time_s - delayed[Phase::B].time_s == Approx(14.324888e-6).epsilon(1e-6));
+  // With DeepEP's FP8 dispatch the tokens and fc2's output gradient arrive in FP8: one cast
+  // fewer in F and in B, 3.48 us + 4 x 2097152 / 2847.5e9 = 6.425955 us each.
+  const UnitCost blockwise = experts(Precision::Fp8Blockwise, "");
+  const UnitCost arrived = experts(Precision::Fp8Blockwise, "  fp8_dispatch: true\n");
+  CHECK(blockwise[Phase::F].time_s - arrived[Phase::F].time_s == Approx(6.425955e-6).epsilon(1e-6));
+  CHECK(blockwise[Phase::B].time_s - arrived[Phase::B].time_s == Approx(6.425955e-6).epsilon(1e-6));
+  // In bf16 the experts cast nothing, FP8 dispatch or not.
+  CHECK(experts(Precision::Bf16, "")[Phase::F].time_s ==
+        experts(Precision::Bf16, "  fp8_dispatch: true\n")[Phase::F].time_s);
+}
+
 TEST_CASE("moe dispatcher: the name/parse pair and a bad value in one line", "[moe][a2a]") {
   for (const char* text : {"alltoall", "deepep", "allgather"})
     CHECK(name(*parse_moe_dispatcher(text)) == std::string(text));

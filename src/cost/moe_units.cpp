@@ -290,10 +290,13 @@ void dispatch_cost(UnitCost& u, const MoeTerms& m, const MoeSetup& moe, const Ro
 // GEMM of the El local experts on N / El tokens each (TEGroupedMLP: fc1, the activation, fc2),
 // the sort back (combine_preprocess). F, B (dgrad) and W (wgrad) as the dense MLP splits them.
 // The busiest EP rank's: N b tokens, expert i on N / El x load_i of them. Under an FP8 recipe
-// the grouped GEMMs run at the FP8 peak and no cast of their inputs is charged: Transformer
-// Engine's grouped linear quantizes its split inputs (grouped_linear.py _GroupedLinear.forward),
-// which is left out, so DeepEP's FP8 dispatch (fp8_quantize_s) is the only cast charged, as when
-// its FP8 tokens and scales feed the grouped GEMM directly (DeepSeek-V3 report 3.3.3).
+// the grouped GEMMs run at the FP8 peak after Transformer Engine's casts: _GroupedLinear.forward
+// quantizes its input's splits (grouped_linear.py: split_quantize, one kernel for all of them),
+// fc1's and fc2's, and its backward fc2's and fc1's output gradients, each cast as the dense
+// layers' (fp8_cast_s). With DeepEP's FP8 dispatch the tokens arrive in FP8 and so does fc2's
+// output gradient (the combine's backward sends it through the dispatch kernel): those two feed the
+// grouped GEMMs as they are (DeepSeek-V3 report 3.3.3), after the dispatch's own cast
+// (fp8_quantize_s).
 void experts_cost(UnitCost& u, const MoeTerms& m, const MoeSetup& moe, const TpSetup& tp,
                   const LayerShape& s, const Roofline& roof) {
   const double N = m.N * m.busiest, h = m.h, e = m.e, f = m.f, El = m.El, w1 = m.fc1_width;
@@ -331,15 +334,17 @@ void experts_cost(UnitCost& u, const MoeTerms& m, const MoeSetup& moe, const TpS
   };
   const double fc1_saved = N * h * m.saved_e, fc2_saved = N * f * m.saved_e;
   const double grad_fc2 = N * h * e, grad_fc1 = N * w1 * e;
+  auto cast_s = [&](double elements) { return fp8_cast_s(roof, tp.precision, elements, 1); };
+  const double arrives_fp8 = moe.fp8_dispatch ? 0 : 1;  // tokens and fc2's output gradient
   timed(u[Phase::F], roof, [&] {
-    return sort_s + grouped(h, w1, Phase::F) + act_s(act_in + fc2_in) + grouped(f, h, Phase::F) +
-           sort_s;
+    return sort_s + arrives_fp8 * cast_s(N * h) + grouped(h, w1, Phase::F) +
+           act_s(act_in + fc2_in) + cast_s(N * f) + grouped(f, h, Phase::F) + sort_s;
   });
   set_flops(u[Phase::F]);
   u[Phase::F].alloc_bytes = fc1_saved + act_in + fc2_saved;
   timed(u[Phase::B], roof, [&] {
-    return sort_s + grouped(f, h, Phase::B) + act_s(fc2_in + 2 * act_in) +
-           grouped(h, w1, Phase::B) + sort_s;
+    return sort_s + arrives_fp8 * cast_s(N * h) + grouped(f, h, Phase::B) +
+           act_s(fc2_in + 2 * act_in) + cast_s(N * w1) + grouped(h, w1, Phase::B) + sort_s;
   });
   set_flops(u[Phase::B]);
   u[Phase::B].alloc_bytes = grad_fc2 + grad_fc1;
