@@ -780,10 +780,29 @@ TEST_CASE("the all-to-all inside a node is NVLink's alone, under both dispatcher
   CHECK(d.bytes == kSent + kProbs);
   CHECK(d.time_s == a2a(kSent) + a2a(kProbs));
   CHECK(a2a_of(cm, UnitKind::Combine, Phase::F).time_s == a2a(kSent));
-  // DeepEP inside a node: one fused call, the probabilities beside the tokens.
+  // DeepEP inside a node: one fused call, one copy per GPU, each with the token's 2 weights.
+  // 2 local experts per GPU: a GPU is missed by both choices with probability C(14, 2) / C(16, 2)
+  // = 91/120, so a token reaches 8 x 29/120 = 29/15 GPUs, 29/30 of a copy per routed expert:
+  // 29/30 x 4 MiB of tokens and 1024 x 29/15 x 2 x 4 B of weights.
   const CostModel deepep = wide(8, "  dispatcher: deepep\n");
-  CHECK(a2a_of(deepep, UnitKind::Dispatch, Phase::F).time_s == Approx(a2a(kSent + kProbs)));
-  CHECK(a2a_of(deepep, UnitKind::Combine, Phase::F).time_s == Approx(a2a(kSent)));
+  const double weights = 1024 * 29.0 / 15 * 2 * 4;
+  const Collective dd = a2a_of(deepep, UnitKind::Dispatch, Phase::F);
+  CHECK(dd.bytes == Approx(kSent * 29 / 30 + weights));
+  CHECK(dd.time_s == Approx(a2a(kSent * 29 / 30 + weights)));
+  CHECK(a2a_of(deepep, UnitKind::Combine, Phase::F).time_s == Approx(a2a(kSent * 29 / 30)));
+}
+
+TEST_CASE("DeepEP's copies: one per GPU a token's experts are on, not one per expert",
+          "[moe][a2a]") {
+  // One expert a GPU: as many GPUs as choices.
+  CHECK(detail::ep_target_gpus(16, 2, 16, 2, 0) == 2);
+  // 16 experts on 8 GPUs of one node, top-2: 8 x (1 - C(14, 2) / C(16, 2)) = 29/15.
+  CHECK(detail::ep_target_gpus(16, 2, 8, 1, 0) == Approx(29.0 / 15));
+  // DeepSeek-V3: 256 experts on EP 64 (4 a GPU, 8 nodes), top-8. Unlimited: 64 x (1 -
+  // C(252, 8) / C(256, 8)) = 7.675750; node-limited to 4 nodes, 32 GPUs and their 128 experts:
+  // 32 x (1 - C(124, 8) / C(128, 8)) = 7.359370 copies a token instead of 8.
+  CHECK(detail::ep_target_gpus(256, 8, 64, 8, 0) == Approx(7.675750).epsilon(1e-6));
+  CHECK(detail::ep_target_gpus(256, 8, 64, 8, 4) == Approx(7.359370).epsilon(1e-6));
 }
 
 TEST_CASE("the all-to-all across nodes: NVLink and IB at once, the slower sets it, by hand",
@@ -833,10 +852,11 @@ TEST_CASE("DeepEP across nodes: one copy per remote node over IB, capped by node
   CHECK(c.bytes == kSent);
   CHECK(c.time_s == Approx(46e-6 + 2097152 * 23.0 / 30 / 50e9).epsilon(1e-12));
   CHECK(c.time_s == Approx(78.156331e-6).epsilon(1e-8));
-  // The dispatch carries the probabilities in the same call: IB 1607816.5333 + 1024 x 23/30 x
-  // 8 B = 1614097.0667 B, 46 us + 32.281941 us = 78.281941 us.
+  // The dispatch carries the token's 2 weights beside each of its 2 copies (one expert a GPU):
+  // 4 MiB + 1024 x 2 x 2 x 4 B. IB 1607816.5333 + 1024 x 23/30 x 8 B = 1614097.0667 B, 46 us +
+  // 32.281941 us = 78.281941 us.
   const Collective d = a2a_of(cm, UnitKind::Dispatch, Phase::F);
-  CHECK(d.bytes == kSent + kProbs);
+  CHECK(d.bytes == kSent + 2 * kProbs);
   CHECK(d.time_s == Approx(46e-6 + (2097152 + 8192) * 23.0 / 30 / 50e9).epsilon(1e-12));
   CHECK(d.time_s == Approx(78.281941e-6).epsilon(1e-8));
   // Node-limited to one node: 1/2 remote node per token, 1048576 B: 46 + 20.97152 = 66.97152 us.
@@ -852,14 +872,14 @@ TEST_CASE("DeepEP across nodes: one copy per remote node over IB, capped by node
 TEST_CASE("DeepEP's FP8 dispatch: the dispatch and the combine's backward in FP8, the rest bf16",
           "[moe][a2a]") {
   // ep 16 on 2 nodes as above, FP8 with an FP32 scale per 128 values: 1 + 4/128 = 1.03125 bytes
-  // a value. The dispatch: 4194304 x 1.03125 / 2 = 2162688 B of tokens + 8192 B of
-  // probabilities (fp32, unchanged). IB: 1024 x 23/30 x 1024 x 1.03125 = 829030.4 B of tokens +
-  // 1024 x 23/30 x 8 = 6280.5333 B: 46 us + 835310.9333 / 50e9 = 62.706219 us. NVLink: 10 us +
-  // 7/8 x 2170880 / 160e9 = 21.872 us. The slower sets it.
+  // a value. The dispatch: 4194304 x 1.03125 / 2 = 2162688 B of tokens + 16384 B of weights
+  // (fp32, unchanged). IB: 1024 x 23/30 x 1024 x 1.03125 = 829030.4 B of tokens + 1024 x 23/30 x
+  // 8 = 6280.5333 B: 46 us + 835310.9333 / 50e9 = 62.706219 us. NVLink: 10 us + 7/8 x 2179072 /
+  // 160e9 = 21.917 us. The slower sets it.
   const CostModel bf16 = wide(16, "  dispatcher: deepep\n");
   const CostModel fp8 = wide(16, "  dispatcher: deepep\n  fp8_dispatch: true\n");
   const Collective d = a2a_of(fp8, UnitKind::Dispatch, Phase::F);
-  CHECK(d.bytes == 2162688.0 + kProbs);
+  CHECK(d.bytes == 2162688.0 + 2 * kProbs);
   CHECK(d.time_s == Approx(62.706219e-6).epsilon(1e-8));
   // The combine's backward sends the output gradient through the dispatch kernel: 2162688 B,
   // IB 829030.4 B: 46 + 16.580608 = 62.580608 us.

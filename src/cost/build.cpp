@@ -207,8 +207,9 @@ void add_moe_units(StudyUnits& u, const Study& study, const Profile& profile,
   moe.dispatcher = e.dispatcher;
   moe.fp8_dispatch = e.fp8_dispatch;
   const int ep_nodes = moe.ep / std::max(1, moe.ep_per_node);
-  moe.remote_nodes = detail::ep_remote_nodes(
-      e.experts, e.top_k, ep_nodes, e.router_groups == ep_nodes ? e.router_group_top_k : 0);
+  const int node_limit = e.router_groups == ep_nodes ? e.router_group_top_k : 0;
+  moe.remote_nodes = detail::ep_remote_nodes(e.experts, e.top_k, ep_nodes, node_limit);
+  moe.target_gpus = detail::ep_target_gpus(e.experts, e.top_k, moe.ep, ep_nodes, node_limit);
   moe.shared_ffn = static_cast<double>(e.shared_experts) * e.shared_expert_ffn;
   moe.shared_overlap = study.training.moe_shared_expert_overlap && moe.shared_ffn > 0;
   // The routing and capacity (docs/moe.md, "Load imbalance and capacity"): x tokens of a

@@ -83,11 +83,16 @@ void add_all_to_all(PhaseCost& p, const MoeSetup& moe, const MoeTerms& m,
   const double remote = m.x * moe.remote_nodes * m.h * wire * m.busiest;
   const double remote_probs = m.x * moe.remote_nodes * m.k * kProbBytes * m.busiest;
   if (moe.dispatcher == MoeDispatcher::DeepEp) {
+    // DeepEP's buffer: one copy per GPU the token's experts are on (MoeSetup::target_gpus of
+    // its k copies), each with the token's k weights (intranode.cu / internode.cu dispatch:
+    // a token row per destination rank, with recv_topk_weights beside it).
+    const double copies = moe.target_gpus / m.k;  // per routed copy
+    const double weights = with_probs ? m.x * moe.target_gpus * m.k * kProbBytes * m.busiest : 0;
     Collective c;
     c.kind = CollectiveKind::AllToAll;
     c.group = Group::Ep;
     c.position = position;
-    c.bytes = received + probs;
+    c.bytes = copies * received + weights;
     const auto [time_s, source] =
         ep_all_to_all_s(moe, c.bytes, remote + (with_probs ? remote_probs : 0));
     c.time_s = time_s;
@@ -502,15 +507,34 @@ LayerCost moe_layer_cost(const LayerShape& s, const TpSetup& tp, const MoeSetup&
   return c;
 }
 
-double ep_remote_nodes(double experts, double top_k, int nodes, int limit) {
-  if (nodes <= 1) return 0;
-  const double n = nodes, M = limit > 0 && limit < nodes ? limit : n;
-  const double per_node = experts / n, C = M * per_node;
-  // C(C - E / n, k) / C(C, k) as a product of k ratios; 0 once the other nodes hold fewer than k.
+namespace {
+
+// The expected bins (nodes or GPUs) that a token's k distinct choices reach, drawn from `bins`
+// bins of `per_bin` experts each, C = bins x per_bin candidates: a bin is missed with probability
+// C(C - per_bin, k) / C(C, k), a product of k ratios, 0 once the other bins hold fewer than k.
+double bins_reached(double bins, double per_bin, double top_k) {
+  const double C = bins * per_bin;
   double missed = 1;
   for (int i = 0; i < static_cast<int>(top_k); ++i)
-    missed *= std::max(0.0, (C - per_node - i) / (C - i));
-  return (n - 1) / n * M * (1 - missed);
+    missed *= std::max(0.0, (C - per_bin - i) / (C - i));
+  return bins * (1 - missed);
+}
+
+// The nodes a token may use: `limit` of them under node-limited routing, else all.
+double nodes_allowed(int nodes, int limit) { return limit > 0 && limit < nodes ? limit : nodes; }
+
+}  // namespace
+
+double ep_remote_nodes(double experts, double top_k, int nodes, int limit) {
+  if (nodes <= 1) return 0;
+  const double n = nodes;
+  return (n - 1) / n * bins_reached(nodes_allowed(nodes, limit), experts / n, top_k);
+}
+
+double ep_target_gpus(double experts, double top_k, int ep, int nodes, int limit) {
+  const int n = std::max(1, nodes);
+  const double gpus_per_node = static_cast<double>(ep) / n;
+  return bins_reached(nodes_allowed(n, limit) * gpus_per_node, experts / ep, top_k);
 }
 
 std::pair<double, Source> ep_all_to_all_s(const MoeSetup& moe, double bytes, double remote_bytes) {

@@ -146,6 +146,9 @@ struct MoeSetup {
   MoeDispatcher dispatcher = MoeDispatcher::AllToAll;
   bool fp8_dispatch = false;  // MoeConfig::fp8_dispatch
   double remote_nodes = 0;
+  // DeepEP: the expected GPUs of the EP group that a token's top_k copies reach
+  // (ep_target_gpus); it sends one copy to each.
+  double target_gpus = 0;
   double shared_ffn = 0;  // the shared experts' width together (count x width); 0: none
   // TrainingConfig::moe_shared_expert_overlap: the shared experts' units run beside the EP
   // all-to-alls (UnitCost::beside_all_to_all).
@@ -166,6 +169,13 @@ struct MoeSetup {
 // D = M (1 - C(C - E / nodes, k) / C(C, k)) nodes, every node alike, its own among them with
 // probability D / nodes: (nodes - 1) D / nodes others.
 double ep_remote_nodes(double experts, double top_k, int nodes, int limit);
+// The expected GPUs of an EP group of `ep` ranks on `nodes` nodes that one token's top_k copies
+// reach under balanced routing (node-limited to `limit` nodes, 0: not limited), E / ep experts on
+// each: the M (limit or nodes) x ep / nodes GPUs the token may use, each missed with
+// probability C(C - E / ep, k) / C(C, k), C = M E / nodes. DeepEP sends a token once per GPU
+// (its dispatch buffer has a row per token and destination rank), top_k times when each expert
+// has a GPU of its own.
+double ep_target_gpus(double experts, double top_k, int ep, int nodes, int limit);
 // The time of one EP all-to-all of `bytes` per rank (nccl-tests' size: the busiest rank's whole
 // buffer) on the links `moe` names, and the source of the part that sets it: inside a node the
 // all-to-all of ep ranks; across nodes its NVLink and network parts at once, the slower setting
