@@ -29,6 +29,34 @@ namespace {
 // halves Attn | Dispatch..Combine; cut points dispatch 1, combine 3 unless `cuts` is false (the
 // same layer as a layer without them). One such layer per chunk, uniform-cost rules (no P2P
 // time, no contention, no step tail).
+// One unit of a round-cost MoE layer: Attn F 4, B 4, W 2; Experts 4 in each phase; the
+// Dispatch's all-to-all of `a2a_s` after its F and before its B, the Combine's the other way
+// round; no time otherwise.
+UnitCost round_unit(UnitKind kind, int layer, double a2a_s) {
+  UnitCost u;
+  u.kind = kind;
+  u.layer = layer;
+  if (kind == UnitKind::Attn) {
+    u[Phase::F].time_s = 4;
+    u[Phase::B].time_s = 4;
+    u[Phase::W].time_s = 2;
+  }
+  if (kind == UnitKind::Experts)
+    for (Phase p : {Phase::F, Phase::B, Phase::W}) u[p].time_s = 4;
+  if (kind == UnitKind::Dispatch || kind == UnitKind::Combine) {
+    const Collective after{.kind = CollectiveKind::AllToAll,
+                           .group = Group::Ep,
+                           .position = CollectivePosition::After,
+                           .time_s = a2a_s};
+    Collective before = after;
+    before.position = CollectivePosition::Before;
+    const bool dispatch = kind == UnitKind::Dispatch;
+    u[Phase::F].collectives.push_back(dispatch ? after : before);
+    u[Phase::B].collectives.push_back(dispatch ? before : after);
+  }
+  return u;
+}
+
 LayerCost moe_round_layer(int layer, bool cuts) {
   LayerCost l;
   l.half = 1;
@@ -36,33 +64,8 @@ LayerCost moe_round_layer(int layer, bool cuts) {
     l.dispatch = 1;
     l.combine = 3;
   }
-  const Collective a2a_after{.kind = CollectiveKind::AllToAll,
-                             .group = Group::Ep,
-                             .position = CollectivePosition::After,
-                             .time_s = 1};
-  Collective a2a_before = a2a_after;
-  a2a_before.position = CollectivePosition::Before;
-  for (UnitKind k : {UnitKind::Attn, UnitKind::Dispatch, UnitKind::Experts, UnitKind::Combine}) {
-    UnitCost u;
-    u.kind = k;
-    u.layer = layer;
-    if (k == UnitKind::Attn) {
-      u[Phase::F].time_s = 4;
-      u[Phase::B].time_s = 4;
-      u[Phase::W].time_s = 2;
-    }
-    if (k == UnitKind::Experts)
-      for (Phase p : {Phase::F, Phase::B, Phase::W}) u[p].time_s = 4;
-    if (k == UnitKind::Dispatch) {
-      u[Phase::F].collectives.push_back(a2a_after);
-      u[Phase::B].collectives.push_back(a2a_before);
-    }
-    if (k == UnitKind::Combine) {
-      u[Phase::F].collectives.push_back(a2a_before);
-      u[Phase::B].collectives.push_back(a2a_after);
-    }
-    l.units.push_back(u);
-  }
+  for (UnitKind k : {UnitKind::Attn, UnitKind::Dispatch, UnitKind::Experts, UnitKind::Combine})
+    l.units.push_back(round_unit(k, layer, 1));
   return l;
 }
 
@@ -226,12 +229,6 @@ namespace {
 LayerCost shared_round_layer(int layer, bool overlap) {
   LayerCost l;
   l.half = 1;
-  const Collective a2a_after{.kind = CollectiveKind::AllToAll,
-                             .group = Group::Ep,
-                             .position = CollectivePosition::After,
-                             .time_s = 2};
-  Collective a2a_before = a2a_after;
-  a2a_before.position = CollectivePosition::Before;
   const std::initializer_list<UnitKind> serial = {UnitKind::Attn,    UnitKind::PreMLP,
                                                   UnitKind::MLP,     UnitKind::Dispatch,
                                                   UnitKind::Experts, UnitKind::Combine};
@@ -239,30 +236,13 @@ LayerCost shared_round_layer(int layer, bool overlap) {
                                                       UnitKind::PreMLP, UnitKind::Experts,
                                                       UnitKind::MLP,    UnitKind::Combine};
   for (UnitKind k : overlap ? overlapped : serial) {
-    UnitCost u;
-    u.kind = k;
-    u.layer = layer;
-    if (k == UnitKind::Attn) {
-      u[Phase::F].time_s = 4;
-      u[Phase::B].time_s = 4;
-      u[Phase::W].time_s = 2;
-    }
+    UnitCost u = round_unit(k, layer, 2);
     if (k == UnitKind::PreMLP || k == UnitKind::MLP) {
       for (Phase p : {Phase::F, Phase::B, Phase::W}) u[p].time_s = 1;
       u.beside_all_to_all = overlap;
     }
-    if (k == UnitKind::Experts)
-      for (Phase p : {Phase::F, Phase::B, Phase::W}) u[p].time_s = 4;
-    if (k == UnitKind::Dispatch) {
-      l.dispatch = static_cast<int>(l.units.size());
-      u[Phase::F].collectives.push_back(a2a_after);
-      u[Phase::B].collectives.push_back(a2a_before);
-    }
-    if (k == UnitKind::Combine) {
-      l.combine = static_cast<int>(l.units.size());
-      u[Phase::F].collectives.push_back(a2a_before);
-      u[Phase::B].collectives.push_back(a2a_after);
-    }
+    if (k == UnitKind::Dispatch) l.dispatch = static_cast<int>(l.units.size());
+    if (k == UnitKind::Combine) l.combine = static_cast<int>(l.units.size());
     l.units.push_back(u);
   }
   return l;
