@@ -465,7 +465,7 @@ TEST_CASE("sliding-window attention: a windowed layer's core attention FLOPs, co
   // 4 layers, h 64, 4 heads of 16 (q = 64), window 3 on every layer but each second
   // (full_attention_every 2: layers 0 and 2 windowed, 1 and 3 full); tp 1, seq 8, mbs 1 (T = 8).
   auto model = [](const std::string& name, int window) {
-    const std::string file = (test::scratch_dir() / (name + ".yaml")).string();
+    std::string file = (test::scratch_dir() / (name + ".yaml")).string();
     std::ofstream(file) << "name: " << name
                         << "\nlayers: 4\nhidden: 64\nheads: 4\nffn: 128\nvocab: 1000\n"
                            "sliding_window: "
