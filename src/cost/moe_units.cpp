@@ -61,6 +61,15 @@ MoeTerms moe_terms(const LayerShape& s, const TpSetup& tp, const MoeSetup& moe) 
   return m;
 }
 
+// One more NCCL call of the last collective's kind, group and ranks right after it (a tensor of
+// `bytes` sent beside the first): the calls run one after another, so their bytes and times add
+// in one record.
+void add_next_call(PhaseCost& p, const LinkProfile& link, int ranks, double bytes) {
+  Collective& c = p.collectives.back();
+  c.bytes += bytes;
+  c.time_s += collective_time_s(link, c.kind, ranks, bytes);
+}
+
 void set_gemm_flops(PhaseCost& p, double flops) {
   p.flops = flops;
   p.hw_flops = flops;
@@ -103,11 +112,7 @@ void add_all_to_all(PhaseCost& p, const MoeSetup& moe, const MoeTerms& m,
   if (moe.ep_per_node >= moe.ep) {  // inside a node: the all-to-all of ep ranks on its link
     add_group_collective(p, Group::Ep, moe.ep, *moe.ep_link, CollectiveKind::AllToAll, position,
                          received);
-    if (with_probs) {
-      p.collectives.back().bytes += probs;
-      p.collectives.back().time_s +=
-          collective_time_s(*moe.ep_link, CollectiveKind::AllToAll, moe.ep, probs);
-    }
+    if (with_probs) add_next_call(p, *moe.ep_link, moe.ep, probs);
     return;
   }
   Collective c;
@@ -156,16 +161,9 @@ GatherTerms gather_terms(const MoeTerms& m, const MoeSetup& moe) {
 void add_tp_ep_collective(PhaseCost& p, const GatherTerms& g, CollectiveKind kind,
                           CollectivePosition position, std::initializer_list<double> bytes) {
   if (g.G <= 1) return;
-  bool first = true;
-  for (const double b : bytes) {
-    if (first) {
-      add_group_collective(p, Group::Ep, g.G, *g.link, kind, position, b);
-    } else {
-      p.collectives.back().bytes += b;
-      p.collectives.back().time_s += collective_time_s(*g.link, kind, g.G, b);
-    }
-    first = false;
-  }
+  add_group_collective(p, Group::Ep, g.G, *g.link, kind, position, *bytes.begin());
+  for (const double* b = bytes.begin() + 1; b != bytes.end(); ++b)
+    add_next_call(p, *g.link, g.G, *b);
 }
 
 // Bytes of one routing-map entry (a torch.bool per token and expert).
@@ -340,16 +338,18 @@ void experts_cost(UnitCost& u, const MoeTerms& m, const MoeSetup& moe, const TpS
   const double fc1_saved = N * h * m.saved_e, fc2_saved = N * f * m.saved_e;
   const double grad_fc2 = N * h * e, grad_fc1 = N * w1 * e;
   auto cast_s = [&](double elements) { return fp8_cast_s(roof, tp.precision, elements, 1); };
-  const double arrives_fp8 = moe.fp8_dispatch ? 0 : 1;  // tokens and fc2's output gradient
+  // fc1's input and fc2's output gradient: N h values each, already FP8 when DeepEP's FP8
+  // dispatch delivered them.
+  auto routed_cast_s = [&] { return moe.fp8_dispatch ? 0.0 : cast_s(N * h); };
   timed(u[Phase::F], roof, [&] {
-    return sort_s + arrives_fp8 * cast_s(N * h) + grouped(h, w1, Phase::F) +
-           act_s(act_in + fc2_in) + cast_s(N * f) + grouped(f, h, Phase::F) + sort_s;
+    return sort_s + routed_cast_s() + grouped(h, w1, Phase::F) + act_s(act_in + fc2_in) +
+           cast_s(N * f) + grouped(f, h, Phase::F) + sort_s;
   });
   set_flops(u[Phase::F]);
   u[Phase::F].alloc_bytes = fc1_saved + act_in + fc2_saved;
   timed(u[Phase::B], roof, [&] {
-    return sort_s + arrives_fp8 * cast_s(N * h) + grouped(f, h, Phase::B) +
-           act_s(fc2_in + 2 * act_in) + cast_s(N * w1) + grouped(h, w1, Phase::B) + sort_s;
+    return sort_s + routed_cast_s() + grouped(f, h, Phase::B) + act_s(fc2_in + 2 * act_in) +
+           cast_s(N * w1) + grouped(h, w1, Phase::B) + sort_s;
   });
   set_flops(u[Phase::B]);
   u[Phase::B].alloc_bytes = grad_fc2 + grad_fc1;
@@ -483,6 +483,7 @@ LayerCost moe_layer_cost(const LayerShape& s, const TpSetup& tp, const MoeSetup&
   static constexpr std::array<UnitKind, 6> overlapped = {UnitKind::Router, UnitKind::Dispatch,
                                                          UnitKind::PreMLP, UnitKind::Experts,
                                                          UnitKind::MLP,    UnitKind::Combine};
+  const bool gather = moe.dispatcher == MoeDispatcher::AllGather;
   for (const UnitKind kind : moe.shared_overlap ? overlapped : serial) {
     if ((kind == UnitKind::PreMLP || kind == UnitKind::MLP) && !shared) continue;
     UnitCost u;
@@ -493,7 +494,6 @@ LayerCost moe_layer_cost(const LayerShape& s, const TpSetup& tp, const MoeSetup&
     if (kind == UnitKind::Router) router_cost(u, m, tp, roof);
     if (kind == UnitKind::PreMLP) shared_fc1_cost(u, m, tp, s, roof, moe.shared_ffn);
     if (kind == UnitKind::MLP) shared_fc2_cost(u, m, tp, s, roof, moe.shared_ffn);
-    const bool gather = moe.dispatcher == MoeDispatcher::AllGather;
     if (kind == UnitKind::Dispatch && gather) allgather_dispatch_cost(u, m, moe, roof);
     if (kind == UnitKind::Dispatch && !gather) dispatch_cost(u, m, moe, roof);
     if (kind == UnitKind::Experts) experts_cost(u, m, moe, tp, s, roof);
